@@ -1,0 +1,1 @@
+//! Agent runtimes (claude, codex, any command) behind one `Dispatcher` seam.

@@ -1,0 +1,1 @@
+//! verify.yaml, gate execution, verdicts and renderers.

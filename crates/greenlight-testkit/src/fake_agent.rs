@@ -1,0 +1,1 @@
+//! Scripted fake `claude` and `codex` executables that reproduce measured CLI behaviour.

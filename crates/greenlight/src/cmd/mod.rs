@@ -1,0 +1,7 @@
+//! One module per subcommand; each exposes its clap arguments and `run(args) -> exit code`.
+
+pub mod agent;
+pub mod digest;
+pub mod hook;
+pub mod init;
+pub mod verify;

@@ -1,0 +1,42 @@
+//! The `greenlight` command line: argument parsing and rendering only; every decision lives in
+//! a library crate.
+
+mod cmd;
+
+use clap::{Parser, Subcommand};
+
+/// Deterministic checks as the authority over AI coding agents.
+#[derive(Debug, Parser)]
+#[command(name = "greenlight", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the gates declared in a verify.yaml and judge each by its exit code.
+    Verify(cmd::verify::Args),
+    /// Turn test or build output into exact, compact diagnostics.
+    Digest(cmd::digest::Args),
+    /// Probe or dispatch an agent CLI (claude, codex, or any command).
+    #[command(subcommand)]
+    Agent(cmd::agent::Command),
+    /// Draft a verify.yaml from what the repository already runs.
+    Init(cmd::init::Args),
+    /// Agent Stop hooks: install, uninstall, and the hook itself.
+    #[command(subcommand)]
+    Hook(cmd::hook::Command),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let code = match cli.command {
+        Command::Verify(args) => cmd::verify::run(args),
+        Command::Digest(args) => cmd::digest::run(args),
+        Command::Agent(command) => cmd::agent::run(command),
+        Command::Init(args) => cmd::init::run(args),
+        Command::Hook(command) => cmd::hook::run(command),
+    };
+    std::process::exit(code);
+}
