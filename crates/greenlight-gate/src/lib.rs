@@ -1,1 +1,17 @@
-//! verify.yaml, gate execution, verdicts and renderers.
+//! verify.yaml, gate execution that leaves nothing behind, verdicts and their renderers.
+//!
+//! The flow: [`config::load`] → [`runner::run`] (work-evidence, then each gate through
+//! [`exec::run`], with [`lock`] for mutex gates) → [`report::RunReport`] → [`render`].
+
+pub mod config;
+pub mod error;
+pub mod evidence;
+pub mod exec;
+pub mod lock;
+pub mod procs;
+pub mod render;
+pub mod report;
+pub mod runner;
+pub mod tail;
+
+pub use error::Error;

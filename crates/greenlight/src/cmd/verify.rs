@@ -1,10 +1,266 @@
-//! `greenlight verify`.
+//! `greenlight verify`: run a verify.yaml's gates and print CommandMate's line contract.
+//!
+//! stdout carries only `GATE …` and `RESULT …` lines (or one JSON document with `--format
+//! json`); reasons, tails and progress go to stderr.
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use camino::Utf8PathBuf;
+use greenlight_gate::exec::{self, Interrupt};
+use greenlight_gate::report::{RunReport, exit};
+use greenlight_gate::runner::{self, Event, RunOptions};
+use greenlight_gate::{config, render};
+
+/// Output format of `greenlight verify`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// CommandMate's `GATE …` / `RESULT …` lines.
+    Text,
+    /// One JSON document (fields in the README).
+    Json,
+}
 
 /// Arguments of `greenlight verify`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// The verify.yaml to read [default: <cwd>/.commandmate/verify.yaml].
+    #[arg(long, value_name = "PATH")]
+    pub config: Option<PathBuf>,
+    /// The worktree the gates run in [default: the current directory].
+    #[arg(long, value_name = "DIR")]
+    pub cwd: Option<PathBuf>,
+    /// The ref work-evidence counts commits from; wins over options.baseRef.
+    #[arg(long, value_name = "REF")]
+    pub base_ref: Option<String>,
+    /// Run only these gates (comma-separated ids).
+    #[arg(long, value_name = "IDS", value_delimiter = ',')]
+    pub gates: Option<Vec<String>>,
+    /// Do not check that work happened here before running gates.
+    #[arg(long)]
+    pub skip_work_evidence: bool,
+    /// text (the line contract) or json.
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: Format,
+}
 
 /// Runs the subcommand and returns the process exit code.
-pub fn run(_args: Args) -> i32 {
-    2
+pub fn run(args: Args) -> i32 {
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("greenlight: cannot start the async runtime: {e}");
+            return exit::CONFIG_ERROR;
+        }
+    };
+    runtime.block_on(verify(args))
+}
+
+fn kill_grace() -> Duration {
+    // For tests and impatient users; the default matches CommandMate's runner.
+    std::env::var("GREENLIGHT_KILL_GRACE_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map(Duration::from_millis)
+        .unwrap_or(exec::KILL_GRACE)
+}
+
+async fn verify(args: Args) -> i32 {
+    let json = args.format == Format::Json;
+    let cwd = args.cwd.clone().unwrap_or_else(|| PathBuf::from("."));
+    let cwd = std::path::absolute(&cwd).unwrap_or(cwd);
+    let config_path = args.config.clone().unwrap_or_else(|| cwd.join(".commandmate").join("verify.yaml"));
+    let config_path = match Utf8PathBuf::from_path_buf(config_path) {
+        Ok(p) => p,
+        Err(p) => {
+            eprintln!("greenlight: {}: the config path is not valid UTF-8; pass --config with a UTF-8 path", p.display());
+            return exit::CONFIG_ERROR;
+        }
+    };
+    let config = match config::load(&config_path) {
+        Ok(c) => c,
+        Err(errors) => {
+            for error in &errors.0 {
+                eprintln!("{error}");
+            }
+            eprintln!("greenlight: {} problem(s) in the config; no gate ran", errors.0.len());
+            if json {
+                print_json_error(&errors.0.iter().map(|e| e.to_string()).collect::<Vec<_>>());
+            }
+            return exit::CONFIG_ERROR;
+        }
+    };
+
+    exec::become_subreaper();
+    let (tx, mut interrupt) = tokio::sync::watch::channel(None);
+    tokio::spawn(forward_signals(tx));
+
+    let options = RunOptions {
+        cwd: cwd.clone(),
+        base_ref: args.base_ref.clone(),
+        only: args.gates.clone(),
+        skip_work_evidence: args.skip_work_evidence,
+        kill_grace: kill_grace(),
+        lock_root: greenlight_gate::lock::lock_root(),
+    };
+    let progress = Progress::start();
+    let tail_limit = config.options.max_log_tail_bytes;
+    let mut on_event = |event: Event<'_>| match event {
+        Event::WorkEvidence(we) => {
+            if !json {
+                out_line(&render::work_evidence_line(we));
+            }
+            if let Some(note) = render::work_evidence_stderr(we) {
+                progress.err(&format!("{note}\n"));
+            }
+        }
+        Event::GateStarted { id, attempt } => progress.set(Some((id.to_owned(), attempt))),
+        Event::GateFinished(gate) => {
+            progress.set(None);
+            if !json {
+                out_line(&render::gate_line(gate));
+            }
+            progress.err(&render::gate_stderr(gate, tail_limit, &cwd));
+        }
+    };
+    let result = runner::run(&config, &options, &mut on_event, &mut interrupt).await;
+    progress.set(None);
+    let report: RunReport = match result {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("greenlight: {e}");
+            if json {
+                print_json_error(&[e.to_string()]);
+            }
+            return exit::CONFIG_ERROR;
+        }
+    };
+    if report.env_clean_skipped {
+        if !json {
+            out_line(render::ENV_CLEAN_LINE);
+        }
+        eprintln!("{}", render::ENV_CLEAN_NOTE);
+    }
+    if let Some(signal) = report.interrupted {
+        let name = if signal == Interrupt::Int { "SIGINT" } else { "SIGTERM" };
+        eprintln!("greenlight: interrupted by {name}: the running gate's processes were ended and its lock released; no RESULT");
+    }
+    if json {
+        let doc = render::json(&report, config_path.as_std_path(), &cwd);
+        out_line(&serde_json::to_string_pretty(&doc).unwrap_or_default());
+    } else if let Some(result) = report.result {
+        out_line(&render::result_line(result));
+    }
+    report.exit_code()
+}
+
+fn print_json_error(errors: &[String]) {
+    let doc = serde_json::json!({
+        "greenlight_version": env!("CARGO_PKG_VERSION"),
+        "result": "config_error",
+        "exit_code": exit::CONFIG_ERROR,
+        "errors": errors,
+    });
+    out_line(&serde_json::to_string_pretty(&doc).unwrap_or_default());
+}
+
+fn out_line(line: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
+}
+
+async fn forward_signals(tx: tokio::sync::watch::Sender<Option<Interrupt>>) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut int), Ok(mut term)) = (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) else {
+        return;
+    };
+    let received = tokio::select! {
+        _ = int.recv() => Interrupt::Int,
+        _ = term.recv() => Interrupt::Term,
+    };
+    let _ = tx.send(Some(received));
+    // Keep the handlers installed so a second signal does not kill us mid-cleanup.
+    loop {
+        tokio::select! {
+            _ = int.recv() => {},
+            _ = term.recv() => {},
+        }
+    }
+}
+
+/// Live progress on a terminal's stderr: the running gate and its elapsed time. Silent when
+/// stderr is not a terminal, so logs and the stdout contract never see it.
+struct Progress {
+    state: Option<Arc<Mutex<ProgressState>>>,
+}
+
+struct ProgressState {
+    running: Option<(String, u8, Instant)>,
+    drawn: bool,
+}
+
+impl Progress {
+    fn start() -> Self {
+        let tty = std::io::stderr().is_terminal() && std::env::var("TERM").map(|t| t != "dumb").unwrap_or(true);
+        if !tty {
+            return Self { state: None };
+        }
+        let state = Arc::new(Mutex::new(ProgressState { running: None, drawn: false }));
+        let ticker = Arc::clone(&state);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_millis(200));
+            loop {
+                tick.tick().await;
+                if let Ok(mut s) = ticker.lock() {
+                    if let Some((id, attempt, since)) = &s.running {
+                        let retry = if *attempt > 1 { " (retry)" } else { "" };
+                        let style = anstyle::Style::new().dimmed();
+                        let line = format!(
+                            "\r\x1b[2K{style}running {id}{retry} {}s{style:#}",
+                            since.elapsed().as_secs()
+                        );
+                        let mut err = anstream::stderr().lock();
+                        let _ = err.write_all(line.as_bytes());
+                        let _ = err.flush();
+                        s.drawn = true;
+                    }
+                }
+            }
+        });
+        Self { state: Some(state) }
+    }
+
+    fn set(&self, running: Option<(String, u8)>) {
+        if let Some(state) = &self.state {
+            if let Ok(mut s) = state.lock() {
+                Self::clear(&mut s);
+                s.running = running.map(|(id, attempt)| (id, attempt, Instant::now()));
+            }
+        }
+    }
+
+    fn clear(s: &mut ProgressState) {
+        if s.drawn {
+            let mut err = std::io::stderr().lock();
+            let _ = err.write_all(b"\r\x1b[2K");
+            s.drawn = false;
+        }
+    }
+
+    fn err(&self, text: &str) {
+        if text.is_empty() {
+            return;
+        }
+        if let Some(state) = &self.state {
+            if let Ok(mut s) = state.lock() {
+                Self::clear(&mut s);
+            }
+        }
+        let mut err = std::io::stderr().lock();
+        let _ = err.write_all(text.as_bytes());
+        let _ = err.flush();
+    }
 }

@@ -1,0 +1,138 @@
+//! The git facts a run needs before any gate: the base ref, work-evidence counts, and whether
+//! the checkout is the primary one.
+//!
+//! Paths are read from `-z` output entry by entry and never opened: `.commandmate/tasks/` is the
+//! orchestrator's evidence, not the agent's, so it counts on neither side.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::error::Error;
+
+/// The directory of CommandMate's execution contracts, excluded from work-evidence.
+pub const CONTRACT_DIR: &str = ".commandmate/tasks/";
+
+/// What work-evidence found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct WorkEvidence {
+    /// Commits since the merge-base that touch something other than contracts.
+    pub commits: u64,
+    /// `git status` entries with at least one non-contract path.
+    pub uncommitted: u64,
+    /// Commits since the merge-base, contracts included (for the explanation only).
+    pub commits_all: u64,
+    /// Whether `git status` listed anything at all (for the explanation only).
+    pub any_status: bool,
+}
+
+fn git(cwd: &Path, args: &[&str]) -> Result<Vec<u8>, String> {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(cwd)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run git: {e}"))?;
+    if out.status.success() {
+        Ok(out.stdout)
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).trim().to_owned())
+    }
+}
+
+fn git_line(cwd: &Path, args: &[&str]) -> Result<String, String> {
+    git(cwd, args).map(|o| String::from_utf8_lossy(&o).trim().to_owned())
+}
+
+/// Checks that `cwd` is inside a git work tree.
+pub fn ensure_repo(cwd: &Path) -> Result<(), Error> {
+    git(cwd, &["rev-parse", "--git-dir"])
+        .map(drop)
+        .map_err(|_| Error::NotAGitRepo { cwd: cwd.to_path_buf() })
+}
+
+/// The base ref: the flag, then `options.baseRef`, then what `refs/remotes/origin/HEAD` points
+/// at. It must resolve to a commit.
+pub fn resolve_base_ref(cwd: &Path, flag: Option<&str>, option: Option<&str>) -> Result<String, Error> {
+    let base = match flag.or(option) {
+        Some(b) => b.to_owned(),
+        None => git_line(cwd, &["symbolic-ref", "--quiet", "--short", "refs/remotes/origin/HEAD"])
+            .ok()
+            .filter(|s| !s.is_empty())
+            .ok_or(Error::NoBaseRef)?,
+    };
+    git(cwd, &["rev-parse", "--verify", "--quiet", &format!("{base}^{{commit}}")])
+        .map_err(|_| Error::BaseRefUnresolved { base_ref: base.clone() })?;
+    Ok(base)
+}
+
+/// Counts the work since `base_ref`, contracts excluded.
+pub fn work_evidence(cwd: &Path, base_ref: &str) -> Result<WorkEvidence, Error> {
+    let merge_base = git_line(cwd, &["merge-base", base_ref, "HEAD"])
+        .map_err(|detail| Error::Git { what: format!("merge-base({base_ref}, HEAD)"), detail })?;
+    let range = format!("{merge_base}..HEAD");
+    let count = |extra: &[&str]| -> Result<u64, Error> {
+        let mut args = vec!["rev-list", "--count", range.as_str()];
+        args.extend_from_slice(extra);
+        let text = git_line(cwd, &args)
+            .map_err(|detail| Error::Git { what: format!("counting commits since {base_ref}"), detail })?;
+        text.parse().map_err(|_| Error::Git { what: "rev-list --count".into(), detail: text })
+    };
+    let commits_all = count(&[])?;
+    let exclude = format!(":(exclude,top){CONTRACT_DIR}");
+    let commits = count(&["--", ":(top)", &exclude])?;
+    let status = git(cwd, &["status", "--porcelain", "-z", "--untracked-files=all"])
+        .map_err(|detail| Error::Git { what: "git status".into(), detail })?;
+    Ok(WorkEvidence { commits, uncommitted: count_work_entries(&status), commits_all, any_status: !status.is_empty() })
+}
+
+/// Counts `git status --porcelain -z` entries about something other than a contract. A
+/// rename or copy carries its original path as the next NUL field; either path counts.
+pub fn count_work_entries(status: &[u8]) -> u64 {
+    let is_contract = |path: &[u8]| path.starts_with(CONTRACT_DIR.as_bytes());
+    let mut fields = status.split(|&b| b == 0);
+    let mut count = 0;
+    while let Some(entry) = fields.next() {
+        if entry.len() < 4 {
+            continue;
+        }
+        let (x, y) = (entry[0], entry[1]);
+        let mut work = !is_contract(&entry[3..]);
+        if matches!(x, b'R' | b'C') || matches!(y, b'R' | b'C') {
+            if let Some(original) = fields.next().filter(|o| !o.is_empty()) {
+                work |= !is_contract(original);
+            }
+        }
+        count += u64::from(work);
+    }
+    count
+}
+
+/// Whether `cwd` is the primary checkout: its git dir and common dir are the same real path.
+pub fn is_primary_checkout(cwd: &Path) -> Result<bool, Error> {
+    let out = git_line(cwd, &["rev-parse", "--git-dir", "--git-common-dir"])
+        .map_err(|detail| Error::Git { what: "resolving the git directories".into(), detail })?;
+    let mut lines = out.lines();
+    let resolve = |p: Option<&str>| -> Option<PathBuf> { cwd.join(p?).canonicalize().ok() };
+    let git_dir = resolve(lines.next());
+    let common = resolve(lines.next());
+    Ok(git_dir.is_some() && git_dir == common)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn contract_only_entries_do_not_count() {
+        let status = b"?? .commandmate/tasks/a.yaml\0 M src/lib.rs\0?? .commandmate/tasks/b c.yaml\0";
+        assert_eq!(count_work_entries(status), 1);
+    }
+
+    #[test]
+    fn a_rename_counts_when_either_path_is_work() {
+        assert_eq!(count_work_entries(b"R  src/a.rs\0.commandmate/tasks/t.yaml\0"), 1);
+        assert_eq!(count_work_entries(b"R  .commandmate/tasks/t.yaml\0src/a.rs\0"), 1);
+        assert_eq!(count_work_entries(b"R  .commandmate/tasks/u.yaml\0.commandmate/tasks/t.yaml\0"), 0);
+    }
+}

@@ -1,0 +1,192 @@
+//! The machine-wide gate mutex, in CommandMate's lock protocol so that either runner blocks the
+//! other: a directory `<root>/<name>.lock` made atomically, with an `owner` JSON record.
+//!
+//! A lock is only ever removed by the holder whose token is in the record, or by a waiter on
+//! the same host that has seen the recorded pid dead. A foreign host's lock is never broken.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use crate::exec::{Interrupt, InterruptWatch};
+
+/// How often a waiter retries; CommandMate polls every 250 ms, and matching it keeps the two
+/// runners fair to each other.
+pub const POLL_INTERVAL: Duration = Duration::from_millis(250);
+
+/// Where locks live: `CM_VERIFY_LOCK_ROOT`, else `$HOME/.commandmate/locks` (as CommandMate).
+pub fn lock_root() -> PathBuf {
+    match std::env::var_os("CM_VERIFY_LOCK_ROOT").filter(|v| !v.is_empty()) {
+        Some(root) => PathBuf::from(root),
+        None => {
+            let home = std::env::var_os("HOME").filter(|v| !v.is_empty()).unwrap_or_else(|| "/tmp".into());
+            Path::new(&home).join(".commandmate").join("locks")
+        }
+    }
+}
+
+/// This machine's name, as recorded in `owner.host` (what `hostname` prints).
+pub fn host_name() -> String {
+    rustix::system::uname().nodename().to_string_lossy().into_owned()
+}
+
+/// The record inside a lock directory.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Owner {
+    /// The holder's pid.
+    pub pid: i64,
+    /// The holder's host name.
+    pub host: String,
+    /// A value unique to one acquisition.
+    pub token: String,
+    /// Milliseconds since the Unix epoch.
+    pub acquired_at: i64,
+}
+
+/// A held lock; released on drop if still ours.
+#[derive(Debug)]
+pub struct LockGuard {
+    path: PathBuf,
+    token: String,
+    released: bool,
+}
+
+impl LockGuard {
+    /// The lock directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Removes the lock if the record still carries our token.
+    pub fn release(mut self) {
+        self.release_now();
+    }
+
+    fn release_now(&mut self) {
+        if self.released {
+            return;
+        }
+        self.released = true;
+        match read_owner(&self.path) {
+            Some(owner) if owner.token != self.token => {} // broken as stale and taken by another
+            _ => {
+                let _ = fs::remove_dir_all(&self.path);
+            }
+        }
+    }
+}
+
+impl Drop for LockGuard {
+    fn drop(&mut self) {
+        self.release_now();
+    }
+}
+
+/// What a wait for the lock came to.
+#[derive(Debug)]
+pub enum Acquired {
+    /// We hold it, after waiting this long.
+    Held {
+        /// Releases the lock when dropped.
+        guard: LockGuard,
+        /// How long the wait took.
+        waited: Duration,
+        /// The dead same-host holder whose lock was broken on the way.
+        broke_stale: Option<Owner>,
+    },
+    /// The budget ran out; `holder` is the last record seen.
+    GaveUp {
+        /// The lock directory.
+        path: PathBuf,
+        /// How long the wait took.
+        waited: Duration,
+        /// The last record seen.
+        holder: Option<Owner>,
+    },
+    /// greenlight was interrupted while waiting.
+    Interrupted(Interrupt),
+}
+
+fn read_owner(path: &Path) -> Option<Owner> {
+    let text = fs::read_to_string(path.join("owner")).ok()?;
+    serde_json::from_str(text.trim()).ok()
+}
+
+fn pid_is_dead(pid: i64) -> bool {
+    let Some(pid) = i32::try_from(pid).ok().and_then(rustix::process::Pid::from_raw) else {
+        return false;
+    };
+    // Only "no such process" proves death; EPERM means it exists under another user.
+    matches!(rustix::process::test_kill_process(pid), Err(e) if e == rustix::io::Errno::SRCH)
+}
+
+fn new_token() -> String {
+    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+    let mut bytes = [0u8; 8];
+    let random = fs::File::open("/dev/urandom")
+        .and_then(|mut f| io::Read::read_exact(&mut f, &mut bytes))
+        .map(|()| u64::from_le_bytes(bytes))
+        .unwrap_or(0);
+    format!("{}-{nanos}-{random:016x}", std::process::id())
+}
+
+/// Waits up to `budget` for the lock `name`, polling every [`POLL_INTERVAL`].
+pub async fn acquire(
+    root: &Path,
+    name: &str,
+    budget: Duration,
+    interrupt: &mut InterruptWatch,
+) -> io::Result<Acquired> {
+    fs::create_dir_all(root)?;
+    let path = root.join(format!("{name}.lock"));
+    let host = host_name();
+    let started = Instant::now();
+    let mut broken_token: Option<String> = None;
+    let mut broke_stale = None;
+    loop {
+        if let Some(signal) = *interrupt.borrow() {
+            return Ok(Acquired::Interrupted(signal));
+        }
+        match fs::create_dir(&path) {
+            Ok(()) => {
+                let token = new_token();
+                let acquired_at = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0);
+                let owner = Owner { pid: i64::from(std::process::id()), host, token: token.clone(), acquired_at };
+                let guard = LockGuard { path: path.clone(), token, released: false };
+                let mut record = serde_json::to_string(&owner).map_err(io::Error::other)?;
+                record.push('\n');
+                fs::write(path.join("owner"), record)?;
+                return Ok(Acquired::Held { guard, waited: started.elapsed(), broke_stale });
+            }
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
+        }
+        let holder = read_owner(&path);
+        if let Some(owner) = &holder {
+            let already_tried = broken_token.as_deref() == Some(owner.token.as_str());
+            if !already_tried && owner.host == host && pid_is_dead(owner.pid) {
+                // Break at most once per token, and only the record we just read.
+                broken_token = Some(owner.token.clone());
+                if read_owner(&path).as_ref() == Some(owner) {
+                    let _ = fs::remove_dir_all(&path);
+                    broke_stale = Some(owner.clone());
+                }
+                continue;
+            }
+        }
+        if started.elapsed() >= budget {
+            return Ok(Acquired::GaveUp { path, waited: started.elapsed(), holder });
+        }
+        let pause = POLL_INTERVAL.min(budget.saturating_sub(started.elapsed()));
+        tokio::select! {
+            () = tokio::time::sleep(pause) => {}
+            changed = interrupt.changed() => {
+                if changed.is_err() {
+                    tokio::time::sleep(pause).await; // nobody can interrupt any more
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,309 @@
+//! Renderers: the stdout line contract (CommandMate's grammar, byte for byte), the stderr
+//! reason blocks, and the JSON document.
+//!
+//! Only `GATE …` and `RESULT …` lines are ever produced for stdout; everything a human needs to
+//! act on goes to the stderr text, so stdout stays parseable.
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::time::Duration;
+
+use crate::report::{
+    Attempt, AttemptStatus, GateReport, GateVerdict, RunReport, RunResult, WorkEvidenceReport,
+};
+
+fn secs(d: Duration) -> u64 {
+    d.as_secs()
+}
+
+/// One decimal second, the spelling of the `[mutex]`/`[flaky]` markers.
+fn marker_secs(d: Duration) -> String {
+    format!("{:.1}s", d.as_secs_f64())
+}
+
+fn waited_field(attempt: &Attempt) -> String {
+    attempt.waited.map(|w| format!(" waited={}s", secs(w))).unwrap_or_default()
+}
+
+/// The work-evidence line.
+pub fn work_evidence_line(report: &WorkEvidenceReport) -> String {
+    let (word, evidence, require_commit) = match report {
+        WorkEvidenceReport::Skip => return "GATE work-evidence SKIP reason=flag".to_owned(),
+        WorkEvidenceReport::Pass { evidence, require_commit } => ("PASS", evidence, *require_commit),
+        WorkEvidenceReport::Fail { evidence, require_commit } => ("FAIL", evidence, *require_commit),
+    };
+    let flag = if require_commit { " requireCommit=true" } else { "" };
+    format!("GATE work-evidence {word} commits={} uncommitted={}{flag}", evidence.commits, evidence.uncommitted)
+}
+
+/// A gate's line.
+pub fn gate_line(gate: &GateReport) -> String {
+    let id = &gate.id;
+    let Some(first) = gate.attempts.first() else {
+        let reason = gate.skip_reason.map(|r| r.as_str()).unwrap_or("unknown");
+        return format!("GATE {id} SKIP reason={reason}");
+    };
+    let waited = waited_field(first);
+    let code = |a: &Attempt| a.exit_code.map(|c| c.to_string()).unwrap_or_default();
+    match (gate.verdict, gate.attempts.as_slice()) {
+        (GateVerdict::Skip, _) => {
+            let reason = gate.skip_reason.map(|r| r.as_str()).unwrap_or("unknown");
+            format!("GATE {id} SKIP reason={reason}{waited}")
+        }
+        (GateVerdict::Flaky | GateVerdict::Fail, [a, b]) => {
+            let word = if gate.verdict == GateVerdict::Flaky { "FLAKY" } else { "FAIL" };
+            format!(
+                "GATE {id} {word} exit={},{} duration={}s,{}s{waited}",
+                code(a),
+                code(b),
+                secs(a.duration),
+                secs(b.duration)
+            )
+        }
+        (GateVerdict::Timeout, _) => format!("GATE {id} TIMEOUT exit=124 duration={}s{waited}", secs(first.duration)),
+        (verdict, _) => {
+            let word = if verdict == GateVerdict::Pass { "PASS" } else { "FAIL" };
+            format!("GATE {id} {word} exit={} duration={}s{waited}", code(first), secs(first.duration))
+        }
+    }
+}
+
+/// The env-clean line, when `requireEnvClean` is set.
+pub const ENV_CLEAN_LINE: &str = "GATE env-clean SKIP reason=no-baseline";
+
+/// The final line.
+pub fn result_line(result: RunResult) -> String {
+    format!("RESULT {}", result.as_str())
+}
+
+/// Every stdout line of a finished run, in order.
+pub fn stdout_lines(report: &RunReport) -> Vec<String> {
+    let mut lines = vec![work_evidence_line(&report.work_evidence)];
+    lines.extend(report.gates.iter().map(gate_line));
+    if report.env_clean_skipped {
+        lines.push(ENV_CLEAN_LINE.to_owned());
+    }
+    if let Some(result) = report.result {
+        lines.push(result_line(result));
+    }
+    lines
+}
+
+/// What to show of an attempt's output: the digest when it explains the failure, else the
+/// tail, else an explicit line saying why there is nothing.
+fn output_block(out: &mut String, id: &str, label: &str, attempt: &Attempt, tail_limit: usize) {
+    if tail_limit == 0 {
+        let _ = writeln!(out, "--- gate {id} ({label}): log tail disabled (maxLogTailBytes: 0) ---");
+        return;
+    }
+    if attempt.output_bytes == 0 {
+        let _ = writeln!(out, "--- gate {id} ({label}): no output captured ---");
+        return;
+    }
+    let shown = if attempt.output_bytes as usize > tail_limit {
+        format!("last {tail_limit} of {} bytes", attempt.output_bytes)
+    } else {
+        format!("all {} bytes", attempt.output_bytes)
+    };
+    let _ = writeln!(out, "--- gate {id} ({label}): {shown} ---");
+    out.push_str(&attempt.tail);
+    if !attempt.tail.ends_with('\n') {
+        out.push('\n');
+    }
+    let _ = writeln!(out, "--- end gate {id} ---");
+}
+
+fn mutex_marker(out: &mut String, gate: &GateReport, attempt: &Attempt) {
+    if let (Some(name), Some(waited)) = (&gate.mutex, attempt.waited) {
+        let lock = attempt.lock_path.as_deref().map(Path::display).map(|d| d.to_string()).unwrap_or_default();
+        let _ = writeln!(out, "[mutex] name={name} waited={} lock={lock}", marker_secs(waited));
+    }
+}
+
+fn spawn_hint(out: &mut String, gate: &GateReport, attempt: &Attempt, cwd: &Path) {
+    if attempt.output_bytes == 0 && matches!(attempt.exit_code, Some(126 | 127)) {
+        let code = attempt.exit_code.unwrap_or_default();
+        let meaning = if code == 127 { "not found" } else { "found but not executable" };
+        let _ = writeln!(
+            out,
+            "greenlight: gate {} exited {code} with no output: the command was probably {meaning}. Check that it exists and is executable in {}: {}",
+            gate.id,
+            cwd.display(),
+            gate.command
+        );
+    }
+}
+
+fn leftovers_note(out: &mut String, gate: &GateReport, attempt: &Attempt) {
+    if !attempt.leftovers.is_empty() && attempt.status == AttemptStatus::Timeout {
+        let _ = writeln!(
+            out,
+            "greenlight: gate {} timed out; {} process(es) outlived SIGTERM and were killed at the end of the grace period:",
+            gate.id,
+            attempt.leftovers.len()
+        );
+        for p in &attempt.leftovers {
+            let _ = writeln!(out, "  killed pid {} {}", p.pid, p.command);
+        }
+    } else if !attempt.leftovers.is_empty() {
+        let _ = writeln!(
+            out,
+            "greenlight: gate {} left {} process(es) running after it ended; all were killed:",
+            gate.id,
+            attempt.leftovers.len()
+        );
+        for p in &attempt.leftovers {
+            let how = if p.escaped { " (had escaped the gate's process group)" } else { "" };
+            let _ = writeln!(out, "  leaked pid {} {}{how}", p.pid, p.command);
+        }
+    }
+    if attempt.pipe_left_open {
+        let _ = writeln!(
+            out,
+            "greenlight: gate {}'s output pipe stayed open after all its known processes ended; a process outside its reach may still hold it",
+            gate.id
+        );
+    }
+}
+
+/// The stderr text for one finished gate (may be empty for a clean pass).
+pub fn gate_stderr(gate: &GateReport, tail_limit: usize, cwd: &Path) -> String {
+    let mut out = String::new();
+    let id = &gate.id;
+    for attempt in &gate.attempts {
+        leftovers_note(&mut out, gate, attempt);
+        if let Some(stale) = &attempt.broke_stale_lock {
+            let _ = writeln!(
+                out,
+                "greenlight: broke a stale lock (recorded holder pid {} on this host no longer exists)",
+                stale.pid
+            );
+        }
+    }
+    let Some(first) = gate.attempts.first() else { return out };
+    match gate.verdict {
+        GateVerdict::Skip => {
+            let _ = writeln!(out, "--- gate {id} (SKIP reason=mutex-wait) ---");
+            mutex_marker(&mut out, gate, first);
+            if let Some(holder) = &first.lock_holder {
+                let _ = writeln!(out, "[mutex] held by pid {} on {}", holder.pid, holder.host);
+            }
+            let _ = writeln!(
+                out,
+                "greenlight: gate {id} waits on mutex '{}', which stayed held for its whole {}s budget, so its command never started. This is a resource conflict, not a verdict: re-run when the other run ends, or raise timeoutSec.",
+                gate.mutex.as_deref().unwrap_or_default(),
+                gate.timeout_sec
+            );
+            let _ = writeln!(out, "--- end gate {id} ---");
+        }
+        GateVerdict::Pass => mutex_marker(&mut out, gate, first),
+        GateVerdict::Timeout => {
+            mutex_marker(&mut out, gate, first);
+            let label = format!("TIMEOUT after {}s", gate.timeout_sec);
+            output_block(&mut out, id, &label, first, tail_limit);
+        }
+        GateVerdict::Flaky | GateVerdict::Fail if gate.attempts.len() == 2 => {
+            let second = &gate.attempts[1];
+            let outcome = if gate.verdict == GateVerdict::Flaky { "flaky" } else { "fail" };
+            let verdict = if gate.passed == Some(true) { "pass" } else { "fail" };
+            let word = if gate.verdict == GateVerdict::Flaky { "FLAKY" } else { "FAIL" };
+            let code = |a: &Attempt| a.exit_code.unwrap_or_default();
+            let _ = writeln!(
+                out,
+                "[flaky] runs=2 outcome={outcome} exit={},{} duration={},{} verdict={verdict}",
+                code(first),
+                code(second),
+                marker_secs(first.duration),
+                marker_secs(second.duration)
+            );
+            mutex_marker(&mut out, gate, first);
+            let _ = writeln!(
+                out,
+                "--- [flaky] run 1/2: failed exit={} duration={} ---",
+                code(first),
+                marker_secs(first.duration)
+            );
+            output_block(&mut out, id, &format!("{word} run 1/2 exit={}", code(first)), first, tail_limit);
+            let passed = if second.status == AttemptStatus::Pass { "passed" } else { "failed" };
+            let _ = writeln!(
+                out,
+                "--- [flaky] run 2/2: {passed} exit={} duration={} ---",
+                code(second),
+                marker_secs(second.duration)
+            );
+            output_block(&mut out, id, &format!("{word} run 2/2 exit={}", code(second)), second, tail_limit);
+            spawn_hint(&mut out, gate, second, cwd);
+        }
+        GateVerdict::Flaky | GateVerdict::Fail => {
+            if let Some(status) = gate.retry_without_verdict {
+                let what = match status {
+                    AttemptStatus::Timeout => "timeout",
+                    _ => "mutex-skip",
+                };
+                let _ = writeln!(out, "[flaky] retry reached no verdict ({what}); the first run's FAIL stands");
+            }
+            mutex_marker(&mut out, gate, first);
+            let code = first.exit_code.unwrap_or_default();
+            output_block(&mut out, id, &format!("FAIL exit={code}"), first, tail_limit);
+            spawn_hint(&mut out, gate, first, cwd);
+        }
+    }
+    out
+}
+
+/// The stderr explanation of a failed work-evidence line, if any.
+pub fn work_evidence_stderr(report: &WorkEvidenceReport) -> Option<String> {
+    let WorkEvidenceReport::Fail { evidence, require_commit } = report else { return None };
+    if evidence.commits == 0 && evidence.uncommitted == 0 {
+        if evidence.any_status || evidence.commits_all > 0 {
+            return Some(format!(
+                "greenlight: the only changes here are execution contracts under {}; they are the orchestrator's evidence, not the agent's, so work-evidence does not count them",
+                crate::evidence::CONTRACT_DIR
+            ));
+        }
+        return Some("greenlight: no commits since the base ref and no uncommitted changes: nothing was done here yet, so no gate ran".to_owned());
+    }
+    if *require_commit {
+        return Some(
+            "greenlight: options.requireCommit is set: uncommitted changes are not work evidence; commit them".to_owned(),
+        );
+    }
+    None
+}
+
+/// The stderr explanation of the env-clean line.
+pub const ENV_CLEAN_NOTE: &str = "greenlight: options.requireEnvClean is set, but the env-clean gate compares against a snapshot CommandMate takes when it creates a task; a run from a shell has none, so the gate is reported as SKIP and judged by nothing here. Run `commandmate verify` for its verdict.";
+
+/// The JSON document of `--format json`.
+pub fn json(report: &RunReport, config_path: &Path, cwd: &Path) -> serde_json::Value {
+    serde_json::json!({
+        "greenlight_version": env!("CARGO_PKG_VERSION"),
+        "config": config_path,
+        "cwd": cwd,
+        "result": report.result,
+        "exit_code": report.exit_code(),
+        "interrupted": report.interrupted.map(|i| if i.exit_code() == 130 { "SIGINT" } else { "SIGTERM" }),
+        "base_ref": report.base_ref,
+        "work_evidence": report.work_evidence,
+        "primary_checkout": report.primary_checkout,
+        "gates": report.gates.iter().map(gate_json).collect::<Vec<_>>(),
+        "env_clean": report.env_clean_skipped.then(|| serde_json::json!({"verdict": "SKIP", "reason": "no-baseline"})),
+    })
+}
+
+fn gate_json(gate: &GateReport) -> serde_json::Value {
+    serde_json::json!({
+        "id": gate.id,
+        "command": gate.command,
+        "verdict": gate.verdict,
+        "passed": gate.passed,
+        "skip_reason": gate.skip_reason,
+        "exit_codes": gate.attempts.iter().filter(|a| a.status != AttemptStatus::MutexSkip).map(|a| a.exit_code).collect::<Vec<_>>(),
+        "durations_ms": gate.attempts.iter().filter(|a| a.status != AttemptStatus::MutexSkip).map(|a| a.duration.as_millis() as u64).collect::<Vec<_>>(),
+        "waited_ms": gate.attempts.first().and_then(|a| a.waited).map(|w| w.as_millis() as u64),
+        "mutex": gate.mutex,
+        "timeout_sec": gate.timeout_sec,
+        "retry_without_verdict": gate.retry_without_verdict,
+        "attempts": gate.attempts,
+    })
+}

@@ -1,0 +1,263 @@
+//! What a run found: per-attempt facts, gate verdicts, the run's result and its exit code.
+//!
+//! Pure data. The runner fills it in; renderers turn it into the line contract or JSON.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::evidence::WorkEvidence;
+use crate::lock::Owner;
+use crate::procs::LeftoverProcess;
+
+/// Exit codes of `greenlight verify`, shared with CommandMate's runner.
+pub mod exit {
+    /// Every gate that ran passed.
+    pub const PASSED: i32 = 0;
+    /// The config, the command line or the git context is unusable; no RESULT line.
+    pub const CONFIG_ERROR: i32 = 2;
+    /// A gate failed, timed out, or was FLAKY without `flakyIsPass`.
+    pub const FAILED: i32 = 20;
+    /// work-evidence found no work (or no commit under `requireCommit`); no gate ran.
+    pub const NOT_STARTED: i32 = 21;
+    /// No gate reached a verdict (all skipped, or a mutex never came free). Not green.
+    pub const SKIPPED: i32 = 22;
+    /// Interrupted by SIGINT.
+    pub const INTERRUPTED_INT: i32 = 130;
+    /// Interrupted by SIGTERM.
+    pub const INTERRUPTED_TERM: i32 = 143;
+}
+
+/// The run's verdict, as on the RESULT line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunResult {
+    /// exit 0
+    Passed,
+    /// exit 20
+    Failed,
+    /// exit 21
+    NotStarted,
+    /// exit 22
+    Skipped,
+}
+
+impl RunResult {
+    /// The word on the RESULT line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunResult::Passed => "passed",
+            RunResult::Failed => "failed",
+            RunResult::NotStarted => "not_started",
+            RunResult::Skipped => "skipped",
+        }
+    }
+
+    /// The process exit code.
+    pub fn exit_code(self) -> i32 {
+        match self {
+            RunResult::Passed => exit::PASSED,
+            RunResult::Failed => exit::FAILED,
+            RunResult::NotStarted => exit::NOT_STARTED,
+            RunResult::Skipped => exit::SKIPPED,
+        }
+    }
+}
+
+/// How one attempt of a gate ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AttemptStatus {
+    /// Exit 0.
+    Pass,
+    /// Nonzero exit.
+    Fail,
+    /// The budget ran out (exit reported as 124).
+    Timeout,
+    /// The mutex never came free; the command never started.
+    MutexSkip,
+}
+
+/// One attempt of one gate.
+#[derive(Debug, Clone, Serialize)]
+pub struct Attempt {
+    /// How it ended.
+    pub status: AttemptStatus,
+    /// The exit code (124 for a timeout; none when the command never started).
+    pub exit_code: Option<i32>,
+    /// How long the command ran, lock wait excluded.
+    #[serde(rename = "duration_ms", serialize_with = "ser_ms")]
+    pub duration: Duration,
+    /// How long it waited for its mutex; none when the gate declares no mutex.
+    #[serde(rename = "waited_ms", serialize_with = "ser_opt_ms")]
+    pub waited: Option<Duration>,
+    /// The last `maxLogTailBytes` of output, valid UTF-8.
+    pub tail: String,
+    /// How many bytes the command wrote in all.
+    pub output_bytes: u64,
+    /// Processes still alive after the command ended (all killed).
+    pub leftovers: Vec<LeftoverProcess>,
+    /// The output pipe stayed open after everything found was killed.
+    pub pipe_left_open: bool,
+    /// The lock directory, for a mutex gate.
+    pub lock_path: Option<PathBuf>,
+    /// Who held the mutex when the wait gave up.
+    pub lock_holder: Option<Owner>,
+    /// A dead same-host holder whose lock this attempt broke.
+    pub broke_stale_lock: Option<Owner>,
+}
+
+fn ser_ms<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_u64(d.as_millis() as u64)
+}
+
+fn ser_opt_ms<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => s.serialize_some(&(d.as_millis() as u64)),
+        None => s.serialize_none(),
+    }
+}
+
+/// Why a gate was not run, or not judged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SkipReason {
+    /// `skipInPrimaryCheckout` and this is the primary checkout.
+    PrimaryCheckout,
+    /// `--skip-work-evidence`.
+    Flag,
+    /// The mutex stayed held for the whole budget.
+    MutexWait,
+    /// env-clean has no baseline outside CommandMate.
+    NoBaseline,
+}
+
+impl SkipReason {
+    /// The spelling on the GATE line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SkipReason::PrimaryCheckout => "primary-checkout",
+            SkipReason::Flag => "flag",
+            SkipReason::MutexWait => "mutex-wait",
+            SkipReason::NoBaseline => "no-baseline",
+        }
+    }
+}
+
+/// The verdict word on a gate's line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum GateVerdict {
+    /// Passed first time.
+    Pass,
+    /// Failed (once without retry, or twice).
+    Fail,
+    /// Failed, then passed on the retry. Counts as a failure unless `flakyIsPass`.
+    Flaky,
+    /// Ran out of time. Never retried.
+    Timeout,
+    /// Not run or not judged.
+    Skip,
+}
+
+/// One gate's whole story.
+#[derive(Debug, Clone, Serialize)]
+pub struct GateReport {
+    /// The gate id.
+    pub id: String,
+    /// Its command.
+    pub command: String,
+    /// The word on its line.
+    pub verdict: GateVerdict,
+    /// Whether it counts as a pass toward the RESULT (`None` when it reached no verdict).
+    pub passed: Option<bool>,
+    /// Why it was skipped.
+    pub skip_reason: Option<SkipReason>,
+    /// Its mutex, if declared.
+    pub mutex: Option<String>,
+    /// Its timeout.
+    pub timeout_sec: u32,
+    /// One entry per attempt (none for a primary-checkout skip).
+    pub attempts: Vec<Attempt>,
+    /// The retry reached no verdict of its own, so the first FAIL stands.
+    pub retry_without_verdict: Option<AttemptStatus>,
+}
+
+/// The work-evidence gate's line.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "verdict", rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum WorkEvidenceReport {
+    /// Work was found (and a commit, under `requireCommit`).
+    Pass {
+        /// The counts.
+        #[serde(flatten)]
+        evidence: WorkEvidence,
+        /// `options.requireCommit`.
+        require_commit: bool,
+    },
+    /// No work, or no commit under `requireCommit`.
+    Fail {
+        /// The counts.
+        #[serde(flatten)]
+        evidence: WorkEvidence,
+        /// `options.requireCommit`.
+        require_commit: bool,
+    },
+    /// `--skip-work-evidence`.
+    Skip,
+}
+
+/// A whole run.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunReport {
+    /// The base ref work-evidence counted from.
+    pub base_ref: String,
+    /// The work-evidence line.
+    pub work_evidence: WorkEvidenceReport,
+    /// Whether this is the primary checkout (none when work-evidence stopped the run first).
+    pub primary_checkout: Option<bool>,
+    /// The gates, in config order (only those selected by `--gates`).
+    pub gates: Vec<GateReport>,
+    /// `options.requireEnvClean`: reported as skipped, never judged here.
+    pub env_clean_skipped: bool,
+    /// The verdict; none when interrupted.
+    pub result: Option<RunResult>,
+    /// The signal that ended the run early.
+    #[serde(serialize_with = "ser_interrupt")]
+    pub interrupted: Option<crate::exec::Interrupt>,
+}
+
+fn ser_interrupt<S: serde::Serializer>(i: &Option<crate::exec::Interrupt>, s: S) -> Result<S::Ok, S::Error> {
+    match i {
+        Some(crate::exec::Interrupt::Int) => s.serialize_some("SIGINT"),
+        Some(crate::exec::Interrupt::Term) => s.serialize_some("SIGTERM"),
+        None => s.serialize_none(),
+    }
+}
+
+impl RunReport {
+    /// The process exit code of this run.
+    pub fn exit_code(&self) -> i32 {
+        match (self.interrupted, self.result) {
+            (Some(signal), _) => signal.exit_code(),
+            (None, Some(result)) => result.exit_code(),
+            (None, None) => exit::FAILED,
+        }
+    }
+}
+
+/// Decides the RESULT from the gates: a real failure outranks a missing verdict, and a run that
+/// judged nothing is never green.
+pub fn decide(gates: &[GateReport]) -> RunResult {
+    let ran = gates.iter().filter(|g| g.attempts.iter().any(|a| a.status != AttemptStatus::MutexSkip)).count();
+    if ran == 0 {
+        RunResult::Skipped
+    } else if gates.iter().any(|g| g.passed == Some(false)) {
+        RunResult::Failed
+    } else if gates.iter().any(|g| g.passed.is_none()) {
+        RunResult::Skipped
+    } else {
+        RunResult::Passed
+    }
+}
