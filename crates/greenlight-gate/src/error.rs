@@ -39,7 +39,9 @@ pub enum Error {
     )]
     NoBaseRef,
     /// The base ref does not name a commit.
-    #[error("base ref `{base_ref}` does not resolve to a commit; fetch it or pass another --base-ref")]
+    #[error(
+        "base ref `{base_ref}` does not resolve to a commit; fetch it or pass another --base-ref"
+    )]
     BaseRefUnresolved {
         /// The ref given.
         base_ref: String,

@@ -44,46 +44,126 @@ fn git_line(cwd: &Path, args: &[&str]) -> Result<String, String> {
     git(cwd, args).map(|o| String::from_utf8_lossy(&o).trim().to_owned())
 }
 
-/// Checks that `cwd` is inside a git work tree.
-pub fn ensure_repo(cwd: &Path) -> Result<(), Error> {
-    git(cwd, &["rev-parse", "--git-dir"])
-        .map(drop)
-        .map_err(|_| Error::NotAGitRepo { cwd: cwd.to_path_buf() })
+/// What one `git rev-parse` says about the checkout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Checkout {
+    /// The git dir and the common dir are the same real path: not a linked worktree.
+    pub primary: bool,
+}
+
+/// Checks that `cwd` is inside a git work tree and whether it is the primary checkout, in one
+/// git call (each one costs milliseconds, and a run pays for every one of them).
+pub fn probe_checkout(cwd: &Path) -> Result<Checkout, Error> {
+    let out = git_line(cwd, &["rev-parse", "--git-dir", "--git-common-dir"]).map_err(|_| {
+        Error::NotAGitRepo {
+            cwd: cwd.to_path_buf(),
+        }
+    })?;
+    let mut lines = out.lines();
+    let resolve = |p: Option<&str>| -> Option<PathBuf> { cwd.join(p?).canonicalize().ok() };
+    let git_dir = resolve(lines.next());
+    let common = resolve(lines.next());
+    Ok(Checkout {
+        primary: git_dir.is_some() && git_dir == common,
+    })
 }
 
 /// The base ref: the flag, then `options.baseRef`, then what `refs/remotes/origin/HEAD` points
-/// at. It must resolve to a commit.
-pub fn resolve_base_ref(cwd: &Path, flag: Option<&str>, option: Option<&str>) -> Result<String, Error> {
-    let base = match flag.or(option) {
-        Some(b) => b.to_owned(),
-        None => git_line(cwd, &["symbolic-ref", "--quiet", "--short", "refs/remotes/origin/HEAD"])
-            .ok()
-            .filter(|s| !s.is_empty())
-            .ok_or(Error::NoBaseRef)?,
-    };
-    git(cwd, &["rev-parse", "--verify", "--quiet", &format!("{base}^{{commit}}")])
-        .map_err(|_| Error::BaseRefUnresolved { base_ref: base.clone() })?;
-    Ok(base)
+/// at. Whether it names a commit is checked by [`work_evidence`], which needs it anyway.
+pub fn resolve_base_ref(
+    cwd: &Path,
+    flag: Option<&str>,
+    option: Option<&str>,
+) -> Result<String, Error> {
+    match flag.or(option) {
+        Some(b) => Ok(b.to_owned()),
+        None => git_line(
+            cwd,
+            &[
+                "symbolic-ref",
+                "--quiet",
+                "--short",
+                "refs/remotes/origin/HEAD",
+            ],
+        )
+        .ok()
+        .filter(|s| !s.is_empty())
+        .ok_or(Error::NoBaseRef),
+    }
 }
 
-/// Counts the work since `base_ref`, contracts excluded.
+/// Checks that `base_ref` names a commit, without counting anything.
+pub fn verify_base_ref(cwd: &Path, base_ref: &str) -> Result<(), Error> {
+    git(
+        cwd,
+        &[
+            "rev-parse",
+            "--verify",
+            "--quiet",
+            &format!("{base_ref}^{{commit}}"),
+        ],
+    )
+    .map(drop)
+    .map_err(|_| Error::BaseRefUnresolved {
+        base_ref: base_ref.to_owned(),
+    })
+}
+
+/// Counts the work since `base_ref`, contracts excluded. The three counting calls are
+/// independent and run at once.
 pub fn work_evidence(cwd: &Path, base_ref: &str) -> Result<WorkEvidence, Error> {
-    let merge_base = git_line(cwd, &["merge-base", base_ref, "HEAD"])
-        .map_err(|detail| Error::Git { what: format!("merge-base({base_ref}, HEAD)"), detail })?;
+    let merge_base = match git_line(cwd, &["merge-base", base_ref, "HEAD"]) {
+        Ok(m) => m,
+        Err(detail) => {
+            verify_base_ref(cwd, base_ref)?;
+            return Err(Error::Git {
+                what: format!("computing merge-base({base_ref}, HEAD)"),
+                detail,
+            });
+        }
+    };
     let range = format!("{merge_base}..HEAD");
+    let exclude = format!(":(exclude,top){CONTRACT_DIR}");
     let count = |extra: &[&str]| -> Result<u64, Error> {
         let mut args = vec!["rev-list", "--count", range.as_str()];
         args.extend_from_slice(extra);
-        let text = git_line(cwd, &args)
-            .map_err(|detail| Error::Git { what: format!("counting commits since {base_ref}"), detail })?;
-        text.parse().map_err(|_| Error::Git { what: "rev-list --count".into(), detail: text })
+        let text = git_line(cwd, &args).map_err(|detail| Error::Git {
+            what: format!("counting commits since {base_ref}"),
+            detail,
+        })?;
+        text.parse().map_err(|_| Error::Git {
+            what: "rev-list --count".into(),
+            detail: text,
+        })
     };
-    let commits_all = count(&[])?;
-    let exclude = format!(":(exclude,top){CONTRACT_DIR}");
-    let commits = count(&["--", ":(top)", &exclude])?;
-    let status = git(cwd, &["status", "--porcelain", "-z", "--untracked-files=all"])
-        .map_err(|detail| Error::Git { what: "git status".into(), detail })?;
-    Ok(WorkEvidence { commits, uncommitted: count_work_entries(&status), commits_all, any_status: !status.is_empty() })
+    let (commits_all, commits, status) = std::thread::scope(|s| {
+        let all = s.spawn(|| count(&[]));
+        let work = s.spawn(|| count(&["--", ":(top)", &exclude]));
+        let status = git(
+            cwd,
+            &["status", "--porcelain", "-z", "--untracked-files=all"],
+        )
+        .map_err(|detail| Error::Git {
+            what: "running git status".into(),
+            detail,
+        });
+        let join = |h: std::thread::ScopedJoinHandle<'_, Result<u64, Error>>| {
+            h.join().unwrap_or_else(|_| {
+                Err(Error::Git {
+                    what: "counting commits".into(),
+                    detail: "thread panicked".into(),
+                })
+            })
+        };
+        (join(all), join(work), status)
+    });
+    let status = status?;
+    Ok(WorkEvidence {
+        commits: commits?,
+        uncommitted: count_work_entries(&status),
+        commits_all: commits_all?,
+        any_status: !status.is_empty(),
+    })
 }
 
 /// Counts `git status --porcelain -z` entries about something other than a contract. A
@@ -98,25 +178,18 @@ pub fn count_work_entries(status: &[u8]) -> u64 {
         }
         let (x, y) = (entry[0], entry[1]);
         let mut work = !is_contract(&entry[3..]);
-        if matches!(x, b'R' | b'C') || matches!(y, b'R' | b'C') {
-            if let Some(original) = fields.next().filter(|o| !o.is_empty()) {
-                work |= !is_contract(original);
-            }
+        let renamed = matches!(x, b'R' | b'C') || matches!(y, b'R' | b'C');
+        // Only a rename or copy has a second field; reading one otherwise would eat an entry.
+        if let Some(original) = renamed
+            .then(|| fields.next())
+            .flatten()
+            .filter(|o| !o.is_empty())
+        {
+            work |= !is_contract(original);
         }
         count += u64::from(work);
     }
     count
-}
-
-/// Whether `cwd` is the primary checkout: its git dir and common dir are the same real path.
-pub fn is_primary_checkout(cwd: &Path) -> Result<bool, Error> {
-    let out = git_line(cwd, &["rev-parse", "--git-dir", "--git-common-dir"])
-        .map_err(|detail| Error::Git { what: "resolving the git directories".into(), detail })?;
-    let mut lines = out.lines();
-    let resolve = |p: Option<&str>| -> Option<PathBuf> { cwd.join(p?).canonicalize().ok() };
-    let git_dir = resolve(lines.next());
-    let common = resolve(lines.next());
-    Ok(git_dir.is_some() && git_dir == common)
 }
 
 #[cfg(test)]
@@ -125,14 +198,24 @@ mod tests {
 
     #[test]
     fn contract_only_entries_do_not_count() {
-        let status = b"?? .commandmate/tasks/a.yaml\0 M src/lib.rs\0?? .commandmate/tasks/b c.yaml\0";
+        let status =
+            b"?? .commandmate/tasks/a.yaml\0 M src/lib.rs\0?? .commandmate/tasks/b c.yaml\0";
         assert_eq!(count_work_entries(status), 1);
     }
 
     #[test]
     fn a_rename_counts_when_either_path_is_work() {
-        assert_eq!(count_work_entries(b"R  src/a.rs\0.commandmate/tasks/t.yaml\0"), 1);
-        assert_eq!(count_work_entries(b"R  .commandmate/tasks/t.yaml\0src/a.rs\0"), 1);
-        assert_eq!(count_work_entries(b"R  .commandmate/tasks/u.yaml\0.commandmate/tasks/t.yaml\0"), 0);
+        assert_eq!(
+            count_work_entries(b"R  src/a.rs\0.commandmate/tasks/t.yaml\0"),
+            1
+        );
+        assert_eq!(
+            count_work_entries(b"R  .commandmate/tasks/t.yaml\0src/a.rs\0"),
+            1
+        );
+        assert_eq!(
+            count_work_entries(b"R  .commandmate/tasks/u.yaml\0.commandmate/tasks/t.yaml\0"),
+            0
+        );
     }
 }

@@ -153,7 +153,10 @@ pub async fn run(
     let mut child = command.spawn()?;
     // The Command keeps its copies of the pipe's write end: drop them, or EOF never comes.
     drop(command);
-    let leader = child.id().and_then(|id| i32::try_from(id).ok()).unwrap_or(0);
+    let leader = child
+        .id()
+        .and_then(|id| i32::try_from(id).ok())
+        .unwrap_or(0);
     let mut pipe = tokio::net::unix::pipe::Receiver::from_owned_fd(OwnedFd::from(reader))?;
 
     let mut tail = TailBuffer::new(spec.tail_bytes);
@@ -177,7 +180,8 @@ pub async fn run(
             if settle_until.is_none() {
                 // The leader is gone: its group and adopted strays must follow within the
                 // settle window (or the grace period, when we are already ending the gate).
-                settle_until = Some(kill_at.unwrap_or_else(|| tokio::time::Instant::now() + LEAK_SETTLE));
+                settle_until =
+                    Some(kill_at.unwrap_or_else(|| tokio::time::Instant::now() + LEAK_SETTLE));
             }
             if eof && nothing_left(leader, &token) {
                 break;
@@ -232,7 +236,13 @@ pub async fn run(
     reap_group(leader);
     let (code, duration) = exit.unwrap_or((-1, started.elapsed()));
     let termination = ending.unwrap_or(Termination::Exited(code));
-    Ok(ExecOutcome { termination, duration, tail, leftovers, pipe_left_open })
+    Ok(ExecOutcome {
+        termination,
+        duration,
+        tail,
+        leftovers,
+        pipe_left_open,
+    })
 }
 
 async fn sleep_until_opt(at: Option<tokio::time::Instant>) {
@@ -243,8 +253,10 @@ async fn sleep_until_opt(at: Option<tokio::time::Instant>) {
 }
 
 fn nothing_left(leader: i32, token: &str) -> bool {
-    let group_gone = procs::pid(leader)
-        .is_none_or(|pgid| rustix::process::test_kill_process_group(pgid).is_err() || procs::group_members(leader).is_empty());
+    let group_gone = procs::pid(leader).is_none_or(|pgid| {
+        rustix::process::test_kill_process_group(pgid).is_err()
+            || procs::group_members(leader).is_empty()
+    });
     group_gone && procs::adopted_strays(token).is_empty()
 }
 
@@ -315,7 +327,9 @@ fn reap(raw: i32) {
 
 /// Reaps adopted zombies of the gate's group (the leader itself was reaped by its `Child`).
 fn reap_group(leader: i32) {
-    let Some(pgid) = procs::pid(leader) else { return };
+    let Some(pgid) = procs::pid(leader) else {
+        return;
+    };
     while let Ok(Some(_)) = rustix::process::waitpgid(pgid, WaitOptions::NOHANG) {}
 }
 

@@ -20,7 +20,9 @@ pub fn lock_root() -> PathBuf {
     match std::env::var_os("CM_VERIFY_LOCK_ROOT").filter(|v| !v.is_empty()) {
         Some(root) => PathBuf::from(root),
         None => {
-            let home = std::env::var_os("HOME").filter(|v| !v.is_empty()).unwrap_or_else(|| "/tmp".into());
+            let home = std::env::var_os("HOME")
+                .filter(|v| !v.is_empty())
+                .unwrap_or_else(|| "/tmp".into());
             Path::new(&home).join(".commandmate").join("locks")
         }
     }
@@ -28,7 +30,10 @@ pub fn lock_root() -> PathBuf {
 
 /// This machine's name, as recorded in `owner.host` (what `hostname` prints).
 pub fn host_name() -> String {
-    rustix::system::uname().nodename().to_string_lossy().into_owned()
+    rustix::system::uname()
+        .nodename()
+        .to_string_lossy()
+        .into_owned()
 }
 
 /// The record inside a lock directory.
@@ -115,7 +120,10 @@ fn read_owner(path: &Path) -> Option<Owner> {
 }
 
 fn pid_is_dead(pid: i64) -> bool {
-    let Some(pid) = i32::try_from(pid).ok().and_then(rustix::process::Pid::from_raw) else {
+    let Some(pid) = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    else {
         return false;
     };
     // Only "no such process" proves death; EPERM means it exists under another user.
@@ -123,7 +131,10 @@ fn pid_is_dead(pid: i64) -> bool {
 }
 
 fn new_token() -> String {
-    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
     let mut bytes = [0u8; 8];
     let random = fs::File::open("/dev/urandom")
         .and_then(|mut f| io::Read::read_exact(&mut f, &mut bytes))
@@ -152,13 +163,29 @@ pub async fn acquire(
         match fs::create_dir(&path) {
             Ok(()) => {
                 let token = new_token();
-                let acquired_at = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0);
-                let owner = Owner { pid: i64::from(std::process::id()), host, token: token.clone(), acquired_at };
-                let guard = LockGuard { path: path.clone(), token, released: false };
+                let acquired_at = SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .map(|d| d.as_millis() as i64)
+                    .unwrap_or(0);
+                let owner = Owner {
+                    pid: i64::from(std::process::id()),
+                    host,
+                    token: token.clone(),
+                    acquired_at,
+                };
+                let guard = LockGuard {
+                    path: path.clone(),
+                    token,
+                    released: false,
+                };
                 let mut record = serde_json::to_string(&owner).map_err(io::Error::other)?;
                 record.push('\n');
                 fs::write(path.join("owner"), record)?;
-                return Ok(Acquired::Held { guard, waited: started.elapsed(), broke_stale });
+                return Ok(Acquired::Held {
+                    guard,
+                    waited: started.elapsed(),
+                    broke_stale,
+                });
             }
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
             Err(e) => return Err(e),
@@ -177,7 +204,11 @@ pub async fn acquire(
             }
         }
         if started.elapsed() >= budget {
-            return Ok(Acquired::GaveUp { path, waited: started.elapsed(), holder });
+            return Ok(Acquired::GaveUp {
+                path,
+                waited: started.elapsed(),
+                holder,
+            });
         }
         let pause = POLL_INTERVAL.min(budget.saturating_sub(started.elapsed()));
         tokio::select! {

@@ -38,12 +38,20 @@ fn stat_of(pid: i32) -> Option<Stat> {
     let state = fields.next()?;
     let _ppid = fields.next()?;
     let pgrp = fields.next()?.parse().ok()?;
-    Some(Stat { pid, pgrp, zombie: state == "Z" })
+    Some(Stat {
+        pid,
+        pgrp,
+        zombie: state == "Z",
+    })
 }
 
 fn all_pids() -> Vec<i32> {
-    let Ok(entries) = fs::read_dir("/proc") else { return Vec::new() };
-    entries.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect()
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect()
 }
 
 /// Live (non-zombie) members of process group `pgid`.
@@ -61,10 +69,18 @@ pub fn group_members(pgid: i32) -> Vec<i32> {
 pub fn adopted_strays(token: &str) -> Vec<i32> {
     let needle = format!("{GATE_TOKEN_VAR}={token}");
     let mut pids = Vec::new();
-    let Ok(tasks) = fs::read_dir("/proc/self/task") else { return pids };
+    let Ok(tasks) = fs::read_dir("/proc/self/task") else {
+        return pids;
+    };
     for task in tasks.flatten() {
-        let Ok(children) = fs::read_to_string(task.path().join("children")) else { continue };
-        pids.extend(children.split_whitespace().filter_map(|p| p.parse::<i32>().ok()));
+        let Ok(children) = fs::read_to_string(task.path().join("children")) else {
+            continue;
+        };
+        pids.extend(
+            children
+                .split_whitespace()
+                .filter_map(|p| p.parse::<i32>().ok()),
+        );
     }
     pids.retain(|&pid| carries_token(pid, needle.as_bytes()));
     pids.sort_unstable();
@@ -76,7 +92,10 @@ pub fn adopted_strays(token: &str) -> Vec<i32> {
 /// [`adopted_strays`]; used only once something is known to have leaked.
 pub fn processes_with_token(token: &str) -> Vec<i32> {
     let needle = format!("{GATE_TOKEN_VAR}={token}");
-    all_pids().into_iter().filter(|&pid| carries_token(pid, needle.as_bytes())).collect()
+    all_pids()
+        .into_iter()
+        .filter(|&pid| carries_token(pid, needle.as_bytes()))
+        .collect()
 }
 
 fn carries_token(pid: i32, needle: &[u8]) -> bool {
@@ -102,10 +121,18 @@ pub fn describe(pid: i32, gate_pgid: i32) -> LeftoverProcess {
                 .join(" ")
         })
         .filter(|c| !c.is_empty())
-        .or_else(|| fs::read_to_string(format!("/proc/{pid}/comm")).ok().map(|c| c.trim().to_owned()))
+        .or_else(|| {
+            fs::read_to_string(format!("/proc/{pid}/comm"))
+                .ok()
+                .map(|c| c.trim().to_owned())
+        })
         .unwrap_or_else(|| "?".to_owned());
     let escaped = pgrp_of(pid).is_some_and(|g| g != gate_pgid);
-    LeftoverProcess { pid, command, escaped }
+    LeftoverProcess {
+        pid,
+        command,
+        escaped,
+    }
 }
 
 /// Converts a raw pid, rejecting 0 and negatives.

@@ -22,18 +22,34 @@ fn marker_secs(d: Duration) -> String {
 }
 
 fn waited_field(attempt: &Attempt) -> String {
-    attempt.waited.map(|w| format!(" waited={}s", secs(w))).unwrap_or_default()
+    attempt
+        .waited
+        .map(|w| format!(" waited={}s", secs(w)))
+        .unwrap_or_default()
 }
 
 /// The work-evidence line.
 pub fn work_evidence_line(report: &WorkEvidenceReport) -> String {
     let (word, evidence, require_commit) = match report {
         WorkEvidenceReport::Skip => return "GATE work-evidence SKIP reason=flag".to_owned(),
-        WorkEvidenceReport::Pass { evidence, require_commit } => ("PASS", evidence, *require_commit),
-        WorkEvidenceReport::Fail { evidence, require_commit } => ("FAIL", evidence, *require_commit),
+        WorkEvidenceReport::Pass {
+            evidence,
+            require_commit,
+        } => ("PASS", evidence, *require_commit),
+        WorkEvidenceReport::Fail {
+            evidence,
+            require_commit,
+        } => ("FAIL", evidence, *require_commit),
     };
-    let flag = if require_commit { " requireCommit=true" } else { "" };
-    format!("GATE work-evidence {word} commits={} uncommitted={}{flag}", evidence.commits, evidence.uncommitted)
+    let flag = if require_commit {
+        " requireCommit=true"
+    } else {
+        ""
+    };
+    format!(
+        "GATE work-evidence {word} commits={} uncommitted={}{flag}",
+        evidence.commits, evidence.uncommitted
+    )
 }
 
 /// A gate's line.
@@ -51,7 +67,11 @@ pub fn gate_line(gate: &GateReport) -> String {
             format!("GATE {id} SKIP reason={reason}{waited}")
         }
         (GateVerdict::Flaky | GateVerdict::Fail, [a, b]) => {
-            let word = if gate.verdict == GateVerdict::Flaky { "FLAKY" } else { "FAIL" };
+            let word = if gate.verdict == GateVerdict::Flaky {
+                "FLAKY"
+            } else {
+                "FAIL"
+            };
             format!(
                 "GATE {id} {word} exit={},{} duration={}s,{}s{waited}",
                 code(a),
@@ -60,10 +80,21 @@ pub fn gate_line(gate: &GateReport) -> String {
                 secs(b.duration)
             )
         }
-        (GateVerdict::Timeout, _) => format!("GATE {id} TIMEOUT exit=124 duration={}s{waited}", secs(first.duration)),
+        (GateVerdict::Timeout, _) => format!(
+            "GATE {id} TIMEOUT exit=124 duration={}s{waited}",
+            secs(first.duration)
+        ),
         (verdict, _) => {
-            let word = if verdict == GateVerdict::Pass { "PASS" } else { "FAIL" };
-            format!("GATE {id} {word} exit={} duration={}s{waited}", code(first), secs(first.duration))
+            let word = if verdict == GateVerdict::Pass {
+                "PASS"
+            } else {
+                "FAIL"
+            };
+            format!(
+                "GATE {id} {word} exit={} duration={}s{waited}",
+                code(first),
+                secs(first.duration)
+            )
         }
     }
 }
@@ -93,7 +124,10 @@ pub fn stdout_lines(report: &RunReport) -> Vec<String> {
 /// tail, else an explicit line saying why there is nothing.
 fn output_block(out: &mut String, id: &str, label: &str, attempt: &Attempt, tail_limit: usize) {
     if tail_limit == 0 {
-        let _ = writeln!(out, "--- gate {id} ({label}): log tail disabled (maxLogTailBytes: 0) ---");
+        let _ = writeln!(
+            out,
+            "--- gate {id} ({label}): log tail disabled (maxLogTailBytes: 0) ---"
+        );
         return;
     }
     if attempt.output_bytes == 0 {
@@ -115,15 +149,28 @@ fn output_block(out: &mut String, id: &str, label: &str, attempt: &Attempt, tail
 
 fn mutex_marker(out: &mut String, gate: &GateReport, attempt: &Attempt) {
     if let (Some(name), Some(waited)) = (&gate.mutex, attempt.waited) {
-        let lock = attempt.lock_path.as_deref().map(Path::display).map(|d| d.to_string()).unwrap_or_default();
-        let _ = writeln!(out, "[mutex] name={name} waited={} lock={lock}", marker_secs(waited));
+        let lock = attempt
+            .lock_path
+            .as_deref()
+            .map(Path::display)
+            .map(|d| d.to_string())
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "[mutex] name={name} waited={} lock={lock}",
+            marker_secs(waited)
+        );
     }
 }
 
 fn spawn_hint(out: &mut String, gate: &GateReport, attempt: &Attempt, cwd: &Path) {
     if attempt.output_bytes == 0 && matches!(attempt.exit_code, Some(126 | 127)) {
         let code = attempt.exit_code.unwrap_or_default();
-        let meaning = if code == 127 { "not found" } else { "found but not executable" };
+        let meaning = if code == 127 {
+            "not found"
+        } else {
+            "found but not executable"
+        };
         let _ = writeln!(
             out,
             "greenlight: gate {} exited {code} with no output: the command was probably {meaning}. Check that it exists and is executable in {}: {}",
@@ -153,7 +200,11 @@ fn leftovers_note(out: &mut String, gate: &GateReport, attempt: &Attempt) {
             attempt.leftovers.len()
         );
         for p in &attempt.leftovers {
-            let how = if p.escaped { " (had escaped the gate's process group)" } else { "" };
+            let how = if p.escaped {
+                " (had escaped the gate's process group)"
+            } else {
+                ""
+            };
             let _ = writeln!(out, "  leaked pid {} {}{how}", p.pid, p.command);
         }
     }
@@ -180,7 +231,9 @@ pub fn gate_stderr(gate: &GateReport, tail_limit: usize, cwd: &Path) -> String {
             );
         }
     }
-    let Some(first) = gate.attempts.first() else { return out };
+    let Some(first) = gate.attempts.first() else {
+        return out;
+    };
     match gate.verdict {
         GateVerdict::Skip => {
             let _ = writeln!(out, "--- gate {id} (SKIP reason=mutex-wait) ---");
@@ -204,9 +257,21 @@ pub fn gate_stderr(gate: &GateReport, tail_limit: usize, cwd: &Path) -> String {
         }
         GateVerdict::Flaky | GateVerdict::Fail if gate.attempts.len() == 2 => {
             let second = &gate.attempts[1];
-            let outcome = if gate.verdict == GateVerdict::Flaky { "flaky" } else { "fail" };
-            let verdict = if gate.passed == Some(true) { "pass" } else { "fail" };
-            let word = if gate.verdict == GateVerdict::Flaky { "FLAKY" } else { "FAIL" };
+            let outcome = if gate.verdict == GateVerdict::Flaky {
+                "flaky"
+            } else {
+                "fail"
+            };
+            let verdict = if gate.passed == Some(true) {
+                "pass"
+            } else {
+                "fail"
+            };
+            let word = if gate.verdict == GateVerdict::Flaky {
+                "FLAKY"
+            } else {
+                "FAIL"
+            };
             let code = |a: &Attempt| a.exit_code.unwrap_or_default();
             let _ = writeln!(
                 out,
@@ -223,15 +288,31 @@ pub fn gate_stderr(gate: &GateReport, tail_limit: usize, cwd: &Path) -> String {
                 code(first),
                 marker_secs(first.duration)
             );
-            output_block(&mut out, id, &format!("{word} run 1/2 exit={}", code(first)), first, tail_limit);
-            let passed = if second.status == AttemptStatus::Pass { "passed" } else { "failed" };
+            output_block(
+                &mut out,
+                id,
+                &format!("{word} run 1/2 exit={}", code(first)),
+                first,
+                tail_limit,
+            );
+            let passed = if second.status == AttemptStatus::Pass {
+                "passed"
+            } else {
+                "failed"
+            };
             let _ = writeln!(
                 out,
                 "--- [flaky] run 2/2: {passed} exit={} duration={} ---",
                 code(second),
                 marker_secs(second.duration)
             );
-            output_block(&mut out, id, &format!("{word} run 2/2 exit={}", code(second)), second, tail_limit);
+            output_block(
+                &mut out,
+                id,
+                &format!("{word} run 2/2 exit={}", code(second)),
+                second,
+                tail_limit,
+            );
             spawn_hint(&mut out, gate, second, cwd);
         }
         GateVerdict::Flaky | GateVerdict::Fail => {
@@ -240,11 +321,20 @@ pub fn gate_stderr(gate: &GateReport, tail_limit: usize, cwd: &Path) -> String {
                     AttemptStatus::Timeout => "timeout",
                     _ => "mutex-skip",
                 };
-                let _ = writeln!(out, "[flaky] retry reached no verdict ({what}); the first run's FAIL stands");
+                let _ = writeln!(
+                    out,
+                    "[flaky] retry reached no verdict ({what}); the first run's FAIL stands"
+                );
             }
             mutex_marker(&mut out, gate, first);
             let code = first.exit_code.unwrap_or_default();
-            output_block(&mut out, id, &format!("FAIL exit={code}"), first, tail_limit);
+            output_block(
+                &mut out,
+                id,
+                &format!("FAIL exit={code}"),
+                first,
+                tail_limit,
+            );
             spawn_hint(&mut out, gate, first, cwd);
         }
     }
@@ -253,7 +343,13 @@ pub fn gate_stderr(gate: &GateReport, tail_limit: usize, cwd: &Path) -> String {
 
 /// The stderr explanation of a failed work-evidence line, if any.
 pub fn work_evidence_stderr(report: &WorkEvidenceReport) -> Option<String> {
-    let WorkEvidenceReport::Fail { evidence, require_commit } = report else { return None };
+    let WorkEvidenceReport::Fail {
+        evidence,
+        require_commit,
+    } = report
+    else {
+        return None;
+    };
     if evidence.commits == 0 && evidence.uncommitted == 0 {
         if evidence.any_status || evidence.commits_all > 0 {
             return Some(format!(

@@ -228,7 +228,10 @@ pub struct RunReport {
     pub interrupted: Option<crate::exec::Interrupt>,
 }
 
-fn ser_interrupt<S: serde::Serializer>(i: &Option<crate::exec::Interrupt>, s: S) -> Result<S::Ok, S::Error> {
+fn ser_interrupt<S: serde::Serializer>(
+    i: &Option<crate::exec::Interrupt>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
     match i {
         Some(crate::exec::Interrupt::Int) => s.serialize_some("SIGINT"),
         Some(crate::exec::Interrupt::Term) => s.serialize_some("SIGTERM"),
@@ -250,7 +253,14 @@ impl RunReport {
 /// Decides the RESULT from the gates: a real failure outranks a missing verdict, and a run that
 /// judged nothing is never green.
 pub fn decide(gates: &[GateReport]) -> RunResult {
-    let ran = gates.iter().filter(|g| g.attempts.iter().any(|a| a.status != AttemptStatus::MutexSkip)).count();
+    let ran = gates
+        .iter()
+        .filter(|g| {
+            g.attempts
+                .iter()
+                .any(|a| a.status != AttemptStatus::MutexSkip)
+        })
+        .count();
     if ran == 0 {
         RunResult::Skipped
     } else if gates.iter().any(|g| g.passed == Some(false)) {

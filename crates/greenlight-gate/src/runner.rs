@@ -12,7 +12,8 @@ use crate::evidence;
 use crate::exec::{self, ExecSpec, Interrupt, InterruptWatch, Termination};
 use crate::lock::{self, Acquired};
 use crate::report::{
-    Attempt, AttemptStatus, GateReport, GateVerdict, RunReport, SkipReason, WorkEvidenceReport, decide,
+    Attempt, AttemptStatus, GateReport, GateVerdict, RunReport, SkipReason, WorkEvidenceReport,
+    decide,
 };
 
 /// What the command line adds to a config.
@@ -49,18 +50,35 @@ pub enum Event<'a> {
 }
 
 /// Checks the `--gates` selection against the config before anything runs.
-pub fn select_gates<'c>(config: &'c Config, only: Option<&[String]>) -> Result<Vec<&'c GateSpec>, Error> {
-    let Some(only) = only else { return Ok(config.gates.iter().collect()) };
+pub fn select_gates<'c>(
+    config: &'c Config,
+    only: Option<&[String]>,
+) -> Result<Vec<&'c GateSpec>, Error> {
+    let Some(only) = only else {
+        return Ok(config.gates.iter().collect());
+    };
     if only.is_empty() {
         return Err(Error::EmptyGateSelection);
     }
     for id in only {
         if !config.gates.iter().any(|g| &g.id == id) {
-            let known = config.gates.iter().map(|g| g.id.as_str()).collect::<Vec<_>>().join(", ");
-            return Err(Error::UnknownGate { id: id.clone(), known });
+            let known = config
+                .gates
+                .iter()
+                .map(|g| g.id.as_str())
+                .collect::<Vec<_>>()
+                .join(", ");
+            return Err(Error::UnknownGate {
+                id: id.clone(),
+                known,
+            });
         }
     }
-    Ok(config.gates.iter().filter(|g| only.contains(&g.id)).collect())
+    Ok(config
+        .gates
+        .iter()
+        .filter(|g| only.contains(&g.id))
+        .collect())
 }
 
 /// Runs the selected gates of `config` and reports everything.
@@ -71,12 +89,17 @@ pub async fn run(
     interrupt: &mut InterruptWatch,
 ) -> Result<RunReport, Error> {
     if !options.cwd.is_dir() {
-        return Err(Error::CwdNotADirectory { cwd: options.cwd.clone() });
+        return Err(Error::CwdNotADirectory {
+            cwd: options.cwd.clone(),
+        });
     }
     let selected = select_gates(config, options.only.as_deref())?;
-    evidence::ensure_repo(&options.cwd)?;
-    let base_ref =
-        evidence::resolve_base_ref(&options.cwd, options.base_ref.as_deref(), config.options.base_ref.as_deref())?;
+    let checkout = evidence::probe_checkout(&options.cwd)?;
+    let base_ref = evidence::resolve_base_ref(
+        &options.cwd,
+        options.base_ref.as_deref(),
+        config.options.base_ref.as_deref(),
+    )?;
 
     let mut report = RunReport {
         base_ref: base_ref.clone(),
@@ -93,9 +116,15 @@ pub async fn run(
         let no_work = found.commits == 0 && found.uncommitted == 0;
         let no_commit = require_commit && found.commits == 0;
         report.work_evidence = if no_work || no_commit {
-            WorkEvidenceReport::Fail { evidence: found, require_commit }
+            WorkEvidenceReport::Fail {
+                evidence: found,
+                require_commit,
+            }
         } else {
-            WorkEvidenceReport::Pass { evidence: found, require_commit }
+            WorkEvidenceReport::Pass {
+                evidence: found,
+                require_commit,
+            }
         };
         on_event(Event::WorkEvidence(&report.work_evidence));
         if no_work || no_commit {
@@ -103,10 +132,12 @@ pub async fn run(
             return Ok(report);
         }
     } else {
+        // CommandMate refuses a base ref that names no commit even when nothing counts from it.
+        evidence::verify_base_ref(&options.cwd, &base_ref)?;
         on_event(Event::WorkEvidence(&report.work_evidence));
     }
 
-    let primary = evidence::is_primary_checkout(&options.cwd)?;
+    let primary = checkout.primary;
     report.primary_checkout = Some(primary);
     for gate in selected {
         let gate_report = if primary && config.options.skip_in_primary_checkout {
@@ -155,7 +186,10 @@ async fn run_gate(
 ) -> Result<Result<GateReport, Interrupted>, Error> {
     let mut report = skipped(gate, SkipReason::MutexWait);
     report.skip_reason = None;
-    on_event(Event::GateStarted { id: &gate.id, attempt: 1 });
+    on_event(Event::GateStarted {
+        id: &gate.id,
+        attempt: 1,
+    });
     let first = match attempt(gate, config, options, interrupt).await? {
         Ok(a) => a,
         Err(signal) => return Ok(Err((signal, None))),
@@ -177,7 +211,10 @@ async fn run_gate(
             report.passed = Some(false);
         }
         AttemptStatus::Fail if gate.retry_on_fail => {
-            on_event(Event::GateStarted { id: &gate.id, attempt: 2 });
+            on_event(Event::GateStarted {
+                id: &gate.id,
+                attempt: 2,
+            });
             let second = match attempt(gate, config, options, interrupt).await? {
                 Ok(a) => a,
                 Err(signal) => {
@@ -238,15 +275,26 @@ async fn attempt(
     if let Some(name) = &gate.mutex {
         let acquired = lock::acquire(&options.lock_root, name, budget, interrupt)
             .await
-            .map_err(|source| Error::LockRoot { root: options.lock_root.clone(), source })?;
+            .map_err(|source| Error::LockRoot {
+                root: options.lock_root.clone(),
+                source,
+            })?;
         match acquired {
-            Acquired::Held { guard: g, waited, broke_stale } => {
+            Acquired::Held {
+                guard: g,
+                waited,
+                broke_stale,
+            } => {
                 result.waited = Some(waited);
                 result.lock_path = Some(g.path().to_path_buf());
                 result.broke_stale_lock = broke_stale;
                 guard = Some(g);
             }
-            Acquired::GaveUp { path, waited, holder } => {
+            Acquired::GaveUp {
+                path,
+                waited,
+                holder,
+            } => {
                 result.waited = Some(waited);
                 result.lock_path = Some(path);
                 result.lock_holder = holder;
@@ -264,7 +312,11 @@ async fn attempt(
     };
     let outcome = exec::run(&spec, &mut (), interrupt)
         .await
-        .map_err(|source| Error::Spawn { id: gate.id.clone(), cwd: options.cwd.clone(), source })?;
+        .map_err(|source| Error::Spawn {
+            id: gate.id.clone(),
+            cwd: options.cwd.clone(),
+            source,
+        })?;
     if let Some(guard) = guard {
         guard.release();
     }

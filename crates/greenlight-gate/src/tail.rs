@@ -16,7 +16,11 @@ pub struct TailBuffer {
 impl TailBuffer {
     /// A buffer that keeps at most `capacity` bytes.
     pub fn new(capacity: usize) -> Self {
-        Self { capacity, bytes: VecDeque::with_capacity(capacity.min(64 * 1024)), total: 0 }
+        Self {
+            capacity,
+            bytes: VecDeque::with_capacity(capacity.min(64 * 1024)),
+            total: 0,
+        }
     }
 
     /// Appends a chunk, dropping the oldest bytes beyond the capacity.
@@ -76,8 +80,8 @@ mod tests {
 
     #[test]
     fn a_cut_inside_a_character_starts_at_the_next_one() {
-        let mut tail = TailBuffer::new(5);
-        tail.push("xé€".as_bytes()); // 1 + 2 + 3 bytes: the cut lands inside é
+        let mut tail = TailBuffer::new(4);
+        tail.push("xé€".as_bytes()); // 1 + 2 + 3 bytes: the last 4 start inside é
         assert_eq!(tail.text(), "€");
     }
 

@@ -26,7 +26,11 @@ fn git_at(dir: &Path, args: &[&str]) -> String {
         .env("GIT_COMMITTER_EMAIL", "tests@greenlight.invalid")
         .output()
         .expect("git runs");
-    assert!(out.status.success(), "git {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "git {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
 
@@ -34,7 +38,10 @@ impl TempRepo {
     /// A primary checkout with one commit on `main`, and `origin/HEAD` pointing at it, so
     /// work-evidence has a base and counts nothing yet.
     pub fn primary() -> Self {
-        let dir = tempfile::Builder::new().prefix("greenlight-test").tempdir().unwrap();
+        let dir = tempfile::Builder::new()
+            .prefix("greenlight-test")
+            .tempdir()
+            .unwrap();
         let base = dir.path().canonicalize().unwrap();
         let root = base.join("repo");
         let home = base.join("home");
@@ -49,15 +56,30 @@ impl TempRepo {
         git_at(&root, &["add", "README"]);
         git_at(&root, &["commit", "-q", "-m", "initial"]);
         git_at(&root, &["update-ref", "refs/remotes/origin/main", "HEAD"]);
-        git_at(&root, &["symbolic-ref", "refs/remotes/origin/HEAD", "refs/remotes/origin/main"]);
-        Self { _dir: dir, root, home, locks }
+        git_at(
+            &root,
+            &[
+                "symbolic-ref",
+                "refs/remotes/origin/HEAD",
+                "refs/remotes/origin/main",
+            ],
+        );
+        Self {
+            _dir: dir,
+            root,
+            home,
+            locks,
+        }
     }
 
     /// A linked worktree (branch `work`) of a fresh primary checkout: where gates really run.
     pub fn worktree() -> Self {
         let mut repo = Self::primary();
         let wt = repo.root.parent().unwrap().join("wt");
-        git_at(&repo.root, &["worktree", "add", "-q", "-b", "work", wt.to_str().unwrap()]);
+        git_at(
+            &repo.root,
+            &["worktree", "add", "-q", "-b", "work", wt.to_str().unwrap()],
+        );
         repo.root = wt;
         repo
     }
@@ -120,7 +142,13 @@ impl TempRepo {
         S: AsRef<std::ffi::OsStr>,
     {
         let mut cmd = self.command(args);
-        Run::from_output(cmd.output().unwrap(), &[(&self.root, "[REPO]"), (self.root.parent().unwrap(), "[TMP]")])
+        Run::from_output(
+            cmd.output().unwrap(),
+            &[
+                (&self.root, "[REPO]"),
+                (self.root.parent().unwrap(), "[TMP]"),
+            ],
+        )
     }
 
     /// The `greenlight` command, set up as [`TempRepo::greenlight`] runs it, for tests that

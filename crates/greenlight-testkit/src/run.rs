@@ -15,7 +15,11 @@ pub fn greenlight_bin() -> PathBuf {
         dir.pop();
     }
     let bin = dir.join("greenlight");
-    assert!(bin.exists(), "{} is missing: build it with `cargo build -p greenlight`", bin.display());
+    assert!(
+        bin.exists(),
+        "{} is missing: build it with `cargo build -p greenlight`",
+        bin.display()
+    );
     bin
 }
 
@@ -34,7 +38,10 @@ pub struct Run {
 impl Run {
     /// Wraps an `Output`, replacing each given path with its placeholder in [`Run::render`].
     pub fn from_output(out: Output, paths: &[(&Path, &str)]) -> Self {
-        let filters = paths.iter().map(|(p, name)| (p.display().to_string(), (*name).to_owned())).collect();
+        let filters = paths
+            .iter()
+            .map(|(p, name)| (p.display().to_string(), (*name).to_owned()))
+            .collect();
         Self {
             code: out.status.code().unwrap_or(-1),
             stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -50,7 +57,10 @@ impl Run {
 
     /// Exit code, stdout and stderr in one block, filtered for stable snapshots.
     pub fn render(&self) -> String {
-        let mut text = format!("exit: {}\n--- stdout\n{}--- stderr\n{}", self.code, self.stdout, self.stderr);
+        let mut text = format!(
+            "exit: {}\n--- stdout\n{}--- stderr\n{}",
+            self.code, self.stdout, self.stderr
+        );
         for (path, name) in &self.filters {
             text = text.replace(path.as_str(), name);
         }

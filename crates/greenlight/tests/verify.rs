@@ -1,6 +1,8 @@
 //! `greenlight verify` through the real binary against real temp git repositories: the line
 //! contract, verdicts, exit codes, work-evidence, primary-checkout skip, retries and mutexes.
 
+#![allow(clippy::unwrap_used)] // a test that cannot set up its fixture should stop loudly
+
 use std::time::{Duration, Instant};
 
 use greenlight_testkit::TempRepo;
@@ -48,10 +50,16 @@ fn one_failing_gate_keeps_going_and_fails_the_run() {
 #[test]
 fn a_gate_over_its_timeout_is_ended_and_reported_as_timeout() {
     let repo = TempRepo::worktree_with_commit();
-    repo.verify_yaml("version: 1\ngates:\n  - id: slow\n    command: echo begun; sleep 30\n    timeoutSec: 1\n");
+    repo.verify_yaml(
+        "version: 1\ngates:\n  - id: slow\n    command: echo begun; sleep 30\n    timeoutSec: 1\n",
+    );
     let started = Instant::now();
     let out = repo.greenlight(["verify"]);
-    assert!(started.elapsed() < Duration::from_secs(10), "timeout did not end the gate: {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "timeout did not end the gate: {:?}",
+        started.elapsed()
+    );
     insta::assert_snapshot!(out.render(), @r"
     exit: 20
     --- stdout
@@ -74,17 +82,40 @@ fn outside_config(repo: &TempRepo, text: &str) -> String {
 #[test]
 fn a_clean_worktree_is_not_started_and_no_gate_runs() {
     let repo = TempRepo::worktree();
-    let config = outside_config(&repo, "version: 1\ngates:\n  - id: a\n    command: touch ran\n");
+    let config = outside_config(
+        &repo,
+        "version: 1\ngates:\n  - id: a\n    command: touch ran\n",
+    );
     let out = repo.greenlight(["verify", "--config", &config]);
     assert_eq!(out.code, 21, "{}", out.render());
-    assert_eq!(out.lines(), ["GATE work-evidence FAIL commits=0 uncommitted=0", "RESULT not_started"]);
-    assert!(repo.read("ran").is_none(), "a gate ran on a not_started worktree");
-    assert!(out.stderr.contains("nothing was done here yet"), "{}", out.stderr);
+    assert_eq!(
+        out.lines(),
+        [
+            "GATE work-evidence FAIL commits=0 uncommitted=0",
+            "RESULT not_started"
+        ]
+    );
+    assert!(
+        repo.read("ran").is_none(),
+        "a gate ran on a not_started worktree"
+    );
+    assert!(
+        out.stderr.contains("nothing was done here yet"),
+        "{}",
+        out.stderr
+    );
 
     // The counterpart: the same clean tree runs its gates when work-evidence is skipped.
     let out = repo.greenlight(["verify", "--config", &config, "--skip-work-evidence"]);
     assert_eq!(out.code, 0, "{}", out.render());
-    assert_eq!(out.lines(), ["GATE work-evidence SKIP reason=flag", "GATE a PASS exit=0 duration=0s", "RESULT passed"]);
+    assert_eq!(
+        out.lines(),
+        [
+            "GATE work-evidence SKIP reason=flag",
+            "GATE a PASS exit=0 duration=0s",
+            "RESULT passed"
+        ]
+    );
     assert!(repo.read("ran").is_some());
 }
 
@@ -98,19 +129,38 @@ fn require_commit_turns_uncommitted_only_work_into_not_started() {
     repo.write("src/a.rs", "fn a() {}\n");
     let out = repo.greenlight(["verify", "--config", &config]);
     assert_eq!(out.code, 21, "{}", out.render());
-    assert_eq!(out.lines(), ["GATE work-evidence FAIL commits=0 uncommitted=1 requireCommit=true", "RESULT not_started"]);
-    assert!(out.stderr.contains("options.requireCommit is set"), "{}", out.stderr);
+    assert_eq!(
+        out.lines(),
+        [
+            "GATE work-evidence FAIL commits=0 uncommitted=1 requireCommit=true",
+            "RESULT not_started"
+        ]
+    );
+    assert!(
+        out.stderr.contains("options.requireCommit is set"),
+        "{}",
+        out.stderr
+    );
 
     repo.commit_all("work");
     let out = repo.greenlight(["verify", "--config", &config]);
     assert_eq!(out.code, 0, "{}", out.render());
-    assert_eq!(out.lines()[0], "GATE work-evidence PASS commits=1 uncommitted=0 requireCommit=true");
+    assert_eq!(
+        out.lines()[0],
+        "GATE work-evidence PASS commits=1 uncommitted=0 requireCommit=true"
+    );
 
     // By default the same dirty tree is work.
-    let default = outside_config(&repo, "version: 1\ngates:\n  - id: a\n    command: \"true\"\n");
+    let default = outside_config(
+        &repo,
+        "version: 1\ngates:\n  - id: a\n    command: \"true\"\n",
+    );
     repo.write("src/b.rs", "fn b() {}\n");
     let out = repo.greenlight(["verify", "--config", &default]);
-    assert_eq!(out.lines()[0], "GATE work-evidence PASS commits=1 uncommitted=1");
+    assert_eq!(
+        out.lines()[0],
+        "GATE work-evidence PASS commits=1 uncommitted=1"
+    );
 }
 
 mod contract_files {
@@ -125,8 +175,16 @@ mod contract_files {
         repo.write(".commandmate/tasks/task 1.yaml", "goal: x\n");
         let out = repo.greenlight(["verify", "--config", &config]);
         assert_eq!(out.code, 21, "{}", out.render());
-        assert_eq!(out.lines()[0], "GATE work-evidence FAIL commits=0 uncommitted=0");
-        assert!(out.stderr.contains("execution contracts under .commandmate/tasks/"), "{}", out.stderr);
+        assert_eq!(
+            out.lines()[0],
+            "GATE work-evidence FAIL commits=0 uncommitted=0"
+        );
+        assert!(
+            out.stderr
+                .contains("execution contracts under .commandmate/tasks/"),
+            "{}",
+            out.stderr
+        );
     }
 
     #[test]
@@ -137,13 +195,19 @@ mod contract_files {
         repo.commit_all("setup");
         let out = repo.greenlight(["verify", "--config", &config]);
         assert_eq!(out.code, 21, "{}", out.render());
-        assert_eq!(out.lines()[0], "GATE work-evidence FAIL commits=0 uncommitted=0");
+        assert_eq!(
+            out.lines()[0],
+            "GATE work-evidence FAIL commits=0 uncommitted=0"
+        );
 
         // Real work beside it counts.
         repo.write("src/with space.rs", "x\n");
         let out = repo.greenlight(["verify", "--config", &config]);
         assert_eq!(out.code, 0, "{}", out.render());
-        assert_eq!(out.lines()[0], "GATE work-evidence PASS commits=0 uncommitted=1");
+        assert_eq!(
+            out.lines()[0],
+            "GATE work-evidence PASS commits=0 uncommitted=1"
+        );
     }
 
     #[test]
@@ -154,7 +218,12 @@ mod contract_files {
         repo.commit_all("setup");
         repo.git(&["mv", ".commandmate/tasks/t.yaml", "t.yaml"]);
         let out = repo.greenlight(["verify", "--config", &config]);
-        assert_eq!(out.lines()[0], "GATE work-evidence PASS commits=0 uncommitted=1", "{}", out.render());
+        assert_eq!(
+            out.lines()[0],
+            "GATE work-evidence PASS commits=0 uncommitted=1",
+            "{}",
+            out.render()
+        );
 
         // Work moved into the contract directory is still a change to the work.
         let repo = TempRepo::worktree();
@@ -162,7 +231,12 @@ mod contract_files {
         std::fs::create_dir_all(repo.path().join(".commandmate/tasks")).unwrap();
         repo.git(&["mv", "README", ".commandmate/tasks/README"]);
         let out = repo.greenlight(["verify", "--config", &config]);
-        assert_eq!(out.lines()[0], "GATE work-evidence PASS commits=0 uncommitted=1", "{}", out.render());
+        assert_eq!(
+            out.lines()[0],
+            "GATE work-evidence PASS commits=0 uncommitted=1",
+            "{}",
+            out.render()
+        );
     }
 
     #[test]
@@ -172,14 +246,21 @@ mod contract_files {
         repo.write("new dir/a.txt", "a\n");
         repo.write("new dir/b.txt", "b\n");
         let out = repo.greenlight(["verify", "--config", &config]);
-        assert_eq!(out.lines()[0], "GATE work-evidence PASS commits=0 uncommitted=2", "{}", out.render());
+        assert_eq!(
+            out.lines()[0],
+            "GATE work-evidence PASS commits=0 uncommitted=2",
+            "{}",
+            out.render()
+        );
     }
 }
 
 #[test]
 fn the_primary_checkout_skips_every_gate_and_is_not_green() {
     let repo = TempRepo::primary();
-    repo.verify_yaml("version: 1\ngates:\n  - id: a\n    command: touch ran\n  - id: b\n    command: \"true\"\n");
+    repo.verify_yaml(
+        "version: 1\ngates:\n  - id: a\n    command: touch ran\n  - id: b\n    command: \"true\"\n",
+    );
     let out = repo.greenlight(["verify"]);
     insta::assert_snapshot!(out.render(), @r"
     exit: 22
@@ -211,13 +292,22 @@ fn gates_flag_runs_a_subset_in_config_order_and_rejects_unknown_ids() {
     assert_eq!(out.code, 0, "{}", out.render());
     assert_eq!(
         out.lines(),
-        ["GATE work-evidence PASS commits=1 uncommitted=1", "GATE a PASS exit=0 duration=0s", "GATE c PASS exit=0 duration=0s", "RESULT passed"]
+        [
+            "GATE work-evidence PASS commits=1 uncommitted=1",
+            "GATE a PASS exit=0 duration=0s",
+            "GATE c PASS exit=0 duration=0s",
+            "RESULT passed"
+        ]
     );
 
     let out = repo.greenlight(["verify", "--gates", "a,nope"]);
     assert_eq!(out.code, 2);
     assert_eq!(out.stdout, "");
-    assert!(out.stderr.contains("unknown gate id `nope`") && out.stderr.contains("a, b, c"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("unknown gate id `nope`") && out.stderr.contains("a, b, c"),
+        "{}",
+        out.stderr
+    );
 }
 
 #[test]
@@ -237,12 +327,15 @@ mod retries {
     }
 
     // Fails on its first run, passes on every later one.
-    const FAIL_ONCE: &str = "echo run >> runs; test -f marker || { touch marker; echo first >&2; exit 1; }";
+    const FAIL_ONCE: &str =
+        "echo run >> runs; test -f marker || { touch marker; echo first >&2; exit 1; }";
 
     #[test]
     fn flaky_is_a_failure_by_default_and_keeps_its_spelling() {
         let repo = TempRepo::worktree_with_commit();
-        repo.verify_yaml(&format!("version: 1\ngates:\n  - id: u\n    command: {FAIL_ONCE}\n    retryOnFail: 1\n"));
+        repo.verify_yaml(&format!(
+            "version: 1\ngates:\n  - id: u\n    command: {FAIL_ONCE}\n    retryOnFail: 1\n"
+        ));
         let out = repo.greenlight(["verify"]);
         insta::assert_snapshot!(out.render(), @r"
         exit: 20
@@ -271,7 +364,11 @@ mod retries {
         let out = repo.greenlight(["verify"]);
         assert_eq!(out.code, 0, "{}", out.render());
         assert_eq!(out.lines()[1], "GATE u FLAKY exit=1,0 duration=0s,0s");
-        assert!(out.stderr.contains("[flaky] runs=2 outcome=flaky exit=1,0"), "{}", out.stderr);
+        assert!(
+            out.stderr.contains("[flaky] runs=2 outcome=flaky exit=1,0"),
+            "{}",
+            out.stderr
+        );
         assert!(out.stderr.contains("verdict=pass"), "{}", out.stderr);
     }
 
@@ -282,7 +379,11 @@ mod retries {
         let out = repo.greenlight(["verify"]);
         assert_eq!(out.code, 20, "{}", out.render());
         assert_eq!(out.lines()[1], "GATE u FAIL exit=4,4 duration=0s,0s");
-        assert!(out.stderr.contains("[flaky] runs=2 outcome=fail exit=4,4"), "{}", out.stderr);
+        assert!(
+            out.stderr.contains("[flaky] runs=2 outcome=fail exit=4,4"),
+            "{}",
+            out.stderr
+        );
         assert_eq!(counted(&repo), 2, "retried exactly once");
     }
 
@@ -301,12 +402,19 @@ mod retries {
 #[test]
 fn require_env_clean_is_reported_as_skipped_without_changing_the_verdict() {
     let repo = TempRepo::worktree_with_commit();
-    repo.verify_yaml("version: 1\ngates:\n  - id: a\n    command: \"true\"\noptions:\n  requireEnvClean: true\n");
+    repo.verify_yaml(
+        "version: 1\ngates:\n  - id: a\n    command: \"true\"\noptions:\n  requireEnvClean: true\n",
+    );
     let out = repo.greenlight(["verify"]);
     assert_eq!(out.code, 0, "{}", out.render());
     assert_eq!(
         out.lines(),
-        ["GATE work-evidence PASS commits=1 uncommitted=1", "GATE a PASS exit=0 duration=0s", "GATE env-clean SKIP reason=no-baseline", "RESULT passed"]
+        [
+            "GATE work-evidence PASS commits=1 uncommitted=1",
+            "GATE a PASS exit=0 duration=0s",
+            "GATE env-clean SKIP reason=no-baseline",
+            "RESULT passed"
+        ]
     );
     assert!(out.stderr.contains("requireEnvClean"), "{}", out.stderr);
 }
@@ -317,12 +425,26 @@ fn a_silent_gate_exiting_127_gets_a_spawn_hint() {
     repo.verify_yaml("version: 1\ngates:\n  - id: a\n    command: ./missing-tool 2>/dev/null\n");
     let out = repo.greenlight(["verify"]);
     assert_eq!(out.code, 20, "{}", out.render());
-    assert!(out.stderr.contains("--- gate a (FAIL exit=127): no output captured ---"), "{}", out.stderr);
-    assert!(out.stderr.contains("exited 127 with no output: the command was probably not found"), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("--- gate a (FAIL exit=127): no output captured ---"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr
+            .contains("exited 127 with no output: the command was probably not found"),
+        "{}",
+        out.stderr
+    );
 
     repo.verify_yaml("version: 1\ngates:\n  - id: a\n    command: exit 126\n");
     let out = repo.greenlight(["verify"]);
-    assert!(out.stderr.contains("exited 126 with no output"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("exited 126 with no output"),
+        "{}",
+        out.stderr
+    );
 
     // A gate that explains itself gets no hint.
     repo.verify_yaml("version: 1\ngates:\n  - id: a\n    command: echo why; exit 127\n");
@@ -336,7 +458,12 @@ fn a_disabled_tail_says_so() {
     repo.verify_yaml("version: 1\ngates:\n  - id: a\n    command: echo secret; exit 1\noptions:\n  maxLogTailBytes: 0\n");
     let out = repo.greenlight(["verify"]);
     assert_eq!(out.code, 20);
-    assert!(out.stderr.contains("--- gate a (FAIL exit=1): log tail disabled (maxLogTailBytes: 0) ---"), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("--- gate a (FAIL exit=1): log tail disabled (maxLogTailBytes: 0) ---"),
+        "{}",
+        out.stderr
+    );
     assert!(!out.stderr.contains("secret"));
 }
 
@@ -345,7 +472,12 @@ fn the_tail_is_bounded_by_max_log_tail_bytes_and_keeps_the_end() {
     let repo = TempRepo::worktree_with_commit();
     repo.verify_yaml("version: 1\ngates:\n  - id: a\n    command: seq 1 10000; exit 1\noptions:\n  maxLogTailBytes: 12\n");
     let out = repo.greenlight(["verify"]);
-    assert!(out.stderr.contains("--- gate a (FAIL exit=1): last 12 of 48894 bytes ---\n\n9999\n10000\n"), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("--- gate a (FAIL exit=1): last 12 of 48894 bytes ---\n\n9999\n10000\n"),
+        "{}",
+        out.stderr
+    );
 }
 
 #[test]
@@ -356,7 +488,12 @@ fn cm_worktree_variables_pass_through_unchanged_and_are_never_invented() {
     assert_eq!(out.code, 0, "{}", out.render());
     assert_eq!(repo.read("seen").unwrap(), "unset/unset\n");
 
-    let out = repo.command(["verify"]).env("CM_WORKTREE_INDEX", "7").env("CM_WORKTREE_ID", "wt-7").output().unwrap();
+    let out = repo
+        .command(["verify"])
+        .env("CM_WORKTREE_INDEX", "7")
+        .env("CM_WORKTREE_ID", "wt-7")
+        .output()
+        .unwrap();
     assert!(out.status.success());
     assert_eq!(repo.read("seen").unwrap(), "7/wt-7\n");
 }
@@ -364,11 +501,17 @@ fn cm_worktree_variables_pass_through_unchanged_and_are_never_invented() {
 #[test]
 fn a_broken_config_reports_every_problem_with_its_line_and_runs_nothing() {
     let repo = TempRepo::worktree_with_commit();
-    repo.verify_yaml("version: 2\ngates:\n  - id: Bad_Id\n    command: touch ran\n    colour: red\n");
+    repo.verify_yaml(
+        "version: 2\ngates:\n  - id: Bad_Id\n    command: touch ran\n    colour: red\n",
+    );
     let out = repo.greenlight(["verify"]);
     assert_eq!(out.code, 2, "{}", out.render());
     assert_eq!(out.stdout, "");
-    let lines: Vec<&str> = out.stderr.lines().filter(|l| l.contains("verify.yaml:")).collect();
+    let lines: Vec<&str> = out
+        .stderr
+        .lines()
+        .filter(|l| l.contains("verify.yaml:"))
+        .collect();
     assert_eq!(lines.len(), 3, "{}", out.stderr);
     assert!(lines[0].contains("verify.yaml:1:"), "{}", out.stderr);
     assert!(lines[1].contains("verify.yaml:3:"), "{}", out.stderr);
@@ -382,7 +525,11 @@ fn a_missing_config_is_a_config_error_naming_the_path() {
     let out = repo.greenlight(["verify"]);
     assert_eq!(out.code, 2);
     assert_eq!(out.stdout, "");
-    assert!(out.stderr.contains(".commandmate/verify.yaml"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains(".commandmate/verify.yaml"),
+        "{}",
+        out.stderr
+    );
 }
 
 #[test]
@@ -393,7 +540,8 @@ fn json_format_prints_one_document_with_every_gate() {
     );
     let out = repo.greenlight(["verify", "--format", "json"]);
     assert_eq!(out.code, 20);
-    let doc: serde_json::Value = serde_json::from_str(&out.stdout).expect("stdout is one JSON document");
+    let doc: serde_json::Value =
+        serde_json::from_str(&out.stdout).expect("stdout is one JSON document");
     assert_eq!(doc["result"], "failed");
     assert_eq!(doc["exit_code"], 20);
     assert_eq!(doc["greenlight_version"], env!("CARGO_PKG_VERSION"));
@@ -408,5 +556,9 @@ fn json_format_prints_one_document_with_every_gate() {
     assert_eq!(gates[0]["attempts"][0]["tail"], "bad\u{fffd}\n");
     assert_eq!(gates[0]["waited_ms"], serde_json::Value::Null);
     assert_eq!(gates[1]["verdict"], "PASS");
-    assert!(gates[1]["waited_ms"].is_u64(), "a mutex gate reports its wait: {}", gates[1]);
+    assert!(
+        gates[1]["waited_ms"].is_u64(),
+        "a mutex gate reports its wait: {}",
+        gates[1]
+    );
 }

@@ -1,6 +1,8 @@
 //! Nothing a gate starts outlives it, and no output breaks the tail: each test names the
 //! processes by pid and checks, after greenlight exits, that none of them is alive.
 
+#![allow(clippy::unwrap_used)] // a test that cannot set up its fixture should stop loudly
+
 use std::fs;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -10,14 +12,21 @@ use greenlight_testkit::TempRepo;
 /// Alive means present in /proc and not a zombie.
 fn alive(pid: i32) -> bool {
     match fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => stat.rsplit_once(") ").is_some_and(|(_, rest)| !rest.starts_with('Z')),
+        Ok(stat) => stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| !rest.starts_with('Z')),
         Err(_) => false,
     }
 }
 
 fn pids(repo: &TempRepo, file: &str) -> Vec<i32> {
-    let text = repo.read(file).unwrap_or_else(|| panic!("{file} was not written"));
-    let pids: Vec<i32> = text.split_whitespace().map(|p| p.parse().unwrap()).collect();
+    let text = repo
+        .read(file)
+        .unwrap_or_else(|| panic!("{file} was not written"));
+    let pids: Vec<i32> = text
+        .split_whitespace()
+        .map(|p| p.parse().unwrap())
+        .collect();
     assert!(!pids.is_empty(), "{file} is empty");
     pids
 }
@@ -25,9 +34,14 @@ fn pids(repo: &TempRepo, file: &str) -> Vec<i32> {
 fn assert_all_dead(pids: &[i32]) {
     let survivors: Vec<i32> = pids.iter().copied().filter(|&p| alive(p)).collect();
     for &p in &survivors {
-        let _ = std::process::Command::new("kill").args(["-9", &p.to_string()]).status();
+        let _ = std::process::Command::new("kill")
+            .args(["-9", &p.to_string()])
+            .status();
     }
-    assert!(survivors.is_empty(), "processes survived greenlight: {survivors:?}");
+    assert!(
+        survivors.is_empty(),
+        "processes survived greenlight: {survivors:?}"
+    );
 }
 
 #[test]
@@ -38,11 +52,20 @@ fn a_timed_out_gate_whose_grandchild_ignores_sigterm_leaves_nothing() {
         "version: 1\ngates:\n  - id: stubborn\n    command: sh -c 'trap \"\" TERM; echo $$ >> pids; sleep 600 & echo $! >> pids; wait' & echo $! >> pids; wait\n    timeoutSec: 1\n",
     );
     let started = Instant::now();
-    let out = repo.command(["verify"]).env("GREENLIGHT_KILL_GRACE_MS", "500").output().unwrap();
+    let out = repo
+        .command(["verify"])
+        .env("GREENLIGHT_KILL_GRACE_MS", "500")
+        .output()
+        .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(20), "{stderr}");
-    assert!(String::from_utf8_lossy(&out.stdout).contains("GATE stubborn TIMEOUT exit=124 duration=1s"));
-    assert!(stderr.contains("outlived SIGTERM and were killed at the end of the grace period"), "{stderr}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("GATE stubborn TIMEOUT exit=124 duration=1s")
+    );
+    assert!(
+        stderr.contains("outlived SIGTERM and were killed at the end of the grace period"),
+        "{stderr}"
+    );
     assert!(started.elapsed() < Duration::from_secs(8));
     let found = pids(&repo, "pids");
     assert_eq!(found.len(), 3);
@@ -57,7 +80,12 @@ fn a_passing_gate_that_backgrounds_a_sleep_leaves_nothing_and_says_so() {
     assert_eq!(out.code, 0, "{}", out.render());
     assert_eq!(out.lines()[1], "GATE bg PASS exit=0 duration=0s");
     let pid = pids(&repo, "bg.pid");
-    assert!(out.stderr.contains(&format!("leaked pid {} sleep 600", pid[0])), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains(&format!("leaked pid {} sleep 600", pid[0])),
+        "{}",
+        out.stderr
+    );
     assert_all_dead(&pid);
 }
 
@@ -70,7 +98,12 @@ fn a_child_that_escapes_with_setsid_is_found_and_killed() {
     let out = repo.greenlight(["verify"]);
     assert_eq!(out.code, 0, "{}", out.render());
     let pid = pids(&repo, "esc.pid");
-    assert!(out.stderr.contains("(had escaped the gate's process group)"), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("(had escaped the gate's process group)"),
+        "{}",
+        out.stderr
+    );
     assert_all_dead(&pid);
 }
 
@@ -84,7 +117,12 @@ fn a_double_fork_into_a_new_session_is_found_and_killed() {
     let out = repo.greenlight(["verify"]);
     assert_eq!(out.code, 20, "{}", out.render());
     let pid = pids(&repo, "df.pid");
-    assert!(out.stderr.contains(&format!("leaked pid {} sleep 600", pid[0])), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains(&format!("leaked pid {} sleep 600", pid[0])),
+        "{}",
+        out.stderr
+    );
     assert_all_dead(&pid);
 }
 
@@ -93,7 +131,12 @@ fn interrupt_during_a_gate(signal: &str, expected_code: i32) {
     repo.verify_yaml(
         "version: 1\ngates:\n  - id: long\n    command: sleep 600 & echo $! >> pids; echo $$ >> pids; wait\n    mutex: held\n",
     );
-    let mut child = repo.command(["verify"]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let child = repo
+        .command(["verify"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
     while repo.read("pids").is_none_or(|p| p.lines().count() < 2) {
         assert!(Instant::now() < deadline, "the gate never started");
@@ -101,15 +144,25 @@ fn interrupt_during_a_gate(signal: &str, expected_code: i32) {
     }
     let lock = repo.lock_root().join("held.lock");
     assert!(lock.exists(), "the gate runs without its lock");
-    let status = std::process::Command::new("kill").args([signal, &child.id().to_string()]).status().unwrap();
+    let status = std::process::Command::new("kill")
+        .args([signal, &child.id().to_string()])
+        .status()
+        .unwrap();
     assert!(status.success());
     let started = Instant::now();
     let out = child.wait_with_output().unwrap();
-    assert!(started.elapsed() < Duration::from_secs(8), "greenlight took {:?} to stop", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "greenlight took {:?} to stop",
+        started.elapsed()
+    );
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(expected_code), "{stdout}\n{stderr}");
-    assert!(!stdout.contains("RESULT"), "an interrupted run has no RESULT: {stdout}");
+    assert!(
+        !stdout.contains("RESULT"),
+        "an interrupted run has no RESULT: {stdout}"
+    );
     assert!(stderr.contains("interrupted by"), "{stderr}");
     assert!(!lock.exists(), "the lock outlived the interrupted run");
     assert_all_dead(&pids(&repo, "pids"));
@@ -132,7 +185,10 @@ fn invalid_utf8_and_nul_bytes_still_give_a_valid_nonempty_tail() {
     let out = repo.command(["verify"]).output().unwrap();
     assert_eq!(out.status.code(), Some(20));
     let stderr = std::str::from_utf8(&out.stderr).expect("greenlight's stderr is valid UTF-8");
-    assert!(stderr.contains("before\0mid\u{fffd}\u{fffd}after\n"), "{stderr:?}");
+    assert!(
+        stderr.contains("before\0mid\u{fffd}\u{fffd}after\n"),
+        "{stderr:?}"
+    );
 }
 
 #[test]
@@ -144,7 +200,12 @@ fn a_gate_printing_one_gib_keeps_memory_bounded_and_the_tail_holds_the_end() {
     let rss_file = repo.home().join("rss");
     let bin = greenlight_testkit::greenlight_bin();
     let mut cmd = std::process::Command::new("/usr/bin/time");
-    cmd.arg("-f").arg("%M").arg("-o").arg(&rss_file).arg(bin).arg("verify");
+    cmd.arg("-f")
+        .arg("%M")
+        .arg("-o")
+        .arg(&rss_file)
+        .arg(bin)
+        .arg("verify");
     let base = repo.command(["verify"]);
     for (k, v) in base.get_envs() {
         match v {
@@ -152,14 +213,23 @@ fn a_gate_printing_one_gib_keeps_memory_bounded_and_the_tail_holds_the_end() {
             None => cmd.env_remove(k),
         };
     }
-    let out = cmd.current_dir(repo.path()).output().expect("/usr/bin/time is installed (Debian package `time`)");
+    let out = cmd
+        .current_dir(repo.path())
+        .output()
+        .expect("/usr/bin/time is installed (Debian package `time`)");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(20), "{stderr}");
     assert!(stderr.contains("last 8192 of 1073741839 bytes"), "{stderr}");
-    assert!(stderr.contains("\nTHE-LAST-LINE\n--- end gate loud ---"), "{stderr}");
+    assert!(
+        stderr.contains("\nTHE-LAST-LINE\n--- end gate loud ---"),
+        "{stderr}"
+    );
     // time(1) writes "Command exited with non-zero status N" before the figure.
     let report = fs::read_to_string(&rss_file).unwrap();
     let peak_kib: u64 = report.lines().last().unwrap().trim().parse().unwrap();
-    assert!(peak_kib < 64 * 1024, "peak RSS {peak_kib} KiB is over 64 MiB");
+    assert!(
+        peak_kib < 64 * 1024,
+        "peak RSS {peak_kib} KiB is over 64 MiB"
+    );
     eprintln!("peak RSS while a gate printed 1 GiB: {peak_kib} KiB");
 }

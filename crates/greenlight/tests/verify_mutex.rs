@@ -1,6 +1,8 @@
 //! The machine-wide mutex through the real binary: CommandMate's lock directory protocol,
 //! waits reported apart from durations, stale same-host takeover, foreign hosts never broken.
 
+#![allow(clippy::unwrap_used)] // a test that cannot set up its fixture should stop loudly
+
 use std::fs;
 use std::path::Path;
 use std::process::Stdio;
@@ -9,7 +11,10 @@ use std::time::{Duration, Instant};
 use greenlight_testkit::TempRepo;
 
 fn host() -> String {
-    fs::read_to_string("/proc/sys/kernel/hostname").unwrap().trim().to_owned()
+    fs::read_to_string("/proc/sys/kernel/hostname")
+        .unwrap()
+        .trim()
+        .to_owned()
 }
 
 /// Writes a lock exactly as CommandMate's runner does: `mkdir`, then `owner` JSON.
@@ -30,7 +35,14 @@ fn a_free_mutex_reports_waited_zero_and_is_released() {
     assert_eq!(out.code, 0, "{}", out.render());
     assert_eq!(out.lines()[1], "GATE e2e PASS exit=0 duration=0s waited=0s");
     let lock = repo.lock_root().join("e2e-port.lock");
-    assert!(out.stderr.contains(&format!("[mutex] name=e2e-port waited=0.0s lock={}", lock.display())), "{}", out.stderr);
+    assert!(
+        out.stderr.contains(&format!(
+            "[mutex] name=e2e-port waited=0.0s lock={}",
+            lock.display()
+        )),
+        "{}",
+        out.stderr
+    );
     assert!(!lock.exists(), "the lock outlived the run");
 }
 
@@ -39,7 +51,13 @@ fn a_held_mutex_is_waited_for_and_the_wait_is_not_duration() {
     let repo = TempRepo::worktree_with_commit();
     repo.verify_yaml(ONE_MUTEX_GATE);
     // Held by a live process on this host (this test): greenlight must wait, not break it.
-    let dir = plant_lock(repo.lock_root(), "e2e-port", i64::from(std::process::id()), &host(), "held-by-test");
+    let dir = plant_lock(
+        repo.lock_root(),
+        "e2e-port",
+        i64::from(std::process::id()),
+        &host(),
+        "held-by-test",
+    );
     let releaser = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(1300));
         fs::remove_dir_all(dir).unwrap();
@@ -62,7 +80,13 @@ fn a_dead_holder_on_this_host_is_taken_over() {
     let out = repo.greenlight(["verify"]);
     assert_eq!(out.code, 0, "{}", out.render());
     assert_eq!(out.lines()[1], "GATE e2e PASS exit=0 duration=0s waited=0s");
-    assert!(out.stderr.contains(&format!("broke a stale lock (recorded holder pid {dead_pid} on this host")), "{}", out.stderr);
+    assert!(
+        out.stderr.contains(&format!(
+            "broke a stale lock (recorded holder pid {dead_pid} on this host"
+        )),
+        "{}",
+        out.stderr
+    );
     assert!(started.elapsed() < Duration::from_secs(3));
     assert!(!repo.lock_root().join("e2e-port.lock").exists());
 }
@@ -72,24 +96,50 @@ fn a_foreign_host_lock_is_never_taken_and_the_run_is_skipped() {
     let repo = TempRepo::worktree_with_commit();
     repo.verify_yaml("version: 1\ngates:\n  - id: e2e\n    command: touch ran\n    mutex: e2e-port\n    timeoutSec: 1\n  - id: lint\n    command: \"true\"\n");
     // pid 1 is dead nowhere we can tell: another host's pid says nothing about this machine.
-    let dir = plant_lock(repo.lock_root(), "e2e-port", 999_999, "elsewhere.invalid", "foreign");
+    let dir = plant_lock(
+        repo.lock_root(),
+        "e2e-port",
+        999_999,
+        "elsewhere.invalid",
+        "foreign",
+    );
     let before = fs::read_to_string(dir.join("owner")).unwrap();
     let out = repo.greenlight(["verify"]);
     assert_eq!(out.code, 22, "{}", out.render());
     assert_eq!(
         out.lines(),
-        ["GATE work-evidence PASS commits=1 uncommitted=1", "GATE e2e SKIP reason=mutex-wait waited=1s", "GATE lint PASS exit=0 duration=0s", "RESULT skipped"]
+        [
+            "GATE work-evidence PASS commits=1 uncommitted=1",
+            "GATE e2e SKIP reason=mutex-wait waited=1s",
+            "GATE lint PASS exit=0 duration=0s",
+            "RESULT skipped"
+        ]
     );
-    assert!(out.stderr.contains("[mutex] held by pid 999999 on elsewhere.invalid"), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("[mutex] held by pid 999999 on elsewhere.invalid"),
+        "{}",
+        out.stderr
+    );
     assert!(repo.read("ran").is_none(), "the gate ran without its lock");
-    assert_eq!(fs::read_to_string(dir.join("owner")).unwrap(), before, "a foreign lock was touched");
+    assert_eq!(
+        fs::read_to_string(dir.join("owner")).unwrap(),
+        before,
+        "a foreign lock was touched"
+    );
 }
 
 #[test]
 fn a_real_failure_outranks_a_missing_verdict() {
     let repo = TempRepo::worktree_with_commit();
     repo.verify_yaml("version: 1\ngates:\n  - id: e2e\n    command: \"true\"\n    mutex: m\n    timeoutSec: 1\n  - id: unit\n    command: exit 1\n");
-    plant_lock(repo.lock_root(), "m", 999_999, "elsewhere.invalid", "foreign");
+    plant_lock(
+        repo.lock_root(),
+        "m",
+        999_999,
+        "elsewhere.invalid",
+        "foreign",
+    );
     let out = repo.greenlight(["verify"]);
     assert_eq!(out.code, 20, "{}", out.render());
     assert_eq!(out.lines().last(), Some(&"RESULT failed"));
@@ -102,10 +152,22 @@ fn greenlight_holds_the_lock_in_commandmates_format_while_the_gate_runs() {
     let out = repo.greenlight(["verify"]);
     assert_eq!(out.code, 0, "{}", out.render());
     let owner: serde_json::Value = serde_json::from_str(&repo.read("seen-owner").unwrap()).unwrap();
-    let keys: Vec<&str> = owner.as_object().unwrap().keys().map(String::as_str).collect();
-    assert_eq!(keys, ["acquiredAt", "host", "pid", "token"], "owner record: {owner}");
+    let keys: Vec<&str> = owner
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        keys,
+        ["acquiredAt", "host", "pid", "token"],
+        "owner record: {owner}"
+    );
     assert_eq!(owner["host"], host());
-    assert!(owner["pid"].as_i64().unwrap() > 0 && owner["acquiredAt"].as_i64().unwrap() > 1_700_000_000_000);
+    assert!(
+        owner["pid"].as_i64().unwrap() > 0
+            && owner["acquiredAt"].as_i64().unwrap() > 1_700_000_000_000
+    );
     assert!(!owner["token"].as_str().unwrap().is_empty());
 }
 
@@ -121,14 +183,41 @@ fn two_runs_in_parallel_worktrees_never_overlap_on_one_mutex() {
     a.verify_yaml(&gate);
     b.verify_yaml(&gate);
     let root = a.lock_root().to_path_buf();
-    let first = a.command(["verify"]).env("CM_VERIFY_LOCK_ROOT", &root).stdout(Stdio::piped()).spawn().unwrap();
-    let second = b.command(["verify"]).env("CM_VERIFY_LOCK_ROOT", &root).stdout(Stdio::piped()).spawn().unwrap();
-    let (one, two) = (first.wait_with_output().unwrap(), second.wait_with_output().unwrap());
+    let first = a
+        .command(["verify"])
+        .env("CM_VERIFY_LOCK_ROOT", &root)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let second = b
+        .command(["verify"])
+        .env("CM_VERIFY_LOCK_ROOT", &root)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (one, two) = (
+        first.wait_with_output().unwrap(),
+        second.wait_with_output().unwrap(),
+    );
     assert!(one.status.success() && two.status.success());
-    assert_eq!(fs::read_to_string(&log).unwrap(), "start\nend\nstart\nend\n", "the two gates overlapped");
+    assert_eq!(
+        fs::read_to_string(&log).unwrap(),
+        "start\nend\nstart\nend\n",
+        "the two gates overlapped"
+    );
     let waited: Vec<String> = [one, two]
         .iter()
-        .map(|o| String::from_utf8_lossy(&o.stdout).lines().nth(1).unwrap().to_owned())
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .nth(1)
+                .unwrap()
+                .to_owned()
+        })
         .collect();
-    assert!(waited.iter().any(|l| l.ends_with("waited=0s")) && waited.iter().any(|l| l.contains("duration=1s waited=1s")), "{waited:?}");
+    assert!(
+        waited.iter().any(|l| l.ends_with("waited=0s"))
+            && waited.iter().any(|l| l.contains("duration=1s waited=1s")),
+        "{waited:?}"
+    );
 }

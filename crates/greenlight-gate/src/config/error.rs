@@ -9,7 +9,7 @@ use camino::Utf8PathBuf;
 
 use super::{
     DEFAULT_MAX_LOG_TAIL_BYTES, GATE_KEYS, MAX_LOG_TAIL_BYTES, MAX_MUTEX_LEN, MAX_TIMEOUT_SEC,
-    OPTIONS_KEYS,
+    OPTIONS_KEYS, RESERVED_IDS,
 };
 
 /// One problem in a config file, located by path and (when it has one) line.
@@ -226,7 +226,10 @@ pub enum ConfigErrorKind {
     #[error("gate has no `command`; add `command: <shell command>`")]
     MissingCommand,
     /// `id` is one of the names the runner uses for its own gates.
-    #[error("gate id `{id}` is reserved for a built-in gate; choose another name")]
+    #[error(
+        "gate id `{id}` is reserved for a built-in gate ({}); choose another name",
+        KeyList(RESERVED_IDS)
+    )]
     ReservedId {
         /// The id found.
         id: String,

@@ -131,6 +131,9 @@ struct Reader {
     version_line: Option<usize>,
     gates_line: Option<usize>,
     options_line: Option<usize>,
+    /// Set after a rejected block scalar (`key: |`) whose key sits at this column: the lines
+    /// indented deeper are its content, already covered by that one problem.
+    block_content_deeper_than: Option<usize>,
 }
 
 /// Reads `text` line by line. Returns what it understood and every problem it met.
@@ -143,6 +146,7 @@ pub(super) fn read(text: &str) -> (RawFile, Vec<Problem>) {
         version_line: None,
         gates_line: None,
         options_line: None,
+        block_content_deeper_than: None,
     };
     // `split('\n')` rather than `lines()`: a lone `\r` inside a line is content, and only one
     // trailing `\r` per line is a line ending (CommandMate's reader strips exactly one).
@@ -173,6 +177,13 @@ impl Reader {
         {
             self.problem(n, ConfigErrorKind::ByteOrderMark);
             line = rest;
+        }
+        if let Some(column) = self.block_content_deeper_than {
+            let body = line.trim_start_matches(' ');
+            if body.is_empty() || line.len() - body.len() > column {
+                return;
+            }
+            self.block_content_deeper_than = None;
         }
         if line.contains('\t') {
             self.problem(n, ConfigErrorKind::Tab);
@@ -348,13 +359,8 @@ impl Reader {
             );
             return;
         }
-        let value = match checked_value(key.name(), value) {
-            Ok(value) => Some(value),
-            Err(kind) => {
-                self.problems.push((Some(n), kind));
-                None
-            }
-        };
+        // Gate keys sit at column 4, whether on the `- ` line or below it.
+        let value = self.accept_value(n, 4, key.name(), value);
         if let Some(gate) = self.open_gate.as_mut() {
             gate.fields[key as usize] = Some(Field { line: n, value });
         }
@@ -392,14 +398,22 @@ impl Reader {
             );
             return;
         }
-        let value = match checked_value(key.name(), value) {
+        let value = self.accept_value(n, 2, key.name(), value);
+        self.raw.options[key as usize] = Some(Field { line: n, value });
+    }
+
+    /// The value if its shape is accepted; otherwise reports why and returns `None`.
+    fn accept_value(&mut self, n: usize, column: usize, key: &str, value: &str) -> Option<String> {
+        match checked_value(key, value) {
             Ok(value) => Some(value),
             Err(kind) => {
+                if matches!(kind, ConfigErrorKind::BlockScalar { .. }) {
+                    self.block_content_deeper_than = Some(column);
+                }
                 self.problems.push((Some(n), kind));
                 None
             }
-        };
-        self.raw.options[key as usize] = Some(Field { line: n, value });
+        }
     }
 
     /// Ends the open gate item, reporting what it lacks at the line of its `- `.
@@ -456,11 +470,12 @@ fn checked_value(key: &str, value: &str) -> Result<String, ConfigErrorKind> {
 /// Strips one pair of matching `"` or `'` around the whole value. No escapes are processed: the
 /// inside is taken byte for byte, as CommandMate's reader does.
 fn unquote(value: &str) -> &str {
+    // A lone quote character is not a pair: once its prefix is stripped nothing is left to strip
+    // the suffix from, so it stays as written.
     for quote in ['"', '\''] {
-        if value.len() >= 2
-            && let Some(inner) = value
-                .strip_prefix(quote)
-                .and_then(|rest| rest.strip_suffix(quote))
+        if let Some(inner) = value
+            .strip_prefix(quote)
+            .and_then(|rest| rest.strip_suffix(quote))
         {
             return inner;
         }
@@ -471,6 +486,18 @@ fn unquote(value: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn key_enums_match_the_published_key_lists() {
+        assert_eq!(GateKey::ALL.len(), crate::config::GATE_KEYS.len());
+        for key in GateKey::ALL {
+            assert_eq!(GateKey::from_name(key.name()), Some(key));
+        }
+        assert_eq!(OptionKey::ALL.len(), crate::config::OPTIONS_KEYS.len());
+        for key in OptionKey::ALL {
+            assert_eq!(OptionKey::from_name(key.name()), Some(key));
+        }
+    }
 
     #[test]
     fn split_takes_the_first_colon_and_trims_spaces_only() {

@@ -7,8 +7,8 @@
 //! no escapes). A file outside that grammar is refused rather than guessed at, because a guess
 //! that drops a gate reports green for work nobody checked.
 //!
-//! Reading happens in two passes: [`lines`] turns text into keys with line numbers and checks
-//! the shape of each line; [`validate`] checks what the values mean. Both push every problem
+//! Reading happens in two passes: `lines` turns text into keys with line numbers and checks
+//! the shape of each line; `validate` checks what the values mean. Both push every problem
 //! they find and carry on.
 //!
 //! Where CommandMate's reader accepts a file by accident of its encoding, this reader refuses

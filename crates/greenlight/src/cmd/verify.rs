@@ -48,7 +48,10 @@ pub struct Args {
 
 /// Runs the subcommand and returns the process exit code.
 pub fn run(args: Args) -> i32 {
-    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("greenlight: cannot start the async runtime: {e}");
@@ -71,11 +74,17 @@ async fn verify(args: Args) -> i32 {
     let json = args.format == Format::Json;
     let cwd = args.cwd.clone().unwrap_or_else(|| PathBuf::from("."));
     let cwd = std::path::absolute(&cwd).unwrap_or(cwd);
-    let config_path = args.config.clone().unwrap_or_else(|| cwd.join(".commandmate").join("verify.yaml"));
+    let config_path = args
+        .config
+        .clone()
+        .unwrap_or_else(|| cwd.join(".commandmate").join("verify.yaml"));
     let config_path = match Utf8PathBuf::from_path_buf(config_path) {
         Ok(p) => p,
         Err(p) => {
-            eprintln!("greenlight: {}: the config path is not valid UTF-8; pass --config with a UTF-8 path", p.display());
+            eprintln!(
+                "greenlight: {}: the config path is not valid UTF-8; pass --config with a UTF-8 path",
+                p.display()
+            );
             return exit::CONFIG_ERROR;
         }
     };
@@ -85,7 +94,10 @@ async fn verify(args: Args) -> i32 {
             for error in &errors.0 {
                 eprintln!("{error}");
             }
-            eprintln!("greenlight: {} problem(s) in the config; no gate ran", errors.0.len());
+            eprintln!(
+                "greenlight: {} problem(s) in the config; no gate ran",
+                errors.0.len()
+            );
             if json {
                 print_json_error(&errors.0.iter().map(|e| e.to_string()).collect::<Vec<_>>());
             }
@@ -144,8 +156,14 @@ async fn verify(args: Args) -> i32 {
         eprintln!("{}", render::ENV_CLEAN_NOTE);
     }
     if let Some(signal) = report.interrupted {
-        let name = if signal == Interrupt::Int { "SIGINT" } else { "SIGTERM" };
-        eprintln!("greenlight: interrupted by {name}: the running gate's processes were ended and its lock released; no RESULT");
+        let name = if signal == Interrupt::Int {
+            "SIGINT"
+        } else {
+            "SIGTERM"
+        };
+        eprintln!(
+            "greenlight: interrupted by {name}: the running gate's processes were ended and its lock released; no RESULT"
+        );
     }
     if json {
         let doc = render::json(&report, config_path.as_std_path(), &cwd);
@@ -174,7 +192,10 @@ fn out_line(line: &str) {
 
 async fn forward_signals(tx: tokio::sync::watch::Sender<Option<Interrupt>>) {
     use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut int), Ok(mut term)) = (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) else {
+    let (Ok(mut int), Ok(mut term)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
         return;
     };
     let received = tokio::select! {
@@ -204,29 +225,33 @@ struct ProgressState {
 
 impl Progress {
     fn start() -> Self {
-        let tty = std::io::stderr().is_terminal() && std::env::var("TERM").map(|t| t != "dumb").unwrap_or(true);
+        let tty = std::io::stderr().is_terminal()
+            && std::env::var("TERM").map(|t| t != "dumb").unwrap_or(true);
         if !tty {
             return Self { state: None };
         }
-        let state = Arc::new(Mutex::new(ProgressState { running: None, drawn: false }));
+        let state = Arc::new(Mutex::new(ProgressState {
+            running: None,
+            drawn: false,
+        }));
         let ticker = Arc::clone(&state);
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(Duration::from_millis(200));
             loop {
                 tick.tick().await;
-                if let Ok(mut s) = ticker.lock() {
-                    if let Some((id, attempt, since)) = &s.running {
-                        let retry = if *attempt > 1 { " (retry)" } else { "" };
-                        let style = anstyle::Style::new().dimmed();
-                        let line = format!(
-                            "\r\x1b[2K{style}running {id}{retry} {}s{style:#}",
-                            since.elapsed().as_secs()
-                        );
-                        let mut err = anstream::stderr().lock();
-                        let _ = err.write_all(line.as_bytes());
-                        let _ = err.flush();
-                        s.drawn = true;
-                    }
+                if let Ok(mut s) = ticker.lock()
+                    && let Some((id, attempt, since)) = &s.running
+                {
+                    let retry = if *attempt > 1 { " (retry)" } else { "" };
+                    let style = anstyle::Style::new().dimmed();
+                    let line = format!(
+                        "\r\x1b[2K{style}running {id}{retry} {}s{style:#}",
+                        since.elapsed().as_secs()
+                    );
+                    let mut err = anstream::stderr().lock();
+                    let _ = err.write_all(line.as_bytes());
+                    let _ = err.flush();
+                    s.drawn = true;
                 }
             }
         });
@@ -234,11 +259,11 @@ impl Progress {
     }
 
     fn set(&self, running: Option<(String, u8)>) {
-        if let Some(state) = &self.state {
-            if let Ok(mut s) = state.lock() {
-                Self::clear(&mut s);
-                s.running = running.map(|(id, attempt)| (id, attempt, Instant::now()));
-            }
+        if let Some(state) = &self.state
+            && let Ok(mut s) = state.lock()
+        {
+            Self::clear(&mut s);
+            s.running = running.map(|(id, attempt)| (id, attempt, Instant::now()));
         }
     }
 
@@ -254,10 +279,10 @@ impl Progress {
         if text.is_empty() {
             return;
         }
-        if let Some(state) = &self.state {
-            if let Ok(mut s) = state.lock() {
-                Self::clear(&mut s);
-            }
+        if let Some(state) = &self.state
+            && let Ok(mut s) = state.lock()
+        {
+            Self::clear(&mut s);
         }
         let mut err = std::io::stderr().lock();
         let _ = err.write_all(text.as_bytes());
