@@ -1,0 +1,203 @@
+//! The one closed list of failure reasons for the whole product, and who may produce each.
+//!
+//! There is no second taxonomy: every failure greenlight records (a dispatch, a gate, a judge, a
+//! goal that pauses) names exactly one `Reason`. Adding a member is a deliberate change to a
+//! public contract, so the list lives here, once, with its producer table beside it.
+
+use serde::{Deserialize, Serialize};
+
+/// Why a dispatch, a step or a goal did not succeed. Serialised in kebab-case; the names are a
+/// stable contract (ledger rows, `--json` output, frames).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Reason {
+    /// The dispatch deadline fired while the agent was still running; its process group was
+    /// ended. "It was still working."
+    DispatchTimeout,
+    /// Nothing usable came back: the binary could not be spawned, vanished without an exit code,
+    /// exited nonzero, reported an error (`is_error`, `turn.failed`), or exited cleanly with
+    /// nothing parseable ("spawned but mute").
+    DispatchDead,
+    /// The assembled prompt is longer than the runtime's ceiling; it was refused before any
+    /// process started, never truncated.
+    PromptOverCeiling,
+    /// No candidate model id answered the liveness probe.
+    ProbeFailed,
+    /// A model id does not match the family's safe grammar (claude and codex:
+    /// `^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`; command also allows `:` and `/`) and so could be
+    /// read as an option; refused before any process started.
+    ModelIdInvalid,
+    /// A declared read or write is absolute, contains `..` or a control character, or resolves
+    /// (through a symlinked ancestor) outside the root.
+    PathEscapesRoot,
+    /// A file-mode dispatch came back ok but a declared write does not exist or did not change.
+    DeliverableNotLanded,
+    /// A reply that must end in a gate verdict does not: the last non-empty line is not exactly
+    /// `GATE: PASS` or `GATE: FAIL`, or more than one verdict line is present.
+    GateVerdictUnparseable,
+    /// A gate command judged the work and exited nonzero.
+    GateFailed,
+    /// The goal failed its gates on every allowed retry and paused.
+    RetriesExhausted,
+    /// The goal spent its turn budget and paused.
+    TurnBudgetExhausted,
+    /// The goal's worktree is gone; the goal pauses without charging an attempt.
+    WorktreeMissing,
+    /// The judge could not be run (its dispatch failed) too many times in a row.
+    JudgeFailed,
+    /// The judge answered, but not in its grammar, too many times in a row.
+    JudgeUnparseable,
+    /// The judge said the goal is blocked; a person has to look.
+    JudgeBlocked,
+    /// A dispatch was in flight when greenlight stopped; on resume its result is unknown.
+    DispatchInterrupted,
+}
+
+/// The part of greenlight that may emit a reason. Used to keep the reason list honest: every
+/// member has at least one producer, and an adapter never invents a loop reason.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Producer {
+    /// A claude, codex or command adapter's `dispatch`.
+    Adapter,
+    /// An adapter's `probe`.
+    Probe,
+    /// Declared-path containment, at preflight and again just before each dispatch.
+    Containment,
+    /// The landed barrier for file deliverables.
+    LandedBarrier,
+    /// The gate-verdict grammar (`parse_verdict`).
+    VerdictGrammar,
+    /// The goal loop's own bookkeeping (gates, retries, budgets, resume).
+    GoalLoop,
+    /// The goal loop's judge step.
+    Judge,
+}
+
+impl Reason {
+    /// Every member, in declaration order.
+    pub const ALL: [Reason; 16] = [
+        Reason::DispatchTimeout,
+        Reason::DispatchDead,
+        Reason::PromptOverCeiling,
+        Reason::ProbeFailed,
+        Reason::ModelIdInvalid,
+        Reason::PathEscapesRoot,
+        Reason::DeliverableNotLanded,
+        Reason::GateVerdictUnparseable,
+        Reason::GateFailed,
+        Reason::RetriesExhausted,
+        Reason::TurnBudgetExhausted,
+        Reason::WorktreeMissing,
+        Reason::JudgeFailed,
+        Reason::JudgeUnparseable,
+        Reason::JudgeBlocked,
+        Reason::DispatchInterrupted,
+    ];
+
+    /// The kebab-case name, as serialised.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Reason::DispatchTimeout => "dispatch-timeout",
+            Reason::DispatchDead => "dispatch-dead",
+            Reason::PromptOverCeiling => "prompt-over-ceiling",
+            Reason::ProbeFailed => "probe-failed",
+            Reason::ModelIdInvalid => "model-id-invalid",
+            Reason::PathEscapesRoot => "path-escapes-root",
+            Reason::DeliverableNotLanded => "deliverable-not-landed",
+            Reason::GateVerdictUnparseable => "gate-verdict-unparseable",
+            Reason::GateFailed => "gate-failed",
+            Reason::RetriesExhausted => "retries-exhausted",
+            Reason::TurnBudgetExhausted => "turn-budget-exhausted",
+            Reason::WorktreeMissing => "worktree-missing",
+            Reason::JudgeFailed => "judge-failed",
+            Reason::JudgeUnparseable => "judge-unparseable",
+            Reason::JudgeBlocked => "judge-blocked",
+            Reason::DispatchInterrupted => "dispatch-interrupted",
+        }
+    }
+
+    /// Which parts of greenlight may emit this reason.
+    pub const fn producers(self) -> &'static [Producer] {
+        match self {
+            Reason::DispatchTimeout | Reason::DispatchDead | Reason::PromptOverCeiling => {
+                &[Producer::Adapter]
+            }
+            Reason::ProbeFailed => &[Producer::Probe],
+            Reason::ModelIdInvalid => &[Producer::Adapter],
+            Reason::PathEscapesRoot => &[Producer::Containment],
+            Reason::DeliverableNotLanded => &[Producer::LandedBarrier],
+            Reason::GateVerdictUnparseable => &[Producer::VerdictGrammar],
+            Reason::GateFailed
+            | Reason::RetriesExhausted
+            | Reason::TurnBudgetExhausted
+            | Reason::WorktreeMissing
+            | Reason::DispatchInterrupted => &[Producer::GoalLoop],
+            Reason::JudgeFailed | Reason::JudgeUnparseable | Reason::JudgeBlocked => {
+                &[Producer::Judge]
+            }
+        }
+    }
+
+    /// Whether `producer` may emit this reason.
+    pub fn may_be_produced_by(self, producer: Producer) -> bool {
+        self.producers().contains(&producer)
+    }
+
+    /// Parses a kebab-case name; `None` for anything not in the list.
+    pub fn from_name(name: &str) -> Option<Reason> {
+        Reason::ALL.into_iter().find(|r| r.as_str() == name)
+    }
+}
+
+impl std::fmt::Display for Reason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The reasons a producer may emit, in declaration order.
+pub fn produced_by(producer: Producer) -> Vec<Reason> {
+    Reason::ALL
+        .into_iter()
+        .filter(|r| r.may_be_produced_by(producer))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_reason_has_a_producer_and_a_stable_name() {
+        for r in Reason::ALL {
+            assert!(!r.producers().is_empty(), "{r} has no producer");
+            let json = serde_json::to_string(&r).expect("a unit enum serialises");
+            assert_eq!(json, format!("\"{}\"", r.as_str()));
+            assert_eq!(Reason::from_name(r.as_str()), Some(r));
+        }
+    }
+
+    #[test]
+    fn adapters_produce_only_the_dispatch_reasons() {
+        assert_eq!(
+            produced_by(Producer::Adapter),
+            vec![
+                Reason::DispatchTimeout,
+                Reason::DispatchDead,
+                Reason::PromptOverCeiling,
+                Reason::ModelIdInvalid
+            ]
+        );
+        assert_eq!(produced_by(Producer::Probe), vec![Reason::ProbeFailed]);
+        assert!(!Reason::GateFailed.may_be_produced_by(Producer::Adapter));
+    }
+
+    #[test]
+    fn names_are_unique() {
+        let mut names: Vec<_> = Reason::ALL.iter().map(|r| r.as_str()).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), Reason::ALL.len());
+    }
+}
