@@ -151,17 +151,17 @@ fn greenlight_holds_the_lock_in_commandmates_format_while_the_gate_runs() {
     repo.verify_yaml("version: 1\ngates:\n  - id: e2e\n    command: cat \"$CM_VERIFY_LOCK_ROOT/e2e-port.lock/owner\" > seen-owner\n    mutex: e2e-port\n");
     let out = repo.greenlight(["verify"]);
     assert_eq!(out.code, 0, "{}", out.render());
-    let owner: serde_json::Value = serde_json::from_str(&repo.read("seen-owner").unwrap()).unwrap();
-    let keys: Vec<&str> = owner
-        .as_object()
-        .unwrap()
-        .keys()
-        .map(String::as_str)
-        .collect();
-    assert_eq!(
-        keys,
-        ["acquiredAt", "host", "pid", "token"],
-        "owner record: {owner}"
+    let raw = repo.read("seen-owner").unwrap();
+    let owner: serde_json::Value = serde_json::from_str(&raw).unwrap();
+    assert_eq!(owner.as_object().unwrap().len(), 4, "owner record: {raw}");
+    // The same fields in the same order as CommandMate writes them.
+    let at = |key: &str| {
+        raw.find(&format!("\"{key}\":"))
+            .unwrap_or_else(|| panic!("no {key} in {raw}"))
+    };
+    assert!(
+        at("pid") < at("host") && at("host") < at("token") && at("token") < at("acquiredAt"),
+        "{raw}"
     );
     assert_eq!(owner["host"], host());
     assert!(

@@ -1,13 +1,192 @@
 //! `greenlight hook install|uninstall|stop`.
 
+use std::path::PathBuf;
+
+use greenlight_integrate::Error;
+use greenlight_integrate::install::{self, Agent, Applied, HookSpec, Locations, Plan, Scope};
+
+/// Exit codes of `hook install` and `hook uninstall`.
+pub mod exit {
+    /// Installed, removed, or already as asked.
+    pub const OK: i32 = 0;
+    /// Reading or writing a file failed.
+    pub const IO_ERROR: i32 = 1;
+    /// The settings file is not valid JSON or not the expected shape; nothing was written.
+    pub const REFUSED: i32 = 2;
+}
+
 /// The `hook` subcommands.
 #[derive(Debug, clap::Subcommand)]
 pub enum Command {
-    /// Not built yet.
-    Install,
+    /// Add greenlight's Stop and SubagentStop hooks to an agent's settings (idempotent).
+    Install {
+        /// The agent whose settings to change.
+        #[arg(long, value_enum)]
+        agent: AgentArg,
+        /// project: <repo>/.claude/settings.json or <repo>/.codex/hooks.json;
+        /// user: ~/.claude/settings.json or ~/.codex/hooks.json.
+        #[arg(long, value_enum, default_value_t = ScopeArg::Project)]
+        scope: ScopeArg,
+        /// Print the change as a diff and write nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Directory inside the project [default: the current directory].
+        #[arg(long, value_name = "DIR")]
+        cwd: Option<PathBuf>,
+        /// Seconds the agent lets the hook run before cancelling it.
+        #[arg(long, value_name = "SECS", default_value_t = install::DEFAULT_TIMEOUT_SEC)]
+        timeout: u32,
+        /// The hook's command [default: `greenlight hook stop` for project scope, this
+        /// binary's absolute path + ` hook stop` for user scope].
+        #[arg(long, value_name = "CMD")]
+        command: Option<String>,
+    },
+    /// Remove greenlight's hooks from an agent's settings, leaving everything else as it was.
+    Uninstall {
+        /// The agent whose settings to change.
+        #[arg(long, value_enum)]
+        agent: AgentArg,
+        /// Which settings file (see `install`).
+        #[arg(long, value_enum, default_value_t = ScopeArg::Project)]
+        scope: ScopeArg,
+        /// Print the change as a diff and write nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Directory inside the project [default: the current directory].
+        #[arg(long, value_name = "DIR")]
+        cwd: Option<PathBuf>,
+    },
+}
+
+/// `--agent` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum AgentArg {
+    /// Claude Code.
+    Claude,
+    /// Codex CLI.
+    Codex,
+}
+
+/// `--scope` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ScopeArg {
+    /// The repository's settings (shared with everyone who clones it).
+    Project,
+    /// Your own settings on this machine.
+    User,
 }
 
 /// Runs the subcommand and returns the process exit code.
-pub fn run(_command: Command) -> i32 {
-    2
+pub fn run(command: Command) -> i32 {
+    match command {
+        Command::Install {
+            agent,
+            scope,
+            dry_run,
+            cwd,
+            timeout,
+            command,
+        } => {
+            let scope = scope_of(scope);
+            let spec = HookSpec {
+                command: command.unwrap_or_else(|| {
+                    install::hook_command(scope, std::env::current_exe().ok().as_deref())
+                }),
+                timeout_sec: timeout,
+            };
+            let plan = path_for(agent_of(agent), scope, cwd)
+                .and_then(|p| install::plan_install(&p, &spec));
+            finish("install", agent_of(agent), plan, dry_run)
+        }
+        Command::Uninstall {
+            agent,
+            scope,
+            dry_run,
+            cwd,
+        } => {
+            let plan = path_for(agent_of(agent), scope_of(scope), cwd)
+                .and_then(|p| install::plan_uninstall(&p));
+            finish("uninstall", agent_of(agent), plan, dry_run)
+        }
+    }
+}
+
+fn agent_of(agent: AgentArg) -> Agent {
+    match agent {
+        AgentArg::Claude => Agent::Claude,
+        AgentArg::Codex => Agent::Codex,
+    }
+}
+
+fn scope_of(scope: ScopeArg) -> Scope {
+    match scope {
+        ScopeArg::Project => Scope::Project,
+        ScopeArg::User => Scope::User,
+    }
+}
+
+fn path_for(agent: Agent, scope: Scope, cwd: Option<PathBuf>) -> Result<PathBuf, Error> {
+    let dir = cwd.unwrap_or_else(|| PathBuf::from("."));
+    let root = install::project_root(&dir);
+    install::settings_path(agent, scope, &root, &Locations::from_env())
+}
+
+/// Renders the outcome of a plan and maps errors to exit codes.
+fn finish(verb: &str, agent: Agent, plan: Result<Plan, Error>, dry_run: bool) -> i32 {
+    let plan = match plan {
+        Ok(plan) => plan,
+        Err(e) => return fail(verb, &e),
+    };
+    let path = plan.path.display();
+    if dry_run {
+        if plan.changes() {
+            print!("{}", plan.diff());
+        } else {
+            println!("{path}: nothing to change");
+        }
+        return exit::OK;
+    }
+    match plan.apply() {
+        Ok(Applied::Unchanged) if verb == "install" => {
+            println!(
+                "greenlight's Stop and SubagentStop hooks are already in {path}; nothing changed"
+            );
+            exit::OK
+        }
+        Ok(Applied::Unchanged) => {
+            println!("no greenlight hooks in {path}; nothing changed");
+            exit::OK
+        }
+        Ok(Applied::Written { backup }) => {
+            if verb == "install" {
+                println!("installed greenlight's Stop and SubagentStop hooks in {path}");
+            } else {
+                println!("removed greenlight's hooks from {path}");
+            }
+            if let Some(backup) = backup {
+                println!("the previous file is kept as {}", backup.display());
+            }
+            if verb == "install" {
+                match agent {
+                    Agent::Claude => println!(
+                        "Claude Code reads hooks when a session starts: restart it, or review the change in /hooks."
+                    ),
+                    Agent::Codex => println!(
+                        "Codex runs a new or changed hook only after you trust it: open /hooks in Codex and trust it."
+                    ),
+                }
+            }
+            exit::OK
+        }
+        Err(e) => fail(verb, &e),
+    }
+}
+
+fn fail(verb: &str, e: &Error) -> i32 {
+    eprintln!("greenlight hook {verb}: {e}");
+    if e.is_user_input() {
+        exit::REFUSED
+    } else {
+        exit::IO_ERROR
+    }
 }

@@ -1,0 +1,572 @@
+//! What a shell command would do if a gate ran it: check, prepare the machine, rewrite files,
+//! or reach the outside world.
+//!
+//! The one rule: when a command might change anything outside the worktree (publish, deploy,
+//! push, upload, talk to a cloud), it is never a gate, even at the cost of refusing a harmless
+//! one. A gate must be safe to run again and again.
+
+/// The kind of check a command performs; the order is the order gates are drafted in (quick
+/// and cheap first, so a failure is read early).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Kind {
+    Format,
+    Lint,
+    Typecheck,
+    Other,
+    Build,
+    Test,
+}
+
+/// What a command is, as far as drafting gates is concerned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// A repeatable check: a gate candidate.
+    Check(Kind),
+    /// Prepares the environment (installs, downloads, prints); not a gate, not dangerous.
+    Setup(&'static str),
+    /// Rewrites files in the worktree (formatters without `--check`, `--fix`); not a gate.
+    Writes(&'static str),
+    /// Changes the outside world or needs CI-only secrets; never a gate.
+    Refused(String),
+}
+
+/// Programs that reach or change something outside the worktree whatever their arguments.
+const REFUSED_PROGRAMS: &[&str] = &[
+    "gh",
+    "twine",
+    "semantic-release",
+    "kubectl",
+    "helm",
+    "aws",
+    "gcloud",
+    "az",
+    "gsutil",
+    "scp",
+    "rsync",
+    "ssh",
+    "vercel",
+    "netlify",
+    "heroku",
+    "fly",
+    "flyctl",
+    "firebase",
+    "codecov",
+    "coveralls",
+    "sentry-cli",
+    "ansible-playbook",
+    "wrangler",
+];
+
+/// Word stems that mark an outward-facing action wherever they appear in a non-flag word
+/// (`npm run deploy:prod`, `make release`, `./scripts/publish.sh`). Flags are exempt so that
+/// `cargo build --release` stays a build.
+const REFUSED_STEMS: &[&str] = &["deploy", "publish", "release", "upload"];
+
+/// Programs that only prepare or inspect the environment.
+const SETUP_PROGRAMS: &[&str] = &[
+    "apt",
+    "apt-get",
+    "brew",
+    "yum",
+    "dnf",
+    "apk",
+    "choco",
+    "pacman",
+    "snap",
+    "pip",
+    "pip3",
+    "pipx",
+    "rustup",
+    "nvm",
+    "corepack",
+    "sudo",
+    "echo",
+    "printf",
+    "mkdir",
+    "cp",
+    "mv",
+    "rm",
+    "touch",
+    "chmod",
+    "chown",
+    "ln",
+    "cat",
+    "ls",
+    "pwd",
+    "which",
+    "sleep",
+    "set",
+    "source",
+    ".",
+    "ulimit",
+    "unset",
+    "true",
+    "tee",
+    "sccache",
+    "ccache",
+    "docker",
+    "docker-compose",
+    "podman",
+    "export",
+    "cd",
+    "env",
+    "date",
+    "df",
+    "free",
+    "uname",
+    "whoami",
+    "id",
+];
+
+/// Splits a one-line command into segments at `&&`, `||`, `;`, `|` and `&`, outside quotes.
+pub(crate) fn segments(command: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut current = String::new();
+    let mut quote: Option<char> = None;
+    let mut chars = command.chars().peekable();
+    while let Some(c) = chars.next() {
+        match quote {
+            Some(q) => {
+                if c == q {
+                    quote = None;
+                }
+                current.push(c);
+            }
+            None => match c {
+                '\'' | '"' => {
+                    quote = Some(c);
+                    current.push(c);
+                }
+                '&' | '|' | ';' => {
+                    if matches!(chars.peek(), Some(&n) if n == c) {
+                        chars.next();
+                    }
+                    let seg = current.trim();
+                    if !seg.is_empty() {
+                        out.push(seg.to_string());
+                    }
+                    current.clear();
+                }
+                _ => current.push(c),
+            },
+        }
+    }
+    let seg = current.trim();
+    if !seg.is_empty() {
+        out.push(seg.to_string());
+    }
+    out
+}
+
+/// The words of one segment with quotes removed; leading `NAME=value` assignments dropped.
+pub(crate) fn words(segment: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut current = String::new();
+    let mut in_word = false;
+    let mut quote: Option<char> = None;
+    for c in segment.chars() {
+        match quote {
+            Some(q) if c == q => quote = None,
+            Some(_) => current.push(c),
+            None if c == '\'' || c == '"' => {
+                quote = Some(c);
+                in_word = true;
+            }
+            None if c.is_whitespace() => {
+                if in_word {
+                    out.push(std::mem::take(&mut current));
+                    in_word = false;
+                }
+            }
+            None => {
+                current.push(c);
+                in_word = true;
+            }
+        }
+    }
+    if in_word {
+        out.push(current);
+    }
+    let first_real = out
+        .iter()
+        .position(|w| !is_assignment(w))
+        .unwrap_or(out.len());
+    out.split_off(first_real)
+}
+
+fn is_assignment(word: &str) -> bool {
+    match word.split_once('=') {
+        Some((name, _)) => {
+            !name.is_empty()
+                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                && !name.starts_with(|c: char| c.is_ascii_digit())
+        }
+        None => false,
+    }
+}
+
+/// The basename of a program word (`./node_modules/.bin/jest` → `jest`).
+pub(crate) fn program(word: &str) -> &str {
+    word.rsplit('/').next().unwrap_or(word)
+}
+
+/// Classifies a whole one-line command: the most dangerous segment decides, then any segment
+/// that rewrites files, then checks (the slowest kind wins); a command made only of setup is
+/// setup.
+pub(crate) fn classify(command: &str) -> Verdict {
+    if command.contains("${{") && command.contains("secrets.") {
+        return Verdict::Refused("uses CI secrets".to_string());
+    }
+    let mut verdicts: Vec<Verdict> = segments(command)
+        .iter()
+        .map(|s| classify_segment(s))
+        .collect();
+    if let Some(pos) = verdicts
+        .iter()
+        .position(|v| matches!(v, Verdict::Refused(_)))
+    {
+        return verdicts.swap_remove(pos);
+    }
+    if let Some(pos) = verdicts
+        .iter()
+        .position(|v| matches!(v, Verdict::Writes(_)))
+    {
+        return verdicts.swap_remove(pos);
+    }
+    let kind = verdicts
+        .iter()
+        .filter_map(|v| match v {
+            Verdict::Check(k) => Some(*k),
+            _ => None,
+        })
+        .max();
+    match kind {
+        Some(k) => Verdict::Check(k),
+        None => verdicts
+            .into_iter()
+            .next()
+            .unwrap_or(Verdict::Setup("empty command")),
+    }
+}
+
+fn classify_segment(segment: &str) -> Verdict {
+    let w = words(segment);
+    let Some(first) = w.first() else {
+        return Verdict::Setup("only sets variables");
+    };
+    let prog = program(first).to_ascii_lowercase();
+    let arg = |i: usize| w.get(i).map(|s| s.to_ascii_lowercase()).unwrap_or_default();
+    let has = |flag: &str| w.iter().any(|x| x == flag);
+    let sub = arg(1);
+
+    if let Some(reason) = refused(&prog, &sub, &w) {
+        return Verdict::Refused(reason);
+    }
+    if prog == "curl" || prog == "wget" {
+        return Verdict::Setup("reaches the network");
+    }
+    if w.iter().any(|x| {
+        x == "--fix"
+            || x.starts_with("--fix=")
+            || x == "--write"
+            || x == "-w" && prog.starts_with("go")
+    }) {
+        return Verdict::Writes("rewrites files (--fix/--write)");
+    }
+    match prog.as_str() {
+        "git" => {
+            return if sub == "diff" && (has("--exit-code") || has("--quiet")) {
+                Verdict::Check(Kind::Other)
+            } else {
+                Verdict::Setup("prepares the git checkout")
+            };
+        }
+        "npm" | "pnpm" | "yarn" | "bun" => {
+            if matches!(
+                sub.as_str(),
+                "" | "install"
+                    | "i"
+                    | "ci"
+                    | "add"
+                    | "audit"
+                    | "config"
+                    | "cache"
+                    | "set"
+                    | "fetch"
+                    | "dlx"
+                    | "link"
+                    | "rebuild"
+            ) {
+                return Verdict::Setup("installs dependencies");
+            }
+        }
+        "cargo" => match sub.as_str() {
+            "install" | "fetch" | "binstall" | "update" | "generate-lockfile" | "audit" => {
+                return Verdict::Setup("installs or fetches");
+            }
+            "fmt" if !has("--check") => {
+                return Verdict::Writes("rewrites files (cargo fmt without --check)");
+            }
+            "fix" => return Verdict::Writes("rewrites files (cargo fix)"),
+            _ => {}
+        },
+        "go" => match sub.as_str() {
+            "mod" | "get" | "install" | "env" | "version" | "work" => {
+                return Verdict::Setup("installs or inspects the Go toolchain");
+            }
+            "generate" | "fmt" => return Verdict::Writes("rewrites files (go generate/go fmt)"),
+            _ => {}
+        },
+        "python" | "python3" | "py"
+            if sub == "-m" && matches!(arg(2).as_str(), "pip" | "venv" | "build") =>
+        {
+            return Verdict::Setup("installs dependencies");
+        }
+        "uv" if matches!(
+            sub.as_str(),
+            "sync" | "pip" | "venv" | "lock" | "tool" | "python" | "add" | "build"
+        ) =>
+        {
+            return Verdict::Setup("installs dependencies");
+        }
+        "poetry" | "pdm" | "hatch"
+            if matches!(sub.as_str(), "install" | "lock" | "self" | "add" | "build") =>
+        {
+            return Verdict::Setup("installs dependencies");
+        }
+        "black" | "isort" if !has("--check") && !has("--check-only") => {
+            return Verdict::Writes("rewrites files (formatter without --check)");
+        }
+        "ruff" if sub == "format" && !has("--check") => {
+            return Verdict::Writes("rewrites files (ruff format without --check)");
+        }
+        "prettier" if !has("--check") && !has("-c") => {
+            return Verdict::Writes("rewrites files (prettier without --check)");
+        }
+        "gofmt" | "goimports" if !has("-l") && !has("-d") => {
+            return Verdict::Writes("rewrites files or only prints");
+        }
+        "npx" | "pnpx" if matches!(arg(1).as_str(), "playwright") && arg(2) == "install" => {
+            return Verdict::Setup("installs browsers");
+        }
+        _ => {}
+    }
+    if SETUP_PROGRAMS.contains(&prog.as_str()) {
+        return Verdict::Setup("prepares the environment");
+    }
+    if prog == "tox" || prog == "nox" {
+        // The environment's name says what it checks; `tox` itself says only "run something".
+        let named = w
+            .iter()
+            .position(|x| matches!(x.as_str(), "-e" | "-s" | "--session"))
+            .and_then(|i| w.get(i + 1))
+            .map(|env| kind_of(std::slice::from_ref(env)));
+        return Verdict::Check(match named {
+            Some(Kind::Other) | None => Kind::Test,
+            Some(kind) => kind,
+        });
+    }
+    Verdict::Check(kind_of(&w))
+}
+
+/// Why a segment is refused, if it is.
+fn refused(prog: &str, sub: &str, w: &[String]) -> Option<String> {
+    if REFUSED_PROGRAMS.contains(&prog) {
+        return Some(format!(
+            "`{prog}` reaches or changes something outside the worktree"
+        ));
+    }
+    let outward = match prog {
+        "git" => matches!(
+            sub,
+            "push" | "tag" | "commit" | "merge" | "rebase" | "reset" | "clean" | "stash"
+        ),
+        "docker" | "podman" => matches!(sub, "push" | "login" | "tag" | "rmi" | "system"),
+        "npm" | "pnpm" | "yarn" | "bun" => {
+            matches!(
+                sub,
+                "publish"
+                    | "version"
+                    | "login"
+                    | "adduser"
+                    | "unpublish"
+                    | "deprecate"
+                    | "dist-tag"
+                    | "owner"
+            )
+        }
+        "cargo" => matches!(sub, "publish" | "yank" | "login" | "owner" | "release"),
+        "terraform" | "tofu" | "pulumi" => matches!(sub, "apply" | "destroy" | "import" | "up"),
+        _ => false,
+    };
+    if outward {
+        return Some(format!(
+            "`{prog} {sub}` changes something outside the worktree"
+        ));
+    }
+    for word in w.iter().filter(|x| !x.starts_with('-')) {
+        let lower = word.to_ascii_lowercase();
+        for part in lower.split(|c: char| !c.is_ascii_alphanumeric()) {
+            if let Some(stem) = REFUSED_STEMS.iter().find(|s| part.starts_with(*s)) {
+                return Some(format!("`{word}` looks like a {stem} step"));
+            }
+        }
+    }
+    None
+}
+
+/// The kind of check the words perform, from the tool and subcommand names they mention.
+fn kind_of(w: &[String]) -> Kind {
+    let mut best: Option<Kind> = None;
+    let mut bump = |k: Kind| best = Some(best.map_or(k, |b| b.max(k)));
+    let has_check_flag = w
+        .iter()
+        .any(|x| x == "--check" || x == "-l" || x == "--check-only");
+    for word in w.iter().filter(|x| !x.starts_with('-')) {
+        let lower = program(word).to_ascii_lowercase();
+        for part in lower.split(|c: char| !c.is_ascii_alphanumeric()) {
+            match part {
+                "test" | "tests" | "pytest" | "jest" | "vitest" | "mocha" | "nextest" | "tox"
+                | "nox" | "spec" | "e2e" | "playwright" | "cypress" | "unittest" | "ava" => {
+                    bump(Kind::Test)
+                }
+                "build" | "compile" | "doc" | "docs" => bump(Kind::Build),
+                "tsc" | "mypy" | "pyright" | "typecheck" | "type" | "types" | "typing" => {
+                    bump(Kind::Typecheck)
+                }
+                "check" if !has_check_flag => bump(Kind::Lint),
+                "clippy" | "lint" | "eslint" | "ruff" | "flake8" | "pylint" | "vet"
+                | "golangci" | "shellcheck" | "hadolint" | "markdownlint" | "stylelint"
+                | "biome" | "oxlint" | "deny" | "staticcheck" => bump(Kind::Lint),
+                "fmt" | "format" | "prettier" | "black" | "gofmt" | "isort" | "rustfmt" => {
+                    bump(Kind::Format)
+                }
+                _ => {}
+            }
+        }
+    }
+    best.unwrap_or(Kind::Other)
+}
+
+/// True when the command pipes one program into another (`a | b`, not `a || b`) outside
+/// quotes: `sh` would then judge the last program's exit code, which hides a failing check.
+pub(crate) fn has_pipe(command: &str) -> bool {
+    let mut quote: Option<char> = None;
+    let chars: Vec<char> = command.chars().collect();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        match quote {
+            Some(q) if c == q => quote = None,
+            Some(_) => {}
+            None if c == '\'' || c == '"' => quote = Some(c),
+            None if c == '|' => {
+                if chars.get(i + 1) == Some(&'|') {
+                    i += 1;
+                } else {
+                    return true;
+                }
+            }
+            None => {}
+        }
+        i += 1;
+    }
+    false
+}
+
+/// True when a command names a task runner's watch or interactive mode, which never ends.
+pub(crate) fn never_ends(command: &str) -> bool {
+    segments(command).iter().any(|s| {
+        let w = words(s);
+        w.iter().any(|x| {
+            matches!(
+                x.as_str(),
+                "--watch" | "--watchAll" | "watch" | "--serve" | "serve" | "dev" | "start"
+            )
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn release_builds_stay_checks_but_release_steps_are_refused() {
+        assert_eq!(
+            classify("cargo build --release"),
+            Verdict::Check(Kind::Build)
+        );
+        assert!(matches!(classify("make release"), Verdict::Refused(_)));
+        assert!(matches!(
+            classify("npm run deploy:prod"),
+            Verdict::Refused(_)
+        ));
+        assert!(matches!(
+            classify("cargo test && cargo publish"),
+            Verdict::Refused(_)
+        ));
+        assert!(matches!(
+            classify("git push origin main"),
+            Verdict::Refused(_)
+        ));
+        assert!(matches!(
+            classify("./scripts/upload-coverage.sh"),
+            Verdict::Refused(_)
+        ));
+        assert!(matches!(
+            classify("curl -H \"t: ${{ secrets.TOKEN }}\" x"),
+            Verdict::Refused(_)
+        ));
+    }
+
+    #[test]
+    fn setup_and_writers_are_not_gates() {
+        assert!(matches!(
+            classify("pnpm install --frozen-lockfile"),
+            Verdict::Setup(_)
+        ));
+        assert!(matches!(
+            classify("pip install -e .[dev]"),
+            Verdict::Setup(_)
+        ));
+        assert!(matches!(classify("cargo fmt"), Verdict::Writes(_)));
+        assert!(matches!(classify("eslint . --fix"), Verdict::Writes(_)));
+        assert_eq!(
+            classify("cargo fmt --all -- --check"),
+            Verdict::Check(Kind::Format)
+        );
+    }
+
+    #[test]
+    fn the_slowest_kind_of_a_chain_wins() {
+        assert_eq!(
+            classify("cargo clippy && cargo test"),
+            Verdict::Check(Kind::Test)
+        );
+        assert_eq!(
+            classify("RUSTFLAGS=-Dwarnings cargo clippy"),
+            Verdict::Check(Kind::Lint)
+        );
+        assert_eq!(
+            classify("npx tsc --noEmit"),
+            Verdict::Check(Kind::Typecheck)
+        );
+        assert_eq!(
+            classify("./scripts/verify-links.sh"),
+            Verdict::Check(Kind::Other)
+        );
+    }
+
+    #[test]
+    fn quoted_separators_do_not_split() {
+        assert_eq!(
+            segments("pytest -k 'a && b' | tee x"),
+            vec!["pytest -k 'a && b'", "tee x"]
+        );
+        assert_eq!(
+            words("A=1 pytest -k \"not slow\""),
+            vec!["pytest", "-k", "not slow"]
+        );
+    }
+}

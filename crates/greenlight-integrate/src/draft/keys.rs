@@ -1,0 +1,321 @@
+//! What a command runs, as comparable keys (`cargo:test`, `script:lint`, `make:check`), so that
+//! a lower source never adds a gate that a higher one already runs.
+//!
+//! The one rule: a task-runner call (`make test`, `npm run lint`) is expanded one level into
+//! the commands of its recipe, so `make test` and a CI step `cargo test` are seen as the same
+//! work. Expansion follows at most [`MAX_DEPTH`] levels, so a recipe that calls itself ends.
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::Path;
+
+use super::classify::{program, segments, words};
+
+/// How deep task-runner calls are followed (a recipe calling a script calling a target).
+const MAX_DEPTH: usize = 3;
+
+/// The toolchain a key belongs to; a manifest's defaults are skipped for an ecosystem that an
+/// explicit command already exercises.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Ecosystem {
+    Rust,
+    Go,
+    Python,
+    Node,
+}
+
+/// The ecosystem a key belongs to, if any.
+pub(crate) fn ecosystem_of(key: &str) -> Option<Ecosystem> {
+    let prefix = key.split(':').next().unwrap_or("");
+    match prefix {
+        "cargo" => Some(Ecosystem::Rust),
+        "go" => Some(Ecosystem::Go),
+        "py" | "tox" | "nox" => Some(Ecosystem::Python),
+        "script" | "workspace-script" | "tool" => Some(Ecosystem::Node),
+        _ => None,
+    }
+}
+
+/// The keys of one command.
+#[derive(Debug, Default)]
+pub(crate) struct Keys {
+    /// The key of the command itself (its first check segment).
+    pub primary: Option<String>,
+    /// Every key, task-runner calls and what they expand to.
+    pub all: Vec<String>,
+    /// Keys that are not task-runner calls: the work actually done.
+    pub leaves: Vec<String>,
+}
+
+impl Keys {
+    /// The ecosystems this command exercises.
+    pub(crate) fn ecosystems(&self) -> HashSet<Ecosystem> {
+        self.all.iter().filter_map(|k| ecosystem_of(k)).collect()
+    }
+}
+
+/// The package manager that runs a Node project's scripts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PackageManager {
+    Npm,
+    Pnpm,
+    Yarn,
+    Bun,
+}
+
+impl PackageManager {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            PackageManager::Npm => "npm",
+            PackageManager::Pnpm => "pnpm",
+            PackageManager::Yarn => "yarn",
+            PackageManager::Bun => "bun",
+        }
+    }
+}
+
+/// Task-runner definitions of the repository, loaded once and shared by every source.
+#[derive(Debug, Default)]
+pub(crate) struct Context {
+    /// Root `package.json` scripts in file order; `None` when there is no readable file.
+    pub scripts: Option<Vec<(String, String)>>,
+    /// Why `package.json` could not be used, when it exists but is broken.
+    pub package_json_error: Option<String>,
+    /// The root `package.json` itself (for `workspaces`, `packageManager`).
+    pub package_json: Option<serde_json::Value>,
+    pub package_manager: Option<PackageManager>,
+    /// Makefile targets in file order with their recipe lines, and the file's name.
+    pub make_targets: Vec<(String, Vec<String>)>,
+    pub makefile_name: Option<String>,
+    /// justfile recipes in file order: name, required-parameter flag, body lines.
+    pub just_recipes: Vec<(String, bool, Vec<String>)>,
+    pub justfile_name: Option<String>,
+}
+
+impl Context {
+    /// Reads `package.json`, the Makefile and the justfile at `root`; what is missing or broken
+    /// is left empty (and the reason kept for the report).
+    pub(crate) fn load(root: &Path) -> Context {
+        let mut ctx = Context::default();
+        if let Ok(text) = std::fs::read(root.join("package.json")) {
+            let text = String::from_utf8_lossy(&text);
+            match serde_json::from_str::<serde_json::Value>(&text) {
+                Ok(value) => {
+                    let scripts = value
+                        .get("scripts")
+                        .and_then(|s| s.as_object())
+                        .map(|m| {
+                            m.iter()
+                                .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_string())))
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    ctx.scripts = Some(scripts);
+                    ctx.package_manager = Some(detect_package_manager(root, &value));
+                    ctx.package_json = Some(value);
+                }
+                Err(e) => {
+                    ctx.package_json_error = Some(format!(
+                        "not valid JSON at line {} column {}: {e}",
+                        e.line(),
+                        e.column()
+                    ))
+                }
+            }
+        }
+        for name in ["GNUmakefile", "Makefile", "makefile"] {
+            if let Ok(bytes) = std::fs::read(root.join(name)) {
+                ctx.make_targets = super::make::parse_makefile(&String::from_utf8_lossy(&bytes));
+                ctx.makefile_name = Some(name.to_string());
+                break;
+            }
+        }
+        for name in ["justfile", "Justfile", ".justfile"] {
+            if let Ok(bytes) = std::fs::read(root.join(name)) {
+                ctx.just_recipes = super::make::parse_justfile(&String::from_utf8_lossy(&bytes));
+                ctx.justfile_name = Some(name.to_string());
+                break;
+            }
+        }
+        ctx
+    }
+
+    fn script(&self, name: &str) -> Option<&str> {
+        self.scripts
+            .as_ref()?
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, b)| b.as_str())
+    }
+
+    /// The keys of `command`, expanding task-runner calls through this repository's recipes.
+    pub(crate) fn keys_of(&self, command: &str) -> Keys {
+        let mut keys = Keys::default();
+        self.collect(command, 0, &mut keys);
+        keys
+    }
+
+    fn collect(&self, command: &str, depth: usize, keys: &mut Keys) {
+        for seg in segments(command) {
+            let w = words(&seg);
+            let Some((key, expansion)) = self.key_of_words(&w) else {
+                continue;
+            };
+            if keys.primary.is_none() && depth == 0 {
+                keys.primary = Some(key.clone());
+            }
+            if keys.all.contains(&key) {
+                continue;
+            }
+            keys.all.push(key.clone());
+            match expansion {
+                Some(body) if depth < MAX_DEPTH => {
+                    let before = keys.leaves.len();
+                    self.collect(&body, depth + 1, keys);
+                    if keys.leaves.len() == before {
+                        keys.leaves.push(key);
+                    }
+                }
+                _ => keys.leaves.push(key),
+            }
+        }
+    }
+
+    /// The key of one segment and, for a task-runner call, the recipe it runs.
+    fn key_of_words(&self, w: &[String]) -> Option<(String, Option<String>)> {
+        let first = program(w.first()?).to_string();
+        let rest: Vec<&str> = w[1..]
+            .iter()
+            .map(String::as_str)
+            .filter(|x| !x.starts_with('-') && !x.starts_with('+'))
+            .collect();
+        let flags: Vec<&str> = w[1..]
+            .iter()
+            .map(String::as_str)
+            .filter(|x| x.starts_with('-'))
+            .collect();
+        let flag_value = |flag: &str| {
+            w.iter()
+                .position(|x| x == flag)
+                .and_then(|i| w.get(i + 1))
+                .cloned()
+        };
+        match first.as_str() {
+            "npm" | "pnpm" | "yarn" | "bun" => {
+                let name = match rest.first().copied() {
+                    Some("run" | "run-script") => rest.get(1).copied()?,
+                    Some("t") => "test",
+                    Some("exec") => {
+                        return rest.get(1).map(|t| (format!("tool:{}", program(t)), None));
+                    }
+                    Some(other) => other,
+                    None => return None,
+                };
+                let recursive = flags.iter().any(|f| {
+                    matches!(*f, "-r" | "--recursive" | "--workspaces" | "-ws")
+                        || f.starts_with("--filter")
+                });
+                if recursive {
+                    Some((format!("workspace-script:{name}"), None))
+                } else {
+                    Some((
+                        format!("script:{name}"),
+                        self.script(name).map(str::to_string),
+                    ))
+                }
+            }
+            "npx" | "pnpx" | "bunx" => rest.first().map(|t| (format!("tool:{}", program(t)), None)),
+            "make" | "gmake" => {
+                let target = rest.iter().find(|t| !t.contains('='))?;
+                let body = self
+                    .make_targets
+                    .iter()
+                    .find(|(n, _)| n == target)
+                    .map(|(_, lines)| {
+                        lines
+                            .join(" && ")
+                            .replace("$(MAKE)", "make")
+                            .replace("${MAKE}", "make")
+                    });
+                Some((format!("make:{target}"), body))
+            }
+            "just" => {
+                let recipe = rest.first()?;
+                let body = self
+                    .just_recipes
+                    .iter()
+                    .find(|(n, _, _)| n == recipe)
+                    .map(|(_, _, lines)| lines.join(" && "));
+                Some((format!("just:{recipe}"), body))
+            }
+            "cargo" => {
+                let sub = match *rest.first()? {
+                    "nextest" | "t" => "test",
+                    "b" => "build",
+                    "c" => "check",
+                    other => other,
+                };
+                Some((format!("cargo:{sub}"), None))
+            }
+            "go" => rest.first().map(|s| (format!("go:{s}"), None)),
+            "tox" => Some((
+                format!(
+                    "tox:{}",
+                    flag_value("-e").unwrap_or_else(|| "*".to_string())
+                ),
+                None,
+            )),
+            "nox" => Some((
+                format!(
+                    "nox:{}",
+                    flag_value("-s")
+                        .or_else(|| flag_value("--session"))
+                        .unwrap_or_else(|| "*".to_string())
+                ),
+                None,
+            )),
+            "uv" | "poetry" | "pdm" | "hatch" | "pipenv" if rest.first() == Some(&"run") => {
+                let inner: Vec<String> = w
+                    .iter()
+                    .skip_while(|x| x.as_str() != "run")
+                    .skip(1)
+                    .cloned()
+                    .collect();
+                self.key_of_words(&inner)
+            }
+            "python" | "python3" if w.get(1).map(String::as_str) == Some("-m") => {
+                w.get(2).map(|m| (format!("py:{m}"), None))
+            }
+            "pytest" | "ruff" | "mypy" | "pyright" | "flake8" | "pylint" | "black" | "isort" => {
+                Some((format!("py:{first}"), None))
+            }
+            "cd" | "export" => None,
+            _ => Some((format!("cmd:{}", w.join(" ")), None)),
+        }
+    }
+}
+
+fn detect_package_manager(root: &Path, package_json: &serde_json::Value) -> PackageManager {
+    if let Some(pm) = package_json.get("packageManager").and_then(|v| v.as_str()) {
+        let name = pm.split('@').next().unwrap_or("");
+        match name {
+            "pnpm" => return PackageManager::Pnpm,
+            "yarn" => return PackageManager::Yarn,
+            "bun" => return PackageManager::Bun,
+            "npm" => return PackageManager::Npm,
+            _ => {}
+        }
+    }
+    let lockfiles: BTreeMap<&str, PackageManager> = [
+        ("pnpm-lock.yaml", PackageManager::Pnpm),
+        ("yarn.lock", PackageManager::Yarn),
+        ("bun.lockb", PackageManager::Bun),
+        ("bun.lock", PackageManager::Bun),
+        ("package-lock.json", PackageManager::Npm),
+    ]
+    .into_iter()
+    .collect();
+    lockfiles
+        .iter()
+        .find(|(file, _)| root.join(file).is_file())
+        .map_or(PackageManager::Npm, |(_, pm)| *pm)
+}

@@ -1,0 +1,65 @@
+//! Defaults implied by a language manifest: `Cargo.toml` and `go.mod`.
+//!
+//! The one rule: these are guesses, so they are drafted only for an ecosystem that no CI step,
+//! script or target already exercises (see `assemble`).
+
+use std::path::Path;
+
+use super::{Candidate, Found};
+
+/// How long a first `cargo` run may take: it compiles the dependency graph from nothing, which
+/// for a mid-sized workspace on two cores takes well over verify.yaml's default 600 s.
+const CARGO_TIMEOUT_SEC: u32 = 1800;
+
+/// Proposes `cargo clippy` + `cargo test` for a Rust crate or workspace, `go vet` + `go test`
+/// for a Go module.
+pub(crate) fn scan(root: &Path, found: &mut Found) {
+    if let Ok(bytes) = std::fs::read(root.join("Cargo.toml")) {
+        let text = String::from_utf8_lossy(&bytes);
+        match toml::from_str::<toml::Table>(&text) {
+            Ok(value) => {
+                let workspace = value.contains_key("workspace");
+                let (scope, what) = if workspace {
+                    (" --workspace", "Rust workspace")
+                } else {
+                    ("", "Rust crate")
+                };
+                found.candidates.push(Candidate {
+                    hint: "clippy".to_string(),
+                    command: format!("cargo clippy{scope} --all-targets -- -D warnings"),
+                    timeout_sec: Some(CARGO_TIMEOUT_SEC),
+                    source: format!("Cargo.toml ({what})"),
+                    fallback: true,
+                    tier: 5,
+                });
+                found.candidates.push(Candidate {
+                    hint: "test".to_string(),
+                    command: format!("cargo test{scope}"),
+                    timeout_sec: Some(CARGO_TIMEOUT_SEC),
+                    source: format!("Cargo.toml ({what})"),
+                    fallback: true,
+                    tier: 5,
+                });
+            }
+            Err(e) => found.skip("Cargo.toml", "", format!("not valid TOML: {}", e.message())),
+        }
+    }
+    if let Ok(bytes) = std::fs::read(root.join("go.mod")) {
+        let text = String::from_utf8_lossy(&bytes);
+        let module = text
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("module "))
+            .map(|m| m.trim().to_string())
+            .unwrap_or_else(|| "Go module".to_string());
+        for (hint, command) in [("vet", "go vet ./..."), ("test", "go test ./...")] {
+            found.candidates.push(Candidate {
+                hint: hint.to_string(),
+                command: command.to_string(),
+                timeout_sec: None,
+                source: format!("go.mod (module {module})"),
+                fallback: true,
+                tier: 5,
+            });
+        }
+    }
+}

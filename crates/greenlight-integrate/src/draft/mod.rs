@@ -1,0 +1,315 @@
+//! `greenlight init`: scan a repository and draft the gates it already believes in.
+//!
+//! Sources are read in a fixed order of authority: CI workflow `run:` steps, `package.json`
+//! scripts, Makefile targets, justfile recipes, tox/nox environments, and last the defaults of
+//! a language manifest (`Cargo.toml`, `pyproject.toml`, `go.mod`). A lower source adds a gate
+//! only when nothing above already runs the same thing, and a manifest's defaults are used
+//! only for an ecosystem no explicit command covers: the repository's own words beat guesses.
+//!
+//! The one rule that keeps it simple: nothing that might change the outside world becomes a
+//! gate ([`classify`]), and every gate says where it came from.
+
+pub(crate) mod classify;
+mod keys;
+mod make;
+mod manifest;
+mod node;
+mod python;
+mod render;
+mod workflow;
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+
+use crate::Error;
+use classify::{Kind, Verdict};
+
+pub use render::{render_v1, validate_id};
+
+/// One drafted gate, ready to be written into a verify.yaml.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DraftGate {
+    /// Unique gate id matching `^[a-z0-9][a-z0-9-]{0,31}$`, never a reserved id.
+    pub id: String,
+    /// One-line shell command, free of double quotes and backslashes so that it round-trips
+    /// through verify.yaml v1's one-line double-quoted scalar in every runner.
+    pub command: String,
+    /// `timeoutSec` to write, when the source said how long the step may take.
+    pub timeout_sec: Option<u32>,
+    /// Where the gate came from, e.g. `.github/workflows/ci.yml job test step 3`.
+    pub source: String,
+}
+
+/// A command the scan found but did not turn into a gate, with the reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Skipped {
+    /// Where the command was found.
+    pub source: String,
+    /// The command (possibly multi-line, as found), or empty when a whole file was skipped.
+    pub command: String,
+    /// Why it is not a gate.
+    pub reason: String,
+}
+
+/// The result of a scan: gates in run order, and what was left out.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Draft {
+    /// Gates in the order they should run (quick checks first).
+    pub gates: Vec<DraftGate>,
+    /// Commands found but not proposed.
+    pub skipped: Vec<Skipped>,
+}
+
+/// A command some source proposes, before ordering, de-duplication and ids.
+#[derive(Debug, Clone)]
+pub(crate) struct Candidate {
+    /// Preferred id before sanitising (`lint`, `test-py312`).
+    pub hint: String,
+    pub command: String,
+    pub timeout_sec: Option<u32>,
+    pub source: String,
+    /// True for a manifest default: used only when its ecosystem is otherwise uncovered.
+    pub fallback: bool,
+    /// Authority of the source: 0 for CI workflows, then package.json, Makefile, justfile,
+    /// tox/nox, manifests. A candidate is redundant only against a gate of a stronger tier:
+    /// two CI steps that both run `cargo test` (a matrix, say) are both kept.
+    pub tier: u8,
+}
+
+/// Collects candidates and skips while sources are scanned.
+#[derive(Debug, Default)]
+pub(crate) struct Found {
+    pub candidates: Vec<Candidate>,
+    pub skipped: Vec<Skipped>,
+}
+
+impl Found {
+    pub(crate) fn skip(
+        &mut self,
+        source: impl Into<String>,
+        command: impl Into<String>,
+        reason: impl Into<String>,
+    ) {
+        self.skipped.push(Skipped {
+            source: source.into(),
+            command: command.into(),
+            reason: reason.into(),
+        });
+    }
+}
+
+/// Longest timeout verify.yaml v1 accepts (`timeoutSec` 1..7200).
+const MAX_TIMEOUT_SEC: u32 = 7200;
+
+/// Scans the repository at `root` and drafts its gates.
+///
+/// Files that cannot be parsed are reported in [`Draft::skipped`] rather than failing the
+/// scan; only an unreadable `root` is an error.
+pub fn draft(root: &Path) -> Result<Draft, Error> {
+    std::fs::read_dir(root).map_err(|source| Error::Read {
+        path: root.to_path_buf(),
+        source,
+    })?;
+    let ctx = keys::Context::load(root);
+    let mut found = Found::default();
+    workflow::scan(root, &mut found);
+    node::scan(root, &ctx, &mut found);
+    make::scan(root, &ctx, &mut found);
+    python::scan_task_runners(root, &mut found);
+    python::scan_manifest(root, &mut found);
+    manifest::scan(root, &mut found);
+    Ok(assemble(found, &ctx))
+}
+
+/// Drops what is redundant or unsafe to write, orders by kind, and assigns unique ids.
+fn assemble(found: Found, ctx: &keys::Context) -> Draft {
+    let Found {
+        candidates,
+        mut skipped,
+    } = found;
+    // Each key with the strongest tier that runs it.
+    let mut covered: HashMap<String, u8> = HashMap::new();
+    let mut commands: HashSet<String> = HashSet::new();
+    let mut accepted: Vec<(Kind, Candidate)> = Vec::new();
+
+    let (explicit, fallbacks): (Vec<_>, Vec<_>) = candidates.into_iter().partition(|c| !c.fallback);
+    let mut take = |c: Candidate, covered: &mut HashMap<String, u8>, skipped: &mut Vec<Skipped>| {
+        let command = match render::one_line_safe(&c.command) {
+            Ok(command) => command,
+            Err(reason) => {
+                skipped.push(Skipped {
+                    source: c.source,
+                    command: c.command,
+                    reason,
+                });
+                return;
+            }
+        };
+        if classify::has_pipe(&command) {
+            skipped.push(Skipped {
+                source: c.source,
+                command,
+                reason: "pipes its output into another command, so the exit code judged would \
+                         be the last command's, not the check's"
+                    .to_string(),
+            });
+            return;
+        }
+        let kind = match classify::classify(&command) {
+            Verdict::Check(kind) => kind,
+            Verdict::Setup(r) | Verdict::Writes(r) => {
+                skipped.push(Skipped {
+                    source: c.source,
+                    command,
+                    reason: r.to_string(),
+                });
+                return;
+            }
+            Verdict::Refused(r) => {
+                skipped.push(Skipped {
+                    source: c.source,
+                    command,
+                    reason: r,
+                });
+                return;
+            }
+        };
+        let normalized = command.split_whitespace().collect::<Vec<_>>().join(" ");
+        let k = ctx.keys_of(&command);
+        let stronger = |key: &String| covered.get(key).is_some_and(|tier| *tier < c.tier);
+        let redundant = commands.contains(&normalized)
+            || k.primary.as_ref().is_some_and(stronger)
+            || (!k.leaves.is_empty() && k.leaves.iter().all(stronger));
+        if redundant {
+            return;
+        }
+        commands.insert(normalized);
+        for key in k.all {
+            let tier = covered.entry(key).or_insert(c.tier);
+            *tier = (*tier).min(c.tier);
+        }
+        accepted.push((kind, Candidate { command, ..c }));
+    };
+    for c in explicit {
+        take(c, &mut covered, &mut skipped);
+    }
+    // Snapshot before any default is taken, so two defaults of one manifest both stay.
+    let explicit_ecosystems: HashSet<keys::Ecosystem> = covered
+        .keys()
+        .filter_map(|k| keys::ecosystem_of(k))
+        .collect();
+    for c in fallbacks {
+        let eco = ctx.keys_of(&c.command).ecosystems();
+        if !eco.iter().any(|e| explicit_ecosystems.contains(e)) {
+            take(c, &mut covered, &mut skipped);
+        }
+    }
+    accepted.sort_by_key(|(kind, _)| *kind);
+
+    let mut ids: HashSet<String> = HashSet::new();
+    let gates = accepted
+        .into_iter()
+        .map(|(_, c)| {
+            let id = render::unique_id(&c.hint, &ids);
+            ids.insert(id.clone());
+            DraftGate {
+                id,
+                command: c.command,
+                timeout_sec: c.timeout_sec.map(|t| t.clamp(1, MAX_TIMEOUT_SEC)),
+                source: c.source,
+            }
+        })
+        .collect();
+    Draft { gates, skipped }
+}
+
+/// A short id hint for a command: the script, target or subcommand it runs.
+pub(crate) fn hint_from_command(command: &str) -> String {
+    let segs = classify::segments(command);
+    let Some(last) = segs.iter().rev().find(|s| {
+        let w = classify::words(s);
+        !matches!(
+            w.first().map(|p| classify::program(p)),
+            Some("cd" | "export") | None
+        )
+    }) else {
+        return "gate".to_string();
+    };
+    hint_from_words(&classify::words(last))
+}
+
+fn hint_from_words(w: &[String]) -> String {
+    let non_flags: Vec<&str> = w
+        .iter()
+        .map(String::as_str)
+        .filter(|x| !x.starts_with('-') && !x.starts_with('+'))
+        .collect();
+    let first = non_flags
+        .first()
+        .map(|p| classify::program(p))
+        .unwrap_or("gate");
+    let second = non_flags.get(1).copied();
+    let flag_value = |flag: &str| {
+        w.iter()
+            .position(|x| x == flag)
+            .and_then(|i| w.get(i + 1))
+            .cloned()
+    };
+    match first {
+        "npm" | "pnpm" | "yarn" | "bun" => match second {
+            Some("run" | "run-script") => non_flags
+                .get(2)
+                .map_or("run".to_string(), |s| (*s).to_string()),
+            Some("t") => "test".to_string(),
+            Some("exec") => non_flags
+                .get(2)
+                .map_or("exec".to_string(), |s| classify::program(s).to_string()),
+            Some(s) => s.to_string(),
+            None => first.to_string(),
+        },
+        "npx" | "pnpx" | "bunx" => {
+            second.map_or(first.to_string(), |s| classify::program(s).to_string())
+        }
+        "make" | "just" | "cargo" | "go" => second.map_or(first.to_string(), str::to_string),
+        "uv" | "poetry" | "pdm" | "hatch" | "pipenv" if second == Some("run") => hint_from_words(
+            &w.iter()
+                .skip_while(|x| x.as_str() != "run")
+                .skip(1)
+                .cloned()
+                .collect::<Vec<_>>(),
+        ),
+        "python" | "python3"
+            if second == Some("-m") || w.get(1).map(String::as_str) == Some("-m") =>
+        {
+            w.get(2).cloned().unwrap_or_else(|| "python".to_string())
+        }
+        "tox" => flag_value("-e").unwrap_or_else(|| "tox".to_string()),
+        "nox" => flag_value("-s")
+            .or_else(|| flag_value("--session"))
+            .unwrap_or_else(|| "nox".to_string()),
+        "ruff" | "mypy" | "pytest" | "eslint" | "tsc" => first.to_string(),
+        other => other
+            .rsplit_once('.')
+            .map_or(other, |(stem, _)| stem)
+            .to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hints_name_the_script_target_or_subcommand() {
+        assert_eq!(hint_from_command("pnpm run test:unit"), "test:unit");
+        assert_eq!(hint_from_command("cd web && npm test"), "test");
+        assert_eq!(
+            hint_from_command("cargo +nightly clippy --workspace"),
+            "clippy"
+        );
+        assert_eq!(hint_from_command("uv run pytest -q"), "pytest");
+        assert_eq!(hint_from_command("tox -e lint"), "lint");
+        assert_eq!(hint_from_command("./scripts/check-links.sh"), "check-links");
+        assert_eq!(hint_from_command("python -m mypy src"), "mypy");
+    }
+}

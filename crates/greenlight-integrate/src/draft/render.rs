@@ -1,0 +1,166 @@
+//! Ids and the verify.yaml v1 text.
+//!
+//! The one rule: write only what CommandMate's strictest reader accepts — 2-space indent,
+//! one-line double-quoted commands with nothing to escape, `#` comments at column 0 — so the
+//! same file works under both of its runners and under greenlight.
+
+use std::collections::HashSet;
+use std::fmt::Write as _;
+
+use super::DraftGate;
+
+/// Gate ids verify.yaml reserves for built-in gates.
+const RESERVED_IDS: &[&str] = &["work-evidence", "env-clean", "scope"];
+
+/// Longest gate id (`^[a-z0-9][a-z0-9-]{0,31}$`).
+const MAX_ID_LEN: usize = 32;
+
+/// True when `id` is a valid, non-reserved verify.yaml v1 gate id.
+pub fn validate_id(id: &str) -> bool {
+    let mut chars = id.chars();
+    let first_ok = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+    first_ok
+        && id.len() <= MAX_ID_LEN
+        && id
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && !RESERVED_IDS.contains(&id)
+}
+
+/// Sanitises `hint` into a valid id and makes it unique among `taken` (`test`, `test-2`, …).
+pub(crate) fn unique_id(hint: &str, taken: &HashSet<String>) -> String {
+    let mut base = String::new();
+    for c in hint.chars().flat_map(char::to_lowercase) {
+        if c.is_ascii_lowercase() || c.is_ascii_digit() {
+            base.push(c);
+        } else if !base.is_empty() && !base.ends_with('-') {
+            base.push('-');
+        }
+    }
+    let mut base = base.trim_end_matches('-').to_string();
+    if base.is_empty() {
+        base = "gate".to_string();
+    }
+    if RESERVED_IDS.contains(&base.as_str()) {
+        base.push_str("-gate");
+    }
+    let fit = |s: &str, room: usize| -> String {
+        let cut: String = s.chars().take(room).collect();
+        cut.trim_end_matches('-').to_string()
+    };
+    let first = fit(&base, MAX_ID_LEN);
+    if !taken.contains(&first) {
+        return first;
+    }
+    (2..)
+        .map(|n| {
+            let suffix = format!("-{n}");
+            format!("{}{suffix}", fit(&base, MAX_ID_LEN - suffix.len()))
+        })
+        .find(|candidate| !taken.contains(candidate))
+        .unwrap_or(first)
+}
+
+/// Makes a command safe for a one-line double-quoted scalar: rewrites `"word"` shell quoting
+/// to the equivalent `'word'` where the quoted text has nothing `sh` would expand, and
+/// refuses what cannot be carried (a `"` that must stay, a backslash, a control character).
+pub(crate) fn one_line_safe(command: &str) -> Result<String, String> {
+    let command = command.trim();
+    if command.is_empty() {
+        return Err("empty command".to_string());
+    }
+    if command.chars().any(|c| c.is_control()) {
+        return Err(
+            "spans several lines or holds control characters; a verify.yaml v1 \
+                    command is one line"
+                .to_string(),
+        );
+    }
+    if command.contains('\\') {
+        return Err(
+            "contains a backslash, which a verify.yaml v1 one-line command cannot \
+                    carry the same way in every runner; put it in a script and gate on that"
+                .to_string(),
+        );
+    }
+    if !command.contains('"') {
+        return Ok(command.to_string());
+    }
+    let mut out = String::new();
+    let mut rest = command;
+    while let Some(open) = rest.find('"') {
+        let (before, after) = rest.split_at(open);
+        let after = &after[1..];
+        let Some(close) = after.find('"') else {
+            return Err(unsafe_quote());
+        };
+        let inner = &after[..close];
+        if inner.contains(['$', '`', '\'']) || before.matches('\'').count() % 2 == 1 {
+            return Err(unsafe_quote());
+        }
+        out.push_str(before);
+        out.push('\'');
+        out.push_str(inner);
+        out.push('\'');
+        rest = &after[close + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+fn unsafe_quote() -> String {
+    "contains a double quote that cannot become a single quote; a verify.yaml v1 one-line \
+     command cannot carry it the same way in every runner; put it in a script and gate on that"
+        .to_string()
+}
+
+/// Renders gates as a verify.yaml v1 document, each gate preceded by a comment saying where
+/// it came from.
+pub fn render_v1(gates: &[DraftGate]) -> String {
+    let mut out = String::new();
+    out.push_str("# .commandmate/verify.yaml (v1), drafted by `greenlight init`.\n");
+    out.push_str("# Review every gate: it must be safe to run again and again.\n");
+    out.push_str("version: 1\n");
+    out.push_str("gates:\n");
+    for gate in gates {
+        let _ = writeln!(out, "# from {}", gate.source.replace(['\n', '\r'], " "));
+        let _ = writeln!(out, "  - id: {}", gate.id);
+        let _ = writeln!(out, "    command: \"{}\"", gate.command);
+        if let Some(t) = gate.timeout_sec {
+            let _ = writeln!(out, "    timeoutSec: {t}");
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_sanitised_bounded_unique_and_never_reserved() {
+        let mut taken = HashSet::new();
+        assert_eq!(unique_id("test:unit", &taken), "test-unit");
+        assert_eq!(unique_id("Work Evidence", &taken), "work-evidence-gate");
+        assert_eq!(unique_id("---", &taken), "gate");
+        let long = "a".repeat(40);
+        assert_eq!(unique_id(&long, &taken).len(), 32);
+        taken.insert("a".repeat(32));
+        let second = unique_id(&long, &taken);
+        assert_eq!(second, format!("{}-2", "a".repeat(30)));
+        assert!(validate_id(&second));
+    }
+
+    #[test]
+    fn double_quotes_become_single_quotes_only_when_equivalent() {
+        assert_eq!(
+            one_line_safe("pytest -k \"not slow\"").as_deref(),
+            Ok("pytest -k 'not slow'")
+        );
+        assert!(one_line_safe("echo \"$HOME\"").is_err());
+        assert!(one_line_safe("a \\\n b").is_err());
+        assert!(one_line_safe("grep 'say \"hi\"' x").is_err());
+    }
+}

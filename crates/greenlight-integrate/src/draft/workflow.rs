@@ -1,0 +1,449 @@
+//! GitHub Actions workflows: every `run:` step of every job is a candidate gate.
+//!
+//! The one rule for `${{ matrix.x }}`: a matrix dimension the command does not mention (the OS,
+//! the toolchain a setup action installs) describes where CI runs and collapses to one local
+//! gate; a dimension the command does mention (`--features ${{ matrix.features }}`) changes
+//! what is checked, so the step becomes one gate per value (at most [`MAX_EXPANSION`]). Any
+//! other `${{ … }}` (secrets, `github.*`, step outputs) exists only inside Actions, and the step
+//! is skipped with that reason.
+
+use std::path::Path;
+
+use regex::Regex;
+use serde_json::Value;
+
+use super::classify::{self, Verdict};
+use super::{Candidate, Found, hint_from_command};
+
+/// Most gates one matrix step may expand into; a larger matrix is skipped with a reason.
+const MAX_EXPANSION: usize = 8;
+
+/// Shells whose scripts `sh -c` runs the same way.
+const POSIX_SHELLS: &[&str] = &["bash", "sh"];
+
+/// Words that mark a workflow, job or step as outward-facing as a whole.
+const OUTWARD: &[&str] = &["deploy", "publish", "release", "upload", "pages"];
+
+#[derive(serde::Deserialize)]
+struct Workflow {
+    #[serde(default)]
+    jobs: serde_json::Map<String, Value>,
+}
+
+/// Scans `.github/workflows/*.yml` and `*.yaml` in name order.
+pub(crate) fn scan(root: &Path, found: &mut Found) {
+    let dir = root.join(".github").join("workflows");
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return;
+    };
+    let mut files: Vec<String> = entries
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|n| n.ends_with(".yml") || n.ends_with(".yaml"))
+        .collect();
+    files.sort();
+    for name in files {
+        let rel = format!(".github/workflows/{name}");
+        let stem = name.rsplit_once('.').map_or(name.as_str(), |(s, _)| s);
+        if let Some(word) = outward_word(stem) {
+            found.skip(
+                &rel,
+                "",
+                format!("the workflow's name mentions `{word}`: not a check"),
+            );
+            continue;
+        }
+        let Ok(bytes) = std::fs::read(dir.join(&name)) else {
+            found.skip(&rel, "", "cannot be read");
+            continue;
+        };
+        let text = String::from_utf8_lossy(&bytes);
+        match serde_saphyr::from_str::<Workflow>(&text) {
+            Ok(workflow) => scan_workflow(&rel, &workflow, found),
+            Err(e) => {
+                let first_line = e.to_string().lines().next().unwrap_or("").to_string();
+                found.skip(&rel, "", format!("not a readable workflow: {first_line}"));
+            }
+        }
+    }
+}
+
+fn outward_word(text: &str) -> Option<&'static str> {
+    let lower = text.to_ascii_lowercase();
+    lower
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .find_map(|part| OUTWARD.iter().find(|w| part.starts_with(*w)).copied())
+}
+
+fn scan_workflow(file: &str, workflow: &Workflow, found: &mut Found) {
+    for (job_id, job) in &workflow.jobs {
+        let job_source = format!("{file} job {job_id}");
+        let job_name = job.get("name").and_then(Value::as_str).unwrap_or("");
+        if let Some(word) = outward_word(job_id).or_else(|| outward_word(job_name)) {
+            found.skip(
+                &job_source,
+                "",
+                format!("the job's name mentions `{word}`: not a check"),
+            );
+            continue;
+        }
+        if job.get("environment").is_some() {
+            found.skip(&job_source, "", "the job targets a deployment environment");
+            continue;
+        }
+        let Some(steps) = job.get("steps").and_then(Value::as_array) else {
+            continue;
+        };
+        let defaults_run = job.get("defaults").and_then(|d| d.get("run"));
+        let job_timeout = timeout_minutes(job.get("timeout-minutes"));
+        let matrix = job.get("strategy").and_then(|s| s.get("matrix"));
+        for (index, step) in steps.iter().enumerate() {
+            let Some(run) = step.get("run").and_then(Value::as_str) else {
+                continue;
+            };
+            let source = format!("{job_source} step {}", index + 1);
+            let skip =
+                |found: &mut Found, reason: String| found.skip(&source, run.trim_end(), reason);
+            if step.get("continue-on-error").and_then(Value::as_bool) == Some(true) {
+                skip(
+                    found,
+                    "CI lets this step fail (continue-on-error)".to_string(),
+                );
+                continue;
+            }
+            let step_name = step.get("name").and_then(Value::as_str).unwrap_or("");
+            if let Some(word) = outward_word(step_name) {
+                skip(
+                    found,
+                    format!("the step's name mentions `{word}`: not a check"),
+                );
+                continue;
+            }
+            let shell = step
+                .get("shell")
+                .or_else(|| defaults_run.and_then(|d| d.get("shell")))
+                .and_then(Value::as_str);
+            if let Some(shell) = shell {
+                let program = shell.split_whitespace().next().unwrap_or(shell);
+                if !POSIX_SHELLS.contains(&program) {
+                    skip(found, format!("runs under `{shell}`; gates run under sh"));
+                    continue;
+                }
+            }
+            let script = match one_line(run) {
+                Ok(s) => s,
+                Err(reason) => {
+                    skip(found, reason);
+                    continue;
+                }
+            };
+            let workdir = step
+                .get("working-directory")
+                .or_else(|| defaults_run.and_then(|d| d.get("working-directory")))
+                .and_then(Value::as_str);
+            let command = match workdir {
+                Some(dir) if !dir.trim().is_empty() && dir.trim() != "." => {
+                    format!("cd {} && {script}", shell_word(dir.trim()))
+                }
+                _ => script,
+            };
+            let timeout = timeout_minutes(step.get("timeout-minutes")).or(job_timeout);
+            match expand(&command, matrix) {
+                Ok(expanded) => {
+                    for (command, label) in expanded {
+                        // Judge here too, so what is left out is listed in file order.
+                        let verdict = classify::classify(&command);
+                        if let Verdict::Setup(r) | Verdict::Writes(r) = verdict {
+                            skip(found, r.to_string());
+                            continue;
+                        }
+                        if let Verdict::Refused(r) = verdict {
+                            skip(found, r);
+                            continue;
+                        }
+                        let (hint, source) = match &label {
+                            Some(l) => (
+                                format!("{}-{}", hint_from_command(&command), l.values),
+                                format!("{source} (matrix {})", l.assignments),
+                            ),
+                            None => (hint_from_command(&command), source.clone()),
+                        };
+                        found.candidates.push(Candidate {
+                            hint,
+                            command,
+                            timeout_sec: timeout,
+                            source,
+                            fallback: false,
+                            tier: 0,
+                        });
+                    }
+                }
+                Err(reason) => skip(found, reason),
+            }
+        }
+    }
+}
+
+/// `timeout-minutes` as seconds, when it is a plain number.
+fn timeout_minutes(value: Option<&Value>) -> Option<u32> {
+    let minutes = value?.as_f64()?;
+    if minutes <= 0.0 {
+        return None;
+    }
+    let seconds = (minutes * 60.0).ceil();
+    Some(if seconds > f64::from(u32::MAX) {
+        u32::MAX
+    } else {
+        seconds as u32
+    })
+}
+
+/// Quotes a directory for `cd` when it holds anything but safe path characters.
+fn shell_word(word: &str) -> String {
+    if word
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '/' | '.' | '_' | '-' | '+' | '@' | ':'))
+    {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
+    }
+}
+
+/// Turns a `run:` script into one line: continuations joined, comments and blank lines
+/// dropped, setup lines dropped, the remaining checks joined with `&&` (Actions runs bash with
+/// `-e`, so the first failing line fails the step either way).
+fn one_line(run: &str) -> Result<String, String> {
+    let joined = match Regex::new(r"[ \t]*\\\r?\n[ \t]*") {
+        Ok(continuation) => continuation.replace_all(run, " ").into_owned(),
+        Err(_) => run.to_string(),
+    };
+    let lines: Vec<&str> = joined
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect();
+    if lines.is_empty() {
+        return Err("the step runs nothing".to_string());
+    }
+    if lines.len() == 1 {
+        return Ok(lines[0].to_string());
+    }
+    let control = [
+        "if", "then", "else", "elif", "fi", "for", "while", "until", "do", "done", "case", "esac",
+        "function", "{", "}", "(", ")",
+    ];
+    for line in &lines {
+        let first = line.split_whitespace().next().unwrap_or("");
+        if control.contains(&first) || line.contains("<<") || line.ends_with('{') {
+            return Err(
+                "a multi-line script with shell control flow; move it into a script \
+                        file and gate on that"
+                    .to_string(),
+            );
+        }
+    }
+    let mut kept: Vec<&str> = Vec::new();
+    let mut checks = 0;
+    for line in &lines {
+        match classify::classify(line) {
+            Verdict::Refused(r) => return Err(format!("runs `{line}`: {r}")),
+            Verdict::Writes(r) => return Err(format!("runs `{line}`, which {r}")),
+            Verdict::Setup(_) => {
+                // `cd` and `export` shape the lines after them; other setup is dropped.
+                let first = classify::words(line)
+                    .first()
+                    .map(|w| classify::program(w).to_string());
+                if matches!(first.as_deref(), Some("cd" | "export")) {
+                    kept.push(line);
+                }
+            }
+            Verdict::Check(_) => {
+                kept.push(line);
+                checks += 1;
+            }
+        }
+    }
+    if checks == 0 {
+        return Err("only prepares the environment".to_string());
+    }
+    Ok(kept.join(" && "))
+}
+
+/// Names the values a matrix expansion substituted.
+struct MatrixLabel {
+    /// For the id: values joined with `-`.
+    values: String,
+    /// For the source: `name=value` pairs.
+    assignments: String,
+}
+
+/// Substitutes `${{ matrix.x }}` and refuses any other expression.
+fn expand(
+    command: &str,
+    matrix: Option<&Value>,
+) -> Result<Vec<(String, Option<MatrixLabel>)>, String> {
+    let (Ok(expr), Ok(matrix_ref)) = (
+        Regex::new(r"\$\{\{\s*(.*?)\s*\}\}"),
+        Regex::new(r"^matrix\.([A-Za-z0-9_-]+)$"),
+    ) else {
+        return Err("internal: expression pattern".to_string());
+    };
+    let mut vars: Vec<String> = Vec::new();
+    for c in expr.captures_iter(command) {
+        let inner = c.get(1).map_or("", |m| m.as_str());
+        match matrix_ref.captures(inner).and_then(|m| m.get(1)) {
+            Some(name) => {
+                if !vars.iter().any(|v| v == name.as_str()) {
+                    vars.push(name.as_str().to_string());
+                }
+            }
+            None => {
+                return Err(format!(
+                    "uses `${{{{ {inner} }}}}`, which only GitHub Actions can evaluate"
+                ));
+            }
+        }
+    }
+    if vars.is_empty() {
+        return Ok(vec![(command.to_string(), None)]);
+    }
+    let Some(matrix) = matrix.and_then(Value::as_object) else {
+        return Err(
+            "uses `${{ matrix.… }}` but the job's matrix is computed at run time".to_string(),
+        );
+    };
+    let mut axes: Vec<(String, Vec<String>)> = Vec::new();
+    for var in &vars {
+        let mut values: Vec<String> = Vec::new();
+        let mut add = |v: &Value| {
+            if let Some(s) = scalar(v)
+                && !values.contains(&s)
+            {
+                values.push(s);
+            }
+        };
+        match matrix.get(var) {
+            Some(Value::Array(list)) => list.iter().for_each(&mut add),
+            Some(other) if scalar(other).is_none() => {
+                return Err(format!("matrix.{var} is computed at run time"));
+            }
+            Some(other) => add(other),
+            None => {}
+        }
+        if let Some(includes) = matrix.get("include").and_then(Value::as_array) {
+            for include in includes {
+                if let Some(v) = include.get(var) {
+                    add(v);
+                }
+            }
+        }
+        if values.is_empty() {
+            return Err(format!(
+                "uses matrix.{var}, which the job's matrix does not list"
+            ));
+        }
+        axes.push((var.clone(), values));
+    }
+    let total: usize = axes.iter().map(|(_, v)| v.len()).product();
+    if total > MAX_EXPANSION {
+        return Err(format!(
+            "its matrix gives {total} variants of the command (more than {MAX_EXPANSION}); \
+             pick the ones worth gating by hand"
+        ));
+    }
+    let mut combos: Vec<Vec<(String, String)>> = vec![Vec::new()];
+    for (var, values) in &axes {
+        combos = combos
+            .into_iter()
+            .flat_map(|combo| {
+                values.iter().map(move |v| {
+                    let mut c = combo.clone();
+                    c.push((var.clone(), v.clone()));
+                    c
+                })
+            })
+            .collect();
+    }
+    let mut out: Vec<(String, Option<MatrixLabel>)> = Vec::new();
+    for combo in combos {
+        let substituted = expr
+            .replace_all(command, |c: &regex::Captures<'_>| {
+                let inner = c.get(1).map_or("", |m| m.as_str());
+                let var = inner.strip_prefix("matrix.").unwrap_or(inner);
+                combo
+                    .iter()
+                    .find(|(name, _)| name == var)
+                    .map(|(_, v)| v.clone())
+                    .unwrap_or_default()
+            })
+            .into_owned();
+        let label = MatrixLabel {
+            values: combo
+                .iter()
+                .map(|(_, v)| v.as_str())
+                .collect::<Vec<_>>()
+                .join("-"),
+            assignments: combo
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(" "),
+        };
+        out.push((substituted, Some(label)));
+    }
+    Ok(out)
+}
+
+fn scalar(v: &Value) -> Option<String> {
+    match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        Value::Bool(b) => Some(b.to_string()),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn multi_line_steps_keep_checks_and_context() {
+        let run = "# lint first\ncd web\nnpm ci\nnpm run lint\nnpm test -- \\\n  --coverage\n";
+        assert_eq!(
+            one_line(run).as_deref(),
+            Ok("cd web && npm run lint && npm test -- --coverage")
+        );
+        assert!(one_line("if true; then\n  cargo test\nfi\n").is_err());
+        assert!(one_line("npm ci\nnpm run build\nnpm publish\n").is_err());
+        assert!(one_line("pip install -r req.txt\necho done\n").is_err());
+    }
+
+    #[test]
+    fn matrix_values_the_command_uses_expand_others_collapse() {
+        let matrix: Value = serde_json::json!({
+            "os": ["ubuntu-latest", "macos-latest"],
+            "features": ["default", "full"],
+            "include": [{"features": "minimal", "os": "ubuntu-latest"}]
+        });
+        let out = expand(
+            "cargo test --features ${{ matrix.features }}",
+            Some(&matrix),
+        )
+        .unwrap_or_default();
+        let commands: Vec<&str> = out.iter().map(|(c, _)| c.as_str()).collect();
+        assert_eq!(
+            commands,
+            [
+                "cargo test --features default",
+                "cargo test --features full",
+                "cargo test --features minimal"
+            ]
+        );
+        assert!(expand("deploy ${{ secrets.X }}", Some(&matrix)).is_err());
+        assert!(expand("x ${{ matrix.nope }}", Some(&matrix)).is_err());
+        let computed = Value::String("${{ fromJSON(needs.a.outputs.m) }}".to_string());
+        assert!(expand("x ${{ matrix.a }}", Some(&computed)).is_err());
+    }
+}

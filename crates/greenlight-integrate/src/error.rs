@@ -1,0 +1,92 @@
+//! The one error type of this crate: every variant names the input at fault and the way out.
+
+use std::path::PathBuf;
+
+/// Everything that can go wrong while drafting a config or installing a hook.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A directory or file could not be read.
+    #[error("cannot read {path}: {source}; check that it exists and is readable")]
+    Read {
+        /// The path that could not be read.
+        path: PathBuf,
+        /// The underlying I/O error.
+        source: std::io::Error,
+    },
+    /// A file could not be written (or its backup could not be made).
+    #[error("cannot write {path}: {source}; check the directory's permissions and free space")]
+    Write {
+        /// The path that could not be written.
+        path: PathBuf,
+        /// The underlying I/O error.
+        source: std::io::Error,
+    },
+    /// A hook settings file is not valid JSON; greenlight refuses to touch it.
+    #[error(
+        "{path}:{line}:{column}: not valid JSON ({message}); fix the file by hand (greenlight \
+         left it untouched) and run the command again"
+    )]
+    InvalidJson {
+        /// The settings file.
+        path: PathBuf,
+        /// 1-based line of the fault.
+        line: usize,
+        /// 1-based column of the fault.
+        column: usize,
+        /// What the JSON parser found.
+        message: String,
+    },
+    /// A hook settings file is valid JSON but a key greenlight must edit has an unexpected type.
+    #[error(
+        "{path}: `{pointer}` must be {expected}, found {found}; fix the file by hand (greenlight \
+         left it untouched) and run the command again"
+    )]
+    UnexpectedShape {
+        /// The settings file.
+        path: PathBuf,
+        /// Where in the document, e.g. `hooks.Stop[0].hooks`.
+        pointer: String,
+        /// What greenlight needs there.
+        expected: &'static str,
+        /// What the file holds there.
+        found: &'static str,
+    },
+    /// The user-level settings directory cannot be found because `HOME` is not set.
+    #[error(
+        "cannot find the user-level {agent} settings: neither {override_var} nor HOME is set; \
+         set HOME or use --scope project"
+    )]
+    NoHome {
+        /// Which agent's settings were asked for.
+        agent: &'static str,
+        /// The environment variable that overrides the agent's config directory.
+        override_var: &'static str,
+    },
+    /// A settings file changed between reading and writing it.
+    #[error(
+        "{path} changed while greenlight was editing it; nothing was written, run the command again"
+    )]
+    ChangedUnderfoot {
+        /// The settings file.
+        path: PathBuf,
+    },
+    /// A child process could not be started.
+    #[error("cannot start `{program}`: {source}")]
+    Spawn {
+        /// The program that was to be started.
+        program: String,
+        /// The underlying I/O error.
+        source: std::io::Error,
+    },
+}
+
+impl Error {
+    /// True when the fault is in a file the user controls (bad JSON, bad shape): the command
+    /// should exit with the configuration-error code rather than the generic failure code.
+    pub fn is_user_input(&self) -> bool {
+        matches!(
+            self,
+            Error::InvalidJson { .. } | Error::UnexpectedShape { .. } | Error::NoHome { .. }
+        )
+    }
+}

@@ -1,0 +1,18 @@
+//! Plugs greenlight into the tools people already run.
+//!
+//! - [`draft`]: scan a repository and draft a verify.yaml (v1) from what it already runs
+//!   (CI workflow steps, package.json scripts, Makefile targets, justfile recipes, tox/nox,
+//!   language manifests), saying where each gate came from.
+//! - [`install`]: merge greenlight's Stop and SubagentStop hook entries into Claude Code's or
+//!   Codex's hook settings, and take them out again, without disturbing anything else.
+//! - [`foreground`]: run one child command in the foreground (its own process group, signals
+//!   forwarded, always reaped), used to run a freshly drafted config once.
+//!
+//! Nothing here prints or exits: every function returns a value the command line renders.
+
+pub mod draft;
+mod error;
+pub mod foreground;
+pub mod install;
+
+pub use error::Error;

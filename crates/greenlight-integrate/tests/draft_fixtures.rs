@@ -1,0 +1,282 @@
+//! `draft` against repositories shaped like real ones: every gate, its source, and what was
+//! left out and why, in one block per repository.
+
+use std::path::{Path, PathBuf};
+
+use greenlight_integrate::draft::{self, Draft};
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/repos")
+        .join(name)
+}
+
+fn render(d: &Draft) -> String {
+    let mut out = String::new();
+    for g in &d.gates {
+        let timeout = g
+            .timeout_sec
+            .map(|t| format!(" [{t}s]"))
+            .unwrap_or_default();
+        out.push_str(&format!(
+            "{} = {}{timeout}  <- {}\n",
+            g.id, g.command, g.source
+        ));
+    }
+    out.push_str("--- skipped\n");
+    for s in &d.skipped {
+        let cmd = s.command.lines().next().unwrap_or("");
+        out.push_str(&format!("{} | {} | {}\n", s.source, cmd, s.reason));
+    }
+    out
+}
+
+fn drafted(name: &str) -> String {
+    match draft::draft(&fixture(name)) {
+        Ok(d) => render(&d),
+        Err(e) => panic!("draft of {name} failed: {e}"),
+    }
+}
+
+#[test]
+fn rust_workspace_without_ci_gets_the_manifest_defaults_and_no_release() {
+    assert_eq!(
+        drafted("rust-workspace"),
+        "\
+clippy = cargo clippy --workspace --all-targets -- -D warnings [1800s]  <- Cargo.toml (Rust workspace)
+test = cargo test --workspace [1800s]  <- Cargo.toml (Rust workspace)
+--- skipped
+.github/workflows/release.yml |  | the workflow's name mentions `release`: not a check
+"
+    );
+}
+
+#[test]
+fn pnpm_monorepo_runs_root_scripts_through_pnpm_and_workspace_only_scripts_recursively() {
+    // Not drafted: dev, test:watch (never end), format (rewrites), release/prerelease,
+    // postinstall; nor apps/web's deploy, dev, start.
+    assert_eq!(
+        drafted("node-pnpm-monorepo"),
+        "\
+lint = pnpm run lint  <- package.json script \"lint\"
+format-check = pnpm run format:check  <- package.json script \"format:check\"
+typecheck = pnpm run typecheck  <- package.json script \"typecheck\"
+build = pnpm run build  <- package.json script \"build\"
+test = pnpm run test  <- package.json script \"test\"
+test-e2e = pnpm -r --if-present run test:e2e  <- pnpm workspace: 1 package defines script \"test:e2e\"
+--- skipped
+"
+    );
+}
+
+#[test]
+fn python_project_uses_its_tox_and_nox_definitions_over_tool_defaults() {
+    // py310/py311/py312 collapse into `tox -e py`; docs, release and the nox `format`
+    // session (rewrites files) are not checks; ruff/mypy/pytest defaults are not added
+    // because tox and nox already exercise Python.
+    assert_eq!(
+        drafted("python-tox-nox"),
+        "\
+lint = tox -e lint  <- tox.ini env \"lint\"
+lint-2 = nox -s lint  <- noxfile.py session \"lint\"
+type = tox -e type  <- tox.ini env \"type\"
+type-check = nox -s type-check  <- noxfile.py session \"type-check\"
+tox-py = tox -e py  <- tox.ini env \"py310\" (versioned envs run on the interpreter at hand)
+tests = nox -s tests  <- noxfile.py session \"tests\"
+--- skipped
+"
+    );
+}
+
+#[test]
+fn go_module_with_a_makefile_uses_its_targets_and_not_the_go_defaults() {
+    // install, docker-push (pushes an image), fmt (gofmt -w), clean and all are not checks;
+    // `go vet`/`go test` defaults are not added because `make vet`/`make test` run them.
+    assert_eq!(
+        drafted("go-module"),
+        "\
+vet = make vet  <- Makefile target \"vet\"
+lint = make lint  <- Makefile target \"lint\"
+build = make build  <- Makefile target \"build\"
+test = make test  <- Makefile target \"test\"
+--- skipped
+"
+    );
+}
+
+#[test]
+fn polyglot_ci_matrix_expands_only_the_dimensions_its_commands_use() {
+    // `os` is not in any command: one local gate. `features` is: one gate per value, the
+    // `include` entry's value too. The Makefile's `check` and package.json's scripts add
+    // nothing: CI already runs cargo test, pytest, pnpm lint/build/test.
+    assert_eq!(
+        drafted("polyglot-matrix"),
+        "\
+fmt = cargo fmt --all -- --check  <- .github/workflows/ci.yml job lint step 6
+lint = pnpm lint  <- .github/workflows/ci.yml job lint step 5
+clippy-default = cargo clippy --all-targets --features default -- -D warnings [1800s]  <- .github/workflows/ci.yml job rust step 4 (matrix features=default)
+clippy-full = cargo clippy --all-targets --features full -- -D warnings [1800s]  <- .github/workflows/ci.yml job rust step 4 (matrix features=full)
+clippy-wasm = cargo clippy --all-targets --features wasm -- -D warnings [1800s]  <- .github/workflows/ci.yml job rust step 4 (matrix features=wasm)
+test-default = cargo test --features default [1200s]  <- .github/workflows/ci.yml job rust step 5 (matrix features=default)
+test-full = cargo test --features full [1200s]  <- .github/workflows/ci.yml job rust step 5 (matrix features=full)
+test-wasm = cargo test --features wasm [1200s]  <- .github/workflows/ci.yml job rust step 5 (matrix features=wasm)
+pytest = cd py && pytest -q -k 'not slow'  <- .github/workflows/ci.yml job python step 4
+test = cd web && pnpm build && pnpm test -- --reporter=dot  <- .github/workflows/ci.yml job docs step 3
+--- skipped
+.github/workflows/ci.yml job lint step 4 | pnpm install --frozen-lockfile | installs dependencies
+.github/workflows/ci.yml job lint step 7 | echo \"building ${{ github.sha }}\" | uses `${{ github.sha }}`, which only GitHub Actions can evaluate
+.github/workflows/ci.yml job rust step 6 | if [ \"$RUNNER_OS\" = \"Linux\" ]; then | a multi-line script with shell control flow; move it into a script file and gate on that
+.github/workflows/ci.yml job python step 3 | python -m pip install --upgrade pip | only prepares the environment
+.github/workflows/ci.yml job python step 5 | ./scripts/upload-coverage.sh | the step's name mentions `upload`: not a check
+.github/workflows/ci.yml job python step 6 | ./scripts/smoke.ps1 | runs under `pwsh`; gates run under sh
+.github/workflows/ci.yml job docs step 2 | ./scripts/check-links.sh | CI lets this step fail (continue-on-error)
+.github/workflows/ci.yml job deploy-preview |  | the job's name mentions `deploy`: not a check
+.github/workflows/release.yml |  | the workflow's name mentions `release`: not a check
+"
+    );
+}
+
+#[test]
+fn every_fixture_renders_a_verify_yaml_v1_in_the_strict_subset() {
+    for name in FIXTURES {
+        let d = draft::draft(&fixture(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(!d.gates.is_empty(), "{name} drafted no gate");
+        let yaml = draft::render_v1(&d.gates);
+        check_strict_subset(name, &yaml);
+        // A general YAML parser (as CommandMate's product loader uses) reads back the same
+        // gates, byte for byte.
+        let parsed: V1 =
+            serde_saphyr::from_str(&yaml).unwrap_or_else(|e| panic!("{name}: {e}\n{yaml}"));
+        assert_eq!(parsed.version, 1);
+        assert_eq!(parsed.gates.len(), d.gates.len());
+        for (p, g) in parsed.gates.iter().zip(&d.gates) {
+            assert_eq!(p.id, g.id);
+            assert_eq!(p.command, g.command);
+            assert_eq!(p.timeout_sec, g.timeout_sec);
+            assert!(draft::validate_id(&p.id), "{name}: bad id {}", p.id);
+        }
+        let mut ids: Vec<&str> = d.gates.iter().map(|g| g.id.as_str()).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        assert_eq!(ids.len(), d.gates.len(), "{name}: ids must be unique");
+    }
+}
+
+#[test]
+fn no_fixture_ever_drafts_an_outward_command() {
+    for name in FIXTURES {
+        let d = draft::draft(&fixture(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+        for g in &d.gates {
+            let lower = g.command.to_ascii_lowercase();
+            for word in [
+                "deploy", "publish", "release", "upload", "push", "install", "--write", "--fix",
+            ] {
+                assert!(
+                    !lower.contains(word),
+                    "{name}: gate {} runs `{}`",
+                    g.id,
+                    g.command
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn an_unreadable_root_is_an_error_naming_it() {
+    let missing = fixture("does-not-exist");
+    let err = draft::draft(&missing)
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(err.contains("does-not-exist"), "{err}");
+}
+
+#[test]
+fn a_broken_workflow_or_package_json_is_reported_not_fatal() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let wf = dir.path().join(".github/workflows");
+    std::fs::create_dir_all(&wf).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(wf.join("ci.yml"), "jobs:\n  test:\n    steps: [\n")
+        .unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(
+        dir.path().join("package.json"),
+        "{\"scripts\": {\"test\": }",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(
+        dir.path().join("go.mod"),
+        "module example.com/x\n\ngo 1.22\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let d = draft::draft(dir.path()).unwrap_or_else(|e| panic!("{e}"));
+    let text = render(&d);
+    assert!(
+        text.contains(".github/workflows/ci.yml |  | not a readable workflow"),
+        "{text}"
+    );
+    assert!(
+        text.contains("package.json |  | not valid JSON at line 1"),
+        "{text}"
+    );
+    assert!(
+        text.starts_with(
+            "vet = go vet ./...  <- go.mod (module example.com/x)\ntest = go test ./...  <- go.mod"
+        ),
+        "{text}"
+    );
+}
+
+const FIXTURES: [&str; 5] = [
+    "rust-workspace",
+    "node-pnpm-monorepo",
+    "python-tox-nox",
+    "go-module",
+    "polyglot-matrix",
+];
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct V1 {
+    version: u32,
+    gates: Vec<V1Gate>,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct V1Gate {
+    id: String,
+    command: String,
+    #[serde(rename = "timeoutSec")]
+    timeout_sec: Option<u32>,
+}
+
+/// The subset CommandMate's line-based runner reads: 2-space indentation, no tabs, one-line
+/// scalars, no flow style, anchors or block scalars, comments only on their own lines.
+fn check_strict_subset(name: &str, yaml: &str) {
+    for (n, line) in yaml.lines().enumerate() {
+        let at = format!("{name} line {}: {line:?}", n + 1);
+        assert!(!line.contains('\t'), "{at}: tab");
+        let indent = line.len() - line.trim_start().len();
+        assert_eq!(indent % 2, 0, "{at}: indent");
+        let body = line.trim_start();
+        if body.starts_with('#') {
+            assert_eq!(indent, 0, "{at}: comments at column 0");
+            continue;
+        }
+        let value = body
+            .trim_start_matches("- ")
+            .split_once(": ")
+            .map(|(_, v)| v)
+            .unwrap_or("");
+        assert!(
+            !value.starts_with(['[', '{', '&', '*', '|', '>']),
+            "{at}: flow/anchor/block"
+        );
+        if body.starts_with("command: ") {
+            let inner = value.strip_prefix('"').and_then(|v| v.strip_suffix('"'));
+            let inner = inner.unwrap_or_else(|| panic!("{at}: command must be double-quoted"));
+            assert!(!inner.contains(['"', '\\']), "{at}: nothing to escape");
+        }
+    }
+}

@@ -1,0 +1,301 @@
+//! `greenlight hook install|uninstall` through the real binary, in temporary directories.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const BIN: &str = env!("CARGO_BIN_EXE_greenlight");
+
+fn tmp() -> tempfile::TempDir {
+    tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"))
+}
+
+/// Runs the binary with a private HOME (so user scope never touches the real one) and no
+/// agent config overrides from the caller's environment.
+fn greenlight(home: &Path, cwd: &Path, args: &[&str]) -> Output {
+    Command::new(BIN)
+        .args(args)
+        .current_dir(cwd)
+        .env("HOME", home)
+        .env_remove("CLAUDE_CONFIG_DIR")
+        .env_remove("CODEX_HOME")
+        .output()
+        .unwrap_or_else(|e| panic!("run greenlight: {e}"))
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
+}
+
+fn write(path: &Path, content: &str) {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("mkdir: {e}"));
+    }
+    std::fs::write(path, content).unwrap_or_else(|e| panic!("write: {e}"));
+}
+
+fn backup(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".greenlight.bak");
+    PathBuf::from(name)
+}
+
+const OTHER_HOOKS: &str = r#"{
+  "permissions": {
+    "allow": [
+      "Bash(npm test:*)"
+    ]
+  },
+  "hooks": {
+    "Stop": [
+      {
+        "hooks": [
+          {
+            "type": "command",
+            "command": "lefthook run ai-stop"
+          }
+        ]
+      }
+    ]
+  }
+}
+"#;
+
+#[test]
+fn claude_project_install_writes_both_events_and_is_idempotent() {
+    let home = tmp();
+    let repo = tmp();
+    let out = greenlight(
+        home.path(),
+        repo.path(),
+        &["hook", "install", "--agent", "claude"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let path = repo.path().join(".claude/settings.json");
+    let doc: serde_json::Value =
+        serde_json::from_str(&read(&path)).unwrap_or_else(|e| panic!("{e}"));
+    for event in ["Stop", "SubagentStop"] {
+        assert_eq!(
+            doc["hooks"][event],
+            serde_json::json!([{"hooks": [{"type": "command", "command": "greenlight hook stop", "timeout": 1800}]}]),
+            "{event}"
+        );
+    }
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.starts_with("installed greenlight's Stop and SubagentStop hooks in "),
+        "{stdout}"
+    );
+    assert!(stdout.contains("/hooks"), "{stdout}");
+
+    let first = read(&path);
+    let again = greenlight(
+        home.path(),
+        repo.path(),
+        &["hook", "install", "--agent", "claude"],
+    );
+    assert_eq!(again.status.code(), Some(0));
+    assert!(
+        text(&again.stdout).contains("already in"),
+        "{}",
+        text(&again.stdout)
+    );
+    assert_eq!(read(&path), first, "no duplicate, no rewrite");
+}
+
+#[test]
+fn settings_with_other_hooks_keep_them_and_uninstall_restores_the_bytes() {
+    let home = tmp();
+    let repo = tmp();
+    let path = repo.path().join(".claude/settings.json");
+    write(&path, OTHER_HOOKS);
+    let out = greenlight(
+        home.path(),
+        repo.path(),
+        &["hook", "install", "--agent", "claude"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(read(&backup(&path)), OTHER_HOOKS);
+    let doc: serde_json::Value =
+        serde_json::from_str(&read(&path)).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        doc["hooks"]["Stop"][0]["hooks"][0]["command"],
+        "lefthook run ai-stop"
+    );
+    assert_eq!(
+        doc["hooks"]["Stop"][1]["hooks"][0]["command"],
+        "greenlight hook stop"
+    );
+    assert_eq!(doc["permissions"]["allow"][0], "Bash(npm test:*)");
+
+    let out = greenlight(
+        home.path(),
+        repo.path(),
+        &["hook", "uninstall", "--agent", "claude"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).starts_with("removed greenlight's hooks from "));
+    assert_eq!(read(&path), OTHER_HOOKS);
+}
+
+#[test]
+fn an_existing_greenlight_entry_is_not_duplicated() {
+    let home = tmp();
+    let repo = tmp();
+    let path = repo.path().join(".codex/hooks.json");
+    write(
+        &path,
+        r#"{"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "/usr/local/bin/greenlight hook stop", "timeout": 60}]}]}}"#,
+    );
+    let out = greenlight(
+        home.path(),
+        repo.path(),
+        &["hook", "install", "--agent", "codex"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let doc: serde_json::Value =
+        serde_json::from_str(&read(&path)).unwrap_or_else(|e| panic!("{e}"));
+    let stop = doc["hooks"]["Stop"].as_array().cloned().unwrap_or_default();
+    assert_eq!(stop.len(), 1);
+    assert_eq!(stop[0]["hooks"].as_array().map(Vec::len), Some(1));
+    assert_eq!(stop[0]["hooks"][0]["command"], "greenlight hook stop");
+    assert_eq!(stop[0]["hooks"][0]["timeout"], 1800);
+    assert!(
+        text(&out.stdout).contains("trust"),
+        "Codex needs the hook trusted: {}",
+        text(&out.stdout)
+    );
+}
+
+#[test]
+fn invalid_json_is_refused_and_left_byte_identical() {
+    let home = tmp();
+    let repo = tmp();
+    let path = repo.path().join(".claude/settings.json");
+    let broken = "{\n  \"hooks\": {\n    \"Stop\": []\n  },\n}\n";
+    write(&path, broken);
+    for verb in ["install", "uninstall"] {
+        let out = greenlight(
+            home.path(),
+            repo.path(),
+            &["hook", verb, "--agent", "claude"],
+        );
+        assert_eq!(out.status.code(), Some(2), "{verb}");
+        let stderr = text(&out.stderr);
+        assert!(
+            stderr.starts_with(&format!("greenlight hook {verb}: "))
+                && stderr.contains(".claude/settings.json:5:1: not valid JSON"),
+            "{stderr}"
+        );
+        assert!(stderr.contains("left it untouched"), "{stderr}");
+        assert_eq!(read(&path), broken);
+        assert!(!backup(&path).exists());
+    }
+}
+
+#[test]
+fn dry_run_prints_a_diff_and_writes_nothing() {
+    let home = tmp();
+    let repo = tmp();
+    let path = repo.path().join(".claude/settings.json");
+    write(&path, OTHER_HOOKS);
+    let out = greenlight(
+        home.path(),
+        repo.path(),
+        &["hook", "install", "--agent", "claude", "--dry-run"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let diff = text(&out.stdout);
+    assert!(diff.starts_with("--- "), "{diff}");
+    assert!(diff.contains("+    \"SubagentStop\": [\n"), "{diff}");
+    assert!(
+        diff.lines()
+            .filter(|l| l.starts_with('-') && !l.starts_with("---"))
+            .all(|l| l.trim() == "-}" || l.trim_end().ends_with(']')),
+        "only closing lines change: {diff}"
+    );
+    assert_eq!(read(&path), OTHER_HOOKS);
+    assert!(!backup(&path).exists());
+}
+
+#[test]
+fn user_scope_uses_home_and_names_this_binary_by_absolute_path() {
+    let home = tmp();
+    let repo = tmp();
+    let out = greenlight(
+        home.path(),
+        repo.path(),
+        &["hook", "install", "--agent", "codex", "--scope", "user"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let path = home.path().join(".codex/hooks.json");
+    let doc: serde_json::Value =
+        serde_json::from_str(&read(&path)).unwrap_or_else(|e| panic!("{e}"));
+    let command = doc["hooks"]["Stop"][0]["hooks"][0]["command"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    let exe = std::fs::canonicalize(BIN).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(command, format!("{} hook stop", exe.display()));
+    assert!(!repo.path().join(".codex").exists(), "project untouched");
+
+    // CODEX_HOME moves the user-level file.
+    let codex_home = tmp();
+    let out = Command::new(BIN)
+        .args(["hook", "install", "--agent", "codex", "--scope", "user"])
+        .env("HOME", home.path())
+        .env("CODEX_HOME", codex_home.path())
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(codex_home.path().join("hooks.json").is_file());
+}
+
+#[test]
+fn project_scope_finds_the_top_of_the_git_worktree() {
+    let home = tmp();
+    let repo = tmp();
+    let git = Command::new("git")
+        .arg("init")
+        .arg("-q")
+        .arg(repo.path())
+        .status();
+    assert!(git.is_ok_and(|s| s.success()), "git init must work here");
+    let sub = repo.path().join("crates/deep");
+    std::fs::create_dir_all(&sub).unwrap_or_else(|e| panic!("{e}"));
+    let out = greenlight(home.path(), &sub, &["hook", "install", "--agent", "claude"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(repo.path().join(".claude/settings.json").is_file());
+    assert!(!sub.join(".claude").exists());
+}
+
+#[test]
+fn a_custom_command_and_timeout_are_written_as_given() {
+    let home = tmp();
+    let repo = tmp();
+    let out = greenlight(
+        home.path(),
+        repo.path(),
+        &[
+            "hook",
+            "install",
+            "--agent",
+            "claude",
+            "--timeout",
+            "900",
+            "--command",
+            "greenlight hook stop --max-blocks 3",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let doc: serde_json::Value =
+        serde_json::from_str(&read(&repo.path().join(".claude/settings.json")))
+            .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        doc["hooks"]["SubagentStop"][0]["hooks"][0],
+        serde_json::json!({"type": "command", "command": "greenlight hook stop --max-blocks 3", "timeout": 900})
+    );
+}

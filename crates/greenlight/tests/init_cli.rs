@@ -1,0 +1,222 @@
+//! `greenlight init` through the real binary, on small repositories in temporary directories.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+const BIN: &str = env!("CARGO_BIN_EXE_greenlight");
+
+fn tmp() -> tempfile::TempDir {
+    tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"))
+}
+
+fn greenlight(args: &[&str]) -> Output {
+    Command::new(BIN)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("run greenlight: {e}"))
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn write(path: &Path, content: &str) {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("mkdir: {e}"));
+    }
+    std::fs::write(path, content).unwrap_or_else(|e| panic!("write: {e}"));
+}
+
+/// A small Node + Make repository: two scripts that are checks, one that deploys, one that
+/// never ends, a Makefile with a test target and a release target.
+fn node_repo() -> tempfile::TempDir {
+    let repo = tmp();
+    write(
+        &repo.path().join("package.json"),
+        r#"{
+  "name": "shop",
+  "scripts": {
+    "lint": "eslint .",
+    "test": "node --test",
+    "dev": "vite",
+    "deploy": "vercel deploy --prod"
+  }
+}
+"#,
+    );
+    write(&repo.path().join("package-lock.json"), "{}\n");
+    write(
+        &repo.path().join("Makefile"),
+        "check:\n\tnpm run lint\n\ttrue\nrelease:\n\tnpm publish\n",
+    );
+    repo
+}
+
+const NODE_YAML: &str = "\
+# .commandmate/verify.yaml (v1), drafted by `greenlight init`.
+# Review every gate: it must be safe to run again and again.
+version: 1
+gates:
+# from package.json script \"lint\"
+  - id: lint
+    command: \"npm run lint\"
+# from Makefile target \"check\"
+  - id: check
+    command: \"make check\"
+# from package.json script \"test\"
+  - id: test
+    command: \"npm run test\"
+";
+
+#[test]
+fn init_prints_each_gate_with_its_source_and_writes_nothing() {
+    let repo = node_repo();
+    let dir = repo.path().to_string_lossy().into_owned();
+    let out = greenlight(&["init", "--cwd", &dir]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    let expected_head = "\
+3 gates drafted:
+  lint   npm run lint
+         from package.json script \"lint\"
+  check  make check
+         from Makefile target \"check\"
+  test   npm run test
+         from package.json script \"test\"
+";
+    assert!(stdout.starts_with(expected_head), "{stdout}");
+    assert!(
+        stdout.contains(NODE_YAML),
+        "the draft itself is shown: {stdout}"
+    );
+    assert!(stdout.contains("greenlight init --write"), "{stdout}");
+    assert!(
+        !stdout.contains("deploy") && !stdout.contains("publish"),
+        "{stdout}"
+    );
+    assert!(!repo.path().join(".commandmate").exists());
+}
+
+#[test]
+fn init_write_writes_the_config_runs_it_once_and_refuses_to_overwrite() {
+    let repo = node_repo();
+    let dir = repo.path().to_string_lossy().into_owned();
+    let config = repo.path().join(".commandmate/verify.yaml");
+
+    let out = greenlight(&["init", "--cwd", &dir, "--write"]);
+    let stdout = text(&out.stdout);
+    assert_eq!(
+        std::fs::read_to_string(&config).ok().as_deref(),
+        Some(NODE_YAML)
+    );
+    assert!(
+        stdout.contains(&format!("wrote {}", config.display())),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!("running it once: greenlight verify --cwd {dir}")),
+        "{stdout}"
+    );
+    // The first run's exit code is init's exit code, whatever verify decided.
+    let code = out.status.code().unwrap_or(-1);
+    assert!(
+        stdout.contains(&format!("first run: exit {code} (")),
+        "{stdout}"
+    );
+
+    // Refuses to overwrite: exit 2, a clear message, the file unchanged.
+    write(
+        &config,
+        "version: 1\ngates:\n  - id: mine\n    command: \"true\"\n",
+    );
+    let out = greenlight(&["init", "--cwd", &dir, "--write"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("already exists; nothing was written. Pass --force"),
+        "{stderr}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&config).ok().as_deref(),
+        Some("version: 1\ngates:\n  - id: mine\n    command: \"true\"\n")
+    );
+
+    // --force replaces it and keeps the old one beside it.
+    let out = greenlight(&["init", "--cwd", &dir, "--write", "--force"]);
+    assert!(
+        text(&out.stdout).contains("wrote "),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(&config).ok().as_deref(),
+        Some(NODE_YAML)
+    );
+    let backup = repo.path().join(".commandmate/verify.yaml.greenlight.bak");
+    assert_eq!(
+        std::fs::read_to_string(backup).ok().as_deref(),
+        Some("version: 1\ngates:\n  - id: mine\n    command: \"true\"\n")
+    );
+}
+
+#[test]
+fn force_without_write_is_a_usage_error() {
+    let repo = node_repo();
+    let dir = repo.path().to_string_lossy().into_owned();
+    let out = greenlight(&["init", "--cwd", &dir, "--force"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("--write"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn an_empty_repository_drafts_nothing_and_says_so() {
+    let repo = tmp();
+    write(&repo.path().join("README.md"), "# nothing to check\n");
+    let dir = repo.path().to_string_lossy().into_owned();
+    let out = greenlight(&["init", "--cwd", &dir, "--write"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("found nothing to gate"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(!repo.path().join(".commandmate").exists());
+}
+
+#[test]
+fn a_missing_directory_is_refused_with_its_name() {
+    let out = greenlight(&["init", "--cwd", "/nonexistent/greenlight-init-test"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("/nonexistent/greenlight-init-test"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn skipped_commands_are_listed_with_their_reason() {
+    let repo = tmp();
+    write(
+        &repo.path().join(".github/workflows/ci.yml"),
+        "on: push\njobs:\n  test:\n    runs-on: ubuntu-latest\n    steps:\n      - uses: actions/checkout@v4\n      - run: npm ci\n      - run: npm test\n      - run: npx semantic-release\n",
+    );
+    let dir = repo.path().to_string_lossy().into_owned();
+    let out = greenlight(&["init", "--cwd", &dir]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(stdout.starts_with("1 gate drafted:\n  test  npm test\n        from .github/workflows/ci.yml job test step 3\n"), "{stdout}");
+    assert!(stdout.contains("\nnot drafted:\n"), "{stdout}");
+    assert!(
+        stdout.contains(
+            "  .github/workflows/ci.yml job test step 2: installs dependencies\n    $ npm ci\n"
+        ),
+        "{stdout}"
+    );
+    assert!(stdout.contains("  .github/workflows/ci.yml job test step 4: `semantic-release` looks like a release step\n    $ npx semantic-release\n"), "{stdout}");
+}
