@@ -51,6 +51,8 @@ pub enum Reason {
     JudgeBlocked,
     /// A dispatch was in flight when greenlight stopped; on resume its result is unknown.
     DispatchInterrupted,
+    /// A person paused the goal (`greenlight goal pause`, Ctrl-C or SIGTERM during `goal run`).
+    PausedByUser,
 }
 
 /// The part of greenlight that may emit a reason. Used to keep the reason list honest: every
@@ -76,7 +78,7 @@ pub enum Producer {
 
 impl Reason {
     /// Every member, in declaration order.
-    pub const ALL: [Reason; 16] = [
+    pub const ALL: [Reason; 17] = [
         Reason::DispatchTimeout,
         Reason::DispatchDead,
         Reason::PromptOverCeiling,
@@ -93,6 +95,7 @@ impl Reason {
         Reason::JudgeUnparseable,
         Reason::JudgeBlocked,
         Reason::DispatchInterrupted,
+        Reason::PausedByUser,
     ];
 
     /// The kebab-case name, as serialised.
@@ -114,6 +117,7 @@ impl Reason {
             Reason::JudgeUnparseable => "judge-unparseable",
             Reason::JudgeBlocked => "judge-blocked",
             Reason::DispatchInterrupted => "dispatch-interrupted",
+            Reason::PausedByUser => "paused-by-user",
         }
     }
 
@@ -132,7 +136,8 @@ impl Reason {
             | Reason::RetriesExhausted
             | Reason::TurnBudgetExhausted
             | Reason::WorktreeMissing
-            | Reason::DispatchInterrupted => &[Producer::GoalLoop],
+            | Reason::DispatchInterrupted
+            | Reason::PausedByUser => &[Producer::GoalLoop],
             Reason::JudgeFailed | Reason::JudgeUnparseable | Reason::JudgeBlocked => {
                 &[Producer::Judge]
             }

@@ -1,3 +1,377 @@
 //! Recognising test and build output and turning it into exact diagnostics.
 //!
-//! Pure: bytes and an exit code in, a `Digest` out. No I/O, no clock.
+//! Pure: bytes and an exit code in, a [`Digest`] out. No I/O, no clock. The one rule that keeps
+//! it honest: the process exit code is authoritative, and the digest claims `recognised` only
+//! when it can stand in for the whole output; otherwise it says `partial` or `unrecognised`
+//! with machine-readable [`Reason`]s and keeps the raw tail.
+//!
+//! # Theory of operation
+//!
+//! Bytes arrive in chunks ([`StreamingDigester::push`]). A line splitter turns them into lines
+//! (the same lines whatever the chunk boundaries), each line is normalised to what a terminal
+//! would show (CRLF, bare-CR overwrite, ANSI escapes stripped, invalid UTF-8 replaced), and every
+//! format's line parser reads it. Parsers keep bounded state: the first `max_items` failures and
+//! diagnostics, messages clipped to `max_text` bytes. At the end ([`StreamingDigester::finish`])
+//! the digester looks at which formats were seen and applies the same conservative rules to
+//! every format.
+//!
+//! ```
+//! use greenlight_digest::{digest, Classification, DigestOptions, Format};
+//!
+//! let out = b"\nrunning 1 test\ntest adds ... ok\n\ntest result: ok. 1 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.00s\n\n";
+//! let d = digest(out, Some(0), &DigestOptions::default());
+//! assert_eq!(d.classification, Classification::Recognised);
+//! assert_eq!(d.format, Some(Format::CargoTest));
+//! assert_eq!(d.summary.and_then(|s| s.passed), Some(1));
+//! ```
+
+mod compact;
+mod formats;
+mod model;
+mod normalize;
+
+use std::collections::VecDeque;
+
+pub use model::{Classification, Diagnostic, Digest, Failure, Format, Reason, Severity, Summary};
+
+use formats::{Claim, Limits, Line, Parser, Report};
+use normalize::{LineSplitter, view};
+
+/// Limits and choices for one digest. The defaults suit a gate's output.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DigestOptions {
+    /// Byte budget of the compact form; a rendering that does not fit is not produced at all.
+    pub budget: usize,
+    /// Read the output as this format only (`None`: detect). `Some(Format::Mixed)` detects too.
+    pub format: Option<Format>,
+    /// Bytes read at most; past this the digest is `partial` (`scan-budget-exceeded`).
+    pub max_scan_bytes: u64,
+    /// Bytes of one line kept at most; a longer line is cut (`line-too-long`).
+    pub max_line_bytes: usize,
+    /// Failures, and separately diagnostics, kept per format at most; more are counted and the
+    /// digest is `partial` (`diagnostic-budget-exceeded`).
+    pub max_items: usize,
+    /// Bytes of one name or message kept at most (cut on a character boundary with `…`).
+    pub max_text: usize,
+    /// Lines of normalised tail kept for passthrough.
+    pub tail_lines: usize,
+}
+
+impl Default for DigestOptions {
+    fn default() -> Self {
+        DigestOptions {
+            // Above the 3,000 characters an agent harness keeps of a tool's output, so a compact
+            // digest always fits where the raw tail would have gone.
+            budget: 4096,
+            format: None,
+            max_scan_bytes: 1 << 30,
+            max_line_bytes: 64 * 1024,
+            max_items: 1000,
+            max_text: 512,
+            tail_lines: 40,
+        }
+    }
+}
+
+/// Digests a complete output in one call; the same as one [`StreamingDigester::push`] and
+/// [`StreamingDigester::finish`].
+pub fn digest(bytes: &[u8], exit_code: Option<i32>, options: &DigestOptions) -> Digest {
+    let mut d = StreamingDigester::new(options.clone());
+    d.push(bytes);
+    d.finish(exit_code)
+}
+
+/// A digester fed output as it is produced. Memory stays bounded whatever the input size.
+pub struct StreamingDigester {
+    splitter: LineSplitter,
+    state: State,
+}
+
+struct Slot {
+    format: Format,
+    parser: Box<dyn Parser>,
+    summary_seen: bool,
+    after_summary: bool,
+}
+
+struct State {
+    options: DigestOptions,
+    slots: Vec<Slot>,
+    claims: Vec<Claim>,
+    /// The previous line's text (buffer reused).
+    prev: String,
+    /// Ring of the last raw lines (buffers reused, so a long run allocates nothing per line).
+    tail: VecDeque<Vec<u8>>,
+    bytes: u64,
+    lines: u64,
+    scan_cut: bool,
+    line_cut: bool,
+    any_content: bool,
+}
+
+/// Bytes of one tail line kept.
+const TAIL_LINE_BYTES: usize = 1024;
+
+impl StreamingDigester {
+    /// A digester with `options`.
+    pub fn new(options: DigestOptions) -> Self {
+        let limits = Limits {
+            max_items: options.max_items.max(1),
+            max_text: options.max_text.max(16),
+        };
+        let slots: Vec<Slot> = formats::all(limits)
+            .into_iter()
+            .filter(|(format, _)| match options.format {
+                None | Some(Format::Mixed) => true,
+                Some(f) => formats::parser_slots(f).contains(format),
+            })
+            .map(|(format, parser)| Slot {
+                format,
+                parser,
+                summary_seen: false,
+                after_summary: false,
+            })
+            .collect();
+        let claims = Vec::with_capacity(slots.len());
+        StreamingDigester {
+            splitter: LineSplitter::new(options.max_line_bytes),
+            state: State {
+                options,
+                slots,
+                claims,
+                prev: String::new(),
+                tail: VecDeque::new(),
+                bytes: 0,
+                lines: 0,
+                scan_cut: false,
+                line_cut: false,
+                any_content: false,
+            },
+        }
+    }
+
+    /// Feeds the next chunk of output.
+    pub fn push(&mut self, chunk: &[u8]) {
+        if chunk.is_empty() {
+            return;
+        }
+        let room = self
+            .state
+            .options
+            .max_scan_bytes
+            .saturating_sub(self.state.bytes);
+        let take = usize::try_from(room).unwrap_or(usize::MAX).min(chunk.len());
+        if take < chunk.len() {
+            self.state.scan_cut = true;
+        }
+        self.state.bytes += take as u64;
+        let state = &mut self.state;
+        self.splitter
+            .push(&chunk[..take], &mut |raw, cut| state.line(raw, cut));
+    }
+
+    /// Ends the output. `exit_code` is the process's exit code, `None` when it was killed or
+    /// timed out.
+    pub fn finish(mut self, exit_code: Option<i32>) -> Digest {
+        let state = &mut self.state;
+        self.splitter.finish(&mut |raw, cut| state.line(raw, cut));
+        self.state.judge(exit_code)
+    }
+}
+
+impl State {
+    fn line(&mut self, raw: &[u8], cut: bool) {
+        self.lines += 1;
+        self.line_cut |= cut;
+        if self.options.tail_lines > 0 {
+            let mut buf = if self.tail.len() >= self.options.tail_lines {
+                self.tail.pop_front().unwrap_or_default()
+            } else {
+                Vec::new()
+            };
+            buf.clear();
+            buf.extend_from_slice(&raw[..raw.len().min(TAIL_LINE_BYTES)]);
+            self.tail.push_back(buf);
+        }
+        let text = view(raw);
+        let blank = text.trim().is_empty();
+        self.any_content |= !blank;
+        self.claims.clear();
+        let mut claimed = false;
+        let line = Line::new(&text, &self.prev);
+        for slot in &mut self.slots {
+            let c = if slot.parser.interested(&line) {
+                slot.parser.line(&line)
+            } else {
+                Claim::No
+            };
+            claimed |= c != Claim::No;
+            self.claims.push(c);
+        }
+        self.prev.clear();
+        let mut end = text.len().min(TAIL_LINE_BYTES);
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        self.prev.push_str(&text[..end]);
+        for (slot, c) in self.slots.iter_mut().zip(&self.claims) {
+            match c {
+                Claim::Summary => {
+                    slot.summary_seen = true;
+                    slot.after_summary = false;
+                }
+                Claim::Open => {
+                    slot.summary_seen = false;
+                    slot.after_summary = false;
+                }
+                Claim::No if slot.summary_seen && !blank && !claimed => slot.after_summary = true,
+                _ => {}
+            }
+        }
+    }
+
+    fn judge(self, exit_code: Option<i32>) -> Digest {
+        let mut global = Vec::new();
+        if self.scan_cut {
+            global.push(Reason::ScanBudgetExceeded);
+        }
+        if self.line_cut {
+            global.push(Reason::LineTooLong);
+        }
+        if exit_code.is_none() {
+            global.push(Reason::NoExitCode);
+        }
+        let tail: Vec<String> = self.tail.iter().map(|l| view(l).into_owned()).collect();
+        let mut seen: Vec<(Format, Report, bool, bool)> = self
+            .slots
+            .into_iter()
+            .map(|s| (s.format, s.parser.finish(), s.summary_seen, s.after_summary))
+            .filter(|(_, r, _, _)| r.active)
+            .collect();
+        merge_build_into_tests(&mut seen);
+
+        let mut d = Digest {
+            classification: Classification::Unrecognised,
+            format: None,
+            formats: Vec::new(),
+            exit_code,
+            summary: None,
+            failures: Vec::new(),
+            diagnostics: Vec::new(),
+            reasons: Vec::new(),
+            compact: None,
+            tail,
+            bytes: self.bytes,
+            lines: self.lines,
+        };
+        let mut reasons = global;
+        if seen.is_empty() {
+            reasons.push(if self.any_content {
+                Reason::NoKnownFormat
+            } else {
+                Reason::EmptyOutput
+            });
+        } else if seen.len() == 1
+            && let Some((format, report, summary_seen, after)) = seen.pop()
+        {
+            d.format = Some(report.format.unwrap_or(format));
+            if report.summary.is_none() || !summary_seen {
+                reasons.push(Reason::NoSummary);
+            }
+            if after {
+                reasons.push(Reason::OutputAfterSummary);
+            }
+            if let (Some(code), Some(success)) = (exit_code, report.success)
+                && success != (code == 0)
+            {
+                reasons.push(Reason::SummaryContradictsExitCode);
+            }
+            let explained = report
+                .failures
+                .iter()
+                .filter(|f| f.message.is_some() || f.file.is_some())
+                .count() as u64;
+            let errors = report
+                .diagnostics
+                .iter()
+                .filter(|x| x.severity == Severity::Error)
+                .count() as u64;
+            if explained < report.expected_failures || errors < report.expected_errors {
+                reasons.push(Reason::FailureWithoutDiagnostic);
+            }
+            if report.dropped {
+                reasons.push(Reason::DiagnosticBudgetExceeded);
+            }
+            if report.unparsed {
+                reasons.push(Reason::UnparsedLines);
+            }
+            d.summary = report.summary;
+            d.failures = report.failures;
+            d.diagnostics = report.diagnostics;
+            d.classification = Classification::Partial;
+        } else {
+            d.format = Some(Format::Mixed);
+            reasons.push(Reason::MixedFormats);
+            for (format, report, _, _) in seen {
+                d.formats.push(report.format.unwrap_or(format));
+                if report.dropped {
+                    reasons.push(Reason::DiagnosticBudgetExceeded);
+                }
+                d.failures.extend(report.failures);
+                d.diagnostics.extend(report.diagnostics);
+            }
+            d.formats.sort();
+            d.formats.dedup();
+            d.classification = Classification::Partial;
+        }
+        reasons.sort();
+        reasons.dedup();
+        if reasons.is_empty() && d.format.is_some() {
+            d.classification = Classification::Recognised;
+        }
+        d.reasons = reasons;
+        d.compact = d.compact(self.options.budget);
+        d
+    }
+}
+
+/// cargo prints its build diagnostics before the tests run; they belong to the test run.
+fn merge_build_into_tests(seen: &mut Vec<(Format, Report, bool, bool)>) {
+    let Some(build) = seen
+        .iter()
+        .position(|(f, _, _, _)| *f == Format::CargoBuild)
+    else {
+        return;
+    };
+    let Some(tests) = seen
+        .iter()
+        .position(|(f, _, _, _)| matches!(f, Format::CargoTest | Format::Nextest))
+    else {
+        return;
+    };
+    let (_, b, _, _) = seen.remove(build);
+    let tests = if build < tests { tests - 1 } else { tests };
+    let t = &mut seen[tests].1;
+    let mut diagnostics = b.diagnostics;
+    diagnostics.append(&mut t.diagnostics);
+    t.diagnostics = diagnostics;
+    t.expected_errors += b.expected_errors;
+    t.dropped |= b.dropped;
+    if b.success == Some(false) {
+        t.success = Some(false);
+    }
+}
+
+impl Digest {
+    /// The compact rendering: exit outcome, format, counts, then every failure and every
+    /// diagnostic, one line each. `None` when the digest is not `recognised` or the whole
+    /// rendering does not fit in `budget` bytes: it is never cut to fit.
+    pub fn compact(&self, budget: usize) -> Option<String> {
+        compact::render(self, budget)
+    }
+
+    /// The digest as the JSON object of the `greenlight digest --json` contract.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+    }
+}

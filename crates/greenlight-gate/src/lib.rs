@@ -3,6 +3,7 @@
 //! The flow: [`config::load`] → [`runner::run`] (work-evidence, then each gate through
 //! [`exec::run`], with [`lock`] for mutex gates) → [`report::RunReport`] → [`render`].
 
+pub mod capture;
 pub mod config;
 pub mod error;
 pub mod evidence;
@@ -13,5 +14,6 @@ pub mod render;
 pub mod report;
 pub mod runner;
 pub mod tail;
+pub mod workspace_key;
 
 pub use error::Error;

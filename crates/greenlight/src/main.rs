@@ -22,6 +22,13 @@ enum Command {
     /// Probe or dispatch an agent CLI (claude, codex, or any command).
     #[command(subcommand)]
     Agent(cmd::agent::Command),
+    /// Keep an agent working on a goal until the gates are green.
+    Goal(cmd::goal::Args),
+    /// Watch greenlight fix a bundled project offline: gates red, evidence, then green.
+    Demo(cmd::demo::Args),
+    /// The demo's scripted agent (used by `greenlight demo`).
+    #[command(hide = true)]
+    DemoAgent(cmd::demo::AgentArgs),
     /// Draft a verify.yaml from what the repository already runs.
     Init(cmd::init::Args),
     /// Agent Stop hooks: install, uninstall, and the hook itself.
@@ -35,6 +42,9 @@ fn main() {
         Command::Verify(args) => cmd::verify::run(args),
         Command::Digest(args) => cmd::digest::run(args),
         Command::Agent(command) => cmd::agent::run(command),
+        Command::Goal(args) => cmd::goal::run(args),
+        Command::Demo(args) => cmd::demo::run(args),
+        Command::DemoAgent(args) => cmd::demo::agent(args),
         Command::Init(args) => cmd::init::run(args),
         Command::Hook(command) => cmd::hook::run(command),
     };

@@ -1,7 +1,9 @@
 //! One module per subcommand; each exposes its clap arguments and `run(args) -> exit code`.
 
 pub mod agent;
+pub mod demo;
 pub mod digest;
+pub mod goal;
 pub mod hook;
 pub mod init;
 pub mod verify;

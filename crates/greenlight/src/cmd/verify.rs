@@ -61,7 +61,8 @@ pub fn run(args: Args) -> i32 {
     runtime.block_on(verify(args))
 }
 
-fn kill_grace() -> Duration {
+/// The gates' SIGTERM → SIGKILL grace: `GREENLIGHT_KILL_GRACE_MS`, else the default.
+pub fn kill_grace() -> Duration {
     // For tests and impatient users; the default matches CommandMate's runner.
     std::env::var("GREENLIGHT_KILL_GRACE_MS")
         .ok()
@@ -190,7 +191,8 @@ fn out_line(line: &str) {
     let _ = out.flush();
 }
 
-async fn forward_signals(tx: tokio::sync::watch::Sender<Option<Interrupt>>) {
+/// Turns SIGINT and SIGTERM into an interrupt for the running gates.
+pub async fn forward_signals(tx: tokio::sync::watch::Sender<Option<Interrupt>>) {
     use tokio::signal::unix::{SignalKind, signal};
     let (Ok(mut int), Ok(mut term)) = (
         signal(SignalKind::interrupt()),

@@ -1,0 +1,351 @@
+//! `go test` (plain, `-v`, `-json`) and the build failures it reports: `--- FAIL:` lines with
+//! their log lines, panics, one `ok` / `FAIL` line per package, `# pkg` compiler errors.
+//!
+//! One rule: `-json` is decoded back into the text lines `go test -v` prints, so one text
+//! parser serves all three forms.
+
+use std::collections::HashMap;
+
+use serde::Deserialize;
+
+use super::util::{clip, location};
+use super::{Bounded, Claim, Limits, Line, Parser, Report};
+use crate::model::{Diagnostic, Failure, Severity, Summary};
+
+#[derive(Debug, Deserialize)]
+struct Event {
+    #[serde(rename = "Action")]
+    action: String,
+    #[serde(rename = "Output")]
+    output: Option<String>,
+}
+
+#[derive(Debug)]
+pub(crate) struct GoTest {
+    limits: Limits,
+    active: bool,
+    verbose: bool,
+    passed: u64,
+    skipped: u64,
+    packages_failed: u64,
+    packages_seen: u64,
+    build_failed: u64,
+    /// Failing packages that printed no failure and no diagnostic.
+    unexplained: u64,
+    explained_in_package: bool,
+    failures: Bounded<Failure>,
+    diagnostics: Bounded<Diagnostic>,
+    /// `-v`: the test whose output is streaming now.
+    current: Option<String>,
+    /// `-v`: first located log line of each running test, until it passes.
+    logs: HashMap<String, (String, u32, String)>,
+    /// Plain mode: the failure whose indented log lines follow, and their indent.
+    block: Option<(usize, usize)>,
+    /// A `--- FAIL` just printed; a `panic:` line next is its message.
+    last_fail: Option<usize>,
+    in_panic: bool,
+    in_build: bool,
+    /// `-json`: an `Output` that did not end in a newline yet.
+    json_partial: String,
+}
+
+impl GoTest {
+    pub(crate) fn new(limits: Limits) -> Self {
+        GoTest {
+            limits,
+            active: false,
+            verbose: false,
+            passed: 0,
+            skipped: 0,
+            packages_failed: 0,
+            packages_seen: 0,
+            build_failed: 0,
+            unexplained: 0,
+            explained_in_package: false,
+            failures: Bounded::new(limits.max_items),
+            diagnostics: Bounded::new(limits.max_items),
+            current: None,
+            logs: HashMap::new(),
+            block: None,
+            last_fail: None,
+            in_panic: false,
+            in_build: false,
+            json_partial: String::new(),
+        }
+    }
+
+    fn text(&mut self, line: &str) -> Claim {
+        let indent = line.len() - line.trim_start().len();
+        let t = line.trim();
+        if let Some(rest) = t.strip_prefix("=== ") {
+            let (verb, name) = rest.split_once(' ').unwrap_or((rest, ""));
+            if matches!(verb, "RUN" | "CONT" | "NAME" | "PAUSE") {
+                self.active = true;
+                self.verbose = true;
+                self.in_panic = false;
+                self.block = None;
+                if verb != "PAUSE" {
+                    self.current = Some(name.trim().to_owned());
+                }
+                return Claim::Yes;
+            }
+        }
+        if let Some(rest) = t.strip_prefix("--- ") {
+            let (verb, rest) = rest.split_once(": ").unwrap_or(("", ""));
+            let name = rest.rsplit_once(" (").map_or(rest, |(n, _)| n);
+            match verb {
+                "FAIL" => {
+                    self.active = true;
+                    self.explained_in_package = true;
+                    let (file, l, msg) = match self.logs.remove(name) {
+                        Some((f, l, m)) => (Some(f), Some(l), Some(m)),
+                        None => (None, None, None),
+                    };
+                    let idx = self.failures.push(Failure {
+                        name: clip(name, self.limits.max_text),
+                        file,
+                        line: l,
+                        message: msg,
+                    });
+                    self.block = idx.map(|i| (i, indent + 4));
+                    self.last_fail = idx;
+                    return Claim::Yes;
+                }
+                "PASS" | "SKIP" => {
+                    self.active = true;
+                    if verb == "PASS" {
+                        self.passed += 1;
+                    } else {
+                        self.skipped += 1;
+                    }
+                    self.logs.remove(name);
+                    self.block = None;
+                    self.last_fail = None;
+                    return Claim::Yes;
+                }
+                _ => {}
+            }
+        }
+        if let Some(pkg_line) = package_line(line) {
+            self.active = true;
+            self.packages_seen += 1;
+            if pkg_line.failed {
+                self.packages_failed += 1;
+                if pkg_line.build {
+                    self.build_failed += 1;
+                }
+                if !self.explained_in_package {
+                    self.unexplained += 1;
+                }
+            }
+            self.explained_in_package = false;
+            self.block = None;
+            self.in_panic = false;
+            self.in_build = false;
+            self.current = None;
+            return Claim::Summary;
+        }
+        if t == "FAIL" || t == "PASS" {
+            if self.active {
+                self.block = None;
+                self.in_panic = false;
+                return Claim::Yes;
+            }
+            return Claim::No;
+        }
+        if indent == 0 && t.starts_with("# ") {
+            self.in_build = true;
+            self.block = None;
+            return Claim::Yes;
+        }
+        if self.in_build && indent == 0 {
+            if let Some((file, l, c)) = location(t)
+                && file.ends_with(".go")
+                && let Some((_, msg)) = t.split_once(": ")
+            {
+                self.active = true;
+                self.explained_in_package = true;
+                self.diagnostics.push(Diagnostic {
+                    severity: Severity::Error,
+                    file: Some(file.to_owned()),
+                    line: Some(l),
+                    column: c,
+                    code: None,
+                    message: clip(msg, self.limits.max_text),
+                });
+                return Claim::Yes;
+            }
+            if t.starts_with("note: ") || t.starts_with("too many errors") {
+                return Claim::Yes;
+            }
+        }
+        if indent == 0 && t.starts_with("panic: ") && (self.active || self.last_fail.is_some()) {
+            if let Some(i) = self.last_fail
+                && let Some(f) = self.failures.items.get_mut(i)
+                && f.message.is_none()
+            {
+                f.message = Some(clip(t, self.limits.max_text));
+            }
+            self.in_panic = true;
+            self.block = None;
+            return Claim::Yes;
+        }
+        if self.in_panic {
+            if let Some(i) = self.last_fail
+                && let Some(f) = self.failures.items.get_mut(i)
+                && f.file.is_none()
+                && let Some((file, l, _)) = location(t)
+                && file.ends_with("_test.go")
+            {
+                f.file = Some(file.to_owned());
+                f.line = Some(l);
+            }
+            return Claim::Yes;
+        }
+        if let Some((i, want)) = self.block {
+            if indent >= want {
+                if let Some(f) = self.failures.items.get_mut(i)
+                    && f.message.is_none()
+                    && let Some((file, l, _)) = location(t)
+                    && let Some((_, msg)) = t.split_once(": ")
+                {
+                    f.file = Some(file.to_owned());
+                    f.line = Some(l);
+                    f.message = Some(clip(msg, self.limits.max_text));
+                }
+                return Claim::Yes;
+            }
+            self.block = None;
+        }
+        if self.verbose
+            && indent >= 4
+            && let Some(name) = &self.current
+        {
+            if !self.logs.contains_key(name)
+                && self.logs.len() < self.limits.max_items
+                && let Some((file, l, _)) = location(t)
+                && file.ends_with(".go")
+                && let Some((_, msg)) = t.split_once(": ")
+            {
+                self.logs.insert(
+                    name.clone(),
+                    (file.to_owned(), l, clip(msg, self.limits.max_text)),
+                );
+            }
+            return Claim::Yes;
+        }
+        Claim::No
+    }
+}
+
+struct PackageLine {
+    failed: bool,
+    build: bool,
+}
+
+/// `ok  \tpkg\t0.1s`, `FAIL\tpkg\t0.1s`, `FAIL\tpkg [build failed]`, `?   \tpkg\t[no test files]`.
+fn package_line(line: &str) -> Option<PackageLine> {
+    let (head, rest) = line.split_once('\t')?;
+    let head = head.trim_end();
+    let pkg = rest.split(['\t', ' ']).next()?;
+    if pkg.is_empty() {
+        return None;
+    }
+    match head {
+        "ok" | "?" => Some(PackageLine {
+            failed: false,
+            build: false,
+        }),
+        "FAIL" => Some(PackageLine {
+            failed: true,
+            build: rest.contains("[build failed]") || rest.contains("[setup failed]"),
+        }),
+        _ => None,
+    }
+}
+
+impl Parser for GoTest {
+    fn interested(&self, l: &Line<'_>) -> bool {
+        self.active
+            || self.in_build
+            || self.in_panic
+            || self.block.is_some()
+            || !self.json_partial.is_empty()
+            || self.last_fail.is_some()
+            || matches!(
+                l.first,
+                b'=' | b'-' | b'o' | b'F' | b'?' | b'#' | b'{' | b'P' | b'p'
+            )
+    }
+
+    fn line(&mut self, l: &Line<'_>) -> Claim {
+        let line = l.text;
+        if line.starts_with("{\"Time\":") || line.starts_with("{\"Action\":") {
+            let Ok(event) = serde_json::from_str::<Event>(line) else {
+                return Claim::No;
+            };
+            self.active = true;
+            let Some(out) = event.output else {
+                // `run` / `pass` / `fail` events repeat what the output lines already said.
+                let _ = event.action;
+                return Claim::Yes;
+            };
+            self.json_partial.push_str(&out);
+            if !self.json_partial.ends_with('\n') {
+                if self.json_partial.len() > self.limits.max_text * 8 {
+                    self.json_partial.clear();
+                }
+                return Claim::Yes;
+            }
+            let text = std::mem::take(&mut self.json_partial);
+            let mut claim = Claim::Yes;
+            for l in text.lines() {
+                match self.text(l) {
+                    Claim::Summary => claim = Claim::Summary,
+                    Claim::Open if claim != Claim::Summary => claim = Claim::Open,
+                    _ => {}
+                }
+            }
+            // A package line inside the JSON stream is the summary; anything else is ours.
+            return if claim == Claim::Summary {
+                Claim::Summary
+            } else {
+                Claim::Yes
+            };
+        }
+        self.text(line)
+    }
+
+    fn finish(mut self: Box<Self>) -> Report {
+        // A parent test fails because a subtest failed; the subtest carries the message.
+        let names: Vec<String> = self.failures.items.iter().map(|f| f.name.clone()).collect();
+        self.failures.items.retain(|f| {
+            f.message.is_some()
+                || !names.iter().any(|n| {
+                    n.len() > f.name.len()
+                        && n.starts_with(&f.name)
+                        && n[f.name.len()..].starts_with('/')
+                })
+        });
+        let failed = self.failures.items.len() as u64 + self.failures.dropped;
+        let summary = (self.packages_seen > 0).then(|| Summary {
+            passed: self.verbose.then_some(self.passed),
+            failed: Some(failed),
+            skipped: self.verbose.then_some(self.skipped),
+            errors: Some(self.build_failed),
+            warnings: None,
+        });
+        Report {
+            active: self.active,
+            format: None,
+            success: summary.as_ref().map(|_| self.packages_failed == 0),
+            summary,
+            expected_failures: failed + self.unexplained,
+            expected_errors: self.build_failed,
+            dropped: self.failures.dropped > 0 || self.diagnostics.dropped > 0,
+            failures: self.failures.items,
+            diagnostics: self.diagnostics.items,
+            unparsed: false,
+        }
+    }
+}

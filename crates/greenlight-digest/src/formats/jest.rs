@@ -1,0 +1,511 @@
+//! The JavaScript runners with their own terminal reporters: jest, vitest, bun test and
+//! `node --test`'s spec reporter. Each prints a status line per test, detailed failure blocks,
+//! and a counts block at the end.
+//!
+//! One rule: a failure's name comes from the runner's failure header, its message from the
+//! first non-blank line the runner prints for it, its location from the first stack frame
+//! outside `node_modules` and the runtime.
+
+use super::util::{clip, counts, location};
+use super::{Bounded, Claim, Limits, Line, Parser, Report};
+use crate::model::{Failure, Format, Summary};
+
+/// Which runner's lines a [`Jest`] parser reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Runner {
+    Jest,
+    Vitest,
+    Bun,
+    NodeSpec,
+}
+
+#[derive(Debug)]
+pub(crate) struct Jest {
+    runner: Runner,
+    limits: Limits,
+    active: bool,
+    summary: Option<Summary>,
+    failed_count: u64,
+    errors: u64,
+    failures: Bounded<Failure>,
+    /// The failure whose block is being read.
+    block: Option<usize>,
+    /// The block's message line is still to come.
+    want_message: bool,
+    /// vitest/jest: inside the failure detail section.
+    in_details: bool,
+    /// bun: the `error:` line and location printed before the `(fail)` line.
+    pending: Option<(String, Option<(String, u32)>)>,
+    /// node spec: inside `✖ failing tests:`; names of suites (`▶ name`).
+    node_section: bool,
+    node_location: Option<(String, u32)>,
+    suites: Vec<String>,
+}
+
+impl Jest {
+    pub(crate) fn new(limits: Limits, format: Format) -> Self {
+        let runner = match format {
+            Format::Vitest => Runner::Vitest,
+            Format::BunTest => Runner::Bun,
+            Format::NodeTest => Runner::NodeSpec,
+            _ => Runner::Jest,
+        };
+        Jest {
+            runner,
+            limits,
+            active: false,
+            summary: None,
+            failed_count: 0,
+            errors: 0,
+            failures: Bounded::new(limits.max_items),
+            block: None,
+            want_message: false,
+            in_details: false,
+            pending: None,
+            node_section: false,
+            node_location: None,
+            suites: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, name: &str) {
+        self.block = self.failures.push(Failure {
+            name: clip(name, self.limits.max_text),
+            file: None,
+            line: None,
+            message: None,
+        });
+        self.want_message = true;
+    }
+
+    /// Reads a line of the current failure block: message first, then a location.
+    fn block_line(&mut self, t: &str) {
+        let Some(i) = self.block else { return };
+        let max = self.limits.max_text;
+        let Some(f) = self.failures.items.get_mut(i) else {
+            return;
+        };
+        if t.is_empty() {
+            return;
+        }
+        if self.want_message {
+            self.want_message = false;
+            f.message = Some(clip(t, max));
+            return;
+        }
+        if f.file.is_none()
+            && let Some((file, l)) = frame(t)
+        {
+            f.file = Some(file);
+            f.line = Some(l);
+        }
+    }
+
+    fn jest(&mut self, line: &str, t: &str) -> Claim {
+        if let Some(rest) = t.strip_prefix("FAIL ").or_else(|| t.strip_prefix("PASS ")) {
+            let mut words = rest.split_whitespace();
+            let path = words.next().unwrap_or("");
+            // jest: `FAIL path/x.test.js` or `FAIL path/x.test.js (5.1 s)`; vitest's
+            // `FAIL  x.test.ts > name` is not a file line.
+            let timing = words.next().is_none_or(|w| w.starts_with('('));
+            if path.contains('.') && timing && !line.contains('\t') {
+                self.active = true;
+                self.in_details = t.starts_with("FAIL");
+                self.block = None;
+                return Claim::Yes;
+            }
+        }
+        if !self.active {
+            return Claim::No;
+        }
+        if let Some(rest) = t.strip_prefix("Tests:") {
+            let mut s = Summary {
+                passed: Some(0),
+                failed: Some(0),
+                skipped: Some(0),
+                errors: Some(self.errors),
+                warnings: None,
+            };
+            counts(rest, |w, n| match w {
+                "passed" => s.passed = Some(n),
+                "failed" => s.failed = Some(n),
+                "skipped" | "todo" | "pending" => s.skipped = Some(s.skipped.unwrap_or(0) + n),
+                _ => {}
+            });
+            self.failed_count = s.failed.unwrap_or(0);
+            self.summary = Some(s);
+            self.block = None;
+            return Claim::Summary;
+        }
+        if t.starts_with("Test Suites:") {
+            self.block = None;
+            if self.summary.is_none() {
+                // Only suites failed to run: jest prints no `Tests:` counts worth reading yet.
+                let mut s = Summary {
+                    passed: Some(0),
+                    failed: Some(0),
+                    skipped: Some(0),
+                    errors: Some(self.errors),
+                    warnings: None,
+                };
+                s.errors = Some(self.errors);
+                self.summary = Some(s);
+            }
+            return Claim::Summary;
+        }
+        if t.starts_with("Snapshots:")
+            || t.starts_with("Time:")
+            || t.starts_with("Ran all test suites")
+            || t.starts_with("Test results written to")
+        {
+            return Claim::Yes;
+        }
+        if let Some(name) = t.strip_prefix("● ") {
+            if name == "Test suite failed to run" {
+                self.errors += 1;
+            }
+            self.push(name);
+            return Claim::Yes;
+        }
+        if self.block.is_some() {
+            self.block_line(t);
+            return Claim::Yes;
+        }
+        if t.starts_with("✓ ")
+            || t.starts_with("✕ ")
+            || t.starts_with("○ ")
+            || t.starts_with("✎ ")
+            || t.is_empty()
+            || line.starts_with("  ")
+        {
+            return Claim::Yes;
+        }
+        Claim::No
+    }
+
+    fn vitest(&mut self, line: &str, t: &str) -> Claim {
+        if t.starts_with("RUN  v") || t.starts_with("RUN v") {
+            self.active = true;
+            self.summary = None;
+            return Claim::Open;
+        }
+        if !self.active {
+            return Claim::No;
+        }
+        if t.starts_with('⎯') {
+            self.in_details = true;
+            self.block = None;
+            if t.contains("Unhandled Error") {
+                self.push("unhandled error");
+            }
+            return Claim::Yes;
+        }
+        if let Some(rest) = t
+            .strip_prefix("Tests  ")
+            .or_else(|| t.strip_prefix("Tests "))
+        {
+            let mut s = Summary {
+                passed: Some(0),
+                failed: Some(0),
+                skipped: Some(0),
+                errors: Some(self.errors),
+                warnings: None,
+            };
+            counts(rest, |w, n| match w {
+                "passed" => s.passed = Some(n),
+                "failed" => s.failed = Some(n),
+                "skipped" | "todo" => s.skipped = Some(s.skipped.unwrap_or(0) + n),
+                _ => {}
+            });
+            self.failed_count = s.failed.unwrap_or(0);
+            self.summary = Some(s);
+            self.in_details = false;
+            self.block = None;
+            return Claim::Summary;
+        }
+        if let Some(rest) = t.strip_prefix("Errors  ") {
+            self.errors = super::util::first_number(rest).unwrap_or(0);
+            if let Some(s) = &mut self.summary {
+                s.errors = Some(self.errors);
+            }
+            return Claim::Yes;
+        }
+        if t.starts_with("Test Files ")
+            || t.starts_with("Start at ")
+            || t.starts_with("Duration ")
+            || t.contains(" report written to ")
+        {
+            return Claim::Yes;
+        }
+        if self.in_details {
+            if let Some(name) = t.strip_prefix("FAIL  ").or_else(|| t.strip_prefix("FAIL ")) {
+                if name.contains(" [ ") {
+                    self.errors += 1;
+                }
+                self.push(name);
+                return Claim::Yes;
+            }
+            if let Some(loc) = t.strip_prefix("❯ ")
+                && let Some(i) = self.block
+                && let Some(f) = self.failures.items.get_mut(i)
+                && f.file.is_none()
+                && let Some((file, l, _)) = location(loc)
+            {
+                f.file = Some(file.to_owned());
+                f.line = Some(l);
+                return Claim::Yes;
+            }
+            self.block_line(t);
+            return Claim::Yes;
+        }
+        if t.is_empty()
+            || line.starts_with("  ")
+            || ["✓", "×", "↓", "❯", "→", "·"]
+                .iter()
+                .any(|m| t.starts_with(m))
+        {
+            return Claim::Yes;
+        }
+        Claim::No
+    }
+
+    fn bun(&mut self, line: &str, t: &str) -> Claim {
+        if t.starts_with("bun test v") {
+            self.active = true;
+            self.summary = None;
+            return Claim::Open;
+        }
+        if !self.active {
+            return Claim::No;
+        }
+        if let Some(rest) = t.strip_prefix("(fail) ") {
+            let name = rest.rsplit_once(" [").map_or(rest, |(n, _)| n);
+            self.push(name);
+            self.want_message = false;
+            if let (Some(i), Some((msg, loc))) = (self.block, self.pending.take())
+                && let Some(f) = self.failures.items.get_mut(i)
+            {
+                f.message = Some(msg);
+                if let Some((file, l)) = loc {
+                    f.file = Some(file);
+                    f.line = Some(l);
+                }
+            }
+            self.block = None;
+            return Claim::Yes;
+        }
+        if t.starts_with("(pass) ") || t.starts_with("(skip) ") || t.starts_with("(todo) ") {
+            self.pending = None;
+            return Claim::Yes;
+        }
+        if let Some(msg) = t.strip_prefix("error: ") {
+            if self.pending.is_none() {
+                self.pending = Some((clip(msg, self.limits.max_text), None));
+            }
+            return Claim::Yes;
+        }
+        if let Some(p) = &mut self.pending
+            && p.1.is_none()
+            && let Some(loc) = frame(t)
+        {
+            p.1 = Some(loc);
+            return Claim::Yes;
+        }
+        if t.starts_with("Ran ") && (t.contains(" tests across ") || t.contains(" test across ")) {
+            return Claim::Summary;
+        }
+        let mut words = t.split_whitespace();
+        if let (Some(n), Some(w)) = (words.next(), words.next())
+            && let Ok(n) = n.parse::<u64>()
+        {
+            let s = self.summary.get_or_insert(Summary {
+                passed: Some(0),
+                failed: Some(0),
+                skipped: Some(0),
+                ..Summary::default()
+            });
+            match w {
+                "pass" => s.passed = Some(n),
+                "fail" => {
+                    s.failed = Some(n);
+                    self.failed_count = n;
+                }
+                "skip" | "todo" => s.skipped = Some(s.skipped.unwrap_or(0) + n),
+                _ => {}
+            }
+            return Claim::Yes;
+        }
+        let code_frame = t
+            .split_once(" |")
+            .is_some_and(|(n, _)| n.trim().parse::<u32>().is_ok());
+        if t.is_empty()
+            || line.starts_with(' ')
+            || code_frame
+            || t.ends_with(':')
+            || t.starts_with("Expected")
+            || t.starts_with("Received")
+            || t == "^"
+        {
+            return Claim::Yes;
+        }
+        Claim::No
+    }
+
+    fn node_spec(&mut self, line: &str, t: &str) -> Claim {
+        let indent = line.len() - line.trim_start().len();
+        if let Some(rest) = t.strip_prefix("ℹ ") {
+            self.active = true;
+            let (k, v) = rest.split_once(' ').unwrap_or((rest, ""));
+            let s = self.summary.get_or_insert(Summary {
+                passed: Some(0),
+                failed: Some(0),
+                skipped: Some(0),
+                ..Summary::default()
+            });
+            let n = v.trim().parse::<u64>().ok();
+            match (k, n) {
+                ("pass", Some(n)) => s.passed = Some(n),
+                ("fail", Some(n)) => {
+                    s.failed = Some(s.failed.unwrap_or(0) + n);
+                    self.failed_count += n;
+                }
+                ("cancelled", Some(n)) => {
+                    s.failed = Some(s.failed.unwrap_or(0) + n);
+                    self.failed_count += n;
+                }
+                ("skipped" | "todo", Some(n)) => s.skipped = Some(s.skipped.unwrap_or(0) + n),
+                _ => {}
+            }
+            self.block = None;
+            return if k == "duration_ms" {
+                Claim::Summary
+            } else {
+                Claim::Yes
+            };
+        }
+        if t == "✖ failing tests:" {
+            self.active = true;
+            self.node_section = true;
+            self.failures.items.clear();
+            self.block = None;
+            return Claim::Yes;
+        }
+        let status = ["✔ ", "✖ ", "﹣ ", "▶ ", "- "]
+            .iter()
+            .find_map(|p| t.strip_prefix(p).map(|r| (*p, r)));
+        if let Some((mark, rest)) = status {
+            let name = match rest.rsplit_once(" (") {
+                Some((n, time)) if time.contains("ms)") => n,
+                _ => rest.split(" # ").next().unwrap_or(rest),
+            };
+            if mark == "▶ " {
+                self.suites.push(clip(name, self.limits.max_text));
+                self.block = None;
+                return Claim::Yes;
+            }
+            if mark == "✖ " && (rest.contains("ms)") || self.node_section) {
+                self.active = true;
+                self.push(name);
+                if let (Some(i), Some((file, l))) = (self.block, self.node_location.take())
+                    && let Some(f) = self.failures.items.get_mut(i)
+                {
+                    f.file = Some(file);
+                    f.line = Some(l);
+                }
+                return Claim::Yes;
+            }
+            if rest.contains("ms)") {
+                self.active = true;
+                self.block = None;
+                return Claim::Yes;
+            }
+        }
+        if !self.active {
+            return Claim::No;
+        }
+        if self.node_section
+            && let Some(loc) = t.strip_prefix("test at ")
+            && let Some((file, l, _)) = location(loc)
+        {
+            self.node_location = Some((file.to_owned(), l));
+            self.block = None;
+            return Claim::Yes;
+        }
+        if self.block.is_some() && (indent > 0 || t.is_empty()) {
+            self.block_line(t);
+            return Claim::Yes;
+        }
+        if t.is_empty() || indent > 0 {
+            return Claim::Yes;
+        }
+        Claim::No
+    }
+}
+
+/// A stack frame's location: `at fn (path:12:3)`, `at path:12:3`, `❯ path:12:3`, skipping
+/// frames inside `node_modules` and the runtime.
+fn frame(t: &str) -> Option<(String, u32)> {
+    let rest = t.strip_prefix("at ")?;
+    let inner = match rest.rsplit_once(" (") {
+        Some((_, r)) => r.trim_end_matches(')'),
+        None => rest,
+    };
+    if inner.starts_with("node:") || inner.contains("node_modules") || inner.starts_with("native") {
+        return None;
+    }
+    let inner = inner.strip_prefix("file://").unwrap_or(inner);
+    let (file, l, _) = location(inner)?;
+    Some((file.to_owned(), l))
+}
+
+impl Parser for Jest {
+    fn interested(&self, l: &Line<'_>) -> bool {
+        self.active
+            || match self.runner {
+                Runner::Jest => matches!(l.first, b'F' | b'P'),
+                Runner::Vitest => l.first == b'R',
+                Runner::Bun => l.first == b'b',
+                Runner::NodeSpec => matches!(l.first, 0xE2 | 0xEF | b'-'),
+            }
+    }
+
+    fn line(&mut self, l: &Line<'_>) -> Claim {
+        let line = l.text;
+        let t = line.trim();
+        match self.runner {
+            Runner::Jest => self.jest(line, t),
+            Runner::Vitest => self.vitest(line, t),
+            Runner::Bun => self.bun(line, t),
+            Runner::NodeSpec => self.node_spec(line, t),
+        }
+    }
+
+    fn finish(mut self: Box<Self>) -> Report {
+        if self.runner == Runner::NodeSpec && !self.node_section {
+            // Without the closing list, a failed suite line is the container of its tests.
+            let suites = std::mem::take(&mut self.suites);
+            self.failures
+                .items
+                .retain(|f| f.message.is_some() || !suites.contains(&f.name));
+        }
+        let success = self.summary.as_ref().map(|s| s.failing() == 0);
+        let format = match self.runner {
+            Runner::Jest => Format::Jest,
+            Runner::Vitest => Format::Vitest,
+            Runner::Bun => Format::BunTest,
+            Runner::NodeSpec => Format::NodeTest,
+        };
+        Report {
+            active: self.active,
+            format: Some(format),
+            success,
+            expected_failures: self.failed_count + self.errors,
+            expected_errors: 0,
+            summary: self.summary,
+            dropped: self.failures.dropped > 0,
+            failures: self.failures.items,
+            diagnostics: Vec::new(),
+            unparsed: false,
+        }
+    }
+}

@@ -1,0 +1,248 @@
+//! `cargo test`: libtest's human output, one section per test binary (unit, integration,
+//! doc-tests), each ending in its own `test result:` line.
+//!
+//! One rule: libtest's own lines start in column 0; indented copies (nextest's captured
+//! output) are never ours.
+
+use super::util::{clip, counts, location};
+use super::{Bounded, Claim, Limits, Line, Parser, Report};
+use crate::model::{Failure, Summary};
+
+#[derive(Debug)]
+pub(crate) struct Libtest {
+    limits: Limits,
+    active: bool,
+    summary: Option<Summary>,
+    success: Option<bool>,
+    failures: Bounded<Failure>,
+    /// Index of the first failure of the current binary.
+    section_start: usize,
+    /// The `---- name stdout ----` block being read: index of its failure.
+    block: Option<usize>,
+    /// The next line is the panic message of `block`.
+    want_message: bool,
+    in_failures: bool,
+}
+
+impl Libtest {
+    pub(crate) fn new(limits: Limits) -> Self {
+        Libtest {
+            limits,
+            active: false,
+            summary: None,
+            success: None,
+            failures: Bounded::new(limits.max_items),
+            section_start: 0,
+            block: None,
+            want_message: false,
+            in_failures: false,
+        }
+    }
+
+    fn find(&self, name: &str) -> Option<usize> {
+        self.failures.items[self.section_start..]
+            .iter()
+            .position(|f| f.name == name)
+            .map(|i| i + self.section_start)
+    }
+}
+
+/// `name - should panic` → `name`.
+fn test_name(raw: &str) -> &str {
+    raw.strip_suffix(" - should panic").unwrap_or(raw)
+}
+
+impl Parser for Libtest {
+    fn interested(&self, l: &Line<'_>) -> bool {
+        self.active || matches!(l.first, b'r' | b'R' | b'D')
+    }
+
+    fn line(&mut self, l: &Line<'_>) -> Claim {
+        let line = l.text;
+        let b = line.as_bytes();
+        if b.is_empty() {
+            return Claim::No;
+        }
+        // Cheap first-byte filter: every libtest line we read starts with one of these.
+        match b[0] {
+            b'r' | b't' | b'f' | b'-' | b'n' | b'e' | b' ' | b'\t' => {}
+            _ => {
+                if let Some(i) = self.block {
+                    self.capture(i, line);
+                    return Claim::Yes;
+                }
+                return Claim::No;
+            }
+        }
+        if let Some(rest) = line.strip_prefix("running ")
+            && (rest.ends_with(" tests") || rest.ends_with(" test"))
+            && rest
+                .split(' ')
+                .next()
+                .is_some_and(|n| n.parse::<u64>().is_ok())
+        {
+            self.active = true;
+            self.section_start = self.failures.items.len();
+            self.block = None;
+            self.in_failures = false;
+            return Claim::Open;
+        }
+        let t = line.trim_start();
+        if b[0] == b' ' && (t.starts_with("Running ") || t.starts_with("Doc-tests ")) {
+            // cargo's header before each test binary.
+            self.in_failures = false;
+            self.block = None;
+            return Claim::Yes;
+        }
+        if !self.active {
+            return Claim::No;
+        }
+        if line.starts_with("error: test failed, to rerun pass")
+            || line.starts_with("error: doctest failed, to rerun pass")
+            || (line.starts_with("error: ") && line.ends_with(" targets failed:"))
+        {
+            self.block = None;
+            self.in_failures = true;
+            return Claim::Yes;
+        }
+        if let Some(rest) = line.strip_prefix("test result: ") {
+            let mut s = Summary {
+                passed: Some(0),
+                failed: Some(0),
+                skipped: Some(0),
+                ..Summary::default()
+            };
+            counts(rest, |word, n| match word {
+                "passed" => s.passed = Some(n),
+                "failed" => s.failed = Some(n),
+                "ignored" => s.skipped = Some(n),
+                _ => {}
+            });
+            let ok = rest.starts_with("ok");
+            self.success = Some(self.success.unwrap_or(true) && ok);
+            self.summary.get_or_insert_with(Summary::default).add(&s);
+            self.block = None;
+            self.in_failures = false;
+            return Claim::Summary;
+        }
+        if b[0] == b't'
+            && (line.ends_with(" ... ok") || line.ends_with(" ... ignored"))
+            && line.starts_with("test ")
+        {
+            // The bulk of a long run: nothing to keep.
+            return Claim::Yes;
+        }
+        if let Some(rest) = line.strip_prefix("test ")
+            && let Some((name, outcome)) = rest.rsplit_once(" ... ")
+        {
+            if outcome.starts_with("FAILED") {
+                let name = test_name(name);
+                if self.find(name).is_none() {
+                    self.failures.push(Failure {
+                        name: clip(name, self.limits.max_text),
+                        file: None,
+                        line: None,
+                        message: None,
+                    });
+                }
+            }
+            return Claim::Yes;
+        }
+        if line == "failures:" {
+            self.in_failures = true;
+            self.block = None;
+            return Claim::Yes;
+        }
+        if let Some(rest) = line.strip_prefix("---- ")
+            && let Some(name) = rest
+                .strip_suffix(" stdout ----")
+                .or_else(|| rest.strip_suffix(" stderr ----"))
+        {
+            self.block = self.find(test_name(name));
+            self.want_message = false;
+            return Claim::Yes;
+        }
+        if let Some(i) = self.block {
+            self.capture(i, line);
+            return Claim::Yes;
+        }
+        if self.in_failures && (line.starts_with("    ") || line.starts_with('\t')) {
+            return Claim::Yes;
+        }
+        Claim::No
+    }
+
+    fn finish(self: Box<Self>) -> Report {
+        let expected = self.summary.as_ref().and_then(|s| s.failed).unwrap_or(0);
+        Report {
+            active: self.active,
+            format: None,
+            summary: self.summary,
+            success: self.success,
+            expected_failures: expected,
+            expected_errors: 0,
+            dropped: self.failures.dropped > 0,
+            failures: self.failures.items,
+            diagnostics: Vec::new(),
+            unparsed: false,
+        }
+    }
+}
+
+impl Libtest {
+    /// Reads one line of a failure block, keeping the panic location and message.
+    fn capture(&mut self, i: usize, line: &str) {
+        let max = self.limits.max_text;
+        let Some(f) = self.failures.items.get_mut(i) else {
+            return;
+        };
+        let t = line.trim();
+        if self.want_message {
+            self.want_message = false;
+            if !t.is_empty() {
+                f.message = Some(clip(t, max));
+            }
+            return;
+        }
+        if let Some(at) = panicked_at(t) {
+            // Before Rust 1.73: `thread 'x' panicked at 'message', src/lib.rs:17:9`.
+            if let Some(quoted) = at.strip_prefix('\'')
+                && let Some((msg, loc)) = quoted.rsplit_once("', ")
+            {
+                if let Some((file, l, _)) = location(loc) {
+                    f.file = Some(file.to_owned());
+                    f.line = Some(l);
+                }
+                f.message = Some(clip(msg, max));
+                return;
+            }
+            // Since Rust 1.73: `thread 'x' panicked at src/lib.rs:17:9:` then the message.
+            if let Some((file, l, _)) = location(at) {
+                f.file = Some(file.to_owned());
+                f.line = Some(l);
+            }
+            self.want_message = true;
+            return;
+        }
+        if let Some(rest) = t.strip_prefix("note: test did not panic as expected") {
+            if let Some((file, l, _)) = rest.strip_prefix(" at ").and_then(location) {
+                f.file = Some(file.to_owned());
+                f.line = Some(l);
+            }
+            f.message = Some("test did not panic as expected".to_owned());
+            return;
+        }
+        if f.message.is_none() && !t.is_empty() && !t.starts_with("note:") {
+            f.message = Some(clip(t, max));
+        }
+    }
+}
+
+/// The location after `thread '…' panicked at ` in a panic line.
+pub(crate) fn panicked_at(t: &str) -> Option<&str> {
+    if !t.starts_with("thread '") {
+        return None;
+    }
+    let at = t.find(" panicked at ")?;
+    Some(&t[at + " panicked at ".len()..])
+}

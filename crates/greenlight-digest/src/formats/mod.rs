@@ -1,0 +1,173 @@
+//! One line parser per output format, all fed the same normalised lines.
+//!
+//! One rule: a parser only reads lines and keeps bounded state; it never decides the
+//! classification. It reports what it saw (its summary, failures, diagnostics, whether its
+//! terminal summary is still the last word) and the digester judges.
+
+use crate::model::{Diagnostic, Failure, Format, Summary};
+
+pub(crate) mod cargo_build;
+pub(crate) mod eslint;
+pub(crate) mod go_test;
+pub(crate) mod jest;
+pub(crate) mod libtest;
+pub(crate) mod nextest;
+pub(crate) mod pytest;
+pub(crate) mod tap;
+pub(crate) mod tsc;
+pub(crate) mod unittest;
+pub(crate) mod util;
+
+/// What a parser made of one line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Claim {
+    /// Not this parser's line.
+    No,
+    /// This parser's line.
+    Yes,
+    /// This parser's line, and it starts a new run section: any summary seen so far is no longer
+    /// the terminal one (a second test binary, a second package).
+    Open,
+    /// This parser's terminal summary (for now; an `Open` later retracts it).
+    Summary,
+}
+
+/// Limits shared by all parsers.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limits {
+    pub max_items: usize,
+    pub max_text: usize,
+}
+
+/// Everything a parser saw, handed to the digester at the end.
+#[derive(Debug, Default)]
+pub(crate) struct Report {
+    /// The parser saw lines only its format prints.
+    pub active: bool,
+    /// The format to report (a parser may recognise a close variant, like node's TAP).
+    pub format: Option<Format>,
+    pub summary: Option<Summary>,
+    /// Success according to the summary; `None` when it said nothing about it.
+    pub success: Option<bool>,
+    /// Failures the summary counts, to be matched by failures with a diagnostic.
+    pub expected_failures: u64,
+    /// Error diagnostics the summary counts.
+    pub expected_errors: u64,
+    pub failures: Vec<Failure>,
+    pub diagnostics: Vec<Diagnostic>,
+    /// Items were counted but not kept (budget).
+    pub dropped: bool,
+    /// Lines of this format that the parser could not place.
+    pub unparsed: bool,
+}
+
+/// One normalised line with the features every parser's first check needs, computed once.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Line<'a> {
+    /// The line as a terminal shows it.
+    pub text: &'a str,
+    /// First byte after leading whitespace (0 for a blank line).
+    pub first: u8,
+    /// Leading whitespace in bytes.
+    pub indent: usize,
+    /// The line before this one (eslint's file header precedes its first row).
+    pub prev: &'a str,
+}
+
+impl<'a> Line<'a> {
+    pub(crate) fn new(text: &'a str, prev: &'a str) -> Self {
+        let trimmed = text.trim_start();
+        Line {
+            text,
+            first: trimmed.as_bytes().first().copied().unwrap_or(0),
+            indent: text.len() - trimmed.len(),
+            prev,
+        }
+    }
+}
+
+/// A line parser for one format.
+pub(crate) trait Parser {
+    /// Whether `line` can matter to this parser in its current state. Most lines of a long run
+    /// are of one format; a cheap `false` from every other parser keeps the digester fast. It
+    /// must be `true` for every line that could change the parser's state or be claimed.
+    fn interested(&self, line: &Line<'_>) -> bool;
+    /// Reads one normalised line.
+    fn line(&mut self, line: &Line<'_>) -> Claim;
+    /// Ends the input and reports.
+    fn finish(self: Box<Self>) -> Report;
+}
+
+/// All parsers, in a fixed order (the order only matters for ties in the report).
+pub(crate) fn all(limits: Limits) -> Vec<(Format, Box<dyn Parser>)> {
+    vec![
+        (Format::CargoTest, Box::new(libtest::Libtest::new(limits))),
+        (Format::Nextest, Box::new(nextest::Nextest::new(limits))),
+        (
+            Format::CargoBuild,
+            Box::new(cargo_build::CargoBuild::new(limits)),
+        ),
+        (Format::Pytest, Box::new(pytest::Pytest::new(limits))),
+        (Format::Unittest, Box::new(unittest::Unittest::new(limits))),
+        (Format::GoTest, Box::new(go_test::GoTest::new(limits))),
+        (Format::Tap, Box::new(tap::Tap::new(limits))),
+        (
+            Format::NodeTest,
+            Box::new(jest::Jest::new(limits, Format::NodeTest)),
+        ),
+        (
+            Format::BunTest,
+            Box::new(jest::Jest::new(limits, Format::BunTest)),
+        ),
+        (
+            Format::Vitest,
+            Box::new(jest::Jest::new(limits, Format::Vitest)),
+        ),
+        (
+            Format::Jest,
+            Box::new(jest::Jest::new(limits, Format::Jest)),
+        ),
+        (Format::Tsc, Box::new(tsc::Tsc::new(limits))),
+        (Format::Eslint, Box::new(eslint::Eslint::new(limits))),
+    ]
+}
+
+/// The parser slot that reads `format` when a caller forces it (`--format`). node's TAP
+/// reporter is read by the TAP parser, which reports `node-test` itself.
+pub(crate) fn parser_slots(format: Format) -> [Format; 2] {
+    match format {
+        Format::NodeTest => [Format::NodeTest, Format::Tap],
+        Format::CargoTest => [Format::CargoTest, Format::CargoBuild],
+        Format::Nextest => [Format::Nextest, Format::CargoBuild],
+        f => [f, f],
+    }
+}
+
+/// A bounded list: keeps the first `cap` items, counts the rest.
+#[derive(Debug)]
+pub(crate) struct Bounded<T> {
+    pub items: Vec<T>,
+    pub dropped: u64,
+    cap: usize,
+}
+
+impl<T> Bounded<T> {
+    pub(crate) fn new(cap: usize) -> Self {
+        Bounded {
+            items: Vec::new(),
+            dropped: 0,
+            cap,
+        }
+    }
+
+    /// Adds `item`; returns its index when kept.
+    pub(crate) fn push(&mut self, item: T) -> Option<usize> {
+        if self.items.len() < self.cap {
+            self.items.push(item);
+            Some(self.items.len() - 1)
+        } else {
+            self.dropped += 1;
+            None
+        }
+    }
+}

@@ -1,0 +1,104 @@
+//! Small text helpers shared by the parsers.
+//!
+//! One rule: helpers never allocate unless they return an owned value the caller keeps.
+
+/// Cuts `s` to at most `max` bytes on a character boundary, marking the cut with `…`.
+pub(crate) fn clip(s: &str, max: usize) -> String {
+    let s = s.trim();
+    if s.len() <= max {
+        return s.to_owned();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
+}
+
+/// Parses `file:line:col` or `file:line` at the start of `s` (up to the first space); returns
+/// the file, line, column. Windows drive letters are kept in the file.
+pub(crate) fn location(s: &str) -> Option<(&str, u32, Option<u32>)> {
+    let s = s.split_whitespace().next()?;
+    let s = s.trim_end_matches(':');
+    let mut parts = s.rsplitn(3, ':');
+    let last = parts.next()?;
+    let mid = parts.next()?;
+    match (mid.parse::<u32>(), last.parse::<u32>(), parts.next()) {
+        (Ok(line), Ok(col), Some(file)) if !file.is_empty() => Some((file, line, Some(col))),
+        (Err(_), Ok(line), None) if !mid.is_empty() => Some((mid, line, None)),
+        (Err(_), Ok(line), Some(file)) => {
+            // `C:\x.rs:3` style: file contains a colon.
+            let file_len = s.len() - last.len() - 1;
+            let _ = file;
+            Some((&s[..file_len], line, None))
+        }
+        _ => None,
+    }
+}
+
+/// The first unsigned integer in `s`.
+pub(crate) fn first_number(s: &str) -> Option<u64> {
+    let start = s.find(|c: char| c.is_ascii_digit())?;
+    let digits: &str = &s[start..];
+    let end = digits
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(digits.len());
+    digits[..end].parse().ok()
+}
+
+/// Reads `N word` pairs from a list like `1 passed, 2 failed, 3 skipped in 0.1s`, calling
+/// `f(word, n)` for each.
+pub(crate) fn counts(s: &str, mut f: impl FnMut(&str, u64)) {
+    let mut words = s
+        .split(|c: char| c.is_whitespace() || c == ',' || c == ';' || c == '(' || c == ')')
+        .filter(|w| !w.is_empty())
+        .peekable();
+    while let Some(w) = words.next() {
+        if let Ok(n) = w.parse::<u64>()
+            && let Some(next) = words.peek()
+        {
+            f(next.trim_end_matches('.'), n);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn locations() {
+        assert_eq!(
+            location("src/lib.rs:17:9:"),
+            Some(("src/lib.rs", 17, Some(9)))
+        );
+        assert_eq!(
+            location("test_x.py:12: AssertionError"),
+            Some(("test_x.py", 12, None))
+        );
+        assert_eq!(location("nothing here"), None);
+        assert_eq!(location("a:b:c"), None);
+    }
+
+    #[test]
+    fn count_pairs() {
+        let mut seen = Vec::new();
+        counts("1 failed, 2 passed, 1 skipped in 0.12s", |w, n| {
+            seen.push((w.to_owned(), n))
+        });
+        assert_eq!(
+            seen,
+            vec![
+                ("failed".into(), 1),
+                ("passed".into(), 2),
+                ("skipped".into(), 1)
+            ]
+        );
+    }
+
+    #[test]
+    fn clip_respects_char_boundaries() {
+        assert_eq!(clip("héllo", 2), "h…");
+        assert_eq!(clip("  short ", 10), "short");
+    }
+}

@@ -1,0 +1,268 @@
+//! The digest's data model: the values that make up the stable `greenlight digest --json`
+//! contract.
+//!
+//! Field and variant names here are the contract; renaming one breaks downstream readers, so
+//! every change is additive.
+
+use serde::Serialize;
+
+/// How far the digest can be trusted to stand in for the raw output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Classification {
+    /// One known format, its terminal summary seen and agreeing with the exit code, every
+    /// counted failure with its diagnostic, nothing significant after the summary, nothing cut.
+    Recognised,
+    /// A known format was seen, but at least one of the conditions for `recognised` failed;
+    /// `reasons` says which.
+    Partial,
+    /// No known format was seen.
+    Unrecognised,
+}
+
+/// The output formats the digest recognises.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Format {
+    /// `cargo test` (libtest's human output, one or more test binaries).
+    CargoTest,
+    /// `cargo nextest run`.
+    Nextest,
+    /// cargo / rustc / clippy build errors and warnings.
+    CargoBuild,
+    /// pytest.
+    Pytest,
+    /// `python -m unittest`.
+    Unittest,
+    /// `go test` (plain, `-v` or `-json`), including build failures.
+    GoTest,
+    /// `node --test` (spec or TAP reporter).
+    NodeTest,
+    /// TAP version 13 (tape, node-tap, mocha's TAP reporter, ...).
+    Tap,
+    /// `bun test`.
+    BunTest,
+    /// vitest.
+    Vitest,
+    /// jest.
+    Jest,
+    /// The TypeScript compiler (plain and `--pretty`).
+    Tsc,
+    /// eslint's default `stylish` formatter.
+    Eslint,
+    /// More than one format in one output (for example a build step, then tests).
+    Mixed,
+}
+
+impl Format {
+    /// Every format name `--format` accepts, in documentation order.
+    pub const ALL: [Format; 14] = [
+        Format::CargoTest,
+        Format::Nextest,
+        Format::CargoBuild,
+        Format::Pytest,
+        Format::Unittest,
+        Format::GoTest,
+        Format::NodeTest,
+        Format::Tap,
+        Format::BunTest,
+        Format::Vitest,
+        Format::Jest,
+        Format::Tsc,
+        Format::Eslint,
+        Format::Mixed,
+    ];
+
+    /// The name used in JSON and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::CargoTest => "cargo-test",
+            Format::Nextest => "nextest",
+            Format::CargoBuild => "cargo-build",
+            Format::Pytest => "pytest",
+            Format::Unittest => "unittest",
+            Format::GoTest => "go-test",
+            Format::NodeTest => "node-test",
+            Format::Tap => "tap",
+            Format::BunTest => "bun-test",
+            Format::Vitest => "vitest",
+            Format::Jest => "jest",
+            Format::Tsc => "tsc",
+            Format::Eslint => "eslint",
+            Format::Mixed => "mixed",
+        }
+    }
+
+    /// Parses a name printed by [`Format::name`].
+    pub fn from_name(name: &str) -> Option<Format> {
+        Format::ALL.into_iter().find(|f| f.name() == name)
+    }
+}
+
+impl std::fmt::Display for Format {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Counts from the run's own terminal summary. A count the tool did not print is `None`
+/// (serialised as `null`), never a guessed zero.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Summary {
+    /// Tests that passed.
+    pub passed: Option<u64>,
+    /// Tests that failed.
+    pub failed: Option<u64>,
+    /// Tests skipped, ignored, todo, or expected to fail (xfail).
+    pub skipped: Option<u64>,
+    /// Errors outside test bodies that the tool counts separately (pytest errors, build errors).
+    pub errors: Option<u64>,
+    /// Warnings the tool counts (compilers, linters).
+    pub warnings: Option<u64>,
+}
+
+impl Summary {
+    /// Adds `other`'s counts into `self`; a count stays `None` only when both are `None`.
+    pub(crate) fn add(&mut self, other: &Summary) {
+        fn sum(a: &mut Option<u64>, b: Option<u64>) {
+            if let Some(b) = b {
+                *a = Some(a.unwrap_or(0).saturating_add(b));
+            }
+        }
+        sum(&mut self.passed, other.passed);
+        sum(&mut self.failed, other.failed);
+        sum(&mut self.skipped, other.skipped);
+        sum(&mut self.errors, other.errors);
+        sum(&mut self.warnings, other.warnings);
+    }
+
+    /// Failures and errors the summary counts.
+    pub fn failing(&self) -> u64 {
+        self.failed
+            .unwrap_or(0)
+            .saturating_add(self.errors.unwrap_or(0))
+    }
+}
+
+/// One failed test.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Failure {
+    /// The test's name as the tool prints it.
+    pub name: String,
+    /// Source file of the failure, where the output gives one.
+    pub file: Option<String>,
+    /// Line in `file`, where the output gives one.
+    pub line: Option<u32>,
+    /// The first line of the failure message.
+    pub message: Option<String>,
+}
+
+/// Severity of a compiler or linter finding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Severity {
+    /// Fails the build or the lint.
+    Error,
+    /// Reported, does not fail on its own.
+    Warning,
+}
+
+/// One compiler or linter finding.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Diagnostic {
+    /// Error or warning.
+    pub severity: Severity,
+    /// Source file, where the output gives one.
+    pub file: Option<String>,
+    /// Line in `file`.
+    pub line: Option<u32>,
+    /// Column in `line`.
+    pub column: Option<u32>,
+    /// The tool's code for the finding (`E0308`, `TS2322`, `no-unused-vars`, `clippy::...`).
+    pub code: Option<String>,
+    /// The message, first line only.
+    pub message: String,
+}
+
+/// Why a digest is not `recognised`. Names are part of the JSON contract.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Reason {
+    /// The input was empty (or only blank lines).
+    EmptyOutput,
+    /// No known format was seen.
+    NoKnownFormat,
+    /// More than one format was seen.
+    MixedFormats,
+    /// The process was killed or timed out (no exit code).
+    NoExitCode,
+    /// The run's terminal summary was not seen (the run was cut short or the format varies).
+    NoSummary,
+    /// The summary says success and the exit code says failure, or the other way round.
+    SummaryContradictsExitCode,
+    /// The summary counts more failures than the digest has diagnostics for.
+    FailureWithoutDiagnostic,
+    /// Significant unrecognised output follows the terminal summary.
+    OutputAfterSummary,
+    /// Lines the format's parser should understand but did not (for example tsc's pretty
+    /// source excerpts out of place).
+    UnparsedLines,
+    /// The scan budget was reached; the rest of the input was not read.
+    ScanBudgetExceeded,
+    /// More failures or diagnostics than the digest keeps; the rest are counted, not kept.
+    DiagnosticBudgetExceeded,
+    /// A line longer than the line budget was cut.
+    LineTooLong,
+}
+
+impl Reason {
+    /// The name used in JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Reason::EmptyOutput => "empty-output",
+            Reason::NoKnownFormat => "no-known-format",
+            Reason::MixedFormats => "mixed-formats",
+            Reason::NoExitCode => "no-exit-code",
+            Reason::NoSummary => "no-summary",
+            Reason::SummaryContradictsExitCode => "summary-contradicts-exit-code",
+            Reason::FailureWithoutDiagnostic => "failure-without-diagnostic",
+            Reason::OutputAfterSummary => "output-after-summary",
+            Reason::UnparsedLines => "unparsed-lines",
+            Reason::ScanBudgetExceeded => "scan-budget-exceeded",
+            Reason::DiagnosticBudgetExceeded => "diagnostic-budget-exceeded",
+            Reason::LineTooLong => "line-too-long",
+        }
+    }
+}
+
+/// The digest of one run's output.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Digest {
+    /// How far the digest can stand in for the raw output.
+    pub classification: Classification,
+    /// The format recognised; `mixed` for several; `None` when none.
+    pub format: Option<Format>,
+    /// The formats seen, when `format` is `mixed` (empty otherwise).
+    pub formats: Vec<Format>,
+    /// The process exit code; `None` when it was killed or timed out.
+    pub exit_code: Option<i32>,
+    /// Counts from the terminal summary (summed over several test binaries or packages); `None`
+    /// when no summary was seen.
+    pub summary: Option<Summary>,
+    /// Failed tests, in output order.
+    pub failures: Vec<Failure>,
+    /// Compiler and linter findings, in output order.
+    pub diagnostics: Vec<Diagnostic>,
+    /// Why the digest is not `recognised` (empty when it is), sorted.
+    pub reasons: Vec<Reason>,
+    /// The compact rendering within the budget given in [`crate::DigestOptions`], or `None`
+    /// when the digest is not `recognised` or the rendering does not fit.
+    pub compact: Option<String>,
+    /// The last lines of the normalised view (ANSI stripped, carriage returns applied), for
+    /// passthrough when there is no compact form.
+    pub tail: Vec<String>,
+    /// Bytes of input read.
+    pub bytes: u64,
+    /// Lines of input read.
+    pub lines: u64,
+}

@@ -1,0 +1,43 @@
+//! What a gate's output feeds besides its tail: the first bytes (for head-and-tail evidence)
+//! and a streaming digester, both bounded whatever the gate prints.
+
+use greenlight_digest::{Digest, DigestOptions, StreamingDigester};
+
+use crate::exec::OutputSink;
+
+/// Keeps the head of the output and digests all of it as it streams.
+pub struct Capture {
+    head: Vec<u8>,
+    head_limit: usize,
+    digester: StreamingDigester,
+}
+
+impl Capture {
+    /// Keeps up to `head_limit` leading bytes.
+    pub fn new(head_limit: usize) -> Self {
+        Self {
+            head: Vec::new(),
+            head_limit,
+            digester: StreamingDigester::new(DigestOptions::default()),
+        }
+    }
+
+    /// The leading bytes seen.
+    pub fn head(&self) -> &[u8] {
+        &self.head
+    }
+
+    /// Ends the stream: the digest of everything seen, judged against the exit code (`None`
+    /// when the gate was killed, so it can never read as a clean run).
+    pub fn finish(self, exit_code: Option<i32>) -> (Vec<u8>, Digest) {
+        (self.head, self.digester.finish(exit_code))
+    }
+}
+
+impl OutputSink for Capture {
+    fn chunk(&mut self, bytes: &[u8]) {
+        let room = self.head_limit.saturating_sub(self.head.len());
+        self.head.extend_from_slice(&bytes[..bytes.len().min(room)]);
+        self.digester.push(bytes);
+    }
+}

@@ -1,0 +1,20 @@
+//! Why the goal loop itself could not go on (as opposed to a goal pausing, which is an outcome).
+
+/// A failure of the loop's machinery; the goal's state in the store is left consistent.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The state database failed.
+    #[error(transparent)]
+    Store(#[from] greenlight_store::Error),
+    /// The goal id is unknown.
+    #[error("goal {0} does not exist; `greenlight goal status` lists the goals")]
+    NoSuchGoal(i64),
+    /// A gate could not even be started (`/bin/sh` itself failed).
+    #[error("cannot start gate `{command}`: {source}")]
+    GateSpawn {
+        /// The gate's command.
+        command: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+}

@@ -1,0 +1,98 @@
+//! One gate, run for the goal loop: the same process-group and tail discipline as `verify`,
+//! plus the workspace key that decides whether it needs to run at all.
+//!
+//! The rule that keeps the unchanged-workspace skip honest: the key is a hash of content (every
+//! tracked and untracked-but-not-ignored file), the gate's command and its budget. Anything git
+//! cannot answer makes the key unknown, and an unknown key always runs the gate.
+
+use std::path::Path;
+use std::time::Duration;
+
+use greenlight_digest::{Classification, Digest};
+use greenlight_gate::capture::Capture;
+use greenlight_gate::exec::{self, ExecSpec, InterruptWatch, Termination};
+use greenlight_gate::workspace_key::{WorkspaceKey, workspace_key};
+
+use crate::prompt::{self, EVIDENCE_OUTPUT_BYTES, OutputEvidence};
+
+/// The key a gate result is recorded under: content of the worktree + the gate's command and
+/// budget. `None` when git could not say (then the gate runs).
+pub fn result_key(worktree: &Path, command: &str, timeout_sec: u32) -> Option<String> {
+    match workspace_key(worktree) {
+        WorkspaceKey::Known(tree) => {
+            let mut hasher = blake3::Hasher::new();
+            for part in [tree.as_str(), command, &timeout_sec.to_string()] {
+                hasher.update(part.as_bytes());
+                hasher.update(&[0]);
+            }
+            Some(hasher.finalize().to_hex().to_string())
+        }
+        WorkspaceKey::Unknown { .. } => None,
+    }
+}
+
+/// How one gate run ended.
+#[derive(Debug)]
+pub struct GateResult {
+    /// Exit 0.
+    pub passed: bool,
+    /// Ran out of time.
+    pub timed_out: bool,
+    /// The exit code (124 for a timeout).
+    pub exit_code: Option<i32>,
+    /// Wall time of the command.
+    pub duration: Duration,
+    /// What the agent gets to read about it.
+    pub output: OutputEvidence,
+    /// The digest of the whole output.
+    pub digest: Digest,
+    /// greenlight was interrupted while the gate ran (its processes are gone).
+    pub interrupted: Option<exec::Interrupt>,
+}
+
+/// Runs `command` in `worktree` and turns its output into evidence.
+pub async fn run_gate(
+    worktree: &Path,
+    command: &str,
+    timeout: Duration,
+    kill_grace: Duration,
+    interrupt: &mut InterruptWatch,
+) -> std::io::Result<GateResult> {
+    let spec = ExecSpec {
+        command,
+        cwd: worktree,
+        timeout,
+        kill_grace,
+        tail_bytes: EVIDENCE_OUTPUT_BYTES,
+    };
+    let mut capture = Capture::new(EVIDENCE_OUTPUT_BYTES);
+    let outcome = exec::run(&spec, &mut capture, interrupt).await?;
+    let (exit_code, timed_out, interrupted) = match outcome.termination {
+        Termination::Exited(code) => (Some(code), false, None),
+        Termination::TimedOut => (Some(124), true, None),
+        Termination::Interrupted(signal) => (None, false, Some(signal)),
+    };
+    let digest_exit = if timed_out { None } else { exit_code };
+    let (head, digest) = capture.finish(digest_exit);
+    let compact = (digest.classification == Classification::Recognised)
+        .then(|| digest.compact(EVIDENCE_OUTPUT_BYTES))
+        .flatten();
+    let output = match compact {
+        Some(text) if exit_code != Some(0) => OutputEvidence::Digest(text),
+        _ => prompt::excerpt(
+            &head,
+            &outcome.tail.text(),
+            outcome.tail.total_bytes(),
+            EVIDENCE_OUTPUT_BYTES,
+        ),
+    };
+    Ok(GateResult {
+        passed: exit_code == Some(0) && !timed_out,
+        timed_out,
+        exit_code,
+        duration: outcome.duration,
+        output,
+        digest,
+        interrupted,
+    })
+}

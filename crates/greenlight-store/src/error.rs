@@ -1,0 +1,220 @@
+//! The store's one error type: every variant names the input at fault and the way out.
+
+use std::path::PathBuf;
+
+use crate::model::{DispatchId, DispatchOutcome, GoalId, GoalState};
+
+/// Everything that can go wrong opening or changing the state database.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// No override and no home directory to derive the default path from.
+    #[error(
+        "cannot choose a state database: none of GREENLIGHT_STATE, XDG_STATE_HOME or HOME is set; \
+         pass --state PATH or set GREENLIGHT_STATE"
+    )]
+    NoStatePath,
+
+    /// The directory that should hold the database could not be created.
+    #[error(
+        "cannot create {path} for the state database: {source}; pass --state PATH to put it elsewhere"
+    )]
+    CreateDir {
+        /// The directory.
+        path: PathBuf,
+        /// What the OS said.
+        source: std::io::Error,
+    },
+
+    /// SQLite refused to open the file or to apply the connection settings.
+    #[error(
+        "cannot open the state database {path}: {source}; check the file is a greenlight state \
+         database you can write, or pass --state PATH"
+    )]
+    Open {
+        /// The database file.
+        path: PathBuf,
+        /// What SQLite said.
+        source: rusqlite::Error,
+    },
+
+    /// The file was written by a newer greenlight whose schema this binary does not know.
+    #[error(
+        "the state database {path} has schema version {found}, newer than the {supported} this \
+         greenlight understands; upgrade greenlight, or pass --state PATH to use another database"
+    )]
+    SchemaTooNew {
+        /// The database file.
+        path: PathBuf,
+        /// `PRAGMA user_version` found in the file.
+        found: i64,
+        /// The newest version this binary can migrate to.
+        supported: i64,
+    },
+
+    /// A migration step failed; the transaction was rolled back and the file is unchanged.
+    #[error(
+        "cannot migrate the state database {path} to schema version {version}: {source}; \
+         the file is unchanged"
+    )]
+    Migrate {
+        /// The database file.
+        path: PathBuf,
+        /// The version the failed step would have produced.
+        version: i64,
+        /// What SQLite said.
+        source: rusqlite::Error,
+    },
+
+    /// Any other SQLite failure while reading or writing.
+    #[error("state database {path}: {source}")]
+    Sql {
+        /// The database file.
+        path: PathBuf,
+        /// What SQLite said.
+        source: rusqlite::Error,
+    },
+
+    /// A value stored in the database is not one this binary can read back.
+    #[error(
+        "state database {path}: {what} holds `{found}`, which this greenlight does not know; \
+         the file was changed by hand or by another version"
+    )]
+    Corrupt {
+        /// The database file.
+        path: PathBuf,
+        /// Table and column.
+        what: &'static str,
+        /// The stored value.
+        found: String,
+    },
+
+    /// The worktree given for a new goal could not be resolved to a canonical path.
+    #[error("worktree {path} cannot be resolved: {source}; pass an existing directory")]
+    Worktree {
+        /// The path as given.
+        path: PathBuf,
+        /// What the OS said.
+        source: std::io::Error,
+    },
+
+    /// The worktree already has a goal that is active or paused.
+    #[error(
+        "worktree {worktree} already has goal #{existing} ({state}); resume it with \
+         `greenlight goal resume` or end it with `greenlight goal clear` before starting another"
+    )]
+    GoalAlreadyLive {
+        /// The canonical worktree path.
+        worktree: PathBuf,
+        /// The goal that holds the worktree.
+        existing: GoalId,
+        /// Its state (active or paused).
+        state: GoalState,
+    },
+
+    /// No goal has this id.
+    #[error("goal #{0} does not exist in the state database; `greenlight goal status` lists goals")]
+    NoSuchGoal(GoalId),
+
+    /// The goal's state does not allow the requested transition.
+    #[error("goal #{goal} is {from}, so it cannot be {action}")]
+    InvalidTransition {
+        /// The goal.
+        goal: GoalId,
+        /// Its current state.
+        from: GoalState,
+        /// What was asked, as a past participle ("paused", "resumed", …).
+        action: &'static str,
+    },
+
+    /// `gate remove N` named a gate that is not there.
+    #[error(
+        "goal #{goal} has no gate {n}: it has {live} gate(s), numbered from 1 by \
+         `greenlight goal gate list`"
+    )]
+    NoSuchGate {
+        /// The goal.
+        goal: GoalId,
+        /// The 1-based number asked for.
+        n: usize,
+        /// How many live gates there are.
+        live: usize,
+    },
+
+    /// A gate id that does not belong to the goal, or was removed.
+    #[error(
+        "gate id {gate} is not a live gate of goal #{goal}; `greenlight goal gate list` shows them"
+    )]
+    GateNotLive {
+        /// The goal.
+        goal: GoalId,
+        /// The gate id.
+        gate: i64,
+    },
+
+    /// The turn does not exist, or is already ended.
+    #[error("goal #{goal} has no open turn {turn}; a turn is ended exactly once")]
+    NoOpenTurn {
+        /// The goal.
+        goal: GoalId,
+        /// The turn number.
+        turn: u32,
+    },
+
+    /// The turn budget is spent; the caller should pause the goal instead.
+    #[error(
+        "goal #{goal} has used its {max_turns} turns; pause it with reason turn-budget and resume \
+         with `greenlight goal resume`"
+    )]
+    TurnBudgetSpent {
+        /// The goal.
+        goal: GoalId,
+        /// The budget.
+        max_turns: u32,
+    },
+
+    /// A dispatch row that does not exist.
+    #[error("dispatch #{0} does not exist in the ledger")]
+    NoSuchDispatch(DispatchId),
+
+    /// A dispatch is completed exactly once.
+    #[error("dispatch #{id} is already {outcome}; a ledger row is completed exactly once")]
+    DispatchNotInFlight {
+        /// The ledger row.
+        id: DispatchId,
+        /// Its recorded outcome.
+        outcome: DispatchOutcome,
+    },
+
+    /// `finish_dispatch` was given `in-flight` as the final outcome.
+    #[error("dispatch #{0} cannot be finished as in-flight; give ok, null, error or interrupted")]
+    FinishInFlight(DispatchId),
+
+    /// A reason or outcome name that is not kebab-case.
+    #[error(
+        "{what} `{found}` must be kebab-case: lowercase ASCII letters and digits joined by single hyphens"
+    )]
+    NotKebabCase {
+        /// Which name.
+        what: &'static str,
+        /// The value given.
+        found: String,
+    },
+
+    /// An event payload or digest that could not be turned into JSON text.
+    #[error("{what} cannot be stored as JSON: {source}")]
+    Json {
+        /// Which value.
+        what: &'static str,
+        /// What serde_json said.
+        source: serde_json::Error,
+    },
+}
+
+impl Error {
+    pub(crate) fn sql(path: &std::path::Path, source: rusqlite::Error) -> Self {
+        Error::Sql {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+}

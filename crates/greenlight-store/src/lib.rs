@@ -1,0 +1,266 @@
+//! SQLite state for the goal loop and the Stop hook: goals, gates, turns, gate runs, the dispatch
+//! ledger, the append-only event log and the hook's block counters.
+//!
+//! One rule keeps it simple: **every change happens inside [`Store::write`]**, which opens one
+//! `BEGIN IMMEDIATE` transaction, hands the closure a [`Tx`], and commits only if the closure
+//! returns `Ok`. Every mutating method of [`Tx`] appends its own event in that same transaction,
+//! so the event log and the tables can never disagree, and a caller that needs several changes to
+//! land together (record a gate run, pause the goal, end the turn) puts them in one closure.
+//!
+//! Why a closure rather than one method per transition: the goal loop's transitions are
+//! compositions ("a failed gate run that exhausts the retries pauses the goal"), and a closure
+//! lets it compose them without the store having to know every combination. Why IMMEDIATE:
+//! several greenlight processes (one per worktree) share one file, and a deferred transaction that
+//! upgrades from reading to writing fails at once with `SQLITE_BUSY` instead of waiting; taking
+//! the write lock up front makes `busy_timeout` apply.
+//!
+//! ```no_run
+//! use greenlight_store::{AgentSpec, NewGoal, Reads, Store};
+//! # fn main() -> Result<(), greenlight_store::Error> {
+//! let mut store = Store::open(&greenlight_store::default_state_path()?)?;
+//! let goal = store.write(|tx| {
+//!     tx.create_goal(&NewGoal {
+//!         worktree: ".".into(),
+//!         text: "make the tests pass".into(),
+//!         agent: AgentSpec { family: "claude".into(), model: None, argv_template: None },
+//!         judge: None,
+//!         max_turns: 20,
+//!         retries: 3,
+//!         gate_timeout_sec: 300,
+//!         gates: vec!["cargo test".into()],
+//!     })
+//! })?;
+//! assert_eq!(store.gates(goal)?.len(), 1);
+//! # Ok(()) }
+//! ```
+//!
+//! Nothing here touches the user's worktree: the only file written is the database (and SQLite's
+//! `-wal` / `-shm` beside it).
+
+#![cfg(unix)]
+
+mod error;
+mod model;
+mod read;
+mod schema;
+mod tx;
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Duration;
+
+use rusqlite::{Connection, TransactionBehavior};
+
+pub use error::Error;
+pub use model::{
+    AgentSpec, Dispatch, DispatchEnd, DispatchId, DispatchOutcome, Event, Gate, GateId, GateRun,
+    GateRunId, Goal, GoalId, GoalState, LastResult, Millis, NewDispatch, NewGateRun, NewGoal,
+    Pause, Recovered, Tokens, Turn, Verdict,
+};
+pub use read::Reads;
+pub use schema::SCHEMA_VERSION;
+pub use tx::Tx;
+
+/// How long a writer waits for another process's transaction before giving up. Transactions
+/// here are a handful of small statements (milliseconds); ten seconds absorbs a slow disk and a
+/// burst of parallel worktrees while still failing visibly if something holds the lock for good.
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Where timestamps come from, so tests can make them deterministic.
+pub trait Clock: Send + Sync {
+    /// Milliseconds since the Unix epoch.
+    fn now_ms(&self) -> Millis;
+}
+
+/// The wall clock.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now_ms(&self) -> Millis {
+        let since = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        i64::try_from(since.as_millis()).unwrap_or(i64::MAX)
+    }
+}
+
+/// A clock for tests: starts at `start` and advances by `step` on every reading.
+#[derive(Debug)]
+pub struct StepClock {
+    next: AtomicI64,
+    step: i64,
+}
+
+impl StepClock {
+    /// A clock whose first reading is `start`.
+    pub fn new(start: Millis, step: Millis) -> Self {
+        StepClock {
+            next: AtomicI64::new(start),
+            step,
+        }
+    }
+}
+
+impl Clock for StepClock {
+    fn now_ms(&self) -> Millis {
+        self.next.fetch_add(self.step, Ordering::SeqCst)
+    }
+}
+
+/// The state database path: `GREENLIGHT_STATE` if set, else
+/// `$XDG_STATE_HOME/greenlight/state.db`, else `~/.local/state/greenlight/state.db`.
+/// (`--state PATH` on the command line wins over all of these; the binary handles that.)
+pub fn default_state_path() -> Result<PathBuf, Error> {
+    default_state_path_from(|name| std::env::var_os(name))
+}
+
+/// [`default_state_path`] with the environment supplied by the caller (for tests).
+pub fn default_state_path_from(env: impl Fn(&str) -> Option<OsString>) -> Result<PathBuf, Error> {
+    let set = |name| env(name).filter(|v| !v.is_empty());
+    if let Some(path) = set("GREENLIGHT_STATE") {
+        return Ok(PathBuf::from(path));
+    }
+    // The XDG spec says a relative value is invalid and must be ignored.
+    if let Some(dir) = set("XDG_STATE_HOME")
+        .map(PathBuf::from)
+        .filter(|d| d.is_absolute())
+    {
+        return Ok(dir.join("greenlight").join("state.db"));
+    }
+    if let Some(home) = set("HOME") {
+        return Ok(PathBuf::from(home).join(".local/state/greenlight/state.db"));
+    }
+    Err(Error::NoStatePath)
+}
+
+/// An open state database. Not `Sync`: give each thread (or process) its own `Store` on the same
+/// file; SQLite's locking makes them safe together.
+pub struct Store {
+    conn: Connection,
+    path: PathBuf,
+    clock: Arc<dyn Clock>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Store {
+    /// Open (creating if needed) the database at `path` with the wall clock, and migrate it.
+    pub fn open(path: &Path) -> Result<Store, Error> {
+        Store::open_with_clock(path, Arc::new(SystemClock))
+    }
+
+    /// Open with a given clock.
+    pub fn open_with_clock(path: &Path, clock: Arc<dyn Clock>) -> Result<Store, Error> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|source| Error::CreateDir {
+                path: dir.to_path_buf(),
+                source,
+            })?;
+        }
+        let open_err = |source| Error::Open {
+            path: path.to_path_buf(),
+            source,
+        };
+        let mut conn = Connection::open(path).map_err(open_err)?;
+        // busy_timeout first: switching to WAL itself needs a lock another process may hold.
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(open_err)?;
+        conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get::<_, String>(0))
+            .map_err(open_err)?;
+        conn.pragma_update(None, "foreign_keys", true)
+            .map_err(open_err)?;
+        // FULL: a committed gate result or ledger row survives a power cut, not only kill -9.
+        // Writes are a few per turn, so the fsync costs nothing that matters.
+        conn.pragma_update(None, "synchronous", "FULL")
+            .map_err(open_err)?;
+        schema::migrate(&mut conn, path)?;
+        Ok(Store {
+            conn,
+            path: path.to_path_buf(),
+            clock,
+        })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Run `f` in one IMMEDIATE transaction: committed if it returns `Ok`, rolled back (leaving
+    /// nothing behind) if it returns `Err`. Every row written in it carries the same timestamp,
+    /// read once from the clock.
+    pub fn write<T, E>(&mut self, f: impl FnOnce(&Tx<'_>) -> Result<T, E>) -> Result<T, E>
+    where
+        E: From<Error>,
+    {
+        let now = self.clock.now_ms();
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| Error::sql(&self.path, e))?;
+        let tx = Tx::new(tx, &self.path, now);
+        let value = f(&tx)?;
+        tx.commit()?;
+        Ok(value)
+    }
+
+    /// Run `f` over one consistent snapshot (a read transaction): every query in it sees the
+    /// database as of the same instant, whatever other processes commit meanwhile. Use it when
+    /// several reads must agree (a goal with its gates for `goal status --json`).
+    pub fn read<T, E>(&mut self, f: impl FnOnce(&Snapshot<'_>) -> Result<T, E>) -> Result<T, E>
+    where
+        E: From<Error>,
+    {
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Deferred)
+            .map_err(|e| Error::sql(&self.path, e))?;
+        let snapshot = Snapshot {
+            tx,
+            path: &self.path,
+        };
+        let value = f(&snapshot)?;
+        // Nothing was written; ending the read transaction releases the snapshot.
+        snapshot
+            .tx
+            .rollback()
+            .map_err(|e| Error::sql(&self.path, e))?;
+        Ok(value)
+    }
+}
+
+/// A read-only view of one instant of the database, from [`Store::read`].
+pub struct Snapshot<'a> {
+    tx: rusqlite::Transaction<'a>,
+    path: &'a Path,
+}
+
+impl read::sealed::Access for Snapshot<'_> {
+    fn conn(&self) -> &Connection {
+        &self.tx
+    }
+    fn db_path(&self) -> &Path {
+        self.path
+    }
+}
+
+impl Reads for Snapshot<'_> {}
+
+impl read::sealed::Access for Store {
+    fn conn(&self) -> &Connection {
+        &self.conn
+    }
+    fn db_path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Reads for Store {}

@@ -1,0 +1,185 @@
+//! The schema, as an append-only list of migration steps keyed by `PRAGMA user_version`.
+//!
+//! Step N takes a database from version N-1 to N. A released step is never edited: a change is a
+//! new step at the end. Each step runs in the same IMMEDIATE transaction as its version bump,
+//! so a database is always exactly at one version.
+
+use std::path::Path;
+
+use rusqlite::{Connection, TransactionBehavior};
+
+use crate::Error;
+
+/// The migration steps; `MIGRATIONS[i]` produces version `i + 1`.
+pub(crate) const MIGRATIONS: &[&str] = &[
+    // Version 1: the goal loop and the Stop hook.
+    r#"
+CREATE TABLE goals (
+    id               INTEGER PRIMARY KEY AUTOINCREMENT,
+    worktree         BLOB    NOT NULL,
+    text             TEXT    NOT NULL,
+    state            TEXT    NOT NULL CHECK (state IN ('active', 'paused', 'done', 'cleared')),
+    pause_reason     TEXT    CHECK (pause_reason NOT GLOB '*[^a-z0-9-]*'),
+    pause_detail     TEXT,
+    agent_family     TEXT    NOT NULL,
+    agent_model      TEXT,
+    agent_argv       TEXT    CHECK (agent_argv IS NULL OR json_valid(agent_argv)),
+    judge            TEXT,
+    max_turns        INTEGER NOT NULL CHECK (max_turns >= 0),
+    retries          INTEGER NOT NULL CHECK (retries >= 0),
+    gate_timeout_sec INTEGER NOT NULL CHECK (gate_timeout_sec >= 0),
+    turns_used       INTEGER NOT NULL DEFAULT 0 CHECK (turns_used >= 0),
+    created_at       INTEGER NOT NULL,
+    updated_at       INTEGER NOT NULL,
+    CHECK ((state = 'paused') = (pause_reason IS NOT NULL))
+);
+-- One live goal per worktree; done and cleared rows stay for audit and do not count.
+CREATE UNIQUE INDEX goals_one_live_per_worktree ON goals (worktree)
+    WHERE state IN ('active', 'paused');
+
+CREATE TABLE gates (
+    id                 INTEGER PRIMARY KEY AUTOINCREMENT,
+    goal_id            INTEGER NOT NULL REFERENCES goals (id),
+    position           INTEGER NOT NULL,
+    command            TEXT    NOT NULL,
+    attempts           INTEGER NOT NULL DEFAULT 0 CHECK (attempts >= 0),
+    last_verdict       TEXT    CHECK (last_verdict IN ('pass', 'fail', 'timeout')),
+    last_exit_code     INTEGER,
+    last_workspace_key TEXT,
+    last_evidence      TEXT,
+    last_at            INTEGER,
+    removed            INTEGER NOT NULL DEFAULT 0 CHECK (removed IN (0, 1)),
+    removed_at         INTEGER,
+    created_at         INTEGER NOT NULL,
+    UNIQUE (goal_id, position)
+);
+
+CREATE TABLE turns (
+    id         INTEGER PRIMARY KEY AUTOINCREMENT,
+    goal_id    INTEGER NOT NULL REFERENCES goals (id),
+    number     INTEGER NOT NULL CHECK (number >= 1),
+    started_at INTEGER NOT NULL,
+    ended_at   INTEGER,
+    outcome    TEXT    CHECK (outcome NOT GLOB '*[^a-z0-9-]*'),
+    UNIQUE (goal_id, number),
+    CHECK ((ended_at IS NULL) = (outcome IS NULL))
+);
+
+CREATE TABLE gate_runs (
+    id            INTEGER PRIMARY KEY AUTOINCREMENT,
+    goal_id       INTEGER NOT NULL REFERENCES goals (id),
+    gate_id       INTEGER NOT NULL REFERENCES gates (id),
+    turn          INTEGER,
+    attempt       INTEGER NOT NULL CHECK (attempt >= 0),
+    verdict       TEXT    NOT NULL CHECK (verdict IN ('pass', 'fail', 'timeout')),
+    exit_code     INTEGER,
+    duration_ms   INTEGER NOT NULL CHECK (duration_ms >= 0),
+    workspace_key TEXT,
+    replayed      INTEGER NOT NULL CHECK (replayed IN (0, 1)),
+    digest        TEXT    CHECK (digest IS NULL OR json_valid(digest)),
+    evidence      TEXT,
+    created_at    INTEGER NOT NULL,
+    FOREIGN KEY (goal_id, turn) REFERENCES turns (goal_id, number)
+);
+CREATE INDEX gate_runs_by_goal ON gate_runs (goal_id, id);
+
+CREATE TABLE dispatches (
+    id                 INTEGER PRIMARY KEY AUTOINCREMENT,
+    goal_id            INTEGER NOT NULL REFERENCES goals (id),
+    turn               INTEGER NOT NULL,
+    attempt            INTEGER NOT NULL CHECK (attempt >= 1),
+    family             TEXT    NOT NULL,
+    model              TEXT,
+    outcome            TEXT    NOT NULL
+        CHECK (outcome IN ('in-flight', 'ok', 'null', 'error', 'interrupted')),
+    wall_ms            INTEGER CHECK (wall_ms >= 0),
+    -- NULL means "the runtime did not report it"; 0 means it reported zero.
+    tokens_in          INTEGER CHECK (tokens_in >= 0),
+    tokens_out         INTEGER CHECK (tokens_out >= 0),
+    cache_read_tokens  INTEGER CHECK (cache_read_tokens >= 0),
+    cache_write_tokens INTEGER CHECK (cache_write_tokens >= 0),
+    cost_usd           REAL    CHECK (cost_usd >= 0),
+    token_source       TEXT,
+    reason             TEXT    CHECK (reason NOT GLOB '*[^a-z0-9-]*'),
+    detail             TEXT,
+    started_at         INTEGER NOT NULL,
+    ended_at           INTEGER,
+    FOREIGN KEY (goal_id, turn) REFERENCES turns (goal_id, number),
+    CHECK ((outcome = 'in-flight') = (ended_at IS NULL))
+);
+CREATE INDEX dispatches_by_goal ON dispatches (goal_id, id);
+CREATE INDEX dispatches_in_flight ON dispatches (goal_id) WHERE outcome = 'in-flight';
+
+-- seq is the rowid: with no deletes and rolled-back inserts leaving no trace it is contiguous.
+CREATE TABLE events (
+    seq     INTEGER PRIMARY KEY,
+    goal_id INTEGER REFERENCES goals (id),
+    turn    INTEGER,
+    kind    TEXT    NOT NULL CHECK (kind NOT GLOB '*[^a-z0-9-]*' AND kind <> ''),
+    payload TEXT    NOT NULL CHECK (json_valid(payload)),
+    at      INTEGER NOT NULL
+);
+CREATE INDEX events_by_goal ON events (goal_id, seq);
+CREATE TRIGGER events_no_update BEFORE UPDATE ON events
+    BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END;
+CREATE TRIGGER events_no_delete BEFORE DELETE ON events
+    BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END;
+
+CREATE TABLE hook_sessions (
+    session_id TEXT    PRIMARY KEY,
+    blocks     INTEGER NOT NULL CHECK (blocks >= 0),
+    updated_at INTEGER NOT NULL
+);
+"#,
+];
+
+/// The schema version this binary writes.
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// Bring `conn` up to [`SCHEMA_VERSION`], one transaction per step.
+///
+/// The version is re-read inside each IMMEDIATE transaction, so two processes opening a fresh
+/// file at once do not both apply a step: the second waits, then finds it done.
+pub(crate) fn migrate(conn: &mut Connection, path: &Path) -> Result<(), Error> {
+    loop {
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|source| Error::Open {
+                path: path.to_path_buf(),
+                source,
+            })?;
+        let version: i64 = tx
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(|source| Error::Open {
+                path: path.to_path_buf(),
+                source,
+            })?;
+        if version > SCHEMA_VERSION {
+            return Err(Error::SchemaTooNew {
+                path: path.to_path_buf(),
+                found: version,
+                supported: SCHEMA_VERSION,
+            });
+        }
+        let Ok(done) = usize::try_from(version) else {
+            return Err(Error::Corrupt {
+                path: path.to_path_buf(),
+                what: "PRAGMA user_version",
+                found: version.to_string(),
+            });
+        };
+        let Some(step) = MIGRATIONS.get(done) else {
+            return Ok(());
+        };
+        let next = version + 1;
+        let failed = |source| Error::Migrate {
+            path: path.to_path_buf(),
+            version: next,
+            source,
+        };
+        tx.execute_batch(step).map_err(failed)?;
+        tx.pragma_update(None, "user_version", next)
+            .map_err(failed)?;
+        tx.commit().map_err(failed)?;
+    }
+}

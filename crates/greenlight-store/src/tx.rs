@@ -1,0 +1,619 @@
+//! The write side: one [`Tx`] per transaction, one method per state transition.
+//!
+//! Each mutating method checks the transition is allowed, changes its rows and appends exactly
+//! one event describing the change, all inside the caller's transaction. A method that returns
+//! `Err` may have written part of its change; the caller returns that error from the closure and
+//! [`Store::write`](crate::Store::write) rolls the whole transaction back.
+
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+use rusqlite::{Connection, OptionalExtension, params};
+use serde_json::{Value, json};
+
+use crate::Error;
+use crate::model::{
+    DispatchEnd, DispatchId, DispatchOutcome, GateId, GateRun, GoalId, GoalState, Millis,
+    NewDispatch, NewGateRun, NewGoal, Recovered, Tokens, Verdict, is_kebab,
+};
+use crate::read::{self, Reads, sealed::Access};
+
+/// One open IMMEDIATE transaction. Obtained only through [`Store::write`](crate::Store::write).
+pub struct Tx<'a> {
+    tx: rusqlite::Transaction<'a>,
+    path: &'a Path,
+    now: Millis,
+}
+
+impl Access for Tx<'_> {
+    fn conn(&self) -> &Connection {
+        &self.tx
+    }
+    fn db_path(&self) -> &Path {
+        self.path
+    }
+}
+
+impl Reads for Tx<'_> {}
+
+fn kebab(what: &'static str, value: &str) -> Result<(), Error> {
+    if is_kebab(value) {
+        Ok(())
+    } else {
+        Err(Error::NotKebabCase {
+            what,
+            found: value.to_owned(),
+        })
+    }
+}
+
+fn opt_kebab(what: &'static str, value: Option<&str>) -> Result<(), Error> {
+    value.map_or(Ok(()), |v| kebab(what, v))
+}
+
+/// SQLite integers are signed 64-bit; figures beyond that saturate rather than wrap.
+fn int(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+impl<'a> Tx<'a> {
+    pub(crate) fn new(tx: rusqlite::Transaction<'a>, path: &'a Path, now: Millis) -> Self {
+        Tx { tx, path, now }
+    }
+
+    pub(crate) fn commit(self) -> Result<(), Error> {
+        self.tx.commit().map_err(|e| Error::sql(self.path, e))
+    }
+
+    /// The timestamp every row of this transaction carries.
+    pub fn now(&self) -> Millis {
+        self.now
+    }
+
+    fn sql(&self, e: rusqlite::Error) -> Error {
+        Error::sql(self.path, e)
+    }
+
+    fn exec(&self, sql: &str, params: impl rusqlite::Params) -> Result<usize, Error> {
+        self.tx
+            .prepare_cached(sql)
+            .and_then(|mut s| s.execute(params))
+            .map_err(|e| self.sql(e))
+    }
+
+    /// Append an event; returns its seq. Mutating methods call this themselves; call it directly
+    /// for events that change no table (evidence sent, a prompt assembled, a replay decided).
+    pub fn append_event(
+        &self,
+        goal: Option<GoalId>,
+        turn: Option<u32>,
+        kind: &str,
+        payload: &Value,
+    ) -> Result<i64, Error> {
+        kebab("event kind", kind)?;
+        let text = serde_json::to_string(payload).map_err(|source| Error::Json {
+            what: "event payload",
+            source,
+        })?;
+        self.exec(
+            "INSERT INTO events (goal_id, turn, kind, payload, at) VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![goal.map(|g| g.0), turn, kind, text, self.now],
+        )?;
+        Ok(self.tx.last_insert_rowid())
+    }
+
+    fn goal_state(&self, goal: GoalId) -> Result<GoalState, Error> {
+        let state: Option<String> = self
+            .tx
+            .query_row("SELECT state FROM goals WHERE id = ?1", [goal.0], |r| {
+                r.get(0)
+            })
+            .optional()
+            .map_err(|e| self.sql(e))?;
+        let state = state.ok_or(Error::NoSuchGoal(goal))?;
+        GoalState::from_name(&state).ok_or_else(|| Error::Corrupt {
+            path: self.path.to_path_buf(),
+            what: "goals.state",
+            found: state,
+        })
+    }
+
+    fn require_state(
+        &self,
+        goal: GoalId,
+        allowed: &[GoalState],
+        action: &'static str,
+    ) -> Result<GoalState, Error> {
+        let from = self.goal_state(goal)?;
+        if allowed.contains(&from) {
+            Ok(from)
+        } else {
+            Err(Error::InvalidTransition { goal, from, action })
+        }
+    }
+
+    // ---- goals ----
+
+    /// Create an active goal with its gates. Fails with [`Error::GoalAlreadyLive`] when the
+    /// worktree already has an active or paused goal.
+    pub fn create_goal(&self, new: &NewGoal) -> Result<GoalId, Error> {
+        let worktree = std::fs::canonicalize(&new.worktree).map_err(|source| Error::Worktree {
+            path: new.worktree.clone(),
+            source,
+        })?;
+        if let Some(existing) = self.live_goal(&worktree)? {
+            return Err(Error::GoalAlreadyLive {
+                worktree,
+                existing: existing.id,
+                state: existing.state,
+            });
+        }
+        let argv = new
+            .agent
+            .argv_template
+            .as_ref()
+            .map(serde_json::to_string)
+            .transpose()
+            .map_err(|source| Error::Json {
+                what: "agent argv template",
+                source,
+            })?;
+        self.exec(
+            "INSERT INTO goals (worktree, text, state, agent_family, agent_model, agent_argv, judge, \
+             max_turns, retries, gate_timeout_sec, created_at, updated_at) \
+             VALUES (?1, ?2, 'active', ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10)",
+            params![
+                worktree.as_os_str().as_bytes(),
+                new.text,
+                new.agent.family,
+                new.agent.model,
+                argv,
+                new.judge,
+                new.max_turns,
+                new.retries,
+                new.gate_timeout_sec,
+                self.now,
+            ],
+        )?;
+        let id = GoalId(self.tx.last_insert_rowid());
+        self.append_event(
+            Some(id),
+            None,
+            "goal-created",
+            &json!({
+                "worktree": worktree.to_string_lossy(),
+                "text": new.text,
+                "agent": new.agent,
+                "judge": new.judge,
+                "max_turns": new.max_turns,
+                "retries": new.retries,
+                "gate_timeout_sec": new.gate_timeout_sec,
+            }),
+        )?;
+        for command in &new.gates {
+            self.add_gate(id, command)?;
+        }
+        Ok(id)
+    }
+
+    fn set_state(
+        &self,
+        goal: GoalId,
+        state: GoalState,
+        pause: Option<(&str, Option<&str>)>,
+        reset_turns: bool,
+    ) -> Result<(), Error> {
+        self.exec(
+            "UPDATE goals SET state = ?2, pause_reason = ?3, pause_detail = ?4, updated_at = ?5, \
+             turns_used = CASE WHEN ?6 THEN 0 ELSE turns_used END WHERE id = ?1",
+            params![
+                goal.0,
+                state.as_str(),
+                pause.map(|p| p.0),
+                pause.and_then(|p| p.1),
+                self.now,
+                reset_turns
+            ],
+        )?;
+        Ok(())
+    }
+
+    /// Pause an active goal with a kebab-case reason and a detail for people.
+    pub fn pause_goal(
+        &self,
+        goal: GoalId,
+        reason: &str,
+        detail: Option<&str>,
+    ) -> Result<(), Error> {
+        kebab("pause reason", reason)?;
+        self.require_state(goal, &[GoalState::Active], "paused")?;
+        self.set_state(goal, GoalState::Paused, Some((reason, detail)), false)?;
+        self.append_event(
+            Some(goal),
+            None,
+            "goal-paused",
+            &json!({"reason": reason, "detail": detail}),
+        )?;
+        Ok(())
+    }
+
+    /// Resume a paused goal: active again, turn count back to 0, gate attempts untouched.
+    pub fn resume_goal(&self, goal: GoalId) -> Result<(), Error> {
+        self.require_state(goal, &[GoalState::Paused], "resumed")?;
+        self.set_state(goal, GoalState::Active, None, true)?;
+        self.append_event(Some(goal), None, "goal-resumed", &json!({}))?;
+        Ok(())
+    }
+
+    /// Mark an active goal done.
+    pub fn complete_goal(&self, goal: GoalId) -> Result<(), Error> {
+        self.require_state(goal, &[GoalState::Active], "marked done")?;
+        self.set_state(goal, GoalState::Done, None, false)?;
+        self.append_event(Some(goal), None, "goal-done", &json!({}))?;
+        Ok(())
+    }
+
+    /// Clear an active or paused goal; the row stays, in state cleared, for audit.
+    pub fn clear_goal(&self, goal: GoalId) -> Result<(), Error> {
+        self.require_state(goal, &[GoalState::Active, GoalState::Paused], "cleared")?;
+        self.set_state(goal, GoalState::Cleared, None, false)?;
+        self.append_event(Some(goal), None, "goal-cleared", &json!({}))?;
+        Ok(())
+    }
+
+    // ---- gates ----
+
+    /// Append a gate to an active or paused goal; returns its id.
+    pub fn add_gate(&self, goal: GoalId, command: &str) -> Result<GateId, Error> {
+        self.require_state(goal, &[GoalState::Active, GoalState::Paused], "given gates")?;
+        self.exec(
+            "INSERT INTO gates (goal_id, position, command, created_at) VALUES (?1, \
+             (SELECT COALESCE(MAX(position), 0) + 1 FROM gates WHERE goal_id = ?1), ?2, ?3)",
+            params![goal.0, command, self.now],
+        )?;
+        let id = GateId(self.tx.last_insert_rowid());
+        self.append_event(
+            Some(goal),
+            None,
+            "gate-added",
+            &json!({"gate": id, "command": command}),
+        )?;
+        Ok(id)
+    }
+
+    /// Remove the `n`th live gate (1-based, as `gate list` numbers them); it is kept, marked
+    /// removed, for audit. Returns its id.
+    pub fn remove_gate(&self, goal: GoalId, n: usize) -> Result<GateId, Error> {
+        self.require_state(goal, &[GoalState::Active, GoalState::Paused], "changed")?;
+        let live = self.gates(goal)?;
+        let gate = n
+            .checked_sub(1)
+            .and_then(|i| live.get(i))
+            .ok_or(Error::NoSuchGate {
+                goal,
+                n,
+                live: live.len(),
+            })?;
+        self.exec(
+            "UPDATE gates SET removed = 1, removed_at = ?2 WHERE id = ?1",
+            params![gate.id.0, self.now],
+        )?;
+        self.append_event(
+            Some(goal),
+            None,
+            "gate-removed",
+            &json!({"gate": gate.id, "number": n, "command": gate.command}),
+        )?;
+        Ok(gate.id)
+    }
+
+    /// Remove every live gate; returns how many.
+    pub fn clear_gates(&self, goal: GoalId) -> Result<usize, Error> {
+        self.require_state(goal, &[GoalState::Active, GoalState::Paused], "changed")?;
+        let n = self.exec(
+            "UPDATE gates SET removed = 1, removed_at = ?2 WHERE goal_id = ?1 AND removed = 0",
+            params![goal.0, self.now],
+        )?;
+        self.append_event(Some(goal), None, "gates-cleared", &json!({"removed": n}))?;
+        Ok(n)
+    }
+
+    // ---- turns ----
+
+    /// Start the next turn of an active goal; returns its number. Fails with
+    /// [`Error::TurnBudgetSpent`] when `turns_used` has reached `max_turns`.
+    pub fn begin_turn(&self, goal: GoalId) -> Result<u32, Error> {
+        self.require_state(goal, &[GoalState::Active], "given a turn")?;
+        let (used, max): (u32, u32) = self
+            .tx
+            .query_row(
+                "SELECT turns_used, max_turns FROM goals WHERE id = ?1",
+                [goal.0],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .map_err(|e| self.sql(e))?;
+        if used >= max {
+            return Err(Error::TurnBudgetSpent {
+                goal,
+                max_turns: max,
+            });
+        }
+        let number: u32 = self
+            .tx
+            .query_row(
+                "SELECT COALESCE(MAX(number), 0) + 1 FROM turns WHERE goal_id = ?1",
+                [goal.0],
+                |r| r.get(0),
+            )
+            .map_err(|e| self.sql(e))?;
+        self.exec(
+            "INSERT INTO turns (goal_id, number, started_at) VALUES (?1, ?2, ?3)",
+            params![goal.0, number, self.now],
+        )?;
+        self.exec(
+            "UPDATE goals SET turns_used = turns_used + 1, updated_at = ?2 WHERE id = ?1",
+            params![goal.0, self.now],
+        )?;
+        self.append_event(
+            Some(goal),
+            Some(number),
+            "turn-started",
+            &json!({"turns_used": used + 1}),
+        )?;
+        Ok(number)
+    }
+
+    /// End an open turn with a kebab-case outcome.
+    pub fn end_turn(&self, goal: GoalId, turn: u32, outcome: &str) -> Result<(), Error> {
+        kebab("turn outcome", outcome)?;
+        let changed = self.exec(
+            "UPDATE turns SET ended_at = ?3, outcome = ?4 \
+             WHERE goal_id = ?1 AND number = ?2 AND ended_at IS NULL",
+            params![goal.0, turn, self.now, outcome],
+        )?;
+        if changed == 0 {
+            return Err(Error::NoOpenTurn { goal, turn });
+        }
+        self.append_event(
+            Some(goal),
+            Some(turn),
+            "turn-ended",
+            &json!({"outcome": outcome}),
+        )?;
+        Ok(())
+    }
+
+    // ---- gate runs ----
+
+    /// Record a gate run and update the gate's attempt count (a pass resets it to 0, a fail or
+    /// timeout adds one) and last result. Returns the stored run, whose `attempt` is the new count.
+    pub fn record_gate_run(&self, run: &NewGateRun) -> Result<GateRun, Error> {
+        let attempts: Option<u32> = self
+            .tx
+            .query_row(
+                "SELECT attempts FROM gates WHERE id = ?1 AND goal_id = ?2 AND removed = 0",
+                params![run.gate.0, run.goal.0],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(|e| self.sql(e))?;
+        let attempts = attempts.ok_or(Error::GateNotLive {
+            goal: run.goal,
+            gate: run.gate.0,
+        })?;
+        let attempt = match run.verdict {
+            Verdict::Pass => 0,
+            Verdict::Fail | Verdict::Timeout => attempts.saturating_add(1),
+        };
+        let digest = run
+            .digest
+            .as_ref()
+            .map(serde_json::to_string)
+            .transpose()
+            .map_err(|source| Error::Json {
+                what: "gate digest",
+                source,
+            })?;
+        self.exec(
+            "UPDATE gates SET attempts = ?2, last_verdict = ?3, last_exit_code = ?4, \
+             last_workspace_key = ?5, last_evidence = ?6, last_at = ?7 WHERE id = ?1",
+            params![
+                run.gate.0,
+                attempt,
+                run.verdict.as_str(),
+                run.exit_code,
+                run.workspace_key,
+                run.evidence,
+                self.now
+            ],
+        )?;
+        self.exec(
+            "INSERT INTO gate_runs (goal_id, gate_id, turn, attempt, verdict, exit_code, duration_ms, \
+             workspace_key, replayed, digest, evidence, created_at) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+            params![
+                run.goal.0,
+                run.gate.0,
+                run.turn,
+                attempt,
+                run.verdict.as_str(),
+                run.exit_code,
+                int(run.duration_ms),
+                run.workspace_key,
+                run.replayed,
+                digest,
+                run.evidence,
+                self.now,
+            ],
+        )?;
+        let id = self.tx.last_insert_rowid();
+        self.append_event(
+            Some(run.goal),
+            run.turn,
+            "gate-run",
+            &json!({
+                "gate_run": id,
+                "gate": run.gate,
+                "verdict": run.verdict,
+                "exit_code": run.exit_code,
+                "attempt": attempt,
+                "duration_ms": run.duration_ms,
+                "workspace_key": run.workspace_key,
+                "replayed": run.replayed,
+            }),
+        )?;
+        let sql = "SELECT id, goal_id, gate_id, turn, attempt, verdict, exit_code, duration_ms, \
+                   workspace_key, replayed, digest, evidence, created_at FROM gate_runs WHERE id = ?1";
+        self.tx
+            .query_row(sql, [id], read::RawGateRun::from_row)
+            .map_err(|e| self.sql(e))?
+            .decode(self.path)
+    }
+
+    // ---- the dispatch ledger ----
+
+    /// Write an `in-flight` ledger row; call (and commit) this BEFORE starting the dispatch, so
+    /// a crash leaves a row for [`Tx::recover_interrupted`] to find.
+    pub fn begin_dispatch(&self, d: &NewDispatch) -> Result<DispatchId, Error> {
+        self.require_state(d.goal, &[GoalState::Active], "dispatched")?;
+        self.exec(
+            "INSERT INTO dispatches (goal_id, turn, attempt, family, model, outcome, started_at) \
+             VALUES (?1, ?2, ?3, ?4, ?5, 'in-flight', ?6)",
+            params![d.goal.0, d.turn, d.attempt, d.family, d.model, self.now],
+        )?;
+        let id = DispatchId(self.tx.last_insert_rowid());
+        self.append_event(
+            Some(d.goal),
+            Some(d.turn),
+            "dispatch-started",
+            &json!({"dispatch": id, "attempt": d.attempt, "family": d.family, "model": d.model}),
+        )?;
+        Ok(id)
+    }
+
+    /// Complete an in-flight ledger row. A row is completed exactly once: a second call fails
+    /// with [`Error::DispatchNotInFlight`], so a replayed step cannot double-count.
+    pub fn finish_dispatch(&self, id: DispatchId, end: &DispatchEnd) -> Result<(), Error> {
+        if end.outcome == DispatchOutcome::InFlight {
+            return Err(Error::FinishInFlight(id));
+        }
+        opt_kebab("dispatch reason", end.reason.as_deref())?;
+        let row = self.dispatch(id)?.ok_or(Error::NoSuchDispatch(id))?;
+        if row.outcome != DispatchOutcome::InFlight {
+            return Err(Error::DispatchNotInFlight {
+                id,
+                outcome: row.outcome,
+            });
+        }
+        let Tokens {
+            input,
+            output,
+            cache_read,
+            cache_write,
+            cost_usd,
+            source,
+        } = &end.tokens;
+        self.exec(
+            "UPDATE dispatches SET outcome = ?2, wall_ms = ?3, tokens_in = ?4, tokens_out = ?5, \
+             cache_read_tokens = ?6, cache_write_tokens = ?7, cost_usd = ?8, token_source = ?9, \
+             reason = ?10, detail = ?11, ended_at = ?12 WHERE id = ?1",
+            params![
+                id.0,
+                end.outcome.as_str(),
+                end.wall_ms.map(int),
+                input.map(int),
+                output.map(int),
+                cache_read.map(int),
+                cache_write.map(int),
+                cost_usd,
+                source,
+                end.reason,
+                end.detail,
+                self.now,
+            ],
+        )?;
+        self.append_event(
+            Some(row.goal),
+            Some(row.turn),
+            "dispatch-ended",
+            &json!({
+                "dispatch": id,
+                "outcome": end.outcome,
+                "reason": end.reason,
+                "wall_ms": end.wall_ms,
+                "tokens": end.tokens,
+            }),
+        )?;
+        Ok(())
+    }
+
+    /// Crash recovery for one goal: in-flight ledger rows become `interrupted`, open turns end
+    /// with outcome `interrupted`. Call it when (re)starting a goal's runner, and only from the
+    /// process that now owns the goal: another process's live dispatch must not be touched, which
+    /// is why it takes a goal rather than sweeping the whole database.
+    pub fn recover_interrupted(&self, goal: GoalId) -> Result<Recovered, Error> {
+        self.goal_state(goal)?;
+        let dispatches: Vec<DispatchId> = read::collect(
+            self,
+            "SELECT id FROM dispatches WHERE goal_id = ?1 AND outcome = 'in-flight' ORDER BY id",
+            [goal.0],
+            |r| Ok(DispatchId(r.get(0)?)),
+        )?;
+        let turns: Vec<u32> = read::collect(
+            self,
+            "SELECT number FROM turns WHERE goal_id = ?1 AND ended_at IS NULL ORDER BY number",
+            [goal.0],
+            |r| r.get(0),
+        )?;
+        let recovered = Recovered { dispatches, turns };
+        if recovered == Recovered::default() {
+            return Ok(recovered);
+        }
+        self.exec(
+            "UPDATE dispatches SET outcome = 'interrupted', ended_at = ?2, \
+             detail = 'the process running this dispatch ended before recording its result' \
+             WHERE goal_id = ?1 AND outcome = 'in-flight'",
+            params![goal.0, self.now],
+        )?;
+        self.exec(
+            "UPDATE turns SET outcome = 'interrupted', ended_at = ?2 \
+             WHERE goal_id = ?1 AND ended_at IS NULL",
+            params![goal.0, self.now],
+        )?;
+        self.append_event(
+            Some(goal),
+            None,
+            "recovered",
+            &json!({"interrupted_dispatches": recovered.dispatches, "interrupted_turns": recovered.turns}),
+        )?;
+        Ok(recovered)
+    }
+
+    // ---- the Stop hook ----
+
+    /// Count one more consecutive block for a hook session; returns the new count.
+    /// (Hook counters are bookkeeping for one agent session, not goal history: no event.)
+    pub fn hook_block(&self, session_id: &str) -> Result<u32, Error> {
+        self.exec(
+            "INSERT INTO hook_sessions (session_id, blocks, updated_at) VALUES (?1, 1, ?2) \
+             ON CONFLICT (session_id) DO UPDATE SET blocks = blocks + 1, updated_at = ?2",
+            params![session_id, self.now],
+        )?;
+        self.hook_blocks(session_id)
+    }
+
+    /// Reset a hook session's count to 0 (the agent stopped without being blocked).
+    pub fn hook_reset(&self, session_id: &str) -> Result<(), Error> {
+        self.exec(
+            "INSERT INTO hook_sessions (session_id, blocks, updated_at) VALUES (?1, 0, ?2) \
+             ON CONFLICT (session_id) DO UPDATE SET blocks = 0, updated_at = ?2",
+            params![session_id, self.now],
+        )?;
+        Ok(())
+    }
+
+    /// Forget hook sessions not updated since `before`; returns how many.
+    pub fn prune_hook_sessions(&self, before: Millis) -> Result<usize, Error> {
+        self.exec("DELETE FROM hook_sessions WHERE updated_at < ?1", [before])
+    }
+}

@@ -1,0 +1,769 @@
+//! Behaviour of the state database through its public API, on real SQLite files in temp dirs.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use greenlight_store::{
+    AgentSpec, DispatchEnd, DispatchOutcome, Error, GoalState, NewDispatch, NewGateRun, NewGoal,
+    Reads, SCHEMA_VERSION, StepClock, Store, Tokens, Verdict, default_state_path_from,
+};
+use serde_json::json;
+
+struct Fixture {
+    dir: tempfile::TempDir,
+}
+
+impl Fixture {
+    fn new() -> Self {
+        Fixture {
+            dir: tempfile::tempdir().expect("temp dir"),
+        }
+    }
+
+    fn db(&self) -> PathBuf {
+        self.dir.path().join("state").join("state.db")
+    }
+
+    fn open(&self) -> Store {
+        Store::open_with_clock(&self.db(), Arc::new(StepClock::new(1_000, 1))).expect("open store")
+    }
+
+    /// A fresh directory standing in for a worktree.
+    fn worktree(&self, name: &str) -> PathBuf {
+        let p = self.dir.path().join(name);
+        std::fs::create_dir_all(&p).expect("mkdir worktree");
+        p
+    }
+
+    fn raw(&self) -> rusqlite::Connection {
+        rusqlite::Connection::open(self.db()).expect("raw connection")
+    }
+}
+
+fn new_goal(worktree: &Path) -> NewGoal {
+    NewGoal {
+        worktree: worktree.to_path_buf(),
+        text: "make the tests pass".into(),
+        agent: AgentSpec {
+            family: "command".into(),
+            model: None,
+            argv_template: Some(vec!["./fix.sh".into()]),
+        },
+        judge: None,
+        max_turns: 3,
+        retries: 2,
+        gate_timeout_sec: 300,
+        gates: vec!["cargo test".into(), "cargo clippy".into()],
+    }
+}
+
+fn seqs(store: &Store) -> Vec<i64> {
+    store
+        .events_after(None, 0, usize::MAX)
+        .expect("events")
+        .iter()
+        .map(|e| e.seq)
+        .collect()
+}
+
+#[test]
+fn migrates_an_empty_file_to_the_current_schema_in_wal_mode() {
+    let fx = Fixture::new();
+    let _store = fx.open();
+    let raw = fx.raw();
+    let version: i64 = raw
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .expect("version");
+    assert_eq!(version, SCHEMA_VERSION);
+    let mode: String = raw
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .expect("mode");
+    assert_eq!(mode, "wal");
+    let mut tables: Vec<String> = raw
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")
+        .expect("prepare")
+        .query_map([], |r| r.get(0))
+        .expect("query")
+        .collect::<Result<_, _>>()
+        .expect("rows");
+    tables.sort();
+    assert_eq!(
+        tables,
+        [
+            "dispatches",
+            "events",
+            "gate_runs",
+            "gates",
+            "goals",
+            "hook_sessions",
+            "turns"
+        ]
+    );
+}
+
+#[test]
+fn a_database_from_a_newer_greenlight_is_refused_with_a_clear_error() {
+    let fx = Fixture::new();
+    drop(fx.open());
+    fx.raw()
+        .pragma_update(None, "user_version", SCHEMA_VERSION + 1)
+        .expect("bump version");
+    let err = Store::open(&fx.db()).expect_err("newer schema must be refused");
+    assert!(
+        matches!(err, Error::SchemaTooNew { found, .. } if found == SCHEMA_VERSION + 1),
+        "{err:?}"
+    );
+    let msg = err.to_string();
+    assert!(
+        msg.contains("newer than") && msg.contains("upgrade greenlight"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn reopening_keeps_goals_gates_and_events() {
+    let fx = Fixture::new();
+    let wt = fx.worktree("wt");
+    let id = fx
+        .open()
+        .write(|tx| tx.create_goal(&new_goal(&wt)))
+        .expect("create");
+    let store = fx.open();
+    let goal = store.goal(id).expect("read").expect("goal kept");
+    assert_eq!(goal.state, GoalState::Active);
+    assert_eq!(goal.worktree, std::fs::canonicalize(&wt).expect("canon"));
+    assert_eq!(
+        goal.agent.argv_template.as_deref(),
+        Some(&["./fix.sh".to_string()][..])
+    );
+    assert_eq!(goal.created_at, 1_000);
+    let gates = store.gates(id).expect("gates");
+    assert_eq!(
+        gates.iter().map(|g| g.command.as_str()).collect::<Vec<_>>(),
+        ["cargo test", "cargo clippy"]
+    );
+    let kinds: Vec<String> = store
+        .events_after(Some(id), 0, 100)
+        .expect("events")
+        .into_iter()
+        .map(|e| e.kind)
+        .collect();
+    assert_eq!(kinds, ["goal-created", "gate-added", "gate-added"]);
+}
+
+#[test]
+fn one_live_goal_per_worktree_is_enforced_with_a_clear_error() {
+    let fx = Fixture::new();
+    let (a, b) = (fx.worktree("a"), fx.worktree("b"));
+    let mut store = fx.open();
+    let first = store
+        .write(|tx| tx.create_goal(&new_goal(&a)))
+        .expect("first goal");
+    store
+        .write(|tx| tx.create_goal(&new_goal(&b)))
+        .expect("another worktree has its own goal");
+
+    // Paused still holds the worktree; a path spelled differently is the same worktree.
+    store
+        .write(|tx| tx.pause_goal(first, "turn-budget", Some("used 3 turns")))
+        .expect("pause");
+    let spelled = fx.dir.path().join("b/../a/.");
+    let err = store
+        .write(|tx| tx.create_goal(&new_goal(&spelled)))
+        .expect_err("second live goal");
+    assert!(
+        matches!(err, Error::GoalAlreadyLive { existing, state: GoalState::Paused, .. } if existing == first),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("greenlight goal clear"), "{err}");
+
+    // The index itself refuses, even for a writer that skips the library's check.
+    let raw = fx.raw();
+    let bypass = raw.execute(
+        "INSERT INTO goals (worktree, text, state, agent_family, max_turns, retries, gate_timeout_sec, created_at, updated_at) \
+         SELECT worktree, 'x', 'active', 'claude', 1, 1, 1, 0, 0 FROM goals WHERE id = ?1",
+        [first.0],
+    );
+    assert!(
+        bypass.is_err(),
+        "partial unique index must reject a second live goal"
+    );
+
+    // Once cleared, the worktree is free; the cleared row stays for audit.
+    store.write(|tx| tx.clear_goal(first)).expect("clear");
+    let second = store
+        .write(|tx| tx.create_goal(&new_goal(&a)))
+        .expect("new goal after clear");
+    assert_ne!(second, first);
+    assert_eq!(
+        store.goal(first).expect("read").expect("kept").state,
+        GoalState::Cleared
+    );
+    assert_eq!(store.live_goal(&a).expect("read").expect("live").id, second);
+}
+
+#[test]
+fn a_transaction_that_fails_midway_leaves_nothing_behind() {
+    let fx = Fixture::new();
+    let wt = fx.worktree("wt");
+    let mut store = fx.open();
+    let before = store.last_seq().expect("seq");
+    let err = store
+        .write(|tx| {
+            let id = tx.create_goal(&new_goal(&wt))?;
+            tx.add_gate(id, "make lint")?;
+            tx.begin_turn(id)?;
+            tx.pause_goal(id, "Not Kebab", None) // fails after four writes
+        })
+        .expect_err("bad reason");
+    assert!(matches!(err, Error::NotKebabCase { .. }), "{err:?}");
+    assert!(store.goals().expect("goals").is_empty());
+    assert_eq!(store.last_seq().expect("seq"), before);
+    let raw = fx.raw();
+    for table in ["goals", "gates", "turns", "events"] {
+        let n: i64 = raw
+            .query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |r| r.get(0))
+            .expect("count");
+        assert_eq!(n, 0, "{table} must be empty after the rollback");
+    }
+}
+
+#[test]
+fn event_seq_stays_contiguous_across_commits_and_rollbacks() {
+    let fx = Fixture::new();
+    let wt = fx.worktree("wt");
+    let mut store = fx.open();
+    let id = store
+        .write(|tx| tx.create_goal(&new_goal(&wt)))
+        .expect("create");
+    for i in 0..20 {
+        let r = store.write(|tx| {
+            tx.append_event(Some(id), None, "note", &json!({"i": i}))?;
+            if i % 3 == 0 {
+                Err(Error::NoSuchGoal(id))
+            } else {
+                Ok(())
+            }
+        });
+        assert_eq!(r.is_err(), i % 3 == 0);
+    }
+    let s = seqs(&store);
+    assert_eq!(s, (1..=s.len() as i64).collect::<Vec<_>>());
+    assert_eq!(s.len(), 3 + 13, "3 creation events + 13 committed notes");
+    // events_after pages from a cursor, for `goal log --follow`.
+    let tail = store.events_after(Some(id), 10, 3).expect("page");
+    assert_eq!(tail.iter().map(|e| e.seq).collect::<Vec<_>>(), [11, 12, 13]);
+}
+
+#[test]
+fn the_event_log_is_append_only_even_for_raw_sql() {
+    let fx = Fixture::new();
+    let wt = fx.worktree("wt");
+    fx.open()
+        .write(|tx| tx.create_goal(&new_goal(&wt)))
+        .expect("create");
+    let raw = fx.raw();
+    assert!(raw.execute("UPDATE events SET kind = 'x'", []).is_err());
+    assert!(raw.execute("DELETE FROM events", []).is_err());
+}
+
+#[test]
+fn tokens_not_reported_stay_null_and_reported_zero_stays_zero() {
+    let fx = Fixture::new();
+    let wt = fx.worktree("wt");
+    let mut store = fx.open();
+    let (id, turn) = store
+        .write(|tx| {
+            let id = tx.create_goal(&new_goal(&wt))?;
+            Ok::<_, Error>((id, tx.begin_turn(id)?))
+        })
+        .expect("setup");
+    let unknown = store
+        .write(|tx| {
+            tx.begin_dispatch(&NewDispatch {
+                goal: id,
+                turn,
+                attempt: 1,
+                family: "codex".into(),
+                model: None,
+            })
+        })
+        .expect("begin");
+    let zero = store
+        .write(|tx| {
+            tx.begin_dispatch(&NewDispatch {
+                goal: id,
+                turn,
+                attempt: 2,
+                family: "claude".into(),
+                model: Some("m".into()),
+            })
+        })
+        .expect("begin");
+    store
+        .write(|tx| {
+            tx.finish_dispatch(
+                unknown,
+                &DispatchEnd {
+                    outcome: DispatchOutcome::Error,
+                    wall_ms: Some(1234),
+                    tokens: Tokens::default(),
+                    reason: Some("dispatch-timeout".into()),
+                    detail: Some("no answer in 600s".into()),
+                },
+            )?;
+            tx.finish_dispatch(
+                zero,
+                &DispatchEnd {
+                    outcome: DispatchOutcome::Ok,
+                    wall_ms: Some(10),
+                    tokens: Tokens {
+                        input: Some(0),
+                        output: Some(7),
+                        cache_read: Some(0),
+                        cache_write: None,
+                        cost_usd: Some(0.0),
+                        source: Some("claude-json".into()),
+                    },
+                    reason: None,
+                    detail: None,
+                },
+            )
+        })
+        .expect("finish");
+    let raw = fx.raw();
+    let nulls: (bool, bool, bool, bool, bool, bool) = raw
+        .query_row(
+            "SELECT tokens_in IS NULL, tokens_out IS NULL, cache_read_tokens IS NULL, cache_write_tokens IS NULL, cost_usd IS NULL, token_source IS NULL FROM dispatches WHERE id = ?1",
+            [unknown.0],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?)),
+        )
+        .expect("row");
+    assert_eq!(nulls, (true, true, true, true, true, true));
+    let ledger = store.dispatches(id).expect("ledger");
+    assert_eq!(ledger[0].tokens, Tokens::default());
+    assert_eq!(ledger[0].reason.as_deref(), Some("dispatch-timeout"));
+    assert_eq!(ledger[1].tokens.input, Some(0));
+    assert_eq!(ledger[1].tokens.cache_write, None);
+    assert_eq!(ledger[1].outcome, DispatchOutcome::Ok);
+
+    // A row is completed exactly once.
+    let again = store.write(|tx| {
+        tx.finish_dispatch(
+            zero,
+            &DispatchEnd {
+                outcome: DispatchOutcome::Ok,
+                wall_ms: None,
+                tokens: Tokens::default(),
+                reason: None,
+                detail: None,
+            },
+        )
+    });
+    assert!(
+        matches!(
+            again,
+            Err(Error::DispatchNotInFlight {
+                outcome: DispatchOutcome::Ok,
+                ..
+            })
+        ),
+        "{again:?}"
+    );
+}
+
+#[test]
+fn in_flight_dispatches_of_a_crashed_runner_become_interrupted() {
+    let fx = Fixture::new();
+    let (a, b) = (fx.worktree("a"), fx.worktree("b"));
+    let (ga, gb, da, db) = {
+        let mut store = fx.open();
+        let (ga, ta) = store
+            .write(|tx| {
+                let g = tx.create_goal(&new_goal(&a))?;
+                Ok::<_, Error>((g, tx.begin_turn(g)?))
+            })
+            .expect("a");
+        let (gb, tb) = store
+            .write(|tx| {
+                let g = tx.create_goal(&new_goal(&b))?;
+                Ok::<_, Error>((g, tx.begin_turn(g)?))
+            })
+            .expect("b");
+        let da = store
+            .write(|tx| {
+                tx.begin_dispatch(&NewDispatch {
+                    goal: ga,
+                    turn: ta,
+                    attempt: 1,
+                    family: "claude".into(),
+                    model: None,
+                })
+            })
+            .expect("da");
+        let db = store
+            .write(|tx| {
+                tx.begin_dispatch(&NewDispatch {
+                    goal: gb,
+                    turn: tb,
+                    attempt: 1,
+                    family: "claude".into(),
+                    model: None,
+                })
+            })
+            .expect("db");
+        (ga, gb, da, db)
+        // dropped here without finishing: the runner "died"
+    };
+    let mut store = fx.open();
+    let rec = store
+        .write(|tx| tx.recover_interrupted(ga))
+        .expect("recover");
+    assert_eq!(rec.dispatches, [da]);
+    assert_eq!(rec.turns, [1]);
+    let row = store.dispatch(da).expect("read").expect("row");
+    assert_eq!(row.outcome, DispatchOutcome::Interrupted);
+    assert!(row.ended_at.is_some());
+    assert_eq!(
+        store.turns(ga).expect("turns")[0].outcome.as_deref(),
+        Some("interrupted")
+    );
+    // The other worktree's runner may still be alive: its row is untouched.
+    assert_eq!(
+        store.dispatch(db).expect("read").expect("row").outcome,
+        DispatchOutcome::InFlight
+    );
+    // Recovery is idempotent and the next turn continues the numbering.
+    assert_eq!(
+        store.write(|tx| tx.recover_interrupted(ga)).expect("again"),
+        Default::default()
+    );
+    assert_eq!(store.write(|tx| tx.begin_turn(ga)).expect("next turn"), 2);
+    let kinds: Vec<String> = store
+        .events_after(Some(ga), 0, 100)
+        .expect("events")
+        .into_iter()
+        .map(|e| e.kind)
+        .collect();
+    assert_eq!(kinds.iter().filter(|k| *k == "recovered").count(), 1);
+    let _ = gb;
+}
+
+#[test]
+fn gate_attempts_count_consecutive_failures_and_a_pass_resets_them() {
+    let fx = Fixture::new();
+    let wt = fx.worktree("wt");
+    let mut store = fx.open();
+    let id = store
+        .write(|tx| tx.create_goal(&new_goal(&wt)))
+        .expect("create");
+    let gate = store.gates(id).expect("gates")[0].id;
+    let run = |verdict, replayed| NewGateRun {
+        goal: id,
+        gate,
+        turn: None,
+        verdict,
+        exit_code: Some(if verdict == Verdict::Pass { 0 } else { 101 }),
+        duration_ms: 5,
+        workspace_key: Some("abc".into()),
+        replayed,
+        digest: Some(json!({"format": "cargo", "failed": 1})),
+        evidence: Some("test foo failed".into()),
+    };
+    let attempts: Vec<u32> = [
+        (Verdict::Fail, false),
+        (Verdict::Fail, true),
+        (Verdict::Timeout, false),
+        (Verdict::Pass, false),
+        (Verdict::Fail, false),
+    ]
+    .into_iter()
+    .map(|(v, r)| {
+        store
+            .write(|tx| tx.record_gate_run(&run(v, r)))
+            .expect("record")
+            .attempt
+    })
+    .collect();
+    assert_eq!(attempts, [1, 2, 3, 0, 1]);
+    let g = &store.gates(id).expect("gates")[0];
+    assert_eq!(g.attempts, 1);
+    let last = g.last.as_ref().expect("last result");
+    assert_eq!(
+        (last.verdict, last.exit_code, last.workspace_key.as_deref()),
+        (Verdict::Fail, Some(101), Some("abc"))
+    );
+    let runs = store.gate_runs(id).expect("runs");
+    assert_eq!(runs.len(), 5);
+    assert!(runs[1].replayed && !runs[0].replayed);
+    assert_eq!(
+        runs[0].digest,
+        Some(json!({"format": "cargo", "failed": 1}))
+    );
+}
+
+#[test]
+fn gate_remove_addresses_the_nth_live_gate_and_keeps_the_row() {
+    let fx = Fixture::new();
+    let wt = fx.worktree("wt");
+    let mut store = fx.open();
+    let id = store
+        .write(|tx| tx.create_goal(&new_goal(&wt)))
+        .expect("create");
+    store.write(|tx| tx.add_gate(id, "make docs")).expect("add");
+    let removed = store.write(|tx| tx.remove_gate(id, 1)).expect("remove 1");
+    let live = store.gates(id).expect("gates");
+    assert_eq!(
+        live.iter()
+            .map(|g| (g.number, g.command.as_str()))
+            .collect::<Vec<_>>(),
+        [(Some(1), "cargo clippy"), (Some(2), "make docs")]
+    );
+    // Numbers are over live gates: removing 2 now removes "make docs".
+    store.write(|tx| tx.remove_gate(id, 2)).expect("remove 2");
+    assert_eq!(store.gates(id).expect("gates").len(), 1);
+    let err = store
+        .write(|tx| tx.remove_gate(id, 2))
+        .expect_err("no gate 2");
+    assert!(
+        matches!(err, Error::NoSuchGate { n: 2, live: 1, .. }),
+        "{err:?}"
+    );
+    assert!(
+        store.write(|tx| tx.remove_gate(id, 0)).is_err(),
+        "0 is not a gate number"
+    );
+    let all = store.all_gates(id).expect("all");
+    assert_eq!(all.len(), 3);
+    assert!(
+        all.iter()
+            .any(|g| g.id == removed && g.removed && g.number.is_none())
+    );
+    assert_eq!(store.write(|tx| tx.clear_gates(id)).expect("clear"), 1);
+    assert!(store.gates(id).expect("gates").is_empty());
+}
+
+#[test]
+fn the_turn_budget_is_enforced_and_resume_resets_turns_but_not_gate_attempts() {
+    let fx = Fixture::new();
+    let wt = fx.worktree("wt");
+    let mut store = fx.open();
+    let id = store
+        .write(|tx| tx.create_goal(&new_goal(&wt)))
+        .expect("create");
+    let gate = store.gates(id).expect("gates")[0].id;
+    for n in 1..=3 {
+        let got = store
+            .write(|tx| {
+                let t = tx.begin_turn(id)?;
+                tx.record_gate_run(&NewGateRun {
+                    goal: id,
+                    gate,
+                    turn: Some(t),
+                    verdict: Verdict::Fail,
+                    exit_code: Some(1),
+                    duration_ms: 1,
+                    workspace_key: None,
+                    replayed: false,
+                    digest: None,
+                    evidence: None,
+                })?;
+                tx.end_turn(id, t, "gate-failed")?;
+                Ok::<_, Error>(t)
+            })
+            .expect("turn");
+        assert_eq!(got, n);
+    }
+    let err = store
+        .write(|tx| tx.begin_turn(id))
+        .expect_err("budget spent");
+    assert!(
+        matches!(err, Error::TurnBudgetSpent { max_turns: 3, .. }),
+        "{err:?}"
+    );
+    store
+        .write(|tx| tx.pause_goal(id, "turn-budget", Some("3 of 3 turns used")))
+        .expect("pause");
+    let paused = store.goal(id).expect("read").expect("goal");
+    assert_eq!(
+        paused.pause.as_ref().map(|p| p.reason.as_str()),
+        Some("turn-budget")
+    );
+    assert!(matches!(
+        store.write(|tx| tx.begin_turn(id)),
+        Err(Error::InvalidTransition {
+            from: GoalState::Paused,
+            ..
+        })
+    ));
+
+    store.write(|tx| tx.resume_goal(id)).expect("resume");
+    let resumed = store.goal(id).expect("read").expect("goal");
+    assert_eq!(
+        (resumed.state, resumed.turns_used, resumed.pause),
+        (GoalState::Active, 0, None)
+    );
+    assert_eq!(
+        store.gates(id).expect("gates")[0].attempts,
+        3,
+        "resume keeps gate attempts"
+    );
+    assert_eq!(
+        store
+            .write(|tx| tx.begin_turn(id))
+            .expect("turn after resume"),
+        4,
+        "turn numbers keep counting"
+    );
+    assert!(matches!(
+        store.write(|tx| tx.resume_goal(id)),
+        Err(Error::InvalidTransition {
+            from: GoalState::Active,
+            ..
+        })
+    ));
+    store.write(|tx| tx.complete_goal(id)).expect("done");
+    assert!(store.live_goal(&wt).expect("read").is_none());
+}
+
+#[test]
+fn timestamps_come_from_the_clock_once_per_transaction() {
+    let fx = Fixture::new();
+    let wt = fx.worktree("wt");
+    let mut store = fx.open(); // StepClock: 1000, 1001, …
+    let id = store
+        .write(|tx| tx.create_goal(&new_goal(&wt)))
+        .expect("create");
+    store
+        .write(|tx| tx.pause_goal(id, "user-paused", None))
+        .expect("pause");
+    let events = store.events_after(Some(id), 0, 100).expect("events");
+    assert_eq!(
+        events.iter().map(|e| e.at).collect::<Vec<_>>(),
+        [1000, 1000, 1000, 1001]
+    );
+    let g = store.goal(id).expect("read").expect("goal");
+    assert_eq!((g.created_at, g.updated_at), (1000, 1001));
+}
+
+#[test]
+fn a_non_utf8_worktree_path_round_trips_exactly() {
+    use std::os::unix::ffi::OsStringExt;
+    let fx = Fixture::new();
+    let name = OsString::from_vec(b"wt-\xff\xfe".to_vec());
+    let wt = fx.dir.path().join(&name);
+    if std::fs::create_dir(&wt).is_err() {
+        panic!(
+            "this filesystem refuses non-UTF-8 names; the test needs one that accepts them (ext4, tmpfs)"
+        );
+    }
+    let mut store = fx.open();
+    let id = store
+        .write(|tx| tx.create_goal(&new_goal(&wt)))
+        .expect("create");
+    let g = store.goal(id).expect("read").expect("goal");
+    assert_eq!(g.worktree, std::fs::canonicalize(&wt).expect("canon"));
+    assert_eq!(store.live_goal(&wt).expect("read").map(|g| g.id), Some(id));
+    let json = serde_json::to_value(&g).expect("json");
+    assert!(
+        json["worktree"]
+            .as_str()
+            .expect("string")
+            .ends_with("wt-\u{fffd}\u{fffd}")
+    );
+}
+
+#[test]
+fn the_hook_counts_consecutive_blocks_per_session() {
+    let fx = Fixture::new();
+    let mut store = fx.open();
+    assert_eq!(store.hook_blocks("s1").expect("read"), 0);
+    assert_eq!(store.write(|tx| tx.hook_block("s1")).expect("block"), 1);
+    assert_eq!(store.write(|tx| tx.hook_block("s1")).expect("block"), 2);
+    assert_eq!(store.write(|tx| tx.hook_block("s2")).expect("block"), 1);
+    store.write(|tx| tx.hook_reset("s1")).expect("reset");
+    assert_eq!(store.hook_blocks("s1").expect("read"), 0);
+    assert_eq!(store.hook_blocks("s2").expect("read"), 1);
+    let pruned = store
+        .write(|tx| tx.prune_hook_sessions(i64::MAX))
+        .expect("prune");
+    assert_eq!(pruned, 2);
+}
+
+#[test]
+fn the_default_path_honours_greenlight_state_then_xdg_then_home() {
+    let env = |pairs: &'static [(&'static str, &'static str)]| {
+        move |k: &str| {
+            pairs
+                .iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| OsString::from(v))
+        }
+    };
+    let all = env(&[
+        ("GREENLIGHT_STATE", "/x/s.db"),
+        ("XDG_STATE_HOME", "/xdg"),
+        ("HOME", "/home/u"),
+    ]);
+    assert_eq!(
+        default_state_path_from(all).expect("path"),
+        PathBuf::from("/x/s.db")
+    );
+    let xdg = env(&[
+        ("GREENLIGHT_STATE", ""),
+        ("XDG_STATE_HOME", "/xdg"),
+        ("HOME", "/home/u"),
+    ]);
+    assert_eq!(
+        default_state_path_from(xdg).expect("path"),
+        PathBuf::from("/xdg/greenlight/state.db")
+    );
+    let relative_xdg = env(&[("XDG_STATE_HOME", "rel"), ("HOME", "/home/u")]);
+    assert_eq!(
+        default_state_path_from(relative_xdg).expect("path"),
+        PathBuf::from("/home/u/.local/state/greenlight/state.db")
+    );
+    let err = default_state_path_from(env(&[])).expect_err("nothing set");
+    assert!(err.to_string().contains("GREENLIGHT_STATE"), "{err}");
+}
+
+#[test]
+fn a_snapshot_sees_one_instant_while_another_connection_commits() {
+    let fx = Fixture::new();
+    let wt = fx.worktree("wt");
+    let mut store = fx.open();
+    let id = store
+        .write(|tx| tx.create_goal(&new_goal(&wt)))
+        .expect("create");
+    let mut other = fx.open();
+    let (before, after) = store
+        .read(|snap| {
+            let before = snap.gates(id)?.len();
+            other.write(|tx| tx.add_gate(id, "make docs"))?; // commits in the middle
+            Ok::<_, Error>((before, snap.gates(id)?.len()))
+        })
+        .expect("read");
+    assert_eq!(
+        (before, after),
+        (2, 2),
+        "the snapshot does not see the concurrent commit"
+    );
+    assert_eq!(
+        store.gates(id).expect("gates").len(),
+        3,
+        "outside the snapshot it is there"
+    );
+}
+
+#[test]
+fn a_store_can_move_to_another_thread() {
+    fn send<T: Send>(_: &T) {}
+    let fx = Fixture::new();
+    let store = fx.open();
+    send(&store);
+    let path = std::thread::spawn(move || store.path().to_path_buf())
+        .join()
+        .expect("thread");
+    assert_eq!(path, fx.db());
+}

@@ -1,0 +1,674 @@
+//! `greenlight goal …`: create, run, inspect and steer the goal of a worktree.
+//!
+//! Every decision lives in `greenlight-goal` and `greenlight-store`; this module parses
+//! arguments, builds the agent's dispatcher, and renders progress and state.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use greenlight_agent::{AdapterOptions, Dispatcher, Family};
+use greenlight_gate::exec::{self, Interrupt};
+use greenlight_goal::{Engine, Finish, Progress, Settings};
+use greenlight_store::{AgentSpec, Goal, GoalState, NewGoal, Reads, Store};
+
+/// Exit codes of `greenlight goal`.
+pub mod exit {
+    /// Done: every gate passed (and the judge agreed).
+    pub const DONE: i32 = 0;
+    /// Something went wrong outside the goal (state database, agent setup).
+    pub const ERROR: i32 = 1;
+    /// Usage: bad arguments, no goal, a goal already live.
+    pub const USAGE: i32 = 2;
+    /// The goal paused; its reason says what to do (`greenlight goal status`).
+    pub const PAUSED: i32 = 75;
+}
+
+/// Options shared by every `goal` subcommand.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Common {
+    /// The state database [default: $GREENLIGHT_STATE, else $XDG_STATE_HOME/greenlight/state.db].
+    #[arg(long, global = true, value_name = "PATH")]
+    pub state: Option<PathBuf>,
+    /// The worktree whose goal this is [default: the current directory].
+    #[arg(long, global = true, value_name = "DIR")]
+    pub cwd: Option<PathBuf>,
+}
+
+/// Arguments of `greenlight goal`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    common: Common,
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// The `goal` subcommands.
+#[derive(Debug, clap::Subcommand)]
+pub enum Command {
+    /// Create a goal for this worktree and run it until done or paused.
+    Run(RunArgs),
+    /// Show the worktree's goal, its gates and their last results.
+    Status {
+        /// One JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Pause the worktree's goal (a running loop stops at its next step).
+    Pause,
+    /// Resume a paused goal and run it in the foreground (new turn budget; gate attempts kept).
+    Resume(LoopArgs),
+    /// Clear the worktree's goal (kept in the state for audit).
+    Clear,
+    /// Show the goal's event log.
+    Log {
+        /// Keep printing new events until the goal stops running.
+        #[arg(long)]
+        follow: bool,
+        /// One JSON object per line.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List, add or remove the goal's gates.
+    #[command(subcommand)]
+    Gate(GateCommand),
+}
+
+/// `goal gate …`.
+#[derive(Debug, clap::Subcommand)]
+pub enum GateCommand {
+    /// List the gates, numbered.
+    List,
+    /// Append a gate (a shell command judged by its exit code).
+    Add {
+        /// The command.
+        command: String,
+    },
+    /// Remove gate N (as `gate list` numbers them).
+    Remove {
+        /// 1-based.
+        n: usize,
+    },
+    /// Remove every gate.
+    Clear,
+}
+
+/// Knobs of a running loop.
+#[derive(Debug, Clone, clap::Args)]
+pub struct LoopArgs {
+    /// How long one agent turn may run.
+    #[arg(long, value_name = "DURATION", default_value = "30m", value_parser = parse_duration)]
+    pub agent_timeout: Duration,
+}
+
+/// Arguments of `greenlight goal run`.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// What the agent must achieve.
+    pub goal: String,
+    /// claude, codex, or command:<argv template> (placeholders {prompt}, {prompt_file}, {model};
+    /// without a prompt placeholder the prompt goes on stdin).
+    #[arg(long, default_value = "claude")]
+    pub agent: String,
+    /// The agent's model id [default: sonnet for claude, `default` for command; required for codex].
+    #[arg(long)]
+    pub model: Option<String>,
+    /// A gate command; repeat for several, run in order [default: the gates of .commandmate/verify.yaml].
+    #[arg(long = "gate", value_name = "CMD")]
+    pub gates: Vec<String>,
+    /// Turns before the goal pauses.
+    #[arg(long, default_value_t = 20)]
+    pub max_turns: u32,
+    /// Consecutive failures of one gate before the goal pauses.
+    #[arg(long, default_value_t = 3)]
+    pub retries: u32,
+    /// Time limit of each gate.
+    #[arg(long, value_name = "DURATION", default_value = "300s", value_parser = parse_duration)]
+    pub gate_timeout: Duration,
+    /// A judge model (same family) that must accept the goal after the gates pass, or `none`.
+    #[arg(long, default_value = "none")]
+    pub judge: String,
+    #[command(flatten)]
+    pub loop_args: LoopArgs,
+}
+
+/// Parses `300s`, `5m`, `2h`, `1500ms` or a bare number of seconds.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let (digits, unit) = text.split_at(
+        text.find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(text.len()),
+    );
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("`{text}` is not a duration; write e.g. 300s, 5m or 2h"))?;
+    let secs = match unit {
+        "" | "s" => n,
+        "m" => n * 60,
+        "h" => n * 3600,
+        "ms" => return Ok(Duration::from_millis(n)),
+        _ => {
+            return Err(format!(
+                "`{text}`: unknown unit `{unit}`; use ms, s, m or h"
+            ));
+        }
+    };
+    Ok(Duration::from_secs(secs))
+}
+
+/// Splits an argv template on spaces, honouring single and double quotes.
+pub fn split_template(template: &str) -> Result<Vec<String>, String> {
+    let mut args = Vec::new();
+    let mut current = String::new();
+    let mut quote: Option<char> = None;
+    let mut started = false;
+    for c in template.chars() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), c) => current.push(c),
+            (None, '\'' | '"') => {
+                quote = Some(c);
+                started = true;
+            }
+            (None, c) if c.is_whitespace() => {
+                if started || !current.is_empty() {
+                    args.push(std::mem::take(&mut current));
+                    started = false;
+                }
+            }
+            (None, c) => current.push(c),
+        }
+    }
+    if quote.is_some() {
+        return Err(format!("unclosed quote in the agent template `{template}`"));
+    }
+    if started || !current.is_empty() {
+        args.push(current);
+    }
+    if args.is_empty() {
+        return Err(
+            "the agent template is empty; write e.g. --agent 'command:my-agent {prompt_file}'"
+                .into(),
+        );
+    }
+    Ok(args)
+}
+
+/// Parses `--agent`.
+pub fn parse_agent(agent: &str, model: Option<String>) -> Result<AgentSpec, String> {
+    let (family, template) = match agent {
+        "claude" => ("claude", None),
+        "codex" => ("codex", None),
+        other => match other.strip_prefix("command:") {
+            Some(t) => ("command", Some(split_template(t)?)),
+            None => {
+                return Err(format!(
+                    "--agent `{other}`: use claude, codex, or command:<argv template>"
+                ));
+            }
+        },
+    };
+    let model = match (family, model) {
+        (_, Some(m)) => m,
+        ("claude", None) => "sonnet".into(),
+        ("command", None) => "default".into(),
+        _ => return Err("--agent codex needs --model (the model id codex should run)".into()),
+    };
+    Ok(AgentSpec {
+        family: family.into(),
+        model: Some(model),
+        argv_template: template,
+    })
+}
+
+/// Builds the dispatcher a stored goal's agent runs through.
+pub fn dispatcher_for(agent: &AgentSpec) -> Result<(Arc<dyn Dispatcher>, Family), String> {
+    let family = match agent.family.as_str() {
+        "claude" => Family::Claude,
+        "codex" => Family::Codex,
+        "command" => Family::Command,
+        other => {
+            return Err(format!(
+                "unknown agent family `{other}` in the state database"
+            ));
+        }
+    };
+    let mut options = AdapterOptions::default();
+    if let Some(template) = &agent.argv_template {
+        let (bin, args) = template
+            .split_first()
+            .ok_or("the stored agent template is empty")?;
+        options.bin = Some(PathBuf::from(bin));
+        options.command_args = args.to_vec();
+    }
+    let dispatcher = greenlight_agent::dispatcher(family, options).map_err(|e| e.to_string())?;
+    Ok((Arc::from(dispatcher), family))
+}
+
+fn open_store(common: &Common) -> Result<Store, String> {
+    let path = match &common.state {
+        Some(p) => p.clone(),
+        None => greenlight_store::default_state_path().map_err(|e| e.to_string())?,
+    };
+    Store::open(&path).map_err(|e| e.to_string())
+}
+
+fn worktree(common: &Common) -> PathBuf {
+    let dir = common.cwd.clone().unwrap_or_else(|| PathBuf::from("."));
+    dir.canonicalize().unwrap_or(dir)
+}
+
+fn live_goal(store: &Store, worktree: &Path) -> Result<Goal, String> {
+    store
+        .live_goal(worktree)
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| {
+            format!(
+                "{} has no active or paused goal; start one with `greenlight goal run \"<goal>\"`",
+                worktree.display()
+            )
+        })
+}
+
+/// Runs the subcommand and returns the process exit code.
+pub fn run(args: Args) -> i32 {
+    match dispatch(args) {
+        Ok(code) => code,
+        Err((code, message)) => {
+            eprintln!("greenlight: {message}");
+            code
+        }
+    }
+}
+
+type CliResult = Result<i32, (i32, String)>;
+
+fn usage(message: String) -> (i32, String) {
+    (exit::USAGE, message)
+}
+
+fn dispatch(args: Args) -> CliResult {
+    let mut store = open_store(&args.common).map_err(|e| (exit::ERROR, e))?;
+    let worktree = worktree(&args.common);
+    match args.command {
+        Command::Run(run) => {
+            let agent = parse_agent(&run.agent, run.model.clone()).map_err(usage)?;
+            let gates = if run.gates.is_empty() {
+                gates_from_verify_yaml(&worktree).map_err(usage)?
+            } else {
+                run.gates.clone()
+            };
+            if gates.is_empty() {
+                return Err(usage(
+                    "no gates: pass --gate CMD, or declare gates in .commandmate/verify.yaml"
+                        .into(),
+                ));
+            }
+            let judge = (run.judge != "none").then(|| run.judge.clone());
+            let new = NewGoal {
+                worktree: worktree.clone(),
+                text: run.goal.clone(),
+                agent,
+                judge,
+                max_turns: run.max_turns,
+                retries: run.retries,
+                gate_timeout_sec: u32::try_from(run.gate_timeout.as_secs().max(1))
+                    .unwrap_or(u32::MAX),
+                gates,
+            };
+            let id = store
+                .write(|tx| tx.create_goal(&new))
+                .map_err(|e| usage(e.to_string()))?;
+            println!("greenlight: goal {id} for {}", worktree.display());
+            drive(&mut store, id, &run.loop_args, &mut render_progress)
+        }
+        Command::Resume(loop_args) => {
+            let goal = live_goal(&store, &worktree).map_err(usage)?;
+            if goal.state == GoalState::Paused {
+                store
+                    .write(|tx| tx.resume_goal(goal.id))
+                    .map_err(|e| (exit::ERROR, e.to_string()))?;
+            }
+            println!(
+                "greenlight: resuming goal {} (turn budget {} again; gate attempts kept)",
+                goal.id, goal.max_turns
+            );
+            drive(&mut store, goal.id, &loop_args, &mut render_progress)
+        }
+        Command::Pause => {
+            let goal = live_goal(&store, &worktree).map_err(usage)?;
+            if goal.state == GoalState::Paused {
+                println!("greenlight: goal {} is already paused", goal.id);
+                return Ok(exit::DONE);
+            }
+            store
+                .write(|tx| tx.pause_goal(goal.id, greenlight_agent::Reason::PausedByUser.as_str(), Some("paused with `greenlight goal pause`; `greenlight goal resume` continues")))
+                .map_err(|e| (exit::ERROR, e.to_string()))?;
+            println!("greenlight: goal {} paused", goal.id);
+            Ok(exit::DONE)
+        }
+        Command::Clear => {
+            let goal = live_goal(&store, &worktree).map_err(usage)?;
+            store
+                .write(|tx| tx.clear_goal(goal.id))
+                .map_err(|e| (exit::ERROR, e.to_string()))?;
+            println!(
+                "greenlight: goal {} cleared (kept in the state for audit)",
+                goal.id
+            );
+            Ok(exit::DONE)
+        }
+        Command::Status { json } => status(&store, &worktree, json),
+        Command::Log { follow, json } => log(&store, &worktree, follow, json),
+        Command::Gate(command) => gate(&mut store, &worktree, command),
+    }
+}
+
+fn gates_from_verify_yaml(worktree: &Path) -> Result<Vec<String>, String> {
+    let path = worktree.join(".commandmate").join("verify.yaml");
+    let path = camino::Utf8PathBuf::from_path_buf(path)
+        .map_err(|p| format!("{}: not a UTF-8 path", p.display()))?;
+    if !path.exists() {
+        return Ok(Vec::new());
+    }
+    let config = greenlight_gate::config::load(&path).map_err(|e| e.to_string())?;
+    Ok(config.gates.into_iter().map(|g| g.command).collect())
+}
+
+/// Runs the loop for `goal` in the foreground, with Ctrl-C / SIGTERM pausing it cleanly.
+pub fn drive(
+    store: &mut Store,
+    goal: greenlight_store::GoalId,
+    loop_args: &LoopArgs,
+    on_progress: &mut dyn FnMut(Progress<'_>),
+) -> CliResult {
+    let record = store
+        .goal(goal)
+        .map_err(|e| (exit::ERROR, e.to_string()))?
+        .ok_or((exit::ERROR, format!("goal {goal} vanished")))?;
+    let (agent, family) = dispatcher_for(&record.agent).map_err(|e| (exit::ERROR, e))?;
+    let settings = Settings {
+        agent,
+        family,
+        model: record
+            .agent
+            .model
+            .clone()
+            .unwrap_or_else(|| "default".into()),
+        judge: record.judge.clone(),
+        dispatch_timeout: loop_args.agent_timeout,
+        kill_grace: super::verify::kill_grace(),
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| (exit::ERROR, format!("cannot start the async runtime: {e}")))?;
+    runtime.block_on(async {
+        exec::become_subreaper();
+        let lock_root = store.path().with_extension("runners");
+        let (tx, mut interrupt) = tokio::sync::watch::channel(None);
+        tokio::spawn(super::verify::forward_signals(tx));
+        // One runner per goal: a second `resume` must not drive the same goal at once.
+        let guard = match greenlight_gate::lock::acquire(&lock_root, &format!("goal-{goal}"), Duration::ZERO, &mut interrupt).await {
+            Ok(greenlight_gate::lock::Acquired::Held { guard, .. }) => guard,
+            Ok(greenlight_gate::lock::Acquired::GaveUp { holder, .. }) => {
+                let who = holder.map(|h| format!(" (pid {} on {})", h.pid, h.host)).unwrap_or_default();
+                return Err((exit::USAGE, format!("goal {goal} is already running{who}; watch it with `greenlight goal log --follow`")));
+            }
+            Ok(greenlight_gate::lock::Acquired::Interrupted(_)) => return Err((exit::ERROR, "interrupted".into())),
+            Err(e) => return Err((exit::ERROR, format!("{}: {e}", lock_root.display()))),
+        };
+        let finish = Engine::new(store, goal, &settings, on_progress).run(&mut interrupt).await;
+        guard.release();
+        let finish = finish.map_err(|e| (exit::ERROR, e.to_string()))?;
+        let _ = std::io::stdout().flush();
+        Ok(match finish {
+            Finish::Done => {
+                println!("greenlight: goal {goal} done: every gate is green");
+                exit::DONE
+            }
+            Finish::Paused { reason, detail } => {
+                println!("greenlight: goal {goal} paused ({}): {detail}", reason.as_str());
+                match *interrupt.borrow() {
+                    Some(signal @ (Interrupt::Int | Interrupt::Term)) if reason == greenlight_agent::Reason::PausedByUser => signal.exit_code(),
+                    _ => exit::PAUSED,
+                }
+            }
+            Finish::NotActive(state) => {
+                println!("greenlight: goal {goal} is {state}; nothing to run");
+                if state == GoalState::Done { exit::DONE } else { exit::PAUSED }
+            }
+        })
+    })
+}
+
+/// Renders loop progress for a person at a terminal.
+pub fn render_progress(progress: Progress<'_>) {
+    match progress {
+        Progress::TurnStarted { turn, .. } => println!("── turn {turn}: agent working"),
+        Progress::Dispatched { result, .. } => {
+            let secs = result.wall_ms as f64 / 1000.0;
+            match &result.failure {
+                None => println!("   agent finished in {secs:.1}s"),
+                Some(f) => println!(
+                    "   agent failed in {secs:.1}s: {} ({})",
+                    f.reason.as_str(),
+                    f.detail
+                ),
+            }
+        }
+        Progress::GateStarted { .. } => {}
+        Progress::GateFinished {
+            number,
+            command,
+            passed,
+            exit_code,
+            replayed,
+            evidence,
+        } => {
+            let code = exit_code
+                .map(|c| c.to_string())
+                .unwrap_or_else(|| "-".into());
+            let word = if passed { "PASS" } else { "FAIL" };
+            let note = if replayed {
+                " (not re-run: nothing changed since it failed)"
+            } else {
+                ""
+            };
+            println!("   gate {number} {word} exit={code}  $ {command}{note}");
+            if let Some(evidence) = evidence {
+                println!("   evidence for the next turn:");
+                for line in evidence.lines() {
+                    println!("   │ {line}");
+                }
+            }
+        }
+        Progress::Judged { passed, .. } => {
+            println!("   judge: {}", if passed { "PASS" } else { "FAIL" })
+        }
+    }
+    let _ = std::io::stdout().flush();
+}
+
+fn status(store: &Store, worktree: &Path, json: bool) -> CliResult {
+    let goal = match store
+        .live_goal(worktree)
+        .map_err(|e| (exit::ERROR, e.to_string()))?
+    {
+        Some(g) => g,
+        None => {
+            let last = store
+                .goals()
+                .map_err(|e| (exit::ERROR, e.to_string()))?
+                .into_iter()
+                .rev()
+                .find(|g| g.worktree == worktree);
+            match last {
+                Some(g) => g,
+                None => {
+                    return Err(usage(format!(
+                        "{} has no goal; start one with `greenlight goal run \"<goal>\"`",
+                        worktree.display()
+                    )));
+                }
+            }
+        }
+    };
+    let gates = store
+        .gates(goal.id)
+        .map_err(|e| (exit::ERROR, e.to_string()))?;
+    let dispatches = store
+        .dispatches(goal.id)
+        .map_err(|e| (exit::ERROR, e.to_string()))?;
+    if json {
+        let doc = serde_json::json!({
+            "greenlight_version": env!("CARGO_PKG_VERSION"),
+            "goal": goal,
+            "gates": gates,
+            "dispatches": dispatches,
+        });
+        println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
+        return Ok(exit::DONE);
+    }
+    println!(
+        "goal {} [{}] in {}",
+        goal.id,
+        goal.state,
+        goal.worktree.display()
+    );
+    println!("  {}", goal.text);
+    if let Some(pause) = &goal.pause {
+        println!(
+            "  paused: {} — {}",
+            pause.reason,
+            pause.detail.as_deref().unwrap_or("")
+        );
+    }
+    println!(
+        "  turns {}/{}, agent {} {}",
+        goal.turns_used,
+        goal.max_turns,
+        goal.agent.family,
+        goal.agent.model.as_deref().unwrap_or("")
+    );
+    for gate in &gates {
+        let last = gate
+            .last
+            .as_ref()
+            .map(|l| {
+                format!(
+                    "{} exit={}",
+                    l.verdict,
+                    l.exit_code
+                        .map(|c| c.to_string())
+                        .unwrap_or_else(|| "-".into())
+                )
+            })
+            .unwrap_or_else(|| "not run".into());
+        println!(
+            "  {}. $ {}  [{last}; attempts {}/{}]",
+            gate.number.unwrap_or(0),
+            gate.command,
+            gate.attempts,
+            goal.retries
+        );
+    }
+    Ok(exit::DONE)
+}
+
+fn log(store: &Store, worktree: &Path, follow: bool, json: bool) -> CliResult {
+    let goal = live_or_last(store, worktree)?;
+    let mut after = 0;
+    loop {
+        let events = store
+            .events_after(Some(goal), after, 500)
+            .map_err(|e| (exit::ERROR, e.to_string()))?;
+        for event in &events {
+            after = event.seq;
+            if json {
+                println!("{}", serde_json::to_string(event).unwrap_or_default());
+            } else {
+                let turn = event.turn.map(|t| format!(" turn {t}")).unwrap_or_default();
+                println!("#{}{turn} {} {}", event.seq, event.kind, event.payload);
+            }
+        }
+        let _ = std::io::stdout().flush();
+        if !follow {
+            return Ok(exit::DONE);
+        }
+        if events.is_empty() {
+            let state = store
+                .goal(goal)
+                .map_err(|e| (exit::ERROR, e.to_string()))?
+                .map(|g| g.state);
+            if state != Some(GoalState::Active) {
+                return Ok(exit::DONE);
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
+
+fn live_or_last(store: &Store, worktree: &Path) -> Result<greenlight_store::GoalId, (i32, String)> {
+    let goals = store.goals().map_err(|e| (exit::ERROR, e.to_string()))?;
+    goals
+        .iter()
+        .rev()
+        .find(|g| g.worktree == worktree)
+        .map(|g| g.id)
+        .ok_or_else(|| usage(format!("{} has no goal", worktree.display())))
+}
+
+fn gate(store: &mut Store, worktree: &Path, command: GateCommand) -> CliResult {
+    let goal = live_goal(store, worktree).map_err(usage)?;
+    let id = goal.id;
+    match command {
+        GateCommand::List => {}
+        GateCommand::Add { command } => {
+            store
+                .write(|tx| tx.add_gate(id, &command))
+                .map_err(|e| usage(e.to_string()))?;
+        }
+        GateCommand::Remove { n } => {
+            store
+                .write(|tx| tx.remove_gate(id, n))
+                .map_err(|e| usage(e.to_string()))?;
+        }
+        GateCommand::Clear => {
+            store
+                .write(|tx| tx.clear_gates(id))
+                .map_err(|e| usage(e.to_string()))?;
+        }
+    }
+    for gate in store.gates(id).map_err(|e| (exit::ERROR, e.to_string()))? {
+        println!("{}. {}", gate.number.unwrap_or(0), gate.command);
+    }
+    Ok(exit::DONE)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn templates_split_on_spaces_and_keep_quoted_words() {
+        assert_eq!(
+            split_template("my-agent --x 'a b' \"{prompt}\"").unwrap(),
+            ["my-agent", "--x", "a b", "{prompt}"]
+        );
+        assert!(split_template("agent 'open").is_err());
+        assert!(split_template("   ").is_err());
+        assert_eq!(split_template("a ''").unwrap(), ["a", ""]);
+    }
+
+    #[test]
+    fn durations_take_units() {
+        assert_eq!(parse_duration("300s").unwrap(), Duration::from_secs(300));
+        assert_eq!(parse_duration("5m").unwrap(), Duration::from_secs(300));
+        assert_eq!(parse_duration("90").unwrap(), Duration::from_secs(90));
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        assert!(parse_duration("5 min").is_err());
+        assert!(parse_duration("").is_err());
+    }
+}
