@@ -36,6 +36,7 @@
 //!   exactly. The one exception is a changed file whose name holds a newline, which
 //!   `hash-object --stdin-paths` cannot take: that makes the key `Unknown`.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::{OsStr, OsString};
 use std::io::Write;
@@ -96,8 +97,11 @@ pub fn workspace_key(worktree: &Path) -> WorkspaceKey {
 }
 
 /// One line of the listing: a git mode and an id (a blob id, `l<hex>` for a symlink's target,
-/// `s<key>` for a checked-out submodule's own key).
-type Entry = (String, String);
+/// `s<key>` for a checked-out submodule's own key). Borrowed from git's output where possible:
+/// the listing has an entry per file, so per-entry allocations would dominate the cost.
+type Entry<'a> = (Cow<'a, [u8]>, Cow<'a, [u8]>);
+
+const GITLINK: &[u8] = b"160000";
 
 fn key(worktree: &Path, depth: usize) -> Result<String, String> {
     if depth > MAX_SUBMODULE_DEPTH {
@@ -109,81 +113,78 @@ fn key(worktree: &Path, depth: usize) -> Result<String, String> {
     let repo = Repo::locate(worktree)?;
     let top = repo.top.as_path();
 
-    let mut listing: BTreeMap<Vec<u8>, Entry> = BTreeMap::new();
-    // Paths to re-read from disk; a set, since an unmerged path appears once per stage.
-    let mut changed: BTreeSet<Vec<u8>> = BTreeSet::new();
     // One pass over the index and the worktree. Tags: `H`/`S` an index entry (cached,
     // skip-worktree), `M` unmerged, `C` differs from the index (deletions included), `?`
     // untracked and not ignored. Every tagged record but `?` is in `--stage` form.
-    let out = git(
-        top,
-        &[
-            "ls-files",
-            "-z",
-            "-t",
-            "--stage",
-            "-m",
-            "-o",
-            "--exclude-standard",
-        ],
-        None,
-    )?;
+    let ls_files = [
+        "ls-files",
+        "-z",
+        "-t",
+        "--stage",
+        "-m",
+        "-o",
+        "--exclude-standard",
+    ];
+    let out = git(top, &ls_files, None)?;
+    let mut listing: BTreeMap<&[u8], Entry<'_>> = BTreeMap::new();
+    // Paths to re-read from disk; a set, since an unmerged path appears once per stage.
+    let mut changed: BTreeSet<&[u8]> = BTreeSet::new();
     for record in out.split(|&b| b == 0).filter(|r| !r.is_empty()) {
         let (tag, rest) = match record {
             [tag, b' ', rest @ ..] => (*tag, rest),
             _ => return Err(odd_record(top, record)),
         };
         if tag == b'?' {
-            changed.insert(rest.to_vec());
+            changed.insert(rest);
             continue;
         }
-        let (mode, oid, stage, path) = parse_stage(rest).ok_or_else(|| odd_record(top, record))?;
-        if tag == b'C' || stage != "0" {
+        let StageRecord {
+            mode,
+            oid,
+            stage,
+            path,
+        } = parse_stage(rest).ok_or_else(|| odd_record(top, record))?;
+        if tag == b'C' || stage != b"0" {
             // Changed, or unmerged: what counts is the worktree file.
-            changed.insert(path.to_vec());
+            changed.insert(path);
         } else {
-            listing.insert(path.to_vec(), (mode.to_owned(), oid.to_owned()));
+            listing.insert(path, (Cow::Borrowed(mode), Cow::Borrowed(oid)));
         }
     }
 
     // Re-read every changed or untracked path from disk; collect the regular files to hash.
-    let mut to_hash: Vec<(Vec<u8>, String)> = Vec::new();
+    let mut to_hash: Vec<(&[u8], &'static [u8])> = Vec::new();
     for path in changed {
         if let Some(dir) = path.strip_suffix(b"/") {
             // An untracked embedded repository: git would record it as a gitlink.
             let sub = key(&top.join(OsStr::from_bytes(dir)), depth + 1)?;
-            listing.insert(dir.to_vec(), ("160000".into(), format!("s{sub}")));
+            let id = format!("s{sub}").into_bytes();
+            listing.insert(dir, (Cow::Borrowed(GITLINK), Cow::Owned(id)));
             continue;
         }
-        if listing.get(&path).is_some_and(|(mode, _)| mode == "160000") {
+        if listing
+            .get(path)
+            .is_some_and(|(mode, _)| mode.as_ref() == GITLINK)
+        {
             continue; // a submodule whose HEAD moved: keyed by content below
         }
-        let full = top.join(OsStr::from_bytes(&path));
+        let full = top.join(OsStr::from_bytes(path));
         match std::fs::symlink_metadata(&full) {
             Err(_) => {
-                listing.remove(&path); // deleted (or a parent became a file)
+                listing.remove(path); // deleted (or a parent became a file)
             }
             Ok(meta) if meta.file_type().is_symlink() => {
                 let target = std::fs::read_link(&full)
                     .map_err(|e| format!("cannot read the link {}: {e}", full.display()))?;
-                listing.insert(
-                    path,
-                    (
-                        "120000".into(),
-                        format!("l{}", hex(target.as_os_str().as_bytes())),
-                    ),
-                );
+                let id = format!("l{}", hex(target.as_os_str().as_bytes())).into_bytes();
+                listing.insert(path, (Cow::Borrowed(b"120000"), Cow::Owned(id)));
             }
             Ok(meta) if meta.is_dir() => {
-                listing.remove(&path); // a file replaced by a directory; its files are untracked
+                listing.remove(path); // a file replaced by a directory; its files are untracked
             }
             Ok(meta) => {
-                let mode = if meta.permissions().mode() & 0o100 != 0 {
-                    "100755"
-                } else {
-                    "100644"
-                };
-                to_hash.push((path, mode.to_owned()));
+                let executable = meta.permissions().mode() & 0o100 != 0;
+                to_hash.push((path, if executable { b"100755" } else { b"100644" }));
             }
         }
     }
@@ -199,8 +200,8 @@ fn key(worktree: &Path, depth: usize) -> Result<String, String> {
             input.extend_from_slice(path);
             input.push(b'\n');
         }
-        let out = git(top, &["hash-object", "--stdin-paths"], Some(&input))?;
-        let oids: Vec<&[u8]> = out
+        let hashed = git(top, &["hash-object", "--stdin-paths"], Some(&input))?;
+        let oids: Vec<&[u8]> = hashed
             .split(|&b| b == b'\n')
             .filter(|l| !l.is_empty())
             .collect();
@@ -213,26 +214,27 @@ fn key(worktree: &Path, depth: usize) -> Result<String, String> {
             ));
         }
         for ((path, mode), oid) in to_hash.into_iter().zip(oids) {
-            listing.insert(path, (mode, String::from_utf8_lossy(oid).into_owned()));
+            listing.insert(path, (Cow::Borrowed(mode), Cow::Owned(oid.to_vec())));
         }
     }
 
     // Checked-out submodules are keyed by their own content, not the commit git records.
     for (path, (mode, id)) in listing.iter_mut() {
-        if mode == "160000" && !id.starts_with('s') {
+        if mode.as_ref() == GITLINK && !id.starts_with(b"s") {
             let sub = top.join(OsStr::from_bytes(path));
             if sub.join(".git").exists() {
-                *id = format!("s{}", key(&sub, depth + 1)?);
+                *id = Cow::Owned(format!("s{}", key(&sub, depth + 1)?).into_bytes());
             }
         }
     }
 
     let head = repo.head.as_deref().unwrap_or("none");
-    let mut description = format!("{FORMAT}\nhead {head}\n").into_bytes();
+    let mut description = Vec::with_capacity(out.len() + 64);
+    description.extend_from_slice(format!("{FORMAT}\nhead {head}\n").as_bytes());
     for (path, (mode, id)) in &listing {
-        description.extend_from_slice(format!("{mode} {id}\t").as_bytes());
-        description.extend_from_slice(path);
-        description.push(0);
+        for part in [mode.as_ref(), b" ", id.as_ref(), b"\t", path, b"\0"] {
+            description.extend_from_slice(part);
+        }
     }
     let hashed = git(top, &["hash-object", "--stdin"], Some(&description))?;
     let hashed = String::from_utf8_lossy(&hashed).trim().to_owned();
@@ -253,16 +255,27 @@ fn odd_record(top: &Path, record: &[u8]) -> String {
     )
 }
 
+/// One `git ls-files --stage` record, borrowed from git's output.
+#[derive(Debug, PartialEq, Eq)]
+struct StageRecord<'a> {
+    mode: &'a [u8],
+    oid: &'a [u8],
+    stage: &'a [u8],
+    path: &'a [u8],
+}
+
 /// `<mode> SP <oid> SP <stage> TAB <path>` → its four parts.
-fn parse_stage(record: &[u8]) -> Option<(&str, &str, &str, &[u8])> {
+fn parse_stage(record: &[u8]) -> Option<StageRecord<'_>> {
     let tab = record.iter().position(|&b| b == b'\t')?;
-    let (meta, path) = (
-        std::str::from_utf8(&record[..tab]).ok()?,
-        &record[tab + 1..],
-    );
-    let mut parts = meta.split(' ');
+    let (meta, path) = (&record[..tab], &record[tab + 1..]);
+    let mut parts = meta.split(|&b| b == b' ');
     let (mode, oid, stage) = (parts.next()?, parts.next()?, parts.next()?);
-    Some((mode, oid, stage, path))
+    Some(StageRecord {
+        mode,
+        oid,
+        stage,
+        path,
+    })
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -358,10 +371,13 @@ mod tests {
     #[test]
     fn stage_records_split_into_mode_oid_stage_and_byte_path() {
         let rec = b"100644 0123abcd 0\tdir/\xff name";
-        assert_eq!(
-            parse_stage(rec),
-            Some(("100644", "0123abcd", "0", &b"dir/\xff name"[..]))
-        );
+        let parts = StageRecord {
+            mode: b"100644",
+            oid: b"0123abcd",
+            stage: b"0",
+            path: b"dir/\xff name",
+        };
+        assert_eq!(parse_stage(rec), Some(parts));
         assert_eq!(parse_stage(b"100644 0123abcd 0 no tab"), None);
     }
 }

@@ -1,0 +1,21 @@
+//! Print the workspace key of a directory (default: the current one); exit 1 when unknown.
+//! Used by `scripts/bench-workspace-key.sh` to time the key against `git status`.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use greenlight_gate::workspace_key::{WorkspaceKey, workspace_key};
+
+fn main() -> ExitCode {
+    let dir = std::env::args_os()
+        .nth(1)
+        .map_or_else(|| PathBuf::from("."), PathBuf::from);
+    let (line, code) = match workspace_key(&dir) {
+        WorkspaceKey::Known(key) => (key, ExitCode::SUCCESS),
+        WorkspaceKey::Unknown { reason } => (format!("unknown: {reason}"), ExitCode::FAILURE),
+    };
+    // A closed stdout (e.g. piped into `head`) is not worth a panic.
+    let _ = writeln!(std::io::stdout().lock(), "{line}");
+    code
+}
