@@ -98,8 +98,6 @@ struct State {
     options: DigestOptions,
     slots: Vec<Slot>,
     claims: Vec<Claim>,
-    /// The previous line's text (buffer reused).
-    prev: String,
     /// Ring of the last raw lines (buffers reused, so a long run allocates nothing per line).
     tail: VecDeque<Vec<u8>>,
     bytes: u64,
@@ -139,7 +137,6 @@ impl StreamingDigester {
                 options,
                 slots,
                 claims,
-                prev: String::new(),
                 tail: VecDeque::new(),
                 bytes: 0,
                 lines: 0,
@@ -183,22 +180,13 @@ impl State {
     fn line(&mut self, raw: &[u8], cut: bool) {
         self.lines += 1;
         self.line_cut |= cut;
-        if self.options.tail_lines > 0 {
-            let mut buf = if self.tail.len() >= self.options.tail_lines {
-                self.tail.pop_front().unwrap_or_default()
-            } else {
-                Vec::new()
-            };
-            buf.clear();
-            buf.extend_from_slice(&raw[..raw.len().min(TAIL_LINE_BYTES)]);
-            self.tail.push_back(buf);
-        }
         let text = view(raw);
-        let blank = text.trim().is_empty();
+        let prev: &[u8] = self.tail.back().map_or(&[], Vec::as_slice);
+        let line = Line::new(&text, prev);
+        let blank = line.first == 0;
         self.any_content |= !blank;
         self.claims.clear();
         let mut claimed = false;
-        let line = Line::new(&text, &self.prev);
         for slot in &mut self.slots {
             let c = if slot.parser.interested(&line) {
                 slot.parser.line(&line)
@@ -208,12 +196,6 @@ impl State {
             claimed |= c != Claim::No;
             self.claims.push(c);
         }
-        self.prev.clear();
-        let mut end = text.len().min(TAIL_LINE_BYTES);
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        self.prev.push_str(&text[..end]);
         for (slot, c) in self.slots.iter_mut().zip(&self.claims) {
             match c {
                 Claim::Summary => {
@@ -228,6 +210,16 @@ impl State {
                 _ => {}
             }
         }
+        // The tail keeps at least one line: it is also the previous line parsers may ask for.
+        let keep = self.options.tail_lines.max(1);
+        let mut buf = if self.tail.len() >= keep {
+            self.tail.pop_front().unwrap_or_default()
+        } else {
+            Vec::new()
+        };
+        buf.clear();
+        buf.extend_from_slice(&raw[..raw.len().min(TAIL_LINE_BYTES)]);
+        self.tail.push_back(buf);
     }
 
     fn judge(self, exit_code: Option<i32>) -> Digest {
@@ -241,7 +233,13 @@ impl State {
         if exit_code.is_none() {
             global.push(Reason::NoExitCode);
         }
-        let tail: Vec<String> = self.tail.iter().map(|l| view(l).into_owned()).collect();
+        let skip = self.tail.len().saturating_sub(self.options.tail_lines);
+        let tail: Vec<String> = self
+            .tail
+            .iter()
+            .skip(skip)
+            .map(|l| view(l).into_owned())
+            .collect();
         let mut seen: Vec<(Format, Report, bool, bool)> = self
             .slots
             .into_iter()

@@ -74,7 +74,11 @@ impl LineSplitter {
 pub(crate) fn view(raw: &[u8]) -> Cow<'_, str> {
     let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
     if memchr::memchr3(b'\r', 0x1b, 0x08, raw).is_none() {
-        return String::from_utf8_lossy(raw);
+        // Valid UTF-8 is the common case and std's check has an ASCII fast path.
+        return match std::str::from_utf8(raw) {
+            Ok(s) => Cow::Borrowed(s),
+            Err(_) => String::from_utf8_lossy(raw),
+        };
     }
     Cow::Owned(emulate(&String::from_utf8_lossy(raw)))
 }

@@ -5,6 +5,11 @@ use greenlight_digest::{Digest, DigestOptions, StreamingDigester};
 
 use crate::exec::OutputSink;
 
+/// How much of a gate's output is digested. A run whose failures sit past 64 MiB of output gets
+/// a `partial` digest (scan budget) and its raw tail instead; scanning further would cost a
+/// second per 100 MB of output for a digest that could no longer be complete anyway.
+pub const GATE_SCAN_BYTES: u64 = 64 << 20;
+
 /// Keeps the head of the output and digests all of it as it streams.
 pub struct Capture {
     head: Vec<u8>,
@@ -15,10 +20,14 @@ pub struct Capture {
 impl Capture {
     /// Keeps up to `head_limit` leading bytes.
     pub fn new(head_limit: usize) -> Self {
+        let options = DigestOptions {
+            max_scan_bytes: GATE_SCAN_BYTES,
+            ..DigestOptions::default()
+        };
         Self {
             head: Vec::new(),
             head_limit,
-            digester: StreamingDigester::new(DigestOptions::default()),
+            digester: StreamingDigester::new(options),
         }
     }
 

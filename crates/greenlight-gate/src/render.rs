@@ -134,6 +134,19 @@ fn output_block(out: &mut String, id: &str, label: &str, attempt: &Attempt, tail
         let _ = writeln!(out, "--- gate {id} ({label}): no output captured ---");
         return;
     }
+    if let Some(compact) = compact_digest(attempt, tail_limit) {
+        let _ = writeln!(
+            out,
+            "--- gate {id} ({label}): digest of {} bytes of output ---",
+            attempt.output_bytes
+        );
+        out.push_str(&compact);
+        if !compact.ends_with('\n') {
+            out.push('\n');
+        }
+        let _ = writeln!(out, "--- end gate {id} ---");
+        return;
+    }
     let shown = if attempt.output_bytes as usize > tail_limit {
         format!("last {tail_limit} of {} bytes", attempt.output_bytes)
     } else {
@@ -146,6 +159,22 @@ fn output_block(out: &mut String, id: &str, label: &str, attempt: &Attempt, tail
     }
     let _ = writeln!(out, "--- end gate {id} ---");
 }
+
+/// The compact digest of a failed attempt, when the output was recognised completely and every
+/// failure fits in the tail budget (all or nothing: a digest is never cut to fit).
+pub fn compact_digest(attempt: &Attempt, budget: usize) -> Option<String> {
+    let digest = attempt.digest.as_ref()?;
+    if attempt.status == AttemptStatus::Pass
+        || digest.classification != greenlight_digest::Classification::Recognised
+    {
+        return None;
+    }
+    digest.compact(budget.max(MIN_DIGEST_BUDGET))
+}
+
+/// The least room a digest gets even under a small `maxLogTailBytes`: a digest is already the
+/// short form, and a budget below a few lines would hide it behind a raw tail that says less.
+pub const MIN_DIGEST_BUDGET: usize = 2048;
 
 fn mutex_marker(out: &mut String, gate: &GateReport, attempt: &Attempt) {
     if let (Some(name), Some(waited)) = (&gate.mutex, attempt.waited) {

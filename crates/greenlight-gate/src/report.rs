@@ -106,6 +106,8 @@ pub struct Attempt {
     pub lock_holder: Option<Owner>,
     /// A dead same-host holder whose lock this attempt broke.
     pub broke_stale_lock: Option<Owner>,
+    /// The digest of the attempt's whole output (none when the command never started).
+    pub digest: Option<greenlight_digest::Digest>,
 }
 
 fn ser_ms<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {

@@ -6,6 +6,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::capture::Capture;
 use crate::config::{Config, GateSpec};
 use crate::error::Error;
 use crate::evidence;
@@ -270,6 +271,7 @@ async fn attempt(
         lock_path: None,
         lock_holder: None,
         broke_stale_lock: None,
+        digest: None,
     };
     let mut guard = None;
     if let Some(name) = &gate.mutex {
@@ -310,7 +312,8 @@ async fn attempt(
         kill_grace: options.kill_grace,
         tail_bytes: config.options.max_log_tail_bytes,
     };
-    let outcome = exec::run(&spec, &mut (), interrupt)
+    let mut capture = Capture::new(0);
+    let outcome = exec::run(&spec, &mut capture, interrupt)
         .await
         .map_err(|source| Error::Spawn {
             id: gate.id.clone(),
@@ -320,6 +323,11 @@ async fn attempt(
     if let Some(guard) = guard {
         guard.release();
     }
+    let digest_exit = match outcome.termination {
+        Termination::Exited(code) => Some(code),
+        _ => None, // killed: never a clean run, whatever the text says
+    };
+    result.digest = Some(capture.finish(digest_exit).1);
     result.duration = outcome.duration;
     result.tail = outcome.tail.text();
     result.output_bytes = outcome.tail.total_bytes();

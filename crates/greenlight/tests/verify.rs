@@ -562,3 +562,50 @@ fn json_format_prints_one_document_with_every_gate() {
         gates[1]
     );
 }
+
+#[test]
+fn a_recognised_failure_shows_its_digest_instead_of_the_raw_tail() {
+    let repo = TempRepo::worktree_with_commit();
+    repo.write(
+        "t.sh",
+        "echo 'TAP version 13'\necho 'ok 1 - adds'\necho 'not ok 2 - subtracts'\necho '  ---'\necho '  message: expected 1, got 3'\necho '  ...'\necho '1..2'\nexit 1\n",
+    );
+    repo.verify_yaml("version: 1\ngates:\n  - id: unit\n    command: sh t.sh\n");
+    let out = repo.greenlight(["verify"]);
+    assert_eq!(out.code, 20, "{}", out.render());
+    insta::assert_snapshot!(out.stderr, @r"
+    --- gate unit (FAIL exit=1): digest of 94 bytes of output ---
+    exit 1 · tap · 1 passed, 1 failed, 0 skipped
+    FAIL subtracts: expected 1, got 3
+    --- end gate unit ---
+    ");
+
+    let out = repo.greenlight(["verify", "--format", "json"]);
+    let doc: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    let digest = &doc["gates"][0]["attempts"][0]["digest"];
+    assert_eq!(digest["classification"], "recognised");
+    assert_eq!(digest["format"], "tap");
+    assert_eq!(digest["failures"][0]["name"], "subtracts");
+    assert_eq!(digest["failures"][0]["message"], "expected 1, got 3");
+}
+
+#[test]
+fn an_unrecognised_failure_keeps_the_raw_tail() {
+    let repo = TempRepo::worktree_with_commit();
+    repo.verify_yaml(
+        "version: 1\ngates:\n  - id: a\n    command: echo 'something broke'; exit 1\n",
+    );
+    let out = repo.greenlight(["verify"]);
+    assert!(
+        out.stderr
+            .contains("--- gate a (FAIL exit=1): all 16 bytes ---\nsomething broke\n"),
+        "{}",
+        out.stderr
+    );
+    let out = repo.greenlight(["verify", "--format", "json"]);
+    let doc: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(
+        doc["gates"][0]["attempts"][0]["digest"]["classification"],
+        "unrecognised"
+    );
+}

@@ -36,9 +36,12 @@ impl Parser for Eslint {
 
     fn line(&mut self, l: &Line<'_>) -> Claim {
         let line = l.text;
-        if !self.active && l.indent > 0 && !l.prev.starts_with(' ') && !l.prev.trim().is_empty() {
+        if !self.active && l.indent > 0 {
             // stylish prints the file path on the line right before its first row.
-            self.file = Some(l.prev.trim().to_owned());
+            let prev = crate::normalize::view(l.prev);
+            if !prev.starts_with(' ') && !prev.trim().is_empty() {
+                self.file = Some(prev.trim().to_owned());
+            }
         }
         let t = line.trim();
         if t.is_empty() {

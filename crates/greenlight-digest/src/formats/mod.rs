@@ -70,12 +70,13 @@ pub(crate) struct Line<'a> {
     pub first: u8,
     /// Leading whitespace in bytes.
     pub indent: usize,
-    /// The line before this one (eslint's file header precedes its first row).
-    pub prev: &'a str,
+    /// The raw line before this one (eslint's file header precedes its first row); normalise
+    /// it with `crate::normalize::view` when needed.
+    pub prev: &'a [u8],
 }
 
 impl<'a> Line<'a> {
-    pub(crate) fn new(text: &'a str, prev: &'a str) -> Self {
+    pub(crate) fn new(text: &'a str, prev: &'a [u8]) -> Self {
         let trimmed = text.trim_start();
         Line {
             text,

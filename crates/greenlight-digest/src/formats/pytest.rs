@@ -63,6 +63,9 @@ fn rule_title(t: &str) -> Option<&str> {
 
 /// The final counts line, with or without the `====` decoration: `3 failed, 2 passed in 0.1s`.
 fn counts_line(t: &str) -> Option<Summary> {
+    if !t.trim_end_matches('=').trim_end().ends_with('s') {
+        return None;
+    }
     let body = t.trim_matches('=').trim();
     let (list, time) = body.rsplit_once(" in ")?;
     if !time.ends_with('s') || !time.starts_with(|c: char| c.is_ascii_digit()) {
@@ -109,6 +112,10 @@ impl Parser for Pytest {
     fn line(&mut self, l: &Line<'_>) -> Claim {
         let line = l.text;
         let t = line.trim_end();
+        if self.active && self.section == Section::None && t.ends_with("%]") {
+            // `-v` / progress lines: the bulk of a long run.
+            return Claim::Yes;
+        }
         if let Some(title) = rule_title(t) {
             if title == "test session starts" {
                 self.active = true;

@@ -189,7 +189,7 @@ impl Parser for Tap {
                 .trim_start_matches("not ")
                 .trim_start_matches("ok ")
                 .starts_with(|c: char| c.is_ascii_digit());
-            if !self.active && !(indent == 0 && numbered) {
+            if !(self.active || indent == 0 && numbered) {
                 return Claim::No;
             }
             self.active = true;

@@ -1,0 +1,183 @@
+//! `greenlight digest` through the real binary: file, stdin and command modes, text and JSON.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+
+fn fixture(id: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../greenlight-digest/tests/fixtures")
+        .join(id)
+        .join("output.txt")
+}
+
+fn greenlight(args: &[&str], stdin: Option<&[u8]>) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_greenlight"))
+        .args(args)
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("greenlight runs");
+    if let (Some(bytes), Some(mut pipe)) = (stdin, child.stdin.take()) {
+        pipe.write_all(bytes).expect("stdin accepts the input");
+    }
+    child.wait_with_output().expect("greenlight exits")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn a_failing_cargo_test_file_prints_its_compact_digest() {
+    let path = fixture("cargo-test/fail");
+    let out = greenlight(
+        &[
+            "digest",
+            "--exit-code",
+            "101",
+            path.to_str().unwrap_or_default(),
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(0));
+    insta::assert_snapshot!(text(&out.stdout), @r"
+    exit 101 · cargo-test · 1 passed, 4 failed, 1 skipped
+    FAIL tests::adds (src/lib.rs:17): assertion `left == right` failed
+    FAIL tests::prints_then_fails (src/lib.rs:42): zero plus zero was 0
+    FAIL tests::should_panic_but_does_not (src/lib.rs:33): test did not panic as expected
+    FAIL tests::unwraps_none (src/lib.rs:28): value must be present
+    ");
+}
+
+#[test]
+fn json_from_stdin_carries_the_contract_fields() {
+    let bytes = std::fs::read(fixture("tsc/plain")).expect("fixture exists");
+    let out = greenlight(&["digest", "--json", "--exit-code", "1", "-"], Some(&bytes));
+    assert_eq!(out.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    for key in [
+        "classification",
+        "format",
+        "exit_code",
+        "summary",
+        "failures",
+        "diagnostics",
+        "reasons",
+        "compact",
+    ] {
+        assert!(v.get(key).is_some(), "missing {key} in {v}");
+    }
+    assert_eq!(v["classification"], "recognised");
+    assert_eq!(v["format"], "tsc");
+    assert_eq!(v["diagnostics"][0]["code"], "TS2322");
+    assert_eq!(v["diagnostics"][0]["line"], 2);
+    assert_eq!(v["diagnostics"][0]["column"], 9);
+}
+
+#[test]
+fn a_budget_too_small_falls_back_to_the_tail() {
+    let path = fixture("pytest/fail");
+    let out = greenlight(
+        &[
+            "digest",
+            "--exit-code",
+            "1",
+            "--budget",
+            "40",
+            path.to_str().unwrap_or_default(),
+        ],
+        None,
+    );
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout
+            .starts_with("exit 1 · pytest · recognised (the compact form does not fit the budget)"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("3 failed, 2 passed, 1 skipped"), "{stdout}");
+}
+
+#[test]
+fn a_command_is_run_and_its_exit_code_passed_through() {
+    let script = "printf 'running 1 test\\ntest a ... FAILED\\n\\nfailures:\\n\\n---- a stdout ----\\n' ; \
+                  printf \"thread 'a' panicked at src/lib.rs:3:5:\\nboom\\n\" >&2 ; \
+                  printf '\\nfailures:\\n    a\\n\\ntest result: FAILED. 0 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.00s\\n' ; exit 101";
+    let out = greenlight(&["digest", "--", "sh", "-c", script], None);
+    assert_eq!(out.status.code(), Some(101));
+    insta::assert_snapshot!(text(&out.stdout), @r"
+    exit 101 · cargo-test · 0 passed, 1 failed, 0 skipped
+    FAIL a (src/lib.rs:3): boom
+    ");
+}
+
+#[test]
+fn a_command_killed_by_a_signal_is_never_recognised() {
+    let out = greenlight(
+        &[
+            "digest",
+            "--json",
+            "--",
+            "sh",
+            "-c",
+            "echo 'running 1 test'; kill -TERM $$",
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(128 + 15));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    assert_eq!(v["exit_code"], serde_json::Value::Null);
+    assert_eq!(v["classification"], "partial");
+    assert!(
+        v["reasons"]
+            .as_array()
+            .is_some_and(|r| r.iter().any(|x| x == "no-exit-code")),
+        "{v}"
+    );
+}
+
+#[test]
+fn unknown_output_passes_through_as_its_tail() {
+    let out = greenlight(
+        &["digest", "--exit-code", "3", "-"],
+        Some(b"gear slipped\r\n\x1b[31mwidget broke\x1b[0m\n"),
+    );
+    insta::assert_snapshot!(text(&out.stdout), @r"
+    exit 3 · no known format · unrecognised (no-known-format)
+    --- last 2 lines of 2
+    gear slipped
+    widget broke
+    ");
+}
+
+#[test]
+fn bad_arguments_name_the_fault_and_the_way_out() {
+    let out = greenlight(&["digest", "--format", "maven", "-"], Some(b""));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("unknown format `maven`; use auto or one of: cargo-test"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    let out = greenlight(&["digest", "/nonexistent/output.txt"], None);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("cannot read `/nonexistent/output.txt`"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    let out = greenlight(&["digest", "--", "greenlight-no-such-program"], None);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("cannot run `greenlight-no-such-program`"),
+        "{}",
+        text(&out.stderr)
+    );
+}

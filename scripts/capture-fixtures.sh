@@ -1,0 +1,156 @@
+#!/usr/bin/env bash
+# Regenerates the digest fixture corpus from the small projects under fixtures/projects/.
+#
+# Each case runs a real tool on a real project and stores, under
+# crates/greenlight-digest/tests/fixtures/<format>/<case>/:
+#   output.txt   stdout and stderr of the tool, interleaved in one pipe, bytes exactly as written
+#   meta.json    tool, version, command, exit code, capture date
+#   report.*     the tool's own structured report of the same project (JUnit XML, go test -json,
+#                jest --json, eslint -f json) when the tool has one, for cross-checking counts
+#
+# Projects are copied to a fixed working directory first, so the paths tools print are the same
+# on every machine that runs this script.
+#
+# Usage: scripts/capture-fixtures.sh [FILTER]   (FILTER: substring of "<format>/<case>")
+# Needs: cargo, cargo-nextest, clippy, python3 with pytest, go, node 20 + npm.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+OUT="$ROOT/crates/greenlight-digest/tests/fixtures"
+WORK="${GREENLIGHT_FIXTURE_WORKDIR:-/tmp/greenlight-fixtures}"
+FILTER="${1:-}"
+DATE="$(date -u +%Y-%m-%d)"
+
+export GOFLAGS=-count=1
+unset CARGO_TARGET_DIR
+
+rm -rf "$WORK"
+mkdir -p "$WORK"
+cp -R "$ROOT/fixtures/projects/." "$WORK/"
+
+if [[ -z "$FILTER" || "$FILTER" == *js* || "$FILTER" == node* || "$FILTER" == tap* || "$FILTER" == bun* || "$FILTER" == vitest* || "$FILTER" == jest* || "$FILTER" == tsc* || "$FILTER" == eslint* ]]; then
+  (cd "$WORK/js" && npm install --no-audit --no-fund --loglevel=error >/dev/null)
+fi
+JSBIN="$WORK/js/node_modules/.bin"
+
+json_string() {
+  python3 -c 'import json,sys; print(json.dumps(sys.argv[1]))' "$1"
+}
+
+# capture FORMAT CASE DIR TOOL VERSION_CMD REPORT -- CMD...
+#   REPORT: name of a structured report file the command leaves in DIR ("" for none)
+capture() {
+  local format="$1" case="$2" dir="$3" tool="$4" version_cmd="$5" report="$6"
+  shift 7
+  local id="$format/$case"
+  if [[ -n "$FILTER" && "$id" != *"$FILTER"* ]]; then
+    return 0
+  fi
+  local dest="$OUT/$format/$case"
+  rm -rf "$dest"
+  mkdir -p "$dest"
+  local version
+  version="$(cd "$WORK/$dir" && bash -c "$version_cmd" 2>&1 | head -n 1)"
+  local code=0
+  (cd "$WORK/$dir" && bash -c "$*") >"$dest/output.txt" 2>&1 </dev/null || code=$?
+  local report_name=null
+  if [[ -n "$report" ]]; then
+    local ext="${report##*.}"
+    cp "$WORK/$dir/$report" "$dest/report.$ext"
+    report_name="$(json_string "report.$ext")"
+  fi
+  cat >"$dest/meta.json" <<EOF
+{
+  "tool": $(json_string "$tool"),
+  "version": $(json_string "$version"),
+  "command": $(json_string "$*"),
+  "project": $(json_string "fixtures/projects/$dir"),
+  "exit_code": $code,
+  "captured": "$DATE",
+  "report": $report_name
+}
+EOF
+  echo "captured $id (exit $code, $(wc -c <"$dest/output.txt") bytes)"
+}
+
+# A separate run that only produces the structured report (for tools whose report replaces the
+# human output): report_only DIR FILE -- CMD...
+report_only() {
+  local dir="$1" file="$2"
+  shift 3
+  (cd "$WORK/$dir" && bash -c "$*") >"$WORK/$dir/$file" 2>/dev/null </dev/null || true
+}
+
+CARGO_V="cargo --version"
+NEXTEST_V="cargo nextest --version"
+NEXTEST_JUNIT="target/nextest/default/junit.xml"
+
+# ---- Rust: cargo test (libtest), cargo nextest, cargo build / clippy ----
+capture cargo-test pass rust/pass cargo "$CARGO_V" "" -- cargo test
+capture cargo-test fail rust/fail cargo "$CARGO_V" "" -- cargo test
+capture cargo-test fail-no-fail-fast rust/fail cargo "$CARGO_V" "" -- cargo test --no-fail-fast
+capture cargo-test fail-color rust/fail cargo "$CARGO_V" "" -- cargo test --color=always -- --color=always
+capture cargo-test warn rust/warn cargo "$CARGO_V" "" -- cargo test
+capture cargo-build test-compile-error rust/compile-error cargo "$CARGO_V" "" -- cargo test
+capture cargo-test large rust/large cargo "$CARGO_V" "" -- cargo test
+capture nextest pass rust/pass cargo-nextest "$NEXTEST_V" "$NEXTEST_JUNIT" -- cargo nextest run
+capture nextest fail rust/fail cargo-nextest "$NEXTEST_V" "$NEXTEST_JUNIT" -- cargo nextest run --no-fail-fast
+capture nextest fail-fast rust/fail cargo-nextest "$NEXTEST_V" "$NEXTEST_JUNIT" -- cargo nextest run
+capture nextest large rust/large cargo-nextest "$NEXTEST_V" "$NEXTEST_JUNIT" -- cargo nextest run --no-fail-fast
+capture cargo-build compile-error rust/compile-error cargo "$CARGO_V" "" -- cargo build
+capture cargo-build warn rust/warn cargo "$CARGO_V" "" -- cargo build
+capture cargo-build clippy rust/warn cargo-clippy "cargo clippy --version" "" -- cargo clippy
+capture cargo-build compile-error-color rust/compile-error cargo "$CARGO_V" "" -- cargo build --color=always
+
+# ---- Python: pytest and unittest ----
+# A virtualenv inside the working directory, so the interpreter path pytest -v prints is the
+# same everywhere; it reuses the pytest installed for the system interpreter.
+python3 -m venv --system-site-packages "$WORK/venv"
+PATH="$WORK/venv/bin:$PATH"
+PYTEST_V="python3 -m pytest --version"
+capture pytest pass python/pass pytest "$PYTEST_V" report.xml -- python3 -m pytest -p no:cacheprovider --junitxml=report.xml
+capture pytest fail python/fail pytest "$PYTEST_V" report.xml -- python3 -m pytest -p no:cacheprovider --junitxml=report.xml
+capture pytest fail-q python/fail pytest "$PYTEST_V" report.xml -- python3 -m pytest -p no:cacheprovider -q --junitxml=report.xml
+capture pytest fail-v python/fail pytest "$PYTEST_V" report.xml -- python3 -m pytest -p no:cacheprovider -v --junitxml=report.xml
+capture pytest fail-ra python/fail pytest "$PYTEST_V" report.xml -- python3 -m pytest -p no:cacheprovider -rA --junitxml=report.xml
+capture pytest fail-color python/fail pytest "$PYTEST_V" report.xml -- python3 -m pytest -p no:cacheprovider --color=yes --junitxml=report.xml
+capture pytest collection-error python/collection-error pytest "$PYTEST_V" report.xml -- python3 -m pytest -p no:cacheprovider --junitxml=report.xml
+capture pytest large python/large pytest "$PYTEST_V" report.xml -- python3 -m pytest -p no:cacheprovider -v --junitxml=report.xml
+capture unittest fail python/unittest-fail python3 "python3 --version" "" -- python3 -m unittest
+capture unittest fail-v python/unittest-fail python3 "python3 --version" "" -- python3 -m unittest -v
+capture unittest pass python/unittest-pass python3 "python3 --version" "" -- python3 -m unittest
+
+# ---- Go: go test (plain, -v, -json) and build failures; go test -json is the report ----
+GO_V="go version"
+for proj in pass fail build-fail large; do
+  report_only "go/$proj" report.json -- go test -json ./...
+done
+capture go-test pass go/pass go "$GO_V" report.json -- go test ./...
+capture go-test pass-v go/pass go "$GO_V" report.json -- go test -v ./...
+capture go-test fail go/fail go "$GO_V" report.json -- go test ./...
+capture go-test fail-v go/fail go "$GO_V" report.json -- go test -v ./...
+capture go-test fail-json go/fail go "$GO_V" "" -- go test -json ./...
+capture go-test build-fail go/build-fail go "$GO_V" report.json -- go test ./...
+capture go-test large go/large go "$GO_V" report.json -- go test -v ./...
+
+# ---- JavaScript / TypeScript ----
+NODE_V="node --version"
+capture node-test spec js/node-test node "$NODE_V" report.xml -- node --test --test-reporter=spec --test-reporter-destination=stdout --test-reporter=junit --test-reporter-destination=report.xml
+capture node-test tap js/node-test node "$NODE_V" "" -- node --test --test-reporter=tap
+capture node-test pass js/node-test node "$NODE_V" "" -- node --test --test-reporter=spec pass.test.mjs
+capture tap tape js/tape tape "node -p \"require('tape/package.json').version\"" "" -- node test.js
+# A node-tap test file prints TAP when run directly (the `tap` runner's TypeScript plugin does
+# not load next to TypeScript 7).
+capture tap node-tap js/node-tap tap "$JSBIN/tap --version" "" -- node math.test.js
+capture tap mocha js/mocha mocha "$JSBIN/mocha --version" "" -- "$JSBIN/mocha" --reporter tap math.test.js
+capture bun-test fail js/bun bun "$JSBIN/bun --version" report.xml -- "$JSBIN/bun" test --reporter=junit --reporter-outfile=report.xml
+capture vitest fail js/vitest vitest "$JSBIN/vitest --version" report.xml -- "$JSBIN/vitest" run --reporter=default --reporter=junit --outputFile.junit=report.xml
+capture vitest fail-color js/vitest vitest "$JSBIN/vitest --version" report.xml -- FORCE_COLOR=1 "$JSBIN/vitest" run --reporter=default --reporter=junit --outputFile.junit=report.xml
+capture jest fail js/jest jest "$JSBIN/jest --version" report.json -- "$JSBIN/jest" --ci --json --outputFile=report.json
+capture jest fail-verbose js/jest jest "$JSBIN/jest --version" report.json -- "$JSBIN/jest" --ci --verbose --json --outputFile=report.json
+capture jest large js/large jest "$JSBIN/jest --version" report.json -- "$JSBIN/jest" --ci --verbose --json --outputFile=report.json
+capture tsc plain js/tsc tsc "$JSBIN/tsc --version" "" -- "$JSBIN/tsc" -p . --pretty false
+capture tsc pretty js/tsc tsc "$JSBIN/tsc --version" "" -- "$JSBIN/tsc" -p . --pretty true
+report_only js/eslint report.json -- "$JSBIN/eslint" -f json .
+capture eslint stylish js/eslint eslint "$JSBIN/eslint --version" report.json -- "$JSBIN/eslint" .
+capture eslint stylish-color js/eslint eslint "$JSBIN/eslint --version" report.json -- "$JSBIN/eslint" --color .
