@@ -215,20 +215,9 @@ impl<'a> Engine<'a> {
     pub async fn run(&mut self, interrupt: &mut InterruptWatch) -> Result<Finish, Error> {
         let goal_id = self.goal;
         let recovered = self.store.write(|tx| tx.recover_interrupted(goal_id))?;
-        // A turn cut short after its dispatch finished still owes its gate phase.
-        let mut owed_gates: Option<u32> = None;
-        if let Some(&turn) = recovered.turns.last() {
-            let finished_ok = self
-                .store
-                .dispatches(goal_id)?
-                .iter()
-                .rev()
-                .find(|d| d.turn == turn)
-                .is_some_and(|d| d.outcome == DispatchOutcome::Ok);
-            if finished_ok {
-                owed_gates = Some(turn);
-            }
-        }
+        // A turn cut short after its dispatch finished still owes its gate phase: the store
+        // left it open, and its gates run before anything is dispatched again.
+        let mut owed_gates: Option<u32> = recovered.gates_owed.last().copied();
         let mut evidence = self.pending_evidence()?;
         let mut last_reply = String::new();
         let mut judge_unparseable = 0u32;
@@ -348,7 +337,9 @@ impl<'a> Engine<'a> {
                         source,
                     })?;
                     if let Some(signal) = result.interrupted {
-                        return self.interrupted(signal, Some((turn, "interrupted")));
+                        // The turn stays open: its dispatch finished, so resume owes it this
+                        // gate phase rather than a new dispatch.
+                        return self.interrupted(signal, None);
                     }
                     let failure = GateFailure {
                         number,
@@ -445,8 +436,9 @@ impl<'a> Engine<'a> {
             let reply = tokio::select! {
                 r = self.settings.agent.dispatch(&request) => r,
                 _ = interrupt.changed() => {
+                    // Left open like a cut gate phase: resume re-runs the gates, then the judge.
                     let signal = (*interrupt.borrow()).unwrap_or(Interrupt::Int);
-                    return self.interrupted(signal, Some((turn, "interrupted")));
+                    return self.interrupted(signal, None);
                 }
             };
             let (problem, reply_text) = match (&reply.outcome, reply.text.as_deref()) {

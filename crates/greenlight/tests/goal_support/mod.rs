@@ -187,3 +187,32 @@ pub fn wait_code(child: Child) -> (i32, String, String) {
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
+
+/// The process group of a live pid.
+pub fn pgid_of(pid: i32) -> i32 {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let rest = stat.rsplit(')').next().unwrap();
+    rest.split_whitespace().nth(2).unwrap().parse().unwrap()
+}
+
+/// Events with the fields that do not depend on time: (seq, turn, kind, payload).
+pub fn rows(events: &[Value]) -> Vec<(i64, Value, String, Value)> {
+    events
+        .iter()
+        .map(|e| {
+            (
+                e["seq"].as_i64().unwrap(),
+                e["turn"].clone(),
+                e["kind"].as_str().unwrap().to_owned(),
+                e["payload"].clone(),
+            )
+        })
+        .collect()
+}
+
+/// Asserts the log's seq numbers are 1..=n with no gap and no repeat.
+pub fn assert_contiguous(events: &[Value]) {
+    let seqs: Vec<i64> = events.iter().map(|e| e["seq"].as_i64().unwrap()).collect();
+    let want: Vec<i64> = (1..=seqs.len() as i64).collect();
+    assert_eq!(seqs, want, "the event log has a gap or a repeat");
+}
