@@ -183,6 +183,18 @@ impl<'a> Engine<'a> {
         Ok(Finish::Paused { reason, detail })
     }
 
+    /// Pauses because the worktree is gone; any open turn stays open (nothing is charged).
+    fn worktree_missing(&mut self, worktree: &std::path::Path) -> Result<Finish, Error> {
+        self.pause(
+            Reason::WorktreeMissing,
+            format!(
+                "the worktree {} is gone; restore it, then `greenlight goal resume`",
+                worktree.display()
+            ),
+            None,
+        )
+    }
+
     /// Pauses because a person asked (Ctrl-C, SIGTERM).
     fn interrupted(
         &mut self,
@@ -235,14 +247,7 @@ impl<'a> Engine<'a> {
                 return Ok(Finish::NotActive(goal.state));
             }
             if !goal.worktree.is_dir() {
-                return self.pause(
-                    Reason::WorktreeMissing,
-                    format!(
-                        "the worktree {} is gone; restore it, then `greenlight goal resume`",
-                        goal.worktree.display()
-                    ),
-                    None,
-                );
+                return self.worktree_missing(&goal.worktree);
             }
             let gates = self.store.gates(goal_id)?;
             let commands: Vec<String> = gates.iter().map(|g| g.command.clone()).collect();
@@ -277,6 +282,12 @@ impl<'a> Engine<'a> {
                     turn
                 }
             };
+
+            // The agent may have removed its own worktree. No gate can run there, and no attempt
+            // is charged: the turn stays open, so once the worktree is back, resume runs its gates.
+            if !goal.worktree.is_dir() {
+                return self.worktree_missing(&goal.worktree);
+            }
 
             // The gate phase: in order; the first failure ends it and skips the judge.
             let mut failed = false;
@@ -331,11 +342,20 @@ impl<'a> Engine<'a> {
                         self.settings.kill_grace,
                         interrupt,
                     )
-                    .await
-                    .map_err(|source| Error::GateSpawn {
-                        command: gate.command.clone(),
-                        source,
-                    })?;
+                    .await;
+                    let result = match result {
+                        Ok(result) => result,
+                        // Removed while an earlier gate ran: the same pause, not a machine error.
+                        Err(_) if !goal.worktree.is_dir() => {
+                            return self.worktree_missing(&goal.worktree);
+                        }
+                        Err(source) => {
+                            return Err(Error::GateSpawn {
+                                command: gate.command.clone(),
+                                source,
+                            });
+                        }
+                    };
                     if let Some(signal) = result.interrupted {
                         // The turn stays open: its dispatch finished, so resume owes it this
                         // gate phase rather than a new dispatch.
