@@ -225,6 +225,20 @@ impl<'a> Engine<'a> {
 
     /// Runs the loop. Returns when the goal is done, paused, or not active.
     pub async fn run(&mut self, interrupt: &mut InterruptWatch) -> Result<Finish, Error> {
+        match self.run_inner(interrupt).await {
+            // Someone else moved the goal on (`goal pause` or `goal clear` from another terminal)
+            // between our read and our write. That write's transaction rolled back whole, so the
+            // store is as it was: their decision stands and any open turn still owes its gates.
+            Err(Error::Store(greenlight_store::Error::InvalidTransition { from, .. }))
+                if from != GoalState::Active =>
+            {
+                Ok(Finish::NotActive(from))
+            }
+            other => other,
+        }
+    }
+
+    async fn run_inner(&mut self, interrupt: &mut InterruptWatch) -> Result<Finish, Error> {
         let goal_id = self.goal;
         let recovered = self.store.write(|tx| tx.recover_interrupted(goal_id))?;
         // A turn cut short after its dispatch finished still owes its gate phase: the store
@@ -282,6 +296,17 @@ impl<'a> Engine<'a> {
                     turn
                 }
             };
+
+            // Paused or cleared from elsewhere while the agent worked: stop before the gates.
+            // The turn stays open, so a resume runs its gates without dispatching again.
+            let state = self
+                .store
+                .goal(goal_id)?
+                .ok_or(Error::NoSuchGoal(goal_id.0))?
+                .state;
+            if state != GoalState::Active {
+                return Ok(Finish::NotActive(state));
+            }
 
             // The agent may have removed its own worktree. No gate can run there, and no attempt
             // is charged: the turn stays open, so once the worktree is back, resume runs its gates.

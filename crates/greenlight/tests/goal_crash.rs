@@ -299,3 +299,32 @@ fn a_second_runner_of_the_same_goal_is_refused() {
     kill("-TERM", child.id() as i32);
     assert_eq!(wait_code(child).0, 143);
 }
+
+#[test]
+fn goal_pause_from_another_terminal_stops_the_running_loop_at_its_next_step() {
+    let fx = Fixture::new();
+    let agent = fx.script(
+        "agent.sh",
+        "if [ $N -eq 1 ]; then echo $$ > \"$S/agent.pid\"; sleep 1; fi\necho good > value.txt\necho fixed",
+    );
+    let agent_arg = fx.agent(&agent);
+    let child = fx.spawn_goal(&["run", "fix the value", "--agent", &agent_arg, "--gate", GATE]);
+    wait_for(&fx.scratch().join("agent.pid"), WAIT);
+    let paused = fx.goal(&["pause"]);
+    assert_eq!(paused.code, 0, "{}", paused.render());
+    let (code, stdout, stderr) = wait_code(child);
+    assert_eq!(code, 75, "{stdout}{stderr}");
+    assert!(
+        stdout.contains("goal 1 is paused (paused-by-user): paused with `greenlight goal pause`"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("gate 1"), "no gate ran after the pause: {stdout}");
+    let status = fx.status();
+    assert_eq!(status["goal"]["state"], "paused");
+    assert_eq!(status["goal"]["pause"]["reason"], "paused-by-user");
+    // The dispatch that was running is recorded as it ended, and resume picks up from there.
+    assert_eq!(status["dispatches"][0]["outcome"], "ok");
+    let out = fx.goal(&["resume"]);
+    assert_eq!(out.code, 0, "{}", out.render());
+    assert_eq!(fx.calls("agent.sh"), 1, "the finished dispatch was not repeated");
+}
