@@ -762,7 +762,9 @@ fn a_store_can_move_to_another_thread() {
     let fx = Fixture::new();
     let store = fx.open();
     send(&store);
-    let path = std::thread::spawn(move || store.path().to_path_buf()).join().expect("thread");
+    let path = std::thread::spawn(move || store.path().to_path_buf())
+        .join()
+        .expect("thread");
     assert_eq!(path, fx.db());
 }
 

@@ -49,7 +49,14 @@ fn kill_9_during_a_dispatch_then_resume_records_it_interrupted_and_retries_withi
     let fx = Fixture::new();
     let agent = hanging_then_fixing(&fx);
     let agent_arg = fx.agent(&agent);
-    let child = fx.spawn_goal(&["run", "fix the value", "--agent", &agent_arg, "--gate", GATE]);
+    let child = fx.spawn_goal(&[
+        "run",
+        "fix the value",
+        "--agent",
+        &agent_arg,
+        "--gate",
+        GATE,
+    ]);
     let runner = child.id() as i32;
     wait_for(&fx.scratch().join("agent.pid"), WAIT);
     kill("-KILL", runner);
@@ -88,7 +95,11 @@ fn kill_9_during_a_dispatch_then_resume_records_it_interrupted_and_retries_withi
 
     let after = fx.log();
     assert_contiguous(&after);
-    assert_eq!(after[..before.len()], before[..], "the log before the crash is unchanged");
+    assert_eq!(
+        after[..before.len()],
+        before[..],
+        "the log before the crash is unchanged"
+    );
     assert_eq!(
         turn_kinds(&after[before.len()..]),
         [
@@ -103,20 +114,32 @@ fn kill_9_during_a_dispatch_then_resume_records_it_interrupted_and_retries_withi
         ]
     );
     let recovered = &after[before.len()]["payload"];
-    assert_eq!(recovered["interrupted_dispatches"], json!([ledger[0]["id"]]));
+    assert_eq!(
+        recovered["interrupted_dispatches"],
+        json!([ledger[0]["id"]])
+    );
     assert_eq!(recovered["interrupted_turns"], json!([1]));
 
     let status = fx.status();
     assert_eq!(status["goal"]["state"], "done");
     let ledger = status["dispatches"].as_array().unwrap();
     assert_eq!(ledger.len(), 2, "{ledger:?}");
-    assert_eq!((ledger[0]["turn"].clone(), ledger[0]["attempt"].clone()), (json!(1), json!(1)));
+    assert_eq!(
+        (ledger[0]["turn"].clone(), ledger[0]["attempt"].clone()),
+        (json!(1), json!(1))
+    );
     assert_eq!(ledger[0]["outcome"], "interrupted");
     assert_eq!(ledger[0]["reason"], "dispatch-interrupted");
     assert!(ledger[0]["ended_at"].is_i64());
-    assert_eq!((ledger[1]["turn"].clone(), ledger[1]["attempt"].clone()), (json!(2), json!(1)));
+    assert_eq!(
+        (ledger[1]["turn"].clone(), ledger[1]["attempt"].clone()),
+        (json!(2), json!(1))
+    );
     assert_eq!(ledger[1]["outcome"], "ok");
-    assert_eq!(status["goal"]["turns_used"], 2, "the interrupted turn counts against the budget");
+    assert_eq!(
+        status["goal"]["turns_used"], 2,
+        "the interrupted turn counts against the budget"
+    );
 }
 
 #[test]
@@ -125,7 +148,14 @@ fn kill_9_during_a_gate_then_resume_runs_the_owed_gates_before_dispatching_again
     let agent = fx.script("agent.sh", "echo good > value.txt\necho fixed");
     let gate = hanging_gate(&fx);
     let agent_arg = fx.agent(&agent);
-    let child = fx.spawn_goal(&["run", "fix the value", "--agent", &agent_arg, "--gate", &gate]);
+    let child = fx.spawn_goal(&[
+        "run",
+        "fix the value",
+        "--agent",
+        &agent_arg,
+        "--gate",
+        &gate,
+    ]);
     wait_for(&fx.scratch().join("gate.pid"), WAIT);
     kill("-KILL", child.id() as i32);
     let (code, _, _) = wait_code(child);
@@ -148,7 +178,11 @@ fn kill_9_during_a_gate_then_resume_runs_the_owed_gates_before_dispatching_again
 
     let out = fx.goal(&["resume"]);
     assert_eq!(out.code, 0, "{}", out.render());
-    assert_eq!(fx.calls("agent.sh"), 1, "the finished dispatch was not repeated");
+    assert_eq!(
+        fx.calls("agent.sh"),
+        1,
+        "the finished dispatch was not repeated"
+    );
     assert_eq!(fx.calls("gate.sh"), 2);
 
     let after = fx.log();
@@ -213,7 +247,13 @@ fn kill_9_during_a_failing_gate_phase_keeps_earlier_results_and_resume_goes_on_f
     let runs: Vec<_> = after
         .iter()
         .filter(|e| e["kind"] == "gate-run")
-        .map(|e| (e["turn"].clone(), e["payload"]["verdict"].clone(), e["payload"]["attempt"].clone()))
+        .map(|e| {
+            (
+                e["turn"].clone(),
+                e["payload"]["verdict"].clone(),
+                e["payload"]["attempt"].clone(),
+            )
+        })
         .collect();
     assert_eq!(
         runs,
@@ -235,13 +275,23 @@ fn sigterm_during_a_dispatch_pauses_cleanly_and_leaves_no_process() {
     let fx = Fixture::new();
     let agent = hanging_then_fixing(&fx);
     let agent_arg = fx.agent(&agent);
-    let child = fx.spawn_goal(&["run", "fix the value", "--agent", &agent_arg, "--gate", GATE]);
+    let child = fx.spawn_goal(&[
+        "run",
+        "fix the value",
+        "--agent",
+        &agent_arg,
+        "--gate",
+        GATE,
+    ]);
     wait_for(&fx.scratch().join("agent.pid"), WAIT);
     let agent_pid = pid_in(&fx.scratch().join("agent.pid"));
     kill("-TERM", child.id() as i32);
     let (code, stdout, stderr) = wait_code(child);
     assert_eq!(code, 143, "{stdout}{stderr}");
-    assert!(stdout.contains("paused (paused-by-user): paused by SIGTERM"), "{stdout}");
+    assert!(
+        stdout.contains("paused (paused-by-user): paused by SIGTERM"),
+        "{stdout}"
+    );
     assert!(!alive(agent_pid), "the agent outlived `goal run`");
 
     let status = fx.status();
@@ -265,13 +315,23 @@ fn ctrl_c_during_a_gate_pauses_cleanly_and_resume_runs_the_gate_without_redispat
     let agent = fx.script("agent.sh", "echo good > value.txt\necho fixed");
     let gate = hanging_gate(&fx);
     let agent_arg = fx.agent(&agent);
-    let child = fx.spawn_goal(&["run", "fix the value", "--agent", &agent_arg, "--gate", &gate]);
+    let child = fx.spawn_goal(&[
+        "run",
+        "fix the value",
+        "--agent",
+        &agent_arg,
+        "--gate",
+        &gate,
+    ]);
     wait_for(&fx.scratch().join("gate.pid"), WAIT);
     let gate_pid = pid_in(&fx.scratch().join("gate.pid"));
     kill("-INT", child.id() as i32);
     let (code, stdout, stderr) = wait_code(child);
     assert_eq!(code, 130, "{stdout}{stderr}");
-    assert!(stdout.contains("paused (paused-by-user): paused by Ctrl-C"), "{stdout}");
+    assert!(
+        stdout.contains("paused (paused-by-user): paused by Ctrl-C"),
+        "{stdout}"
+    );
     assert!(!alive(gate_pid), "the gate outlived `goal run`");
     let status = fx.status();
     assert_eq!(status["goal"]["pause"]["reason"], "paused-by-user");
@@ -282,7 +342,11 @@ fn ctrl_c_during_a_gate_pauses_cleanly_and_resume_runs_the_gate_without_redispat
 
     let out = fx.goal(&["resume"]);
     assert_eq!(out.code, 0, "{}", out.render());
-    assert_eq!(fx.calls("agent.sh"), 1, "the finished dispatch was not repeated");
+    assert_eq!(
+        fx.calls("agent.sh"),
+        1,
+        "the finished dispatch was not repeated"
+    );
     assert_eq!(fx.status()["dispatches"].as_array().unwrap().len(), 1);
 }
 
@@ -291,11 +355,22 @@ fn a_second_runner_of_the_same_goal_is_refused() {
     let fx = Fixture::new();
     let agent = hanging_then_fixing(&fx);
     let agent_arg = fx.agent(&agent);
-    let child = fx.spawn_goal(&["run", "fix the value", "--agent", &agent_arg, "--gate", GATE]);
+    let child = fx.spawn_goal(&[
+        "run",
+        "fix the value",
+        "--agent",
+        &agent_arg,
+        "--gate",
+        GATE,
+    ]);
     wait_for(&fx.scratch().join("agent.pid"), WAIT);
     let second = fx.goal(&["resume"]);
     assert_eq!(second.code, 2, "{}", second.render());
-    assert!(second.stderr.contains("is already running"), "{}", second.render());
+    assert!(
+        second.stderr.contains("is already running"),
+        "{}",
+        second.render()
+    );
     kill("-TERM", child.id() as i32);
     assert_eq!(wait_code(child).0, 143);
 }
@@ -308,7 +383,14 @@ fn goal_pause_from_another_terminal_stops_the_running_loop_at_its_next_step() {
         "if [ $N -eq 1 ]; then echo $$ > \"$S/agent.pid\"; sleep 1; fi\necho good > value.txt\necho fixed",
     );
     let agent_arg = fx.agent(&agent);
-    let child = fx.spawn_goal(&["run", "fix the value", "--agent", &agent_arg, "--gate", GATE]);
+    let child = fx.spawn_goal(&[
+        "run",
+        "fix the value",
+        "--agent",
+        &agent_arg,
+        "--gate",
+        GATE,
+    ]);
     wait_for(&fx.scratch().join("agent.pid"), WAIT);
     let paused = fx.goal(&["pause"]);
     assert_eq!(paused.code, 0, "{}", paused.render());
@@ -318,7 +400,10 @@ fn goal_pause_from_another_terminal_stops_the_running_loop_at_its_next_step() {
         stdout.contains("goal 1 is paused (paused-by-user): paused with `greenlight goal pause`"),
         "{stdout}"
     );
-    assert!(!stdout.contains("gate 1"), "no gate ran after the pause: {stdout}");
+    assert!(
+        !stdout.contains("gate 1"),
+        "no gate ran after the pause: {stdout}"
+    );
     let status = fx.status();
     assert_eq!(status["goal"]["state"], "paused");
     assert_eq!(status["goal"]["pause"]["reason"], "paused-by-user");
@@ -326,5 +411,9 @@ fn goal_pause_from_another_terminal_stops_the_running_loop_at_its_next_step() {
     assert_eq!(status["dispatches"][0]["outcome"], "ok");
     let out = fx.goal(&["resume"]);
     assert_eq!(out.code, 0, "{}", out.render());
-    assert_eq!(fx.calls("agent.sh"), 1, "the finished dispatch was not repeated");
+    assert_eq!(
+        fx.calls("agent.sh"),
+        1,
+        "the finished dispatch was not repeated"
+    );
 }

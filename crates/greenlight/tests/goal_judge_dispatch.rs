@@ -25,7 +25,11 @@ fn agent_and_judge(fx: &Fixture, answers: &[&str]) -> std::path::PathBuf {
     )
 }
 
-fn run_with_judge(fx: &Fixture, agent: &std::path::Path, extra: &[&str]) -> greenlight_testkit::Run {
+fn run_with_judge(
+    fx: &Fixture,
+    agent: &std::path::Path,
+    extra: &[&str],
+) -> greenlight_testkit::Run {
     let mut args = vec!["run", "fix the value", "--agent"];
     let agent = fx.agent(agent);
     args.push(&agent);
@@ -44,7 +48,10 @@ fn a_judge_answering_pass_finishes_the_goal() {
     assert_eq!(fx.calls("judge"), 1);
     let question = std::fs::read_to_string(fx.scratch().join("judge.prompt.1")).unwrap();
     assert!(question.contains("Goal:\nfix the value\n"), "{question}");
-    assert!(question.contains("turn 1: value fixed"), "the agent's reply is quoted: {question}");
+    assert!(
+        question.contains("turn 1: value fixed"),
+        "the agent's reply is quoted: {question}"
+    );
     assert!(question.contains("`GATE: PASS`"), "{question}");
     let events = fx.log();
     let verdicts = of_kind(&events, "judge-verdict");
@@ -58,12 +65,19 @@ fn a_judge_answering_fail_sends_its_reply_back_and_the_next_pass_finishes() {
     let fx = Fixture::new();
     let agent = agent_and_judge(
         &fx,
-        &["The README was not updated.\\nGATE: FAIL", "Now it is.\\nGATE: PASS"],
+        &[
+            "The README was not updated.\\nGATE: FAIL",
+            "Now it is.\\nGATE: PASS",
+        ],
     );
     let out = run_with_judge(&fx, &agent, &[]);
     assert_eq!(out.code, 0, "{}", out.render());
     assert!(out.stdout.contains("judge: FAIL"), "{}", out.render());
-    assert_eq!(fx.calls("agent.sh"), 4, "two agent turns and two judge calls");
+    assert_eq!(
+        fx.calls("agent.sh"),
+        4,
+        "two agent turns and two judge calls"
+    );
     // The agent's second prompt (call 3 of the script) carries the judge's reply.
     let prompt = fx.prompt("agent.sh", 3);
     assert!(
@@ -88,10 +102,17 @@ fn a_judge_answering_outside_the_grammar_counts_as_fail_and_pauses_after_three()
     let agent = agent_and_judge(&fx, &["I think it is probably fine"]);
     let out = run_with_judge(&fx, &agent, &["--max-turns", "10"]);
     assert_eq!(out.code, 75, "{}", out.render());
-    assert!(out.stdout.contains("paused (judge-unparseable)"), "{}", out.render());
+    assert!(
+        out.stdout.contains("paused (judge-unparseable)"),
+        "{}",
+        out.render()
+    );
     assert_eq!(fx.calls("judge"), 3);
     let prompt = fx.prompt("agent.sh", 3);
-    assert!(prompt.contains("its answer did not end in a verdict line"), "{prompt}");
+    assert!(
+        prompt.contains("its answer did not end in a verdict line"),
+        "{prompt}"
+    );
     assert!(prompt.contains("I think it is probably fine"), "{prompt}");
     let status = fx.status();
     assert_eq!(status["goal"]["pause"]["reason"], "judge-unparseable");
@@ -107,13 +128,27 @@ fn a_dispatch_timeout_is_recorded_with_its_reason_the_agent_is_ended_and_the_tur
     );
     let started = std::time::Instant::now();
     let out = fx.goal(&[
-        "run", "fix the value", "--agent", &fx.agent(&agent), "--gate", GATE, "--agent-timeout", "1s",
+        "run",
+        "fix the value",
+        "--agent",
+        &fx.agent(&agent),
+        "--gate",
+        GATE,
+        "--agent-timeout",
+        "1s",
     ]);
     assert_eq!(out.code, 0, "{}", out.render());
-    assert!(started.elapsed() < Duration::from_secs(20), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
     assert!(out.stdout.contains("agent failed in"), "{}", out.render());
     assert!(out.stdout.contains("dispatch-timeout"), "{}", out.render());
-    assert!(!alive(pid_in(&fx.scratch().join("agent.pid"))), "the timed-out agent outlived its turn");
+    assert!(
+        !alive(pid_in(&fx.scratch().join("agent.pid"))),
+        "the timed-out agent outlived its turn"
+    );
 
     let status = fx.status();
     let ledger = status["dispatches"].as_array().unwrap();
@@ -125,7 +160,10 @@ fn a_dispatch_timeout_is_recorded_with_its_reason_the_agent_is_ended_and_the_tur
     assert_eq!(ledger[1]["turn"], 2);
     assert_eq!(ledger[1]["outcome"], "ok");
     assert_eq!(ledger[1]["reason"], serde_json::Value::Null);
-    assert_eq!(status["goal"]["turns_used"], 2, "a timed-out dispatch spends its turn");
+    assert_eq!(
+        status["goal"]["turns_used"], 2,
+        "a timed-out dispatch spends its turn"
+    );
     let ended: Vec<_> = of_kind(&fx.log(), "turn-ended")
         .iter()
         .map(|e| e["payload"]["outcome"].clone())
@@ -138,8 +176,16 @@ fn an_agent_that_always_times_out_spends_the_turn_budget_and_pauses() {
     let fx = Fixture::new();
     let agent = fx.script("agent.sh", "sleep 30");
     let out = fx.goal(&[
-        "run", "fix", "--agent", &fx.agent(&agent), "--gate", GATE, "--agent-timeout", "500ms",
-        "--max-turns", "2",
+        "run",
+        "fix",
+        "--agent",
+        &fx.agent(&agent),
+        "--gate",
+        GATE,
+        "--agent-timeout",
+        "500ms",
+        "--max-turns",
+        "2",
     ]);
     assert_eq!(out.code, 75, "{}", out.render());
     let status = fx.status();
@@ -151,7 +197,10 @@ fn an_agent_that_always_times_out_spends_the_turn_budget_and_pauses() {
         .map(|d| d["reason"].clone())
         .collect();
     assert_eq!(reasons, ["dispatch-timeout", "dispatch-timeout"]);
-    assert!(of_kind(&fx.log(), "gate-run").is_empty(), "no gate runs after a failed dispatch");
+    assert!(
+        of_kind(&fx.log(), "gate-run").is_empty(),
+        "no gate runs after a failed dispatch"
+    );
 }
 
 #[test]
@@ -175,14 +224,23 @@ fn a_refused_dispatch_pauses_the_goal_with_its_reason() {
     let fx = Fixture::new();
     let agent = fx.script("agent.sh", "echo good > value.txt; echo fixed");
     let out = fx.goal(&[
-        "run", "fix", "--agent", &fx.agent(&agent), "--model=-rf", "--gate", GATE,
+        "run",
+        "fix",
+        "--agent",
+        &fx.agent(&agent),
+        "--model=-rf",
+        "--gate",
+        GATE,
     ]);
     assert_eq!(out.code, 75, "{}", out.render());
     assert_eq!(fx.calls("agent.sh"), 0, "a refused dispatch starts nothing");
     let status = fx.status();
     assert_eq!(status["goal"]["pause"]["reason"], "model-id-invalid");
     assert!(
-        status["goal"]["pause"]["detail"].as_str().unwrap().contains("greenlight goal resume"),
+        status["goal"]["pause"]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("greenlight goal resume"),
         "{status}"
     );
     assert_eq!(status["dispatches"][0]["outcome"], "error");

@@ -14,8 +14,14 @@ use serde_json::Value;
 fn two_worktrees_run_their_goals_at_once_against_one_state_file() {
     let fx = Fixture::new();
     let second = fx.repo.path().parent().unwrap().join("wt2");
-    fx.repo
-        .git(&["worktree", "add", "-q", "-b", "work2", second.to_str().unwrap()]);
+    fx.repo.git(&[
+        "worktree",
+        "add",
+        "-q",
+        "-b",
+        "work2",
+        second.to_str().unwrap(),
+    ]);
     // Each agent's first turn waits until the other's has started: the two runs overlap.
     let agent = |me: &str, other: &str| {
         fx.script(
@@ -54,10 +60,18 @@ fn two_worktrees_run_their_goals_at_once_against_one_state_file() {
     // repeat.
     let log_a = fx.log();
     let out = fx.goal(&["log", "--json", "--cwd", second_dir]);
-    let log_b: Vec<Value> = out.stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let log_b: Vec<Value> = out
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert!(log_a.iter().all(|e| e["goal"] == status_a["goal"]["id"]));
     assert!(log_b.iter().all(|e| e["goal"] == status_b["goal"]["id"]));
-    let mut seqs: Vec<i64> = log_a.iter().chain(&log_b).map(|e| e["seq"].as_i64().unwrap()).collect();
+    let mut seqs: Vec<i64> = log_a
+        .iter()
+        .chain(&log_b)
+        .map(|e| e["seq"].as_i64().unwrap())
+        .collect();
     seqs.sort_unstable();
     let want: Vec<i64> = (1..=seqs.len() as i64).collect();
     assert_eq!(seqs, want);
@@ -69,14 +83,31 @@ fn two_worktrees_run_their_goals_at_once_against_one_state_file() {
 fn a_worktree_that_disappears_pauses_the_goal_without_charging_an_attempt() {
     let fx = Fixture::new();
     let gone = fx.repo.path().parent().unwrap().join("wt-gone");
-    fx.repo
-        .git(&["worktree", "add", "-q", "-b", "gone", gone.to_str().unwrap()]);
+    fx.repo.git(&[
+        "worktree",
+        "add",
+        "-q",
+        "-b",
+        "gone",
+        gone.to_str().unwrap(),
+    ]);
     let agent = fx.script("agent.sh", "rm -rf \"$PWD\"\necho removed it");
     let out = fx.goal(&[
-        "run", "fix", "--agent", &fx.agent(&agent), "--gate", GATE, "--cwd", gone.to_str().unwrap(),
+        "run",
+        "fix",
+        "--agent",
+        &fx.agent(&agent),
+        "--gate",
+        GATE,
+        "--cwd",
+        gone.to_str().unwrap(),
     ]);
     assert_eq!(out.code, 75, "{}", out.render());
-    assert!(out.stdout.contains("paused (worktree-missing)"), "{}", out.render());
+    assert!(
+        out.stdout.contains("paused (worktree-missing)"),
+        "{}",
+        out.render()
+    );
     let out = fx.goal(&["status", "--json", "--cwd", gone.to_str().unwrap()]);
     assert_eq!(out.code, 0, "{}", out.render());
     let status: Value = serde_json::from_str(&out.stdout).unwrap();
@@ -101,12 +132,23 @@ fn the_demo_goes_red_then_green_offline_in_seconds() {
     let took = started.elapsed();
     assert_eq!(out.code, 0, "{}", out.render());
     assert!(took < Duration::from_secs(10), "the demo took {took:?}");
-    let fail = out.stdout.find("gate 1 FAIL exit=1").unwrap_or_else(|| panic!("{}", out.render()));
+    let fail = out
+        .stdout
+        .find("gate 1 FAIL exit=1")
+        .unwrap_or_else(|| panic!("{}", out.render()));
     let evidence = out.stdout.find("evidence for the next turn:").unwrap();
     let pass = out.stdout.find("gate 1 PASS exit=0").unwrap();
     assert!(fail < evidence && evidence < pass, "{}", out.render());
-    assert!(out.stdout.contains("Gate 1 of 1 failed (attempt 1/3)."), "{}", out.render());
-    assert!(out.stdout.contains("done: every gate is green"), "{}", out.render());
+    assert!(
+        out.stdout.contains("Gate 1 of 1 failed (attempt 1/3)."),
+        "{}",
+        out.render()
+    );
+    assert!(
+        out.stdout.contains("done: every gate is green"),
+        "{}",
+        out.render()
+    );
     // Nothing was written in the directory it was started from.
     assert!(fx.repo.git(&["status", "--porcelain"]).is_empty());
 }

@@ -132,7 +132,11 @@ pub fn kinds(events: &[Value]) -> Vec<String> {
 
 /// Events of one kind.
 pub fn of_kind(events: &[Value], kind: &str) -> Vec<Value> {
-    events.iter().filter(|e| e["kind"] == kind).cloned().collect()
+    events
+        .iter()
+        .filter(|e| e["kind"] == kind)
+        .cloned()
+        .collect()
 }
 
 /// Waits until `path` exists (a script's "I am here" marker), or panics after `limit`.
