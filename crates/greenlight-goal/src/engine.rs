@@ -183,6 +183,18 @@ impl<'a> Engine<'a> {
         Ok(Finish::Paused { reason, detail })
     }
 
+    /// Pauses because the worktree is gone; any open turn stays open (nothing is charged).
+    fn worktree_missing(&mut self, worktree: &std::path::Path) -> Result<Finish, Error> {
+        self.pause(
+            Reason::WorktreeMissing,
+            format!(
+                "the worktree {} is gone; restore it, then `greenlight goal resume`",
+                worktree.display()
+            ),
+            None,
+        )
+    }
+
     /// Pauses because a person asked (Ctrl-C, SIGTERM).
     fn interrupted(
         &mut self,
@@ -213,22 +225,25 @@ impl<'a> Engine<'a> {
 
     /// Runs the loop. Returns when the goal is done, paused, or not active.
     pub async fn run(&mut self, interrupt: &mut InterruptWatch) -> Result<Finish, Error> {
+        match self.run_inner(interrupt).await {
+            // Someone else moved the goal on (`goal pause` or `goal clear` from another terminal)
+            // between our read and our write. That write's transaction rolled back whole, so the
+            // store is as it was: their decision stands and any open turn still owes its gates.
+            Err(Error::Store(greenlight_store::Error::InvalidTransition { from, .. }))
+                if from != GoalState::Active =>
+            {
+                Ok(Finish::NotActive(from))
+            }
+            other => other,
+        }
+    }
+
+    async fn run_inner(&mut self, interrupt: &mut InterruptWatch) -> Result<Finish, Error> {
         let goal_id = self.goal;
         let recovered = self.store.write(|tx| tx.recover_interrupted(goal_id))?;
-        // A turn cut short after its dispatch finished still owes its gate phase.
-        let mut owed_gates: Option<u32> = None;
-        if let Some(&turn) = recovered.turns.last() {
-            let finished_ok = self
-                .store
-                .dispatches(goal_id)?
-                .iter()
-                .rev()
-                .find(|d| d.turn == turn)
-                .is_some_and(|d| d.outcome == DispatchOutcome::Ok);
-            if finished_ok {
-                owed_gates = Some(turn);
-            }
-        }
+        // A turn cut short after its dispatch finished still owes its gate phase: the store
+        // left it open, and its gates run before anything is dispatched again.
+        let mut owed_gates: Option<u32> = recovered.gates_owed.last().copied();
         let mut evidence = self.pending_evidence()?;
         let mut last_reply = String::new();
         let mut judge_unparseable = 0u32;
@@ -246,14 +261,7 @@ impl<'a> Engine<'a> {
                 return Ok(Finish::NotActive(goal.state));
             }
             if !goal.worktree.is_dir() {
-                return self.pause(
-                    Reason::WorktreeMissing,
-                    format!(
-                        "the worktree {} is gone; restore it, then `greenlight goal resume`",
-                        goal.worktree.display()
-                    ),
-                    None,
-                );
+                return self.worktree_missing(&goal.worktree);
             }
             let gates = self.store.gates(goal_id)?;
             let commands: Vec<String> = gates.iter().map(|g| g.command.clone()).collect();
@@ -288,6 +296,23 @@ impl<'a> Engine<'a> {
                     turn
                 }
             };
+
+            // Paused or cleared from elsewhere while the agent worked: stop before the gates.
+            // The turn stays open, so a resume runs its gates without dispatching again.
+            let state = self
+                .store
+                .goal(goal_id)?
+                .ok_or(Error::NoSuchGoal(goal_id.0))?
+                .state;
+            if state != GoalState::Active {
+                return Ok(Finish::NotActive(state));
+            }
+
+            // The agent may have removed its own worktree. No gate can run there, and no attempt
+            // is charged: the turn stays open, so once the worktree is back, resume runs its gates.
+            if !goal.worktree.is_dir() {
+                return self.worktree_missing(&goal.worktree);
+            }
 
             // The gate phase: in order; the first failure ends it and skips the judge.
             let mut failed = false;
@@ -342,13 +367,24 @@ impl<'a> Engine<'a> {
                         self.settings.kill_grace,
                         interrupt,
                     )
-                    .await
-                    .map_err(|source| Error::GateSpawn {
-                        command: gate.command.clone(),
-                        source,
-                    })?;
+                    .await;
+                    let result = match result {
+                        Ok(result) => result,
+                        // Removed while an earlier gate ran: the same pause, not a machine error.
+                        Err(_) if !goal.worktree.is_dir() => {
+                            return self.worktree_missing(&goal.worktree);
+                        }
+                        Err(source) => {
+                            return Err(Error::GateSpawn {
+                                command: gate.command.clone(),
+                                source,
+                            });
+                        }
+                    };
                     if let Some(signal) = result.interrupted {
-                        return self.interrupted(signal, Some((turn, "interrupted")));
+                        // The turn stays open: its dispatch finished, so resume owes it this
+                        // gate phase rather than a new dispatch.
+                        return self.interrupted(signal, None);
                     }
                     let failure = GateFailure {
                         number,
@@ -445,8 +481,9 @@ impl<'a> Engine<'a> {
             let reply = tokio::select! {
                 r = self.settings.agent.dispatch(&request) => r,
                 _ = interrupt.changed() => {
+                    // Left open like a cut gate phase: resume re-runs the gates, then the judge.
                     let signal = (*interrupt.borrow()).unwrap_or(Interrupt::Int);
-                    return self.interrupted(signal, Some((turn, "interrupted")));
+                    return self.interrupted(signal, None);
                 }
             };
             let (problem, reply_text) = match (&reply.outcome, reply.text.as_deref()) {

@@ -396,6 +396,8 @@ pub struct Recovered {
     pub dispatches: Vec<DispatchId>,
     /// Turns that were open and are now ended as interrupted.
     pub turns: Vec<u32>,
+    /// The open turn left open because its dispatch finished `ok`: it owes its gate phase.
+    pub gates_owed: Vec<u32>,
 }
 
 pub(crate) fn lossy_path<S: serde::Serializer>(

@@ -547,10 +547,12 @@ impl<'a> Tx<'a> {
         Ok(())
     }
 
-    /// Crash recovery for one goal: in-flight ledger rows become `interrupted`, open turns end
-    /// with outcome `interrupted`. Call it when (re)starting a goal's runner, and only from the
-    /// process that now owns the goal: another process's live dispatch must not be touched, which
-    /// is why it takes a goal rather than sweeping the whole database.
+    /// Crash recovery for one goal: its leftover `in-flight` ledger rows become `interrupted`
+    /// (reason `dispatch-interrupted`), and its open turns end as `interrupted` — except the
+    /// latest open turn when its latest dispatch finished `ok`: that turn stays open and is
+    /// reported in `gates_owed`, because the agent's work landed and only its gate phase is
+    /// missing. Call it only from the process that now runs the goal (other worktrees' runners
+    /// may have live dispatches in the same file).
     pub fn recover_interrupted(&self, goal: GoalId) -> Result<Recovered, Error> {
         self.goal_state(goal)?;
         let dispatches: Vec<DispatchId> = read::collect(
@@ -559,32 +561,61 @@ impl<'a> Tx<'a> {
             [goal.0],
             |r| Ok(DispatchId(r.get(0)?)),
         )?;
-        let turns: Vec<u32> = read::collect(
+        let open: Vec<u32> = read::collect(
             self,
             "SELECT number FROM turns WHERE goal_id = ?1 AND ended_at IS NULL ORDER BY number",
             [goal.0],
             |r| r.get(0),
         )?;
-        let recovered = Recovered { dispatches, turns };
+        // Read before the in-flight rows are rewritten: an in-flight dispatch never owes gates.
+        let owed = match open.last() {
+            Some(&turn) => {
+                let last: Option<String> = self
+                    .tx
+                    .query_row(
+                        "SELECT outcome FROM dispatches WHERE goal_id = ?1 AND turn = ?2 \
+                         ORDER BY id DESC LIMIT 1",
+                        params![goal.0, turn],
+                        |r| r.get(0),
+                    )
+                    .optional()
+                    .map_err(|e| self.sql(e))?;
+                (last.as_deref() == Some("ok")).then_some(turn)
+            }
+            None => None,
+        };
+        let turns: Vec<u32> = open.into_iter().filter(|&t| Some(t) != owed).collect();
+        let recovered = Recovered {
+            dispatches,
+            turns,
+            gates_owed: owed.into_iter().collect(),
+        };
         if recovered == Recovered::default() {
             return Ok(recovered);
         }
         self.exec(
             "UPDATE dispatches SET outcome = 'interrupted', ended_at = ?2, \
+             reason = 'dispatch-interrupted', \
              detail = 'the process running this dispatch ended before recording its result' \
              WHERE goal_id = ?1 AND outcome = 'in-flight'",
             params![goal.0, self.now],
         )?;
-        self.exec(
-            "UPDATE turns SET outcome = 'interrupted', ended_at = ?2 \
-             WHERE goal_id = ?1 AND ended_at IS NULL",
-            params![goal.0, self.now],
-        )?;
+        for turn in &recovered.turns {
+            self.exec(
+                "UPDATE turns SET outcome = 'interrupted', ended_at = ?3 \
+                 WHERE goal_id = ?1 AND number = ?2 AND ended_at IS NULL",
+                params![goal.0, turn, self.now],
+            )?;
+        }
         self.append_event(
             Some(goal),
             None,
             "recovered",
-            &json!({"interrupted_dispatches": recovered.dispatches, "interrupted_turns": recovered.turns}),
+            &json!({
+                "interrupted_dispatches": recovered.dispatches,
+                "interrupted_turns": recovered.turns,
+                "gates_owed": recovered.gates_owed,
+            }),
         )?;
         Ok(recovered)
     }

@@ -767,3 +767,84 @@ fn a_store_can_move_to_another_thread() {
         .expect("thread");
     assert_eq!(path, fx.db());
 }
+
+#[test]
+fn an_open_turn_whose_dispatch_finished_ok_is_kept_open_as_owing_its_gates() {
+    let fx = Fixture::new();
+    let a = fx.worktree("a");
+    let mut store = fx.open();
+    let goal = store
+        .write(|tx| {
+            let g = tx.create_goal(&new_goal(&a))?;
+            let t = tx.begin_turn(g)?;
+            let d = tx.begin_dispatch(&NewDispatch {
+                goal: g,
+                turn: t,
+                attempt: 1,
+                family: "command".into(),
+                model: None,
+            })?;
+            tx.finish_dispatch(
+                d,
+                &DispatchEnd {
+                    outcome: DispatchOutcome::Ok,
+                    wall_ms: Some(5),
+                    tokens: Tokens::default(),
+                    reason: None,
+                    detail: None,
+                },
+            )?;
+            Ok::<_, Error>(g)
+        })
+        .expect("a turn whose dispatch finished");
+    // The runner died before the gate phase.
+    let rec = store
+        .write(|tx| tx.recover_interrupted(goal))
+        .expect("recover");
+    assert_eq!(rec.gates_owed, [1]);
+    assert!(rec.turns.is_empty() && rec.dispatches.is_empty(), "{rec:?}");
+    assert_eq!(store.turns(goal).expect("turns")[0].ended_at, None);
+    // The owed turn can still be ended by its gate phase, exactly once.
+    store
+        .write(|tx| tx.end_turn(goal, 1, "done"))
+        .expect("end the owed turn");
+    let payload = store
+        .events_after(Some(goal), 0, 100)
+        .expect("events")
+        .into_iter()
+        .find(|e| e.kind == "recovered")
+        .expect("a recovered event")
+        .payload;
+    assert_eq!(
+        payload,
+        json!({"interrupted_dispatches": [], "interrupted_turns": [], "gates_owed": [1]})
+    );
+}
+
+#[test]
+fn an_interrupted_dispatch_is_recorded_with_its_reason() {
+    let fx = Fixture::new();
+    let a = fx.worktree("a");
+    let mut store = fx.open();
+    let (goal, d) = store
+        .write(|tx| {
+            let g = tx.create_goal(&new_goal(&a))?;
+            let t = tx.begin_turn(g)?;
+            let d = tx.begin_dispatch(&NewDispatch {
+                goal: g,
+                turn: t,
+                attempt: 1,
+                family: "command".into(),
+                model: None,
+            })?;
+            Ok::<_, Error>((g, d))
+        })
+        .expect("a dispatch in flight");
+    let rec = store
+        .write(|tx| tx.recover_interrupted(goal))
+        .expect("recover");
+    assert_eq!(rec.turns, [1]);
+    assert!(rec.gates_owed.is_empty());
+    let row = store.dispatch(d).expect("read").expect("row");
+    assert_eq!(row.reason.as_deref(), Some("dispatch-interrupted"));
+}

@@ -436,7 +436,14 @@ pub fn drive(
                 }
             }
             Finish::NotActive(state) => {
-                println!("greenlight: goal {goal} is {state}; nothing to run");
+                let why = store
+                    .goal(goal)
+                    .ok()
+                    .flatten()
+                    .and_then(|g| g.pause)
+                    .map(|p| format!(" ({}): {}", p.reason, p.detail.unwrap_or_default()))
+                    .unwrap_or_default();
+                println!("greenlight: goal {goal} is {state}{why}; this run stops here");
                 if state == GoalState::Done { exit::DONE } else { exit::PAUSED }
             }
         })

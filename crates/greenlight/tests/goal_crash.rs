@@ -1,0 +1,419 @@
+//! Crash safety and clean interruption of `greenlight goal run`, through the real binary:
+//! `kill -9` during a dispatch and during a gate, then `greenlight goal resume`, with the event
+//! log and the dispatch ledger checked row by row; SIGTERM and Ctrl-C pausing cleanly.
+
+#![allow(clippy::unwrap_used)] // a test that cannot set up its fixture should stop loudly
+
+mod goal_support;
+
+use std::time::Duration;
+
+use goal_support::{
+    Fixture, GATE, alive, assert_contiguous, kill, pgid_of, pid_in, wait_code, wait_for,
+};
+use serde_json::{Value, json};
+
+const WAIT: Duration = Duration::from_secs(20);
+
+/// (turn, kind) of every event.
+fn turn_kinds(events: &[Value]) -> Vec<(Value, String)> {
+    events
+        .iter()
+        .map(|e| (e["turn"].clone(), e["kind"].as_str().unwrap().to_owned()))
+        .collect()
+}
+
+fn tk(turn: Option<u32>, kind: &str) -> (Value, String) {
+    (turn.map_or(Value::Null, Value::from), kind.to_owned())
+}
+
+/// An agent that hangs on its first call (after saying where it is) and fixes the value after.
+fn hanging_then_fixing(fx: &Fixture) -> std::path::PathBuf {
+    fx.script(
+        "agent.sh",
+        "if [ $N -eq 1 ]; then echo $$ > \"$S/agent.pid\"; sleep 30; fi\necho good > value.txt\necho fixed",
+    )
+}
+
+/// A gate that hangs on its first run (after saying where it is), then runs the check.
+fn hanging_gate(fx: &Fixture) -> String {
+    let gate = fx.script(
+        "gate.sh",
+        "if [ $N -eq 1 ]; then echo $$ > \"$S/gate.pid\"; sleep 30; fi\nsh check.sh",
+    );
+    format!("sh {}", gate.display())
+}
+
+#[test]
+fn kill_9_during_a_dispatch_then_resume_records_it_interrupted_and_retries_within_budget() {
+    let fx = Fixture::new();
+    let agent = hanging_then_fixing(&fx);
+    let agent_arg = fx.agent(&agent);
+    let child = fx.spawn_goal(&[
+        "run",
+        "fix the value",
+        "--agent",
+        &agent_arg,
+        "--gate",
+        GATE,
+    ]);
+    let runner = child.id() as i32;
+    wait_for(&fx.scratch().join("agent.pid"), WAIT);
+    kill("-KILL", runner);
+    let (code, _, _) = wait_code(child);
+    assert_eq!(code, 128 + 9);
+    // Nothing ends an agent whose runner was killed with -9; the test ends it.
+    let agent_pid = pid_in(&fx.scratch().join("agent.pid"));
+    kill("-KILL", -pgid_of(agent_pid));
+
+    // What the crash left: the dispatch in flight, the turn open, the goal still active.
+    let status = fx.status();
+    assert_eq!(status["goal"]["state"], "active");
+    let ledger = status["dispatches"].as_array().unwrap();
+    assert_eq!(ledger.len(), 1);
+    assert_eq!(ledger[0]["outcome"], "in-flight");
+    let before = fx.log();
+    assert_eq!(
+        turn_kinds(&before),
+        [
+            tk(None, "goal-created"),
+            tk(None, "gate-added"),
+            tk(Some(1), "turn-started"),
+            tk(Some(1), "prompt"),
+            tk(Some(1), "dispatch-started"),
+        ]
+    );
+
+    let out = fx.goal(&["resume"]);
+    assert_eq!(out.code, 0, "{}", out.render());
+    assert_eq!(fx.calls("agent.sh"), 2);
+    assert_eq!(
+        fx.prompt("agent.sh", 2),
+        fx.prompt("agent.sh", 1),
+        "the interrupted turn is retried with the same prompt"
+    );
+
+    let after = fx.log();
+    assert_contiguous(&after);
+    assert_eq!(
+        after[..before.len()],
+        before[..],
+        "the log before the crash is unchanged"
+    );
+    assert_eq!(
+        turn_kinds(&after[before.len()..]),
+        [
+            tk(None, "recovered"),
+            tk(Some(2), "turn-started"),
+            tk(Some(2), "prompt"),
+            tk(Some(2), "dispatch-started"),
+            tk(Some(2), "dispatch-ended"),
+            tk(Some(2), "gate-run"),
+            tk(Some(2), "turn-ended"),
+            tk(None, "goal-done"),
+        ]
+    );
+    let recovered = &after[before.len()]["payload"];
+    assert_eq!(
+        recovered["interrupted_dispatches"],
+        json!([ledger[0]["id"]])
+    );
+    assert_eq!(recovered["interrupted_turns"], json!([1]));
+
+    let status = fx.status();
+    assert_eq!(status["goal"]["state"], "done");
+    let ledger = status["dispatches"].as_array().unwrap();
+    assert_eq!(ledger.len(), 2, "{ledger:?}");
+    assert_eq!(
+        (ledger[0]["turn"].clone(), ledger[0]["attempt"].clone()),
+        (json!(1), json!(1))
+    );
+    assert_eq!(ledger[0]["outcome"], "interrupted");
+    assert_eq!(ledger[0]["reason"], "dispatch-interrupted");
+    assert!(ledger[0]["ended_at"].is_i64());
+    assert_eq!(
+        (ledger[1]["turn"].clone(), ledger[1]["attempt"].clone()),
+        (json!(2), json!(1))
+    );
+    assert_eq!(ledger[1]["outcome"], "ok");
+    assert_eq!(
+        status["goal"]["turns_used"], 2,
+        "the interrupted turn counts against the budget"
+    );
+}
+
+#[test]
+fn kill_9_during_a_gate_then_resume_runs_the_owed_gates_before_dispatching_again() {
+    let fx = Fixture::new();
+    let agent = fx.script("agent.sh", "echo good > value.txt\necho fixed");
+    let gate = hanging_gate(&fx);
+    let agent_arg = fx.agent(&agent);
+    let child = fx.spawn_goal(&[
+        "run",
+        "fix the value",
+        "--agent",
+        &agent_arg,
+        "--gate",
+        &gate,
+    ]);
+    wait_for(&fx.scratch().join("gate.pid"), WAIT);
+    kill("-KILL", child.id() as i32);
+    let (code, _, _) = wait_code(child);
+    assert_eq!(code, 128 + 9);
+    let gate_pid = pid_in(&fx.scratch().join("gate.pid"));
+    kill("-KILL", -pgid_of(gate_pid));
+
+    let before = fx.log();
+    assert_eq!(
+        turn_kinds(&before),
+        [
+            tk(None, "goal-created"),
+            tk(None, "gate-added"),
+            tk(Some(1), "turn-started"),
+            tk(Some(1), "prompt"),
+            tk(Some(1), "dispatch-started"),
+            tk(Some(1), "dispatch-ended"),
+        ]
+    );
+
+    let out = fx.goal(&["resume"]);
+    assert_eq!(out.code, 0, "{}", out.render());
+    assert_eq!(
+        fx.calls("agent.sh"),
+        1,
+        "the finished dispatch was not repeated"
+    );
+    assert_eq!(fx.calls("gate.sh"), 2);
+
+    let after = fx.log();
+    assert_contiguous(&after);
+    assert_eq!(after[..before.len()], before[..]);
+    assert_eq!(
+        turn_kinds(&after[before.len()..]),
+        [
+            tk(None, "recovered"),
+            tk(Some(1), "gate-run"),
+            tk(Some(1), "turn-ended"),
+            tk(None, "goal-done"),
+        ]
+    );
+    let recovered = &after[before.len()]["payload"];
+    assert_eq!(recovered["interrupted_dispatches"], json!([]));
+    assert_eq!(recovered["interrupted_turns"], json!([]));
+    assert_eq!(recovered["gates_owed"], json!([1]));
+    let run = &after[before.len() + 1]["payload"];
+    assert_eq!(run["verdict"], "pass");
+    assert_eq!(run["replayed"], false);
+    assert_eq!(after[before.len() + 2]["payload"]["outcome"], "done");
+
+    let status = fx.status();
+    assert_eq!(status["goal"]["state"], "done");
+    let ledger = status["dispatches"].as_array().unwrap();
+    assert_eq!(ledger.len(), 1, "{ledger:?}");
+    assert_eq!(ledger[0]["outcome"], "ok");
+    assert_eq!(status["goal"]["turns_used"], 1);
+}
+
+#[test]
+fn kill_9_during_a_failing_gate_phase_keeps_earlier_results_and_resume_goes_on_from_them() {
+    // Gate 1 fails on turn 1 (recorded); turn 2's gate phase is killed; resume must keep the
+    // recorded failure (attempt 1), run turn 2's gates once, and count attempts from there.
+    let fx = Fixture::new();
+    let agent = fx.script(
+        "agent.sh",
+        "echo $N > notes.txt\nif [ $N -ge 3 ]; then echo good > value.txt; fi\necho turn $N",
+    );
+    let gate = fx.script(
+        "gate.sh",
+        "if [ $N -eq 2 ]; then echo $$ > \"$S/gate.pid\"; sleep 30; fi\nsh check.sh",
+    );
+    let gate = format!("sh {}", gate.display());
+    let agent_arg = fx.agent(&agent);
+    let child = fx.spawn_goal(&["run", "fix", "--agent", &agent_arg, "--gate", &gate]);
+    wait_for(&fx.scratch().join("gate.pid"), WAIT);
+    kill("-KILL", child.id() as i32);
+    wait_code(child);
+    kill("-KILL", -pgid_of(pid_in(&fx.scratch().join("gate.pid"))));
+    let before = fx.log();
+    let gate_runs_before: Vec<_> = before.iter().filter(|e| e["kind"] == "gate-run").collect();
+    assert_eq!(gate_runs_before.len(), 1);
+    assert_eq!(fx.status()["gates"][0]["attempts"], 1);
+
+    let out = fx.goal(&["resume"]);
+    assert_eq!(out.code, 0, "{}", out.render());
+    let after = fx.log();
+    assert_contiguous(&after);
+    assert_eq!(after[..before.len()], before[..]);
+    let runs: Vec<_> = after
+        .iter()
+        .filter(|e| e["kind"] == "gate-run")
+        .map(|e| {
+            (
+                e["turn"].clone(),
+                e["payload"]["verdict"].clone(),
+                e["payload"]["attempt"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        runs,
+        [
+            (json!(1), json!("fail"), json!(1)),
+            (json!(2), json!("fail"), json!(2)),
+            (json!(3), json!("pass"), json!(0)),
+        ]
+    );
+    // Turn 2's evidence reached turn 3.
+    assert!(fx.prompt("agent.sh", 3).contains("(attempt 2/3)"));
+    let ledger = fx.status()["dispatches"].as_array().unwrap().clone();
+    let turns: Vec<_> = ledger.iter().map(|d| d["turn"].clone()).collect();
+    assert_eq!(turns, [1, 2, 3], "each turn dispatched once");
+}
+
+#[test]
+fn sigterm_during_a_dispatch_pauses_cleanly_and_leaves_no_process() {
+    let fx = Fixture::new();
+    let agent = hanging_then_fixing(&fx);
+    let agent_arg = fx.agent(&agent);
+    let child = fx.spawn_goal(&[
+        "run",
+        "fix the value",
+        "--agent",
+        &agent_arg,
+        "--gate",
+        GATE,
+    ]);
+    wait_for(&fx.scratch().join("agent.pid"), WAIT);
+    let agent_pid = pid_in(&fx.scratch().join("agent.pid"));
+    kill("-TERM", child.id() as i32);
+    let (code, stdout, stderr) = wait_code(child);
+    assert_eq!(code, 143, "{stdout}{stderr}");
+    assert!(
+        stdout.contains("paused (paused-by-user): paused by SIGTERM"),
+        "{stdout}"
+    );
+    assert!(!alive(agent_pid), "the agent outlived `goal run`");
+
+    let status = fx.status();
+    assert_eq!(status["goal"]["state"], "paused");
+    assert_eq!(status["goal"]["pause"]["reason"], "paused-by-user");
+    let ledger = status["dispatches"].as_array().unwrap();
+    assert_eq!(ledger.len(), 1);
+    assert_eq!(ledger[0]["outcome"], "interrupted");
+    assert_eq!(ledger[0]["reason"], "dispatch-interrupted");
+
+    let out = fx.goal(&["resume"]);
+    assert_eq!(out.code, 0, "{}", out.render());
+    let ledger = fx.status()["dispatches"].as_array().unwrap().clone();
+    assert_eq!(ledger.len(), 2);
+    assert_eq!(ledger[1]["outcome"], "ok");
+}
+
+#[test]
+fn ctrl_c_during_a_gate_pauses_cleanly_and_resume_runs_the_gate_without_redispatching() {
+    let fx = Fixture::new();
+    let agent = fx.script("agent.sh", "echo good > value.txt\necho fixed");
+    let gate = hanging_gate(&fx);
+    let agent_arg = fx.agent(&agent);
+    let child = fx.spawn_goal(&[
+        "run",
+        "fix the value",
+        "--agent",
+        &agent_arg,
+        "--gate",
+        &gate,
+    ]);
+    wait_for(&fx.scratch().join("gate.pid"), WAIT);
+    let gate_pid = pid_in(&fx.scratch().join("gate.pid"));
+    kill("-INT", child.id() as i32);
+    let (code, stdout, stderr) = wait_code(child);
+    assert_eq!(code, 130, "{stdout}{stderr}");
+    assert!(
+        stdout.contains("paused (paused-by-user): paused by Ctrl-C"),
+        "{stdout}"
+    );
+    assert!(!alive(gate_pid), "the gate outlived `goal run`");
+    let status = fx.status();
+    assert_eq!(status["goal"]["pause"]["reason"], "paused-by-user");
+    assert!(
+        fx.log().iter().all(|e| e["kind"] != "gate-run"),
+        "an interrupted gate is not a result"
+    );
+
+    let out = fx.goal(&["resume"]);
+    assert_eq!(out.code, 0, "{}", out.render());
+    assert_eq!(
+        fx.calls("agent.sh"),
+        1,
+        "the finished dispatch was not repeated"
+    );
+    assert_eq!(fx.status()["dispatches"].as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn a_second_runner_of_the_same_goal_is_refused() {
+    let fx = Fixture::new();
+    let agent = hanging_then_fixing(&fx);
+    let agent_arg = fx.agent(&agent);
+    let child = fx.spawn_goal(&[
+        "run",
+        "fix the value",
+        "--agent",
+        &agent_arg,
+        "--gate",
+        GATE,
+    ]);
+    wait_for(&fx.scratch().join("agent.pid"), WAIT);
+    let second = fx.goal(&["resume"]);
+    assert_eq!(second.code, 2, "{}", second.render());
+    assert!(
+        second.stderr.contains("is already running"),
+        "{}",
+        second.render()
+    );
+    kill("-TERM", child.id() as i32);
+    assert_eq!(wait_code(child).0, 143);
+}
+
+#[test]
+fn goal_pause_from_another_terminal_stops_the_running_loop_at_its_next_step() {
+    let fx = Fixture::new();
+    let agent = fx.script(
+        "agent.sh",
+        "if [ $N -eq 1 ]; then echo $$ > \"$S/agent.pid\"; sleep 1; fi\necho good > value.txt\necho fixed",
+    );
+    let agent_arg = fx.agent(&agent);
+    let child = fx.spawn_goal(&[
+        "run",
+        "fix the value",
+        "--agent",
+        &agent_arg,
+        "--gate",
+        GATE,
+    ]);
+    wait_for(&fx.scratch().join("agent.pid"), WAIT);
+    let paused = fx.goal(&["pause"]);
+    assert_eq!(paused.code, 0, "{}", paused.render());
+    let (code, stdout, stderr) = wait_code(child);
+    assert_eq!(code, 75, "{stdout}{stderr}");
+    assert!(
+        stdout.contains("goal 1 is paused (paused-by-user): paused with `greenlight goal pause`"),
+        "{stdout}"
+    );
+    assert!(
+        !stdout.contains("gate 1"),
+        "no gate ran after the pause: {stdout}"
+    );
+    let status = fx.status();
+    assert_eq!(status["goal"]["state"], "paused");
+    assert_eq!(status["goal"]["pause"]["reason"], "paused-by-user");
+    // The dispatch that was running is recorded as it ended, and resume picks up from there.
+    assert_eq!(status["dispatches"][0]["outcome"], "ok");
+    let out = fx.goal(&["resume"]);
+    assert_eq!(out.code, 0, "{}", out.render());
+    assert_eq!(
+        fx.calls("agent.sh"),
+        1,
+        "the finished dispatch was not repeated"
+    );
+}

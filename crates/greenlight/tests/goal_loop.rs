@@ -1,0 +1,471 @@
+//! The goal loop through the real binary, with scripted agents in real temp worktrees: green on
+//! the first turn, red then fixed, never fixed, turn budget, unchanged workspace, and resume
+//! resetting turns but not gate attempts.
+
+#![allow(clippy::unwrap_used)] // a test that cannot set up its fixture should stop loudly
+
+mod goal_support;
+
+use goal_support::{Fixture, GATE, kinds, of_kind};
+
+const FIX: &str = "echo good > value.txt\necho 'fixed value.txt'";
+
+#[test]
+fn a_goal_green_on_the_first_turn_is_done_after_one_dispatch() {
+    let fx = Fixture::new();
+    let agent = fx.script("agent.sh", FIX);
+    let out = fx.goal(&[
+        "run",
+        "fix the value",
+        "--agent",
+        &fx.agent(&agent),
+        "--gate",
+        GATE,
+    ]);
+    assert_eq!(out.code, 0, "{}", out.render());
+    assert!(
+        out.stdout.contains("gate 1 PASS exit=0  $ sh check.sh"),
+        "{}",
+        out.render()
+    );
+    assert!(
+        out.stdout.contains("done: every gate is green"),
+        "{}",
+        out.render()
+    );
+    assert_eq!(fx.calls("agent.sh"), 1);
+
+    let first = fx.prompt("agent.sh", 1);
+    assert!(first.starts_with("Goal:\nfix the value\n"), "{first}");
+    assert!(first.contains("1. $ sh check.sh"), "{first}");
+    assert!(!first.contains("The last check failed"), "{first}");
+
+    let status = fx.status();
+    assert_eq!(status["goal"]["state"], "done");
+    assert_eq!(status["goal"]["turns_used"], 1);
+    assert_eq!(status["gates"][0]["attempts"], 0);
+    assert_eq!(status["gates"][0]["last"]["verdict"], "pass");
+    let ledger = status["dispatches"].as_array().unwrap();
+    assert_eq!(ledger.len(), 1);
+    assert_eq!(ledger[0]["outcome"], "ok");
+    assert_eq!(ledger[0]["family"], "command");
+    assert_eq!(ledger[0]["model"], "default");
+    assert_eq!(
+        ledger[0]["tokens"]["input"],
+        serde_json::Value::Null,
+        "not reported → null"
+    );
+
+    assert_eq!(
+        kinds(&fx.log()),
+        [
+            "goal-created",
+            "gate-added",
+            "turn-started",
+            "prompt",
+            "dispatch-started",
+            "dispatch-ended",
+            "gate-run",
+            "turn-ended",
+            "goal-done"
+        ]
+    );
+}
+
+#[test]
+fn red_then_fixed_feeds_the_evidence_back_and_finishes_on_the_second_turn() {
+    let fx = Fixture::new();
+    let agent = fx.script(
+        "agent.sh",
+        "if [ $N -ge 2 ]; then echo good > value.txt; echo fixed; else echo notes > notes.txt; echo 'all done!'; fi",
+    );
+    let out = fx.goal(&[
+        "run",
+        "fix the value",
+        "--agent",
+        &fx.agent(&agent),
+        "--gate",
+        GATE,
+    ]);
+    assert_eq!(out.code, 0, "{}", out.render());
+    assert_eq!(fx.calls("agent.sh"), 2);
+
+    let second = fx.prompt("agent.sh", 2);
+    assert!(second.starts_with("Goal:\nfix the value\n"), "{second}");
+    let evidence = second
+        .split_once("The last check failed:\n\n")
+        .unwrap_or_else(|| panic!("no evidence in {second}"))
+        .1;
+    assert!(
+        evidence.starts_with("Gate 1 of 1 failed (attempt 1/3).\n$ sh check.sh\nexit code: 1\n"),
+        "{evidence}"
+    );
+    assert!(
+        evidence.contains("expected value good, got bad"),
+        "{evidence}"
+    );
+    assert!(evidence.contains("Output (complete):"), "{evidence}");
+
+    let status = fx.status();
+    assert_eq!(status["goal"]["state"], "done");
+    assert_eq!(status["goal"]["turns_used"], 2);
+    assert_eq!(status["gates"][0]["attempts"], 0, "a pass resets the count");
+    let runs: Vec<_> = of_kind(&fx.log(), "gate-run")
+        .iter()
+        .map(|e| {
+            (
+                e["payload"]["verdict"].clone(),
+                e["payload"]["attempt"].clone(),
+                e["turn"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        runs,
+        [
+            ("fail".into(), 1.into(), 1.into()),
+            ("pass".into(), 0.into(), 2.into())
+        ]
+    );
+}
+
+#[test]
+fn a_gate_never_fixed_pauses_the_goal_after_the_retry_bound_with_the_reason() {
+    let fx = Fixture::new();
+    // Changes something every turn (so the gate re-runs), never the value.
+    let agent = fx.script("agent.sh", "echo $N > notes.txt\necho 'tried'");
+    let out = fx.goal(&[
+        "run",
+        "fix the value",
+        "--agent",
+        &fx.agent(&agent),
+        "--gate",
+        GATE,
+        "--retries",
+        "3",
+    ]);
+    assert_eq!(out.code, 75, "{}", out.render());
+    assert!(
+        out.stdout.contains(
+            "paused (retries-exhausted): gate 1 (`sh check.sh`) failed 3 time(s) in a row"
+        ),
+        "{}",
+        out.render()
+    );
+    assert!(
+        out.stdout.contains("greenlight goal gate remove 1"),
+        "{}",
+        out.render()
+    );
+    assert_eq!(fx.calls("agent.sh"), 3);
+    assert!(fx.prompt("agent.sh", 3).contains("(attempt 2/3)"));
+
+    let status = fx.status();
+    assert_eq!(status["goal"]["state"], "paused");
+    assert_eq!(status["goal"]["pause"]["reason"], "retries-exhausted");
+    assert_eq!(status["gates"][0]["attempts"], 3);
+    let runs = of_kind(&fx.log(), "gate-run");
+    assert_eq!(runs.len(), 3);
+    assert!(runs.iter().all(|r| r["payload"]["replayed"] == false));
+
+    let text = fx.goal(&["status"]);
+    assert!(
+        text.stdout.contains("paused: retries-exhausted"),
+        "{}",
+        text.render()
+    );
+    assert!(text.stdout.contains("attempts 3/3"), "{}", text.render());
+}
+
+#[test]
+fn the_turn_budget_pauses_the_goal_and_resume_grants_new_turns_but_keeps_attempts() {
+    let fx = Fixture::new();
+    let agent = fx.script("agent.sh", "echo $N > notes.txt\necho 'tried'");
+    let out = fx.goal(&[
+        "run",
+        "fix the value",
+        "--agent",
+        &fx.agent(&agent),
+        "--gate",
+        GATE,
+        "--max-turns",
+        "2",
+        "--retries",
+        "10",
+    ]);
+    assert_eq!(out.code, 75, "{}", out.render());
+    assert!(
+        out.stdout
+            .contains("paused (turn-budget-exhausted): used all 2 turns"),
+        "{}",
+        out.render()
+    );
+    let status = fx.status();
+    assert_eq!(status["goal"]["pause"]["reason"], "turn-budget-exhausted");
+    assert_eq!(status["goal"]["turns_used"], 2);
+    assert_eq!(status["gates"][0]["attempts"], 2);
+    assert_eq!(fx.calls("agent.sh"), 2);
+
+    let out = fx.goal(&["resume"]);
+    assert_eq!(out.code, 75, "{}", out.render());
+    assert!(
+        out.stdout
+            .contains("turn budget 2 again; gate attempts kept"),
+        "{}",
+        out.render()
+    );
+    let status = fx.status();
+    assert_eq!(status["goal"]["pause"]["reason"], "turn-budget-exhausted");
+    assert_eq!(
+        status["goal"]["turns_used"], 2,
+        "resume reset the turn count"
+    );
+    assert_eq!(
+        status["gates"][0]["attempts"], 4,
+        "resume kept the attempts"
+    );
+    assert_eq!(fx.calls("agent.sh"), 4);
+    assert!(fx.prompt("agent.sh", 4).contains("(attempt 3/10)"));
+    // Turn numbers keep counting across the resume.
+    let turns: Vec<_> = of_kind(&fx.log(), "turn-started")
+        .iter()
+        .map(|e| e["turn"].clone())
+        .collect();
+    assert_eq!(turns, [1, 2, 3, 4]);
+}
+
+#[test]
+fn an_unchanged_workspace_is_not_regated_the_attempt_advances_and_the_prompt_says_so() {
+    let fx = Fixture::new();
+    let agent = fx.script("agent.sh", "echo 'I looked, it is fine'");
+    // The gate counts its own runs in the scratch dir (outside the worktree, so not in the key).
+    let gate = format!(
+        "echo run >> '{}/gate.runs'; sh check.sh",
+        fx.scratch().display()
+    );
+    let out = fx.goal(&[
+        "run",
+        "fix the value",
+        "--agent",
+        &fx.agent(&agent),
+        "--gate",
+        &gate,
+        "--retries",
+        "3",
+    ]);
+    assert_eq!(out.code, 75, "{}", out.render());
+    assert!(
+        out.stdout
+            .contains("(not re-run: nothing changed since it failed)"),
+        "{}",
+        out.render()
+    );
+    let gate_runs = std::fs::read_to_string(fx.scratch().join("gate.runs")).unwrap();
+    assert_eq!(
+        gate_runs.lines().count(),
+        1,
+        "the gate ran again on an unchanged workspace"
+    );
+    assert_eq!(fx.calls("agent.sh"), 3);
+
+    let third = fx.prompt("agent.sh", 3);
+    assert!(
+        third.contains("Gate 1 of 1 failed (attempt 2/3)."),
+        "{third}"
+    );
+    assert!(
+        third.contains("Nothing in the worktree changed since this gate last failed"),
+        "{third}"
+    );
+    assert!(
+        third.contains("You must change something before you end your turn."),
+        "{third}"
+    );
+    assert!(
+        third.contains("expected value good, got bad"),
+        "the original failure is quoted: {third}"
+    );
+    // The notice is not nested into itself on a second unchanged turn.
+    assert_eq!(
+        third.matches("Nothing in the worktree changed").count(),
+        1,
+        "{third}"
+    );
+
+    let runs = of_kind(&fx.log(), "gate-run");
+    let replayed: Vec<_> = runs
+        .iter()
+        .map(|r| r["payload"]["replayed"].clone())
+        .collect();
+    assert_eq!(replayed, [false, true, true]);
+    let attempts: Vec<_> = runs
+        .iter()
+        .map(|r| r["payload"]["attempt"].clone())
+        .collect();
+    assert_eq!(attempts, [1, 2, 3]);
+    let keys: Vec<_> = runs
+        .iter()
+        .map(|r| r["payload"]["workspace_key"].clone())
+        .collect();
+    assert!(
+        keys[0].is_string() && keys.iter().all(|k| *k == keys[0]),
+        "{keys:?}"
+    );
+    assert_eq!(fx.status()["goal"]["pause"]["reason"], "retries-exhausted");
+}
+
+/// hermes removed its unchanged-workspace skip after it replayed a stale failure: its
+/// fingerprint was the `git status` output, which does not change when a modified file is
+/// modified again. The key here is content; this is the case that broke it.
+#[test]
+fn hermes_stale_replay_a_content_only_change_with_identical_git_status_reruns_the_gate() {
+    let fx = Fixture::new();
+    let status_file = fx.scratch().join("porcelain");
+    let agent = fx.script(
+        "agent.sh",
+        &format!(
+            "if [ $N -ge 2 ]; then echo good > value.txt; else echo baad > value.txt; fi\ngit status --porcelain >> '{}'\necho '---' >> '{}'\necho changed",
+            status_file.display(),
+            status_file.display()
+        ),
+    );
+    let out = fx.goal(&[
+        "run",
+        "fix the value",
+        "--agent",
+        &fx.agent(&agent),
+        "--gate",
+        GATE,
+    ]);
+    assert_eq!(out.code, 0, "{}", out.render());
+    let porcelain = std::fs::read_to_string(&status_file).unwrap();
+    let turns: Vec<&str> = porcelain.split("---\n").filter(|s| !s.is_empty()).collect();
+    assert_eq!(turns.len(), 2);
+    assert_eq!(
+        turns[0], turns[1],
+        "the fixture must keep `git status` identical"
+    );
+    assert_eq!(turns[0], " M value.txt\n");
+    let runs = of_kind(&fx.log(), "gate-run");
+    let seen: Vec<_> = runs
+        .iter()
+        .map(|r| {
+            (
+                r["payload"]["verdict"].clone(),
+                r["payload"]["replayed"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [("fail".into(), false.into()), ("pass".into(), false.into())]
+    );
+}
+
+#[test]
+fn a_content_only_change_to_an_untracked_file_reruns_the_gate() {
+    let fx = Fixture::new();
+    let agent = fx.script(
+        "agent.sh",
+        "if [ $N -ge 2 ]; then echo good > extra.txt; else echo bad1 > extra.txt; fi\necho changed",
+    );
+    let gate = "grep -qx good extra.txt";
+    let out = fx.goal(&[
+        "run",
+        "fill extra.txt",
+        "--agent",
+        &fx.agent(&agent),
+        "--gate",
+        gate,
+    ]);
+    assert_eq!(out.code, 0, "{}", out.render());
+    assert_eq!(fx.calls("agent.sh"), 2);
+    let replayed: Vec<_> = of_kind(&fx.log(), "gate-run")
+        .iter()
+        .map(|r| r["payload"]["replayed"].clone())
+        .collect();
+    assert_eq!(replayed, [false, false]);
+}
+
+#[test]
+fn gates_run_in_order_and_the_first_failure_ends_the_phase() {
+    let fx = Fixture::new();
+    let agent = fx.script(
+        "agent.sh",
+        "if [ $N -ge 2 ]; then echo good > value.txt; fi\necho $N > notes.txt\necho ok",
+    );
+    let third = format!("echo ran >> '{}/third.runs'", fx.scratch().display());
+    let out = fx.goal(&[
+        "run",
+        "fix",
+        "--agent",
+        &fx.agent(&agent),
+        "--gate",
+        "true",
+        "--gate",
+        GATE,
+        "--gate",
+        &third,
+    ]);
+    assert_eq!(out.code, 0, "{}", out.render());
+    let runs = std::fs::read_to_string(fx.scratch().join("third.runs")).unwrap();
+    assert_eq!(runs.lines().count(), 1, "gate 3 ran after gate 2 failed");
+    assert!(
+        fx.prompt("agent.sh", 2)
+            .contains("Gate 2 of 3 failed (attempt 1/3).\n$ sh check.sh\n")
+    );
+}
+
+#[test]
+fn one_active_goal_per_worktree_and_a_cleared_goal_frees_it() {
+    let fx = Fixture::new();
+    let agent = fx.script("agent.sh", "echo $N > notes.txt; echo tried");
+    let args = [
+        "run",
+        "fix",
+        "--agent",
+        &fx.agent(&agent),
+        "--gate",
+        GATE,
+        "--retries",
+        "1",
+    ];
+    assert_eq!(fx.goal(&args).code, 75);
+    let second = fx.goal(&args);
+    assert_eq!(second.code, 2, "{}", second.render());
+    let cleared = fx.goal(&["clear"]);
+    assert_eq!(cleared.code, 0, "{}", cleared.render());
+    assert_eq!(fx.status()["goal"]["state"], "cleared");
+    assert_eq!(fx.goal(&args).code, 75);
+}
+
+#[test]
+fn gate_commands_add_list_and_remove_gates_of_a_paused_goal() {
+    let fx = Fixture::new();
+    let agent = fx.script("agent.sh", "echo $N > notes.txt; echo tried");
+    let out = fx.goal(&[
+        "run",
+        "fix",
+        "--agent",
+        &fx.agent(&agent),
+        "--gate",
+        GATE,
+        "--retries",
+        "1",
+    ]);
+    assert_eq!(out.code, 75, "{}", out.render());
+    let added = fx.goal(&["gate", "add", "true"]);
+    assert_eq!(
+        added.stdout,
+        "1. sh check.sh\n2. true\n",
+        "{}",
+        added.render()
+    );
+    let removed = fx.goal(&["gate", "remove", "1"]);
+    assert_eq!(removed.stdout, "1. true\n", "{}", removed.render());
+    let out = fx.goal(&["resume"]);
+    assert_eq!(out.code, 0, "{}", out.render());
+    assert_eq!(fx.status()["goal"]["state"], "done");
+    let bad = fx.goal(&["gate", "remove", "7"]);
+    assert_eq!(bad.code, 2, "{}", bad.render());
+}
