@@ -7,6 +7,8 @@
 //!   Codex's hook settings, and take them out again, without disturbing anything else.
 //! - [`foreground`]: run one child command in the foreground (its own process group, signals
 //!   forwarded, always reaped), used to run a freshly drafted config once.
+//! - [`stop`]: the Stop hook itself: an agent's Stop / SubagentStop payload in, the gates run,
+//!   one decision out (allow, or block with the evidence), with a per-session block cap.
 //!
 //! Nothing here prints or exits: every function returns a value the command line renders.
 
@@ -14,5 +16,6 @@ pub mod draft;
 mod error;
 pub mod foreground;
 pub mod install;
+pub mod stop;
 
 pub use error::Error;

@@ -37,7 +37,22 @@ enum Command {
 }
 
 fn main() {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // clap's usage error exits 2, which an agent reads as "block" and feeds to the model
+            // as its next instruction: a mistyped `hook stop` flag would trap the agent. So the
+            // hook reports bad arguments with the non-blocking code instead.
+            let mut args = std::env::args_os().skip(1);
+            let hook_stop = args.next().is_some_and(|a| a == "hook")
+                && args.next().is_some_and(|a| a == "stop");
+            if hook_stop && e.use_stderr() {
+                let _ = e.print();
+                std::process::exit(cmd::hook::exit::BAD_PAYLOAD);
+            }
+            e.exit()
+        }
+    };
     let code = match cli.command {
         Command::Verify(args) => cmd::verify::run(args),
         Command::Digest(args) => cmd::digest::run(args),

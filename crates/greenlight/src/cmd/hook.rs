@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use greenlight_integrate::Error;
 use greenlight_integrate::install::{self, Agent, Applied, HookSpec, Locations, Plan, Scope};
+use greenlight_integrate::stop;
 
 /// Exit codes of `hook install` and `hook uninstall`.
 pub mod exit {
@@ -13,6 +14,10 @@ pub mod exit {
     pub const IO_ERROR: i32 = 1;
     /// The settings file is not valid JSON or not the expected shape; nothing was written.
     pub const REFUSED: i32 = 2;
+    /// `hook stop`: stdin is not a hook payload (or its arguments are wrong). Both agents treat
+    /// any exit code but 0 and 2 as a non-blocking error: the stop goes ahead and the agent
+    /// shows stderr. (2 would block and feed stderr to the model as its next instruction.)
+    pub const BAD_PAYLOAD: i32 = 1;
 }
 
 /// The `hook` subcommands.
@@ -55,6 +60,18 @@ pub enum Command {
         /// Directory inside the project [default: the current directory].
         #[arg(long, value_name = "DIR")]
         cwd: Option<PathBuf>,
+    },
+    /// The hook itself: read the agent's Stop payload on stdin, run the worktree's gates, and
+    /// allow the stop or block it with the evidence (see docs/integrations/claude-code.md).
+    Stop {
+        /// Consecutive blocks per session before greenlight lets the agent stop anyway (with a
+        /// message that the gates are still red); 0 never blocks, it only reports.
+        #[arg(long, value_name = "N", default_value_t = stop::DEFAULT_MAX_BLOCKS)]
+        max_blocks: u32,
+        /// The state database that keeps the block counts [default: $GREENLIGHT_STATE, else
+        /// $XDG_STATE_HOME/greenlight/state.db, else ~/.local/state/greenlight/state.db].
+        #[arg(long, value_name = "PATH")]
+        state: Option<PathBuf>,
     },
 }
 
@@ -108,7 +125,61 @@ pub fn run(command: Command) -> i32 {
                 .and_then(|p| install::plan_uninstall(&p));
             finish("uninstall", agent_of(agent), plan, dry_run)
         }
+        Command::Stop { max_blocks, state } => run_stop(max_blocks, state),
     }
+}
+
+/// `hook stop`: stdout carries exactly one JSON object or nothing; everything else is stderr.
+fn run_stop(max_blocks: u32, state: Option<PathBuf>) -> i32 {
+    use std::io::{Read as _, Write as _};
+    let mut bytes = Vec::new();
+    if let Err(e) = std::io::stdin().lock().read_to_end(&mut bytes) {
+        eprintln!("greenlight hook stop: cannot read stdin: {e}");
+        return exit::BAD_PAYLOAD;
+    }
+    let payload = match stop::parse_payload(&bytes) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("greenlight hook stop: {e}");
+            return exit::BAD_PAYLOAD;
+        }
+    };
+    let options = stop::StopOptions {
+        max_blocks,
+        state_path: state,
+        kill_grace: super::verify::kill_grace(),
+        lock_root: greenlight_gate::lock::lock_root(),
+        reason_budget: stop::REASON_BUDGET,
+    };
+    let outcome = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime.block_on(async {
+            greenlight_gate::exec::become_subreaper();
+            let (tx, mut interrupt) = tokio::sync::watch::channel(None);
+            tokio::spawn(super::verify::forward_signals(tx));
+            stop::run(&payload, &options, &mut interrupt).await
+        }),
+        Err(e) => {
+            let message = format!("greenlight: cannot start the async runtime ({e}); no gate ran");
+            stop::StopOutcome {
+                decision: stop::Decision::Allow {
+                    system_message: Some(message.clone()),
+                },
+                notes: vec![message],
+            }
+        }
+    };
+    for note in &outcome.notes {
+        eprintln!("{note}");
+    }
+    if let Some(json) = outcome.decision.to_json() {
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{json}");
+        let _ = out.flush();
+    }
+    exit::OK
 }
 
 fn agent_of(agent: AgentArg) -> Agent {

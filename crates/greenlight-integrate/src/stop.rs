@@ -1,0 +1,727 @@
+//! The Stop hook: Claude Code's or Codex's Stop / SubagentStop payload in, one decision out
+//! (allow the stop, or block it with the gates' evidence as the agent's next instruction).
+//!
+//! The one rule that keeps it simple: **only red gates block, and nothing else ever does.** A
+//! missing or broken verify.yaml, a git or state-database failure, a run that judged nothing,
+//! greenlight's own block cap: every one of these allows the stop and says why in
+//! `systemMessage`, so a misconfiguration can cost a user a message but never trap an agent.
+//!
+//! The pieces, from pure to impure: [`parse_payload`] (bytes → [`Payload`]), [`judge`] (a
+//! finished [`RunReport`] → green / red with its evidence / no verdict), [`cap_step`] (how many
+//! blocks so far → block again or give up), and [`run`], which finds the config, runs the gates
+//! through `greenlight_gate::runner` and keeps the per-session count in greenlight's state
+//! database.
+//!
+//! Decisions that differ from `greenlight verify` (written in docs/integrations/claude-code.md):
+//! - work-evidence decides only whether there is anything to judge: no commits since the base ref
+//!   and no uncommitted changes allows the stop without running a gate; `requireCommit` is not
+//!   applied (an agent that has not committed yet is asked to fix its gates, not to commit);
+//!   when there is no base ref to count from (a repository without `origin/HEAD`), the gates run;
+//! - `skipInPrimaryCheckout` is not applied: the hook fires in the checkout the agent is working
+//!   in, so that checkout is the one to judge, primary or not.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use camino::Utf8PathBuf;
+use greenlight_gate::exec::InterruptWatch;
+use greenlight_gate::report::{Attempt, GateReport, GateVerdict, RunReport, RunResult};
+use greenlight_gate::runner::{self, RunOptions};
+use greenlight_gate::{config, evidence, render};
+use greenlight_store::{Reads as _, Store};
+use serde::Deserialize;
+
+use crate::Error;
+
+/// greenlight's own limit on consecutive blocks for one session. Claude Code ends the turn
+/// anyway after 8 consecutive blocks (field notes §4); greenlight gives up first, with a
+/// message that says the gates are still red, instead of leaving the ending to the agent.
+pub const DEFAULT_MAX_BLOCKS: u32 = 5;
+
+/// Bytes of evidence in one block reason: the default `maxLogTailBytes` of verify.yaml, so one
+/// failing gate's evidence here is what `greenlight verify` shows for it on stderr, and a reason
+/// never crowds the agent's context on every blocked stop.
+pub const REASON_BUDGET: usize = 8192;
+
+/// The least room one failing gate gets when several share the budget: a few lines of digest
+/// or tail say more than a per-gate slice too thin to show one failure.
+const MIN_GATE_BUDGET: usize = 640;
+
+/// Hook sessions untouched for this long are forgotten (their count can only matter to a
+/// session that is still running).
+const SESSION_TTL_MS: i64 = 30 * 24 * 60 * 60 * 1000;
+
+/// How many config problems `systemMessage` lists before saying how many more there are.
+const MAX_CONFIG_ERRORS_SHOWN: usize = 5;
+
+/// The Stop / SubagentStop payload both agents send on stdin. Unknown fields are ignored and
+/// every field may be missing: the agents add fields between versions.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default)]
+pub struct Payload {
+    /// The agent session; the block cap is counted per session.
+    pub session_id: Option<String>,
+    /// The directory the session runs in [default: the hook's own working directory].
+    pub cwd: Option<PathBuf>,
+    /// `Stop` or `SubagentStop`.
+    pub hook_event_name: Option<String>,
+    /// True when the agent is already continuing because a Stop hook blocked. Recorded only:
+    /// greenlight keeps its own count rather than trusting the agent's.
+    pub stop_hook_active: Option<bool>,
+    /// The agent's final message of the turn (unused; accepted so the shape is documented).
+    pub last_assistant_message: Option<String>,
+    /// Claude Code: the subagent that is stopping (SubagentStop).
+    pub agent_id: Option<String>,
+    /// Codex: the turn that is ending.
+    pub turn_id: Option<String>,
+    /// Codex: the model of the turn.
+    pub model: Option<String>,
+    /// Both agents: the transcript file.
+    pub transcript_path: Option<String>,
+}
+
+impl Payload {
+    /// The key the block count is kept under: the session id, and for a subagent the subagent
+    /// too, so a subagent's blocks do not use up its parent's. Without a session id, the
+    /// directory stands in (a count per directory is still a bound).
+    pub fn session_key(&self, cwd: &Path) -> String {
+        let base = match self.session_id.as_deref().filter(|s| !s.is_empty()) {
+            Some(id) => id.to_owned(),
+            None => format!("cwd:{}", cwd.display()),
+        };
+        if self.hook_event_name.as_deref() == Some("SubagentStop") {
+            format!(
+                "{base}/subagent/{}",
+                self.agent_id.as_deref().unwrap_or_default()
+            )
+        } else {
+            base
+        }
+    }
+}
+
+/// Reads the hook payload. Bytes that are not UTF-8 are replaced, never dropped; anything that
+/// is not one JSON object of the expected field types is refused.
+pub fn parse_payload(bytes: &[u8]) -> Result<Payload, Error> {
+    let text = String::from_utf8_lossy(bytes);
+    if text.trim().is_empty() {
+        return Err(Error::HookPayload {
+            detail: "stdin is empty".to_owned(),
+        });
+    }
+    let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| Error::HookPayload {
+        detail: format!("not JSON: {e}"),
+    })?;
+    if !value.is_object() {
+        return Err(Error::HookPayload {
+            detail: format!("expected a JSON object, found {}", json_kind(&value)),
+        });
+    }
+    serde_json::from_value(value).map_err(|e| Error::HookPayload {
+        detail: e.to_string(),
+    })
+}
+
+fn json_kind(value: &serde_json::Value) -> &'static str {
+    match value {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
+    }
+}
+
+/// What the hook answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Let the agent stop, optionally telling the user something.
+    Allow {
+        /// Shown to the user by the agent (never to the model).
+        system_message: Option<String>,
+    },
+    /// Keep the agent working; `reason` becomes its next instruction.
+    Block {
+        /// The gates' evidence.
+        reason: String,
+    },
+}
+
+impl Decision {
+    /// The one JSON object for stdout, or `None` when nothing needs saying (a silent allow).
+    pub fn to_json(&self) -> Option<String> {
+        let value = match self {
+            Decision::Allow {
+                system_message: None,
+            } => return None,
+            Decision::Allow {
+                system_message: Some(message),
+            } => serde_json::json!({ "systemMessage": message }),
+            Decision::Block { reason } => {
+                serde_json::json!({ "decision": "block", "reason": reason })
+            }
+        };
+        Some(value.to_string())
+    }
+
+    fn allow_saying(message: String) -> Self {
+        Decision::Allow {
+            system_message: Some(message),
+        }
+    }
+}
+
+/// What [`judge`] makes of a finished run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Judged {
+    /// Every gate that ran passed.
+    Green,
+    /// At least one gate counts as failed.
+    Red {
+        /// The failing gate ids, in config order.
+        failing: Vec<String>,
+        /// The evidence, within the budget.
+        evidence: String,
+    },
+    /// Nothing was judged (every gate skipped, or the run was interrupted).
+    NoVerdict {
+        /// Why, for `systemMessage`.
+        why: String,
+    },
+}
+
+/// Judges a finished run: pure, so every answer the hook can give is testable without a repo.
+pub fn judge(report: &RunReport, root: &Path, budget: usize) -> Judged {
+    if report.interrupted.is_some() {
+        return Judged::NoVerdict {
+            why: "the gate run was interrupted by a signal before it finished".to_owned(),
+        };
+    }
+    match report.result {
+        Some(RunResult::Passed) => Judged::Green,
+        Some(RunResult::Failed) => {
+            let failing: Vec<&GateReport> = report
+                .gates
+                .iter()
+                .filter(|g| g.passed == Some(false))
+                .collect();
+            Judged::Red {
+                failing: failing.iter().map(|g| g.id.clone()).collect(),
+                evidence: evidence(report, &failing, root, budget),
+            }
+        }
+        _ => {
+            let skipped: Vec<String> = report
+                .gates
+                .iter()
+                .filter(|g| g.passed.is_none())
+                .map(render::gate_line)
+                .collect();
+            Judged::NoVerdict {
+                why: if skipped.is_empty() {
+                    "no gate reached a verdict".to_owned()
+                } else {
+                    format!("no gate reached a verdict ({})", skipped.join("; "))
+                },
+            }
+        }
+    }
+}
+
+/// The block reason: which gates failed, their commands and exit codes, and for each its
+/// compact digest when the output was recognised, else a bounded tail; never over `budget`.
+pub fn evidence(report: &RunReport, failing: &[&GateReport], root: &Path, budget: usize) -> String {
+    let mut out = String::new();
+    let ids: Vec<&str> = failing.iter().map(|g| g.id.as_str()).collect();
+    let _ = writeln!(
+        out,
+        "greenlight: {} of {} gates are red ({}). Fix what they report below, then finish again; \
+         `greenlight verify` in {} shows the same.",
+        failing.len(),
+        report.gates.len(),
+        ids.join(", "),
+        root.display()
+    );
+    for g in report.gates.iter().filter(|g| g.passed.is_none()) {
+        let _ = writeln!(out, "(not judged: {})", render::gate_line(g));
+    }
+    let per_gate = (budget.saturating_sub(out.len()) / failing.len().max(1)).max(MIN_GATE_BUDGET);
+    for gate in failing {
+        out.push('\n');
+        out.push_str(&gate_evidence(gate, per_gate));
+    }
+    cut_to(out, budget)
+}
+
+fn gate_evidence(gate: &GateReport, budget: usize) -> String {
+    let mut out = String::new();
+    let code = |a: &Attempt| {
+        a.exit_code
+            .map(|c| c.to_string())
+            .unwrap_or_else(|| "none".to_owned())
+    };
+    // The attempt whose output explains the failure: a FLAKY gate's failed first run, else the
+    // last run (the retry, when both failed).
+    let shown = match gate.verdict {
+        GateVerdict::Flaky => gate.attempts.first(),
+        _ => gate.attempts.last(),
+    };
+    let Some(attempt) = shown else {
+        let _ = writeln!(out, "gate {} {}", gate.id, render::gate_line(gate));
+        return out;
+    };
+    let what = match gate.verdict {
+        GateVerdict::Timeout => format!("TIMEOUT after {}s (exit 124)", gate.timeout_sec),
+        GateVerdict::Flaky => format!(
+            "FLAKY: failed (exit {}), then passed on its retry; a flaky gate counts as red \
+             unless the gate sets flakyIsPass",
+            code(attempt)
+        ),
+        _ if gate.attempts.len() == 2 => format!(
+            "FAIL exit={} (and exit={} on its retry)",
+            code(&gate.attempts[0]),
+            code(attempt)
+        ),
+        _ => format!("FAIL exit={}", code(attempt)),
+    };
+    let _ = writeln!(out, "gate {}: {what}", gate.id);
+    let _ = writeln!(out, "command: {}", gate.command);
+    let room = budget.saturating_sub(out.len());
+    if attempt.output_bytes == 0 {
+        let _ = writeln!(out, "(no output)");
+    } else if let Some(compact) =
+        render::compact_digest(attempt, room).filter(|c| c.len() + 1 <= room)
+    {
+        out.push_str(&compact);
+        if !compact.ends_with('\n') {
+            out.push('\n');
+        }
+    } else {
+        let header_room = 64;
+        let tail = tail_within(&attempt.tail, room.saturating_sub(header_room));
+        let _ = writeln!(
+            out,
+            "last {} of {} bytes of output:",
+            tail.len(),
+            attempt.output_bytes
+        );
+        out.push_str(tail);
+        if !tail.ends_with('\n') {
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// The end of `text` within `max` bytes, starting on a character boundary and, when one is
+/// near, at the start of a line.
+fn tail_within(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut start = text.len() - max;
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    let rest = &text[start..];
+    match rest.find('\n') {
+        Some(nl) if nl + 1 < rest.len() && nl < max / 2 => &rest[nl + 1..],
+        _ => rest,
+    }
+}
+
+/// Cuts `text` to `budget` bytes on a character boundary, saying that it did.
+fn cut_to(text: String, budget: usize) -> String {
+    if text.len() <= budget {
+        return text;
+    }
+    let marker = "\n… (evidence cut to fit; run `greenlight verify` for all of it)\n";
+    let mut end = budget.saturating_sub(marker.len());
+    while end > 0 && !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let mut cut = text[..end].to_owned();
+    cut.push_str(marker);
+    cut
+}
+
+/// One step of the consecutive-block cap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CapStep {
+    /// Block; this is block number `nth` in a row.
+    Block {
+        /// 1-based.
+        nth: u32,
+    },
+    /// The cap is reached: allow the stop and start counting afresh.
+    GiveUp {
+        /// Blocks in a row before this stop.
+        blocked: u32,
+    },
+}
+
+/// Decides whether a red run blocks again, from the blocks already made in a row.
+pub fn cap_step(blocks_so_far: u32, max_blocks: u32) -> CapStep {
+    if blocks_so_far >= max_blocks {
+        CapStep::GiveUp {
+            blocked: blocks_so_far,
+        }
+    } else {
+        CapStep::Block {
+            nth: blocks_so_far + 1,
+        }
+    }
+}
+
+/// What the command line passes to [`run`].
+#[derive(Debug, Clone)]
+pub struct StopOptions {
+    /// The consecutive-block cap (0: never block, only report).
+    pub max_blocks: u32,
+    /// The state database; `None` means `greenlight_store::default_state_path()`.
+    pub state_path: Option<PathBuf>,
+    /// SIGTERM → SIGKILL grace for the gates.
+    pub kill_grace: Duration,
+    /// Where mutex locks live.
+    pub lock_root: PathBuf,
+    /// Bytes of evidence in a block reason.
+    pub reason_budget: usize,
+}
+
+/// The hook's answer plus the lines it wants on stderr (for the agent's debug log).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StopOutcome {
+    /// What to tell the agent.
+    pub decision: Decision,
+    /// Human notes for stderr, one per line.
+    pub notes: Vec<String>,
+}
+
+impl StopOutcome {
+    fn allow_saying(message: String) -> Self {
+        StopOutcome {
+            notes: vec![message.clone()],
+            decision: Decision::allow_saying(message),
+        }
+    }
+}
+
+/// Finds `.commandmate/verify.yaml` in `cwd` or the nearest directory above it, stopping at the
+/// worktree's top (the first directory holding `.git`), so a session started in a subdirectory
+/// still finds its worktree's gates.
+pub fn find_config(cwd: &Path) -> Option<PathBuf> {
+    for dir in cwd.ancestors() {
+        let candidate = dir.join(".commandmate").join("verify.yaml");
+        if candidate.is_file() {
+            return Some(candidate);
+        }
+        if dir.join(".git").exists() {
+            return None;
+        }
+    }
+    None
+}
+
+/// Runs the hook: config, gates, cap. Never fails: every problem becomes an allowed stop that
+/// says what is wrong.
+pub async fn run(
+    payload: &Payload,
+    options: &StopOptions,
+    interrupt: &mut InterruptWatch,
+) -> StopOutcome {
+    let here = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    let cwd = match &payload.cwd {
+        Some(cwd) => here.join(cwd),
+        None => here,
+    };
+    let Some(config_path) = find_config(&cwd) else {
+        return StopOutcome::allow_saying(format!(
+            "greenlight: no .commandmate/verify.yaml in {} or above it in the worktree, so no \
+             gate ran; run `greenlight init --write` there to draft one",
+            cwd.display()
+        ));
+    };
+    let root = config_path
+        .parent()
+        .and_then(Path::parent)
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| cwd.clone());
+    let config_path = match Utf8PathBuf::from_path_buf(config_path) {
+        Ok(p) => p,
+        Err(p) => {
+            return StopOutcome::allow_saying(format!(
+                "greenlight: {}: the path is not valid UTF-8, so the gates cannot be read; no \
+                 gate ran",
+                p.display()
+            ));
+        }
+    };
+    let mut config = match config::load(&config_path) {
+        Ok(c) => c,
+        Err(errors) => {
+            let shown: Vec<String> = errors
+                .iter()
+                .take(MAX_CONFIG_ERRORS_SHOWN)
+                .map(|e| e.to_string())
+                .collect();
+            let more = errors.len().saturating_sub(shown.len());
+            let more = if more > 0 {
+                format!("\n(and {more} more; run `greenlight verify` to see all)")
+            } else {
+                String::new()
+            };
+            return StopOutcome::allow_saying(format!(
+                "greenlight: the verify.yaml is broken, so no gate ran; fix it and the next stop \
+                 will be judged:\n{}{more}",
+                shown.join("\n")
+            ));
+        }
+    };
+
+    // Is there anything to judge? HEAD must name a commit for the runner at all.
+    if evidence::verify_base_ref(&root, "HEAD").is_err() {
+        return StopOutcome::allow_saying(format!(
+            "greenlight: {} has no commit yet, so the gates cannot run; commit once and the next \
+             stop will be judged",
+            root.display()
+        ));
+    }
+    let mut notes = Vec::new();
+    if let Ok(base) = evidence::resolve_base_ref(&root, None, config.options.base_ref.as_deref()) {
+        match evidence::work_evidence(&root, &base) {
+            Ok(found) if found.commits == 0 && found.uncommitted == 0 => {
+                return StopOutcome {
+                    decision: Decision::Allow {
+                        system_message: None,
+                    },
+                    notes: vec![format!(
+                        "greenlight: no commits since {base} and no uncommitted changes in {}: \
+                         nothing to judge, no gate ran",
+                        root.display()
+                    )],
+                };
+            }
+            Ok(_) => {}
+            Err(e) => notes.push(format!(
+                "greenlight: cannot count work since {base} ({e}); running the gates anyway"
+            )),
+        }
+    }
+
+    config.options.skip_in_primary_checkout = false;
+    let run_options = RunOptions {
+        cwd: root.clone(),
+        base_ref: Some("HEAD".to_owned()),
+        only: None,
+        skip_work_evidence: true,
+        kill_grace: options.kill_grace,
+        lock_root: options.lock_root.clone(),
+    };
+    let report = match runner::run(&config, &run_options, &mut |_| {}, interrupt).await {
+        Ok(report) => report,
+        Err(e) => {
+            let mut outcome = StopOutcome::allow_saying(format!(
+                "greenlight: could not run the gates ({e}); letting the agent stop"
+            ));
+            notes.append(&mut outcome.notes);
+            outcome.notes = notes;
+            return outcome;
+        }
+    };
+    notes.extend(
+        report
+            .gates
+            .iter()
+            .map(render::gate_line)
+            .chain(report.result.map(render::result_line)),
+    );
+
+    let key = payload.session_key(&cwd);
+    let judged = judge(&report, &root, options.reason_budget);
+    let outcome = match judged {
+        Judged::Green => {
+            if let Err(e) = with_store(options, |store| {
+                store.write(|tx| {
+                    tx.hook_reset(&key)?;
+                    tx.prune_hook_sessions(tx.now() - SESSION_TTL_MS)
+                })
+            }) {
+                notes.push(format!(
+                    "greenlight: the gates are green, but the block count could not be reset: {e}"
+                ));
+            }
+            Decision::Allow {
+                system_message: None,
+            }
+        }
+        Judged::NoVerdict { why } => Decision::allow_saying(format!(
+            "greenlight: {why}; the gates are not green, but nothing was judged, so the agent may \
+             stop"
+        )),
+        Judged::Red { failing, evidence } => {
+            let max = options.max_blocks;
+            let step = with_store(options, |store| {
+                store.write(|tx| {
+                    let so_far = tx.hook_blocks(&key)?;
+                    let step = cap_step(so_far, max);
+                    match step {
+                        CapStep::Block { .. } => {
+                            tx.hook_block(&key)?;
+                        }
+                        CapStep::GiveUp { .. } => tx.hook_reset(&key)?,
+                    }
+                    tx.prune_hook_sessions(tx.now() - SESSION_TTL_MS)?;
+                    Ok::<_, greenlight_store::Error>(step)
+                })
+            });
+            let ids = failing.join(", ");
+            match step {
+                Ok(CapStep::Block { nth }) => Decision::Block {
+                    reason: format!(
+                        "{evidence}\n(greenlight block {nth} of at most {max} in a row for this \
+                         session)"
+                    ),
+                },
+                Ok(CapStep::GiveUp { blocked }) => Decision::allow_saying(format!(
+                    "greenlight: the gates are still red ({ids}) after {blocked} blocks in a row; \
+                     letting the agent stop. Run `greenlight verify` in {} to see them.",
+                    root.display()
+                )),
+                Err(e) => Decision::allow_saying(format!(
+                    "greenlight: the gates are red ({ids}), but the block count cannot be kept \
+                     ({e}), so greenlight lets the agent stop rather than risk trapping it. Run \
+                     `greenlight verify` in {} to see them.",
+                    root.display()
+                )),
+            }
+        }
+    };
+    if let Decision::Allow {
+        system_message: Some(m),
+    } = &outcome
+    {
+        notes.push(m.clone());
+    }
+    StopOutcome {
+        decision: outcome,
+        notes,
+    }
+}
+
+fn with_store<T>(
+    options: &StopOptions,
+    f: impl FnOnce(&mut Store) -> Result<T, greenlight_store::Error>,
+) -> Result<T, greenlight_store::Error> {
+    let path = match &options.state_path {
+        Some(p) => p.clone(),
+        None => greenlight_store::default_state_path()?,
+    };
+    let mut store = Store::open(&path)?;
+    f(&mut store)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn payload_ignores_unknown_fields_and_tolerates_missing_ones() {
+        let p =
+            parse_payload(br#"{"cwd":"/x","future_field":[1,2],"stop_hook_active":true}"#).unwrap();
+        assert_eq!(p.cwd.as_deref(), Some(Path::new("/x")));
+        assert_eq!(p.stop_hook_active, Some(true));
+        assert_eq!(p.session_id, None);
+        let p = parse_payload(b"{}").unwrap();
+        assert_eq!(p, Payload::default());
+    }
+
+    #[test]
+    fn payload_that_is_not_an_object_or_has_wrong_types_is_refused() {
+        for bad in [
+            &b""[..],
+            b"  \n",
+            b"not json",
+            b"[1]",
+            b"\"Stop\"",
+            br#"{"cwd": 5}"#,
+            br#"{"stop_hook_active": "yes"}"#,
+        ] {
+            let e = parse_payload(bad).unwrap_err();
+            assert!(
+                e.to_string().contains("greenlight hook stop"),
+                "{e} for {bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn non_utf8_bytes_in_the_payload_are_replaced_not_refused() {
+        let p = parse_payload(b"{\"last_assistant_message\":\"caf\xe9\"}").unwrap();
+        assert_eq!(p.last_assistant_message.as_deref(), Some("caf\u{fffd}"));
+    }
+
+    #[test]
+    fn subagents_count_apart_from_their_session() {
+        let mut p = Payload {
+            session_id: Some("s1".into()),
+            hook_event_name: Some("Stop".into()),
+            ..Payload::default()
+        };
+        assert_eq!(p.session_key(Path::new("/r")), "s1");
+        p.hook_event_name = Some("SubagentStop".into());
+        p.agent_id = Some("a7".into());
+        assert_eq!(p.session_key(Path::new("/r")), "s1/subagent/a7");
+        p.session_id = None;
+        p.hook_event_name = None;
+        assert_eq!(p.session_key(Path::new("/r")), "cwd:/r");
+    }
+
+    #[test]
+    fn the_cap_blocks_n_times_then_gives_up() {
+        let steps: Vec<CapStep> = (0..=3).map(|n| cap_step(n, 3)).collect();
+        assert_eq!(
+            steps,
+            vec![
+                CapStep::Block { nth: 1 },
+                CapStep::Block { nth: 2 },
+                CapStep::Block { nth: 3 },
+                CapStep::GiveUp { blocked: 3 }
+            ]
+        );
+        assert_eq!(cap_step(0, 0), CapStep::GiveUp { blocked: 0 });
+    }
+
+    #[test]
+    fn a_silent_allow_prints_nothing_and_a_block_is_one_object() {
+        assert_eq!(
+            Decision::Allow {
+                system_message: None
+            }
+            .to_json(),
+            None
+        );
+        let block = Decision::Block {
+            reason: "a \"b\"\nc".into(),
+        }
+        .to_json()
+        .unwrap();
+        let v: serde_json::Value = serde_json::from_str(&block).unwrap();
+        assert_eq!(v["decision"], "block");
+        assert_eq!(v["reason"], "a \"b\"\nc");
+    }
+
+    #[test]
+    fn tails_start_on_a_character_and_line_boundary() {
+        let text = "ééééé\nline two\nline three\n";
+        let t = tail_within(text, 16);
+        assert!(t.len() <= 16);
+        assert_eq!(t, "line three\n");
+        assert_eq!(tail_within("short", 100), "short");
+        let cut = cut_to("é".repeat(200), 100);
+        assert!(cut.len() <= 100, "{}", cut.len());
+        assert!(cut.ends_with("all of it)\n"));
+    }
+}
