@@ -1,13 +1,16 @@
 //! verify.yaml, gate execution that leaves nothing behind, verdicts and their renderers.
 //!
 //! The flow: [`config::load`] → [`runner::run`] (work-evidence, then each gate through
-//! [`exec::run`], with [`lock`] for mutex gates) → [`report::RunReport`] → [`render`].
+//! [`exec::run`], with [`lock`] for mutex gates) → [`report::RunReport`] → [`render`] (the line
+//! contract, JSON), [`junit`] (JUnit XML) or [`github`] (GitHub Actions annotations).
 
 pub mod capture;
 pub mod config;
 pub mod error;
 pub mod evidence;
 pub mod exec;
+pub mod github;
+pub mod junit;
 pub mod lock;
 pub mod procs;
 pub mod render;

@@ -1,7 +1,8 @@
 //! `greenlight verify`: run a verify.yaml's gates and print CommandMate's line contract.
 //!
 //! stdout carries only `GATE …` and `RESULT …` lines (or one JSON document with `--format
-//! json`); reasons, tails and progress go to stderr.
+//! json`); reasons, tails, progress and `--github` annotations go to stderr (GitHub reads
+//! workflow commands from both streams); `--junit` writes a file.
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -44,6 +45,13 @@ pub struct Args {
     /// text (the line contract) or json.
     #[arg(long, value_enum, default_value = "text")]
     pub format: Format,
+    /// Also write a JUnit XML report here: one test case per gate (docs/reports.md).
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+    /// Also print GitHub Actions annotations, on stderr so stdout keeps its contract
+    /// (docs/reports.md).
+    #[arg(long)]
+    pub github: bool,
 }
 
 /// Runs the subcommand and returns the process exit code.
@@ -99,8 +107,20 @@ async fn verify(args: Args) -> i32 {
                 "greenlight: {} problem(s) in the config; no gate ran",
                 errors.0.len()
             );
+            let messages: Vec<String> = errors.0.iter().map(|e| e.to_string()).collect();
             if json {
-                print_json_error(&errors.0.iter().map(|e| e.to_string()).collect::<Vec<_>>());
+                print_json_error(&messages);
+            }
+            if let Some(path) = &args.junit {
+                write_junit(path, &greenlight_gate::junit::config_error(&messages));
+            }
+            if args.github {
+                for message in &messages {
+                    eprintln!(
+                        "::error title=greenlight config::{}",
+                        greenlight_gate::github::escape_data(message)
+                    );
+                }
             }
             return exit::CONFIG_ERROR;
         }
@@ -147,6 +167,15 @@ async fn verify(args: Args) -> i32 {
             if json {
                 print_json_error(&[e.to_string()]);
             }
+            if let Some(path) = &args.junit {
+                write_junit(path, &greenlight_gate::junit::config_error(&[e.to_string()]));
+            }
+            if args.github {
+                eprintln!(
+                    "::error title=greenlight::{}",
+                    greenlight_gate::github::escape_data(&e.to_string())
+                );
+            }
             return exit::CONFIG_ERROR;
         }
     };
@@ -166,13 +195,69 @@ async fn verify(args: Args) -> i32 {
             "greenlight: interrupted by {name}: the running gate's processes were ended and its lock released; no RESULT"
         );
     }
+    if args.github {
+        let prefix = github_prefix(&cwd);
+        let mut err = std::io::stderr().lock();
+        for line in greenlight_gate::github::lines(&report, &cwd, prefix.as_deref(), tail_limit) {
+            let _ = writeln!(err, "{line}");
+        }
+        let _ = err.flush();
+    }
+    let junit_written = match &args.junit {
+        Some(path) => write_junit(path, &greenlight_gate::junit::report(&report, tail_limit)),
+        None => true,
+    };
     if json {
         let doc = render::json(&report, config_path.as_std_path(), &cwd);
         out_line(&serde_json::to_string_pretty(&doc).unwrap_or_default());
     } else if let Some(result) = report.result {
         out_line(&render::result_line(result));
     }
+    if !junit_written {
+        // A report CI asked for and did not get must not pass quietly.
+        return exit::CONFIG_ERROR;
+    }
     report.exit_code()
+}
+
+/// Writes the JUnit report (creating its directory); says why on stderr when it cannot.
+fn write_junit(path: &std::path::Path, report: &greenlight_gate::junit::Report) -> bool {
+    let xml = match report.to_string() {
+        Ok(xml) => xml,
+        Err(e) => {
+            eprintln!("greenlight: cannot render the JUnit report: {e}");
+            return false;
+        }
+    };
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty())
+        && let Err(e) = std::fs::create_dir_all(dir)
+    {
+        eprintln!(
+            "greenlight: --junit {}: cannot create {}: {e}",
+            path.display(),
+            dir.display()
+        );
+        return false;
+    }
+    match std::fs::write(path, xml) {
+        Ok(()) => true,
+        Err(e) => {
+            eprintln!(
+                "greenlight: --junit {}: cannot write the report: {e}; pass a writable path",
+                path.display()
+            );
+            false
+        }
+    }
+}
+
+/// The path from GitHub's workspace (the repository root in a job) to the gates' directory, so
+/// annotations name files from the repository root; none outside GitHub Actions.
+fn github_prefix(cwd: &std::path::Path) -> Option<PathBuf> {
+    let workspace = std::env::var_os("GITHUB_WORKSPACE")?;
+    let workspace = std::fs::canonicalize(workspace).ok()?;
+    let cwd = std::fs::canonicalize(cwd).ok()?;
+    cwd.strip_prefix(&workspace).ok().map(PathBuf::from)
 }
 
 fn print_json_error(errors: &[String]) {
