@@ -13,7 +13,9 @@ use std::path::Path;
 use greenlight_digest::{Digest, Severity};
 
 use crate::render;
-use crate::report::{Attempt, AttemptStatus, GateReport, GateVerdict, RunReport, WorkEvidenceReport};
+use crate::report::{
+    Attempt, AttemptStatus, GateReport, GateVerdict, RunReport, WorkEvidenceReport,
+};
 
 /// Error annotations GitHub shows for one step ("10 error annotations per step", GitHub's
 /// documentation of workflow commands); more are accepted but not shown.

@@ -14,7 +14,9 @@ use quick_junit::{
 };
 
 use crate::render;
-use crate::report::{Attempt, AttemptStatus, GateReport, GateVerdict, RunReport, WorkEvidenceReport};
+use crate::report::{
+    Attempt, AttemptStatus, GateReport, GateVerdict, RunReport, WorkEvidenceReport,
+};
 
 /// The test suite's name; the report's too.
 pub const SUITE: &str = "greenlight";
@@ -53,7 +55,10 @@ pub fn report(run: &RunReport, tail_limit: usize) -> Report {
 /// unusable: one errored test case named `config`, so a CI test view shows why nothing ran.
 pub fn config_error(errors: &[String]) -> Report {
     let mut status = TestCaseStatus::non_success(NonSuccessKind::Error);
-    status.set_message(format!("{} problem(s) in the config; no gate ran", errors.len()));
+    status.set_message(format!(
+        "{} problem(s) in the config; no gate ran",
+        errors.len()
+    ));
     status.set_type("config-error");
     status.set_description(errors.join("\n"));
     let mut suite = TestSuite::new(SUITE);
@@ -206,7 +211,9 @@ mod tests {
 
     #[test]
     fn a_config_error_report_reads_back_as_one_errored_case() {
-        let xml = config_error(&["verify.yaml:3: bad".into()]).to_string().unwrap();
+        let xml = config_error(&["verify.yaml:3: bad".into()])
+            .to_string()
+            .unwrap();
         let back = Report::deserialize_from_str(&xml).unwrap();
         let case = &back.test_suites[0].test_cases[0];
         assert_eq!(case.name.as_str(), "config");

@@ -291,9 +291,7 @@ fn gate_evidence(gate: &GateReport, budget: usize) -> String {
     let room = budget.saturating_sub(out.len());
     if attempt.output_bytes == 0 {
         let _ = writeln!(out, "(no output)");
-    } else if let Some(compact) =
-        render::compact_digest(attempt, room).filter(|c| c.len() + 1 <= room)
-    {
+    } else if let Some(compact) = render::compact_digest(attempt, room).filter(|c| c.len() < room) {
         out.push_str(&compact);
         if !compact.ends_with('\n') {
             out.push('\n');

@@ -137,7 +137,10 @@ fn assert_allows_silently(run: &HookRun) {
 
 fn assert_allows_saying(run: &HookRun) -> String {
     assert_eq!(run.code, 0, "stderr: {}", run.stderr);
-    let answer = run.answer.as_ref().expect("an allow with a message prints JSON");
+    let answer = run
+        .answer
+        .as_ref()
+        .expect("an allow with a message prints JSON");
     assert!(answer.get("decision").is_none(), "{answer}");
     let message = answer["systemMessage"].as_str().unwrap().to_owned();
     assert!(
@@ -172,9 +175,15 @@ fn red_gates_block_every_agent_and_event_with_the_evidence() {
         let p = payload(agent, event, active, &format!("s{i}"), repo.path());
         let reason = assert_blocks(&hook(&repo, &p, &[]));
         assert!(reason.contains("gate unit: FAIL exit=3"), "{reason}");
-        assert!(reason.contains("command: echo 'assertion failed"), "{reason}");
+        assert!(
+            reason.contains("command: echo 'assertion failed"),
+            "{reason}"
+        );
         assert!(reason.contains("assertion failed: 2 + 2 == 5"), "{reason}");
-        assert!(!reason.contains("gate lint"), "a passing gate is not evidence: {reason}");
+        assert!(
+            !reason.contains("gate lint"),
+            "a passing gate is not evidence: {reason}"
+        );
         assert!(
             reason.contains("block 1 of at most 5"),
             "{agent:?} {event} {active}: every shape has its own session: {reason}"
@@ -242,7 +251,10 @@ fn a_broken_config_never_traps_the_agent() {
         let p = payload(agent, event, active, &format!("s{i}"), repo.path());
         let message = assert_allows_saying(&hook(&repo, &p, &[]));
         assert!(message.contains("the verify.yaml is broken"), "{message}");
-        assert!(message.contains("verify.yaml:3"), "names the line: {message}");
+        assert!(
+            message.contains("verify.yaml:3"),
+            "names the line: {message}"
+        );
     }
 }
 
@@ -268,7 +280,10 @@ fn the_cap_blocks_n_times_then_allows_saying_the_gates_are_still_red() {
         // The first stop of a chain says stop_hook_active false, the rest true, as the agents do.
         let p = payload(Agent::Claude, "Stop", i > 1, "capped", repo.path());
         let reason = assert_blocks(&hook(&repo, &p, &["--max-blocks", "3"]));
-        assert!(reason.contains(&format!("block {i} of at most 3")), "{reason}");
+        assert!(
+            reason.contains(&format!("block {i} of at most 3")),
+            "{reason}"
+        );
     }
     let p = payload(Agent::Claude, "Stop", true, "capped", repo.path());
     let message = assert_allows_saying(&hook(&repo, &p, &["--max-blocks", "3"]));
@@ -290,7 +305,10 @@ fn the_default_cap_is_five_and_ignores_stop_hook_active() {
     for i in 1..=5 {
         let p = payload(Agent::Codex, "Stop", false, "codex-session", repo.path());
         let reason = assert_blocks(&hook(&repo, &p, &[]));
-        assert!(reason.contains(&format!("block {i} of at most 5")), "{reason}");
+        assert!(
+            reason.contains(&format!("block {i} of at most 5")),
+            "{reason}"
+        );
     }
     let p = payload(Agent::Codex, "Stop", false, "codex-session", repo.path());
     assert_allows_saying(&hook(&repo, &p, &[]));
@@ -344,7 +362,11 @@ fn malformed_stdin_is_a_non_blocking_error() {
         (b"{\"stop_hook_active\": \"yes\"}", "invalid type"),
     ] {
         let run = hook_raw(&repo, stdin, &[]);
-        assert_eq!(run.code, 1, "1 is non-blocking (2 would block): {}", run.stderr);
+        assert_eq!(
+            run.code, 1,
+            "1 is non-blocking (2 would block): {}",
+            run.stderr
+        );
         assert_eq!(run.stdout, "", "nothing on stdout");
         assert!(
             run.stderr

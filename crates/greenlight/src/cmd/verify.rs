@@ -168,7 +168,10 @@ async fn verify(args: Args) -> i32 {
                 print_json_error(&[e.to_string()]);
             }
             if let Some(path) = &args.junit {
-                write_junit(path, &greenlight_gate::junit::config_error(&[e.to_string()]));
+                write_junit(
+                    path,
+                    &greenlight_gate::junit::config_error(&[e.to_string()]),
+                );
             }
             if args.github {
                 eprintln!(
