@@ -14,8 +14,8 @@ use greenlight_agent::{
 };
 use greenlight_gate::exec::{Interrupt, InterruptWatch};
 use greenlight_store::{
-    DispatchEnd, DispatchOutcome, GoalId, GoalState, NewDispatch, NewGateRun, Reads, Store, Tokens,
-    Verdict as RunVerdict,
+    DispatchEnd, DispatchOutcome, DispatchStep, GoalId, GoalState, NewDispatch, NewGateRun, Reads,
+    Store, Tokens, Verdict as RunVerdict,
 };
 
 use crate::error::Error;
@@ -478,14 +478,41 @@ impl<'a> Engine<'a> {
             );
             request.step_id = "judge".into();
             request.deliverable = Deliverable::ReturnValue;
+            let judge_attempt = self
+                .store
+                .dispatches(goal_id)?
+                .iter()
+                .filter(|d| d.turn == turn && d.step == DispatchStep::Judge)
+                .count() as u32
+                + 1;
+            request.attempt = judge_attempt;
+            let ledger = NewDispatch {
+                step: DispatchStep::Judge,
+                goal: goal_id,
+                turn,
+                attempt: judge_attempt,
+                family: self.settings.family.as_str().to_owned(),
+                model: Some(judge.clone()),
+            };
+            let judge_dispatch = self.store.write(|tx| tx.begin_dispatch(&ledger))?;
             let reply = tokio::select! {
                 r = self.settings.agent.dispatch(&request) => r,
                 _ = interrupt.changed() => {
+                    let end = DispatchEnd {
+                        outcome: DispatchOutcome::Interrupted,
+                        wall_ms: None,
+                        tokens: Tokens::default(),
+                        reason: Some(Reason::DispatchInterrupted.as_str().to_owned()),
+                        detail: Some("greenlight was interrupted while the judge worked".to_owned()),
+                    };
+                    self.store.write(|tx| tx.finish_dispatch(judge_dispatch, &end))?;
                     // Left open like a cut gate phase: resume re-runs the gates, then the judge.
                     let signal = (*interrupt.borrow()).unwrap_or(Interrupt::Int);
                     return self.interrupted(signal, None);
                 }
             };
+            self.store
+                .write(|tx| tx.finish_dispatch(judge_dispatch, &ledger_end(&reply)))?;
             let (problem, reply_text) = match (&reply.outcome, reply.text.as_deref()) {
                 (Outcome::Ok, Some(text)) => match parse_verdict(text) {
                     Verdict::Pass => {
@@ -573,10 +600,11 @@ impl<'a> Engine<'a> {
             .store
             .dispatches(goal_id)?
             .iter()
-            .filter(|d| d.turn == turn)
+            .filter(|d| d.turn == turn && d.step == DispatchStep::Agent)
             .count() as u32
             + 1;
         let ledger = NewDispatch {
+            step: DispatchStep::Agent,
             goal: goal_id,
             turn,
             attempt,

@@ -55,9 +55,9 @@ use rusqlite::{Connection, TransactionBehavior};
 
 pub use error::Error;
 pub use model::{
-    AgentSpec, Dispatch, DispatchEnd, DispatchId, DispatchOutcome, Event, Gate, GateId, GateRun,
-    GateRunId, Goal, GoalId, GoalState, LastResult, Millis, NewDispatch, NewGateRun, NewGoal,
-    Pause, Recovered, Tokens, Turn, Verdict,
+    AgentSpec, Dispatch, DispatchEnd, DispatchId, DispatchOutcome, DispatchStep, Event, Gate,
+    GateId, GateRun, GateRunId, Goal, GoalId, GoalState, LastResult, Millis, NewDispatch,
+    NewGateRun, NewGoal, Pause, Recovered, Tokens, Turn, Verdict,
 };
 pub use read::Reads;
 pub use schema::SCHEMA_VERSION;

@@ -99,6 +99,16 @@ name_enum!(
 );
 
 name_enum!(
+    /// What a dispatch was for.
+    DispatchStep {
+        /// An agent turn (the work).
+        Agent = "agent",
+        /// The judge's question after every gate passed.
+        Judge = "judge",
+    }
+);
+
+name_enum!(
     /// Where a dispatch ledger row stands.
     DispatchOutcome {
         /// Written before the agent starts; never left this way by a finished dispatch.
@@ -316,6 +326,8 @@ pub struct Tokens {
 pub struct NewDispatch {
     /// The goal.
     pub goal: GoalId,
+    /// Agent turn or judge.
+    pub step: DispatchStep,
     /// The turn (must exist).
     pub turn: u32,
     /// 1-based attempt within the turn.
@@ -346,6 +358,8 @@ pub struct DispatchEnd {
 pub struct Dispatch {
     /// Row id.
     pub id: DispatchId,
+    /// Agent turn or judge.
+    pub step: DispatchStep,
     /// The goal.
     pub goal: GoalId,
     /// The turn.

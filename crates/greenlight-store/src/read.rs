@@ -12,8 +12,8 @@ use rusqlite::{OptionalExtension, Row, params};
 
 use crate::Error;
 use crate::model::{
-    AgentSpec, Dispatch, DispatchId, DispatchOutcome, Event, Gate, GateId, GateRun, GateRunId,
-    Goal, GoalId, GoalState, LastResult, Pause, Tokens, Turn, Verdict,
+    AgentSpec, Dispatch, DispatchId, DispatchOutcome, DispatchStep, Event, Gate, GateId, GateRun,
+    GateRunId, Goal, GoalId, GoalState, LastResult, Pause, Tokens, Turn, Verdict,
 };
 
 pub(crate) mod sealed {
@@ -36,7 +36,7 @@ const GATE_RUN_COLUMNS: &str = "id, goal_id, gate_id, turn, attempt, verdict, ex
 
 const DISPATCH_COLUMNS: &str = "id, goal_id, turn, attempt, family, model, outcome, wall_ms, \
      tokens_in, tokens_out, cache_read_tokens, cache_write_tokens, cost_usd, token_source, \
-     reason, detail, started_at, ended_at";
+     reason, detail, started_at, ended_at, step";
 
 /// Read access to the state. Implemented by [`Store`](crate::Store) and [`Tx`](crate::Tx).
 pub trait Reads: sealed::Access {
@@ -469,6 +469,7 @@ pub(crate) struct RawDispatch {
     detail: Option<String>,
     started_at: i64,
     ended_at: Option<i64>,
+    step: String,
 }
 
 impl RawDispatch {
@@ -492,6 +493,7 @@ impl RawDispatch {
             detail: r.get(15)?,
             started_at: r.get(16)?,
             ended_at: r.get(17)?,
+            step: r.get(18)?,
         })
     }
 
@@ -501,6 +503,7 @@ impl RawDispatch {
             goal: GoalId(self.goal),
             turn: self.turn,
             attempt: self.attempt,
+            step: named(path, "dispatches.step", self.step, DispatchStep::from_name)?,
             family: self.family,
             model: self.model,
             outcome: named(

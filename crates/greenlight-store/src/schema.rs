@@ -131,6 +131,11 @@ CREATE TABLE hook_sessions (
     updated_at INTEGER NOT NULL
 );
 "#,
+    // Version 2: the judge's dispatches go in the ledger too, told apart from the agent's turns
+    // (crash recovery looks only at the agent's, to decide whether a turn still owes its gates).
+    r#"
+ALTER TABLE dispatches ADD COLUMN step TEXT NOT NULL DEFAULT 'agent' CHECK (step IN ('agent', 'judge'));
+"#,
 ];
 
 /// The schema version this binary writes.

@@ -477,16 +477,16 @@ impl<'a> Tx<'a> {
     pub fn begin_dispatch(&self, d: &NewDispatch) -> Result<DispatchId, Error> {
         self.require_state(d.goal, &[GoalState::Active], "dispatched")?;
         self.exec(
-            "INSERT INTO dispatches (goal_id, turn, attempt, family, model, outcome, started_at) \
-             VALUES (?1, ?2, ?3, ?4, ?5, 'in-flight', ?6)",
-            params![d.goal.0, d.turn, d.attempt, d.family, d.model, self.now],
+            "INSERT INTO dispatches (goal_id, turn, attempt, family, model, outcome, started_at, step) \
+             VALUES (?1, ?2, ?3, ?4, ?5, 'in-flight', ?6, ?7)",
+            params![d.goal.0, d.turn, d.attempt, d.family, d.model, self.now, d.step.as_str()],
         )?;
         let id = DispatchId(self.tx.last_insert_rowid());
         self.append_event(
             Some(d.goal),
             Some(d.turn),
             "dispatch-started",
-            &json!({"dispatch": id, "attempt": d.attempt, "family": d.family, "model": d.model}),
+            &json!({"dispatch": id, "step": d.step.as_str(), "attempt": d.attempt, "family": d.family, "model": d.model}),
         )?;
         Ok(id)
     }
@@ -574,7 +574,7 @@ impl<'a> Tx<'a> {
                     .tx
                     .query_row(
                         "SELECT outcome FROM dispatches WHERE goal_id = ?1 AND turn = ?2 \
-                         ORDER BY id DESC LIMIT 1",
+                         AND step = 'agent' ORDER BY id DESC LIMIT 1",
                         params![goal.0, turn],
                         |r| r.get(0),
                     )

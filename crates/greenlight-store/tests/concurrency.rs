@@ -9,8 +9,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use greenlight_store::{
-    AgentSpec, DispatchOutcome, Error, GoalId, NewDispatch, NewGateRun, NewGoal, Reads, Store,
-    Verdict,
+    AgentSpec, DispatchOutcome, DispatchStep, Error, GoalId, NewDispatch, NewGateRun, NewGoal,
+    Reads, Store, Verdict,
 };
 use serde_json::json;
 
@@ -116,6 +116,7 @@ fn child() {
             store
                 .write(|tx| {
                     tx.begin_dispatch(&NewDispatch {
+                        step: DispatchStep::Agent,
                         goal,
                         turn,
                         attempt: 1,

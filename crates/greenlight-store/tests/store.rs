@@ -5,8 +5,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use greenlight_store::{
-    AgentSpec, DispatchEnd, DispatchOutcome, Error, GoalState, NewDispatch, NewGateRun, NewGoal,
-    Reads, SCHEMA_VERSION, StepClock, Store, Tokens, Verdict, default_state_path_from,
+    AgentSpec, DispatchEnd, DispatchOutcome, DispatchStep, Error, GoalState, NewDispatch,
+    NewGateRun, NewGoal, Reads, SCHEMA_VERSION, StepClock, Store, Tokens, Verdict,
+    default_state_path_from,
 };
 use serde_json::json;
 
@@ -282,6 +283,7 @@ fn tokens_not_reported_stay_null_and_reported_zero_stays_zero() {
     let unknown = store
         .write(|tx| {
             tx.begin_dispatch(&NewDispatch {
+                step: DispatchStep::Agent,
                 goal: id,
                 turn,
                 attempt: 1,
@@ -293,6 +295,7 @@ fn tokens_not_reported_stay_null_and_reported_zero_stays_zero() {
     let zero = store
         .write(|tx| {
             tx.begin_dispatch(&NewDispatch {
+                step: DispatchStep::Agent,
                 goal: id,
                 turn,
                 attempt: 2,
@@ -394,6 +397,7 @@ fn in_flight_dispatches_of_a_crashed_runner_become_interrupted() {
         let da = store
             .write(|tx| {
                 tx.begin_dispatch(&NewDispatch {
+                    step: DispatchStep::Agent,
                     goal: ga,
                     turn: ta,
                     attempt: 1,
@@ -405,6 +409,7 @@ fn in_flight_dispatches_of_a_crashed_runner_become_interrupted() {
         let db = store
             .write(|tx| {
                 tx.begin_dispatch(&NewDispatch {
+                    step: DispatchStep::Agent,
                     goal: gb,
                     turn: tb,
                     attempt: 1,
@@ -778,6 +783,7 @@ fn an_open_turn_whose_dispatch_finished_ok_is_kept_open_as_owing_its_gates() {
             let g = tx.create_goal(&new_goal(&a))?;
             let t = tx.begin_turn(g)?;
             let d = tx.begin_dispatch(&NewDispatch {
+                step: DispatchStep::Agent,
                 goal: g,
                 turn: t,
                 attempt: 1,
@@ -831,6 +837,7 @@ fn an_interrupted_dispatch_is_recorded_with_its_reason() {
             let g = tx.create_goal(&new_goal(&a))?;
             let t = tx.begin_turn(g)?;
             let d = tx.begin_dispatch(&NewDispatch {
+                step: DispatchStep::Agent,
                 goal: g,
                 turn: t,
                 attempt: 1,

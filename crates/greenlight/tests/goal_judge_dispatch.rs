@@ -57,7 +57,15 @@ fn a_judge_answering_pass_finishes_the_goal() {
     let verdicts = of_kind(&events, "judge-verdict");
     assert_eq!(verdicts.len(), 1);
     assert_eq!(verdicts[0]["payload"]["verdict"], "pass");
-    assert_eq!(fx.status()["goal"]["state"], "done");
+    let status = fx.status();
+    assert_eq!(status["goal"]["state"], "done");
+    // The judge is a dispatch like any other: it has its own ledger row.
+    let ledger = status["dispatches"].as_array().unwrap();
+    let steps: Vec<(&str, &str)> = ledger
+        .iter()
+        .map(|d| (d["step"].as_str().unwrap(), d["outcome"].as_str().unwrap()))
+        .collect();
+    assert_eq!(steps, [("agent", "ok"), ("judge", "ok")], "{ledger:?}");
 }
 
 #[test]

@@ -609,3 +609,66 @@ fn an_unrecognised_failure_keeps_the_raw_tail() {
         "unrecognised"
     );
 }
+
+/// Live progress goes to a terminal's stderr only: run greenlight with stderr on a real pty
+/// (python3's `pty`) and stdout on a pipe, and check both sides.
+#[test]
+fn a_terminal_sees_live_progress_on_stderr_and_stdout_keeps_the_contract() {
+    let repo = TempRepo::worktree_with_commit();
+    repo.verify_yaml("version: 1\ngates:\n  - id: slowish\n    command: sleep 1\n");
+    let driver = r#"
+import os, pty, subprocess, sys
+master, slave = pty.openpty()
+p = subprocess.Popen(sys.argv[1:], stdout=subprocess.PIPE, stderr=slave)
+os.close(slave)
+err = b""
+while True:
+    try:
+        chunk = os.read(master, 4096)
+    except OSError:
+        break
+    if not chunk:
+        break
+    err += chunk
+out = p.stdout.read()
+p.wait()
+sys.stdout.write(out.decode() + "\n=====STDERR=====\n" + err.decode(errors="replace"))
+"#;
+    // The same environment the other tests give greenlight (isolated HOME, lock root, NO_COLOR).
+    let env = repo.command(["verify"]);
+    let bin = greenlight_testkit::greenlight_bin();
+    let out = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(driver)
+        .arg(bin)
+        .arg("verify")
+        .current_dir(repo.path())
+        .envs(
+            env.get_envs()
+                .filter_map(|(k, v)| v.map(|v| (k.to_owned(), v.to_owned()))),
+        )
+        .env("TERM", "xterm")
+        .output()
+        .expect("python3 runs (the fake agent CLIs need it too)");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let (stdout, stderr) = text
+        .split_once("\n=====STDERR=====\n")
+        .expect("driver output");
+    assert_eq!(
+        stdout.lines().collect::<Vec<_>>(),
+        [
+            "GATE work-evidence PASS commits=1 uncommitted=1",
+            "GATE slowish PASS exit=0 duration=1s",
+            "RESULT passed"
+        ]
+    );
+    assert!(
+        stderr.contains("running slowish"),
+        "no progress on the terminal: {stderr:?}"
+    );
+    // NO_COLOR is set by the test harness: the progress line carries no SGR colour codes.
+    assert!(
+        !stderr.contains("\x1b[2m"),
+        "colour despite NO_COLOR: {stderr:?}"
+    );
+}
