@@ -211,6 +211,20 @@ pub enum Error {
 }
 
 impl Error {
+    /// SQLite answered "busy" or "locked": another connection holds the lock right now.
+    pub(crate) fn is_busy(&self) -> bool {
+        let source = match self {
+            Error::Open { source, .. }
+            | Error::Migrate { source, .. }
+            | Error::Sql { source, .. } => source,
+            _ => return false,
+        };
+        matches!(
+            source.sqlite_error_code(),
+            Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+        )
+    }
+
     pub(crate) fn sql(path: &std::path::Path, source: rusqlite::Error) -> Self {
         Error::Sql {
             path: path.to_path_buf(),

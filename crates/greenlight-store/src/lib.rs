@@ -173,6 +173,35 @@ impl Store {
         let mut conn = Connection::open(path).map_err(open_err)?;
         // busy_timeout first: switching to WAL itself needs a lock another process may hold.
         conn.busy_timeout(BUSY_TIMEOUT).map_err(open_err)?;
+        // Two processes opening a new file at once can still get SQLITE_BUSY straight away:
+        // SQLite skips the busy handler where waiting could deadlock (a read lock upgrading
+        // while another connection holds the write lock). Setting up is idempotent, so retry.
+        let deadline = std::time::Instant::now() + BUSY_TIMEOUT;
+        loop {
+            let attempt = Self::set_up(&mut conn, path);
+            match attempt {
+                Err(e) if e.is_busy() && std::time::Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                other => {
+                    other?;
+                    break;
+                }
+            }
+        }
+        Ok(Store {
+            conn,
+            path: path.to_path_buf(),
+            clock,
+        })
+    }
+
+    /// WAL, foreign keys, durable commits, and the schema brought up to date.
+    fn set_up(conn: &mut Connection, path: &Path) -> Result<(), Error> {
+        let open_err = |source| Error::Open {
+            path: path.to_path_buf(),
+            source,
+        };
         conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get::<_, String>(0))
             .map_err(open_err)?;
         conn.pragma_update(None, "foreign_keys", true)
@@ -181,12 +210,7 @@ impl Store {
         // Writes are a few per turn, so the fsync costs nothing that matters.
         conn.pragma_update(None, "synchronous", "FULL")
             .map_err(open_err)?;
-        schema::migrate(&mut conn, path)?;
-        Ok(Store {
-            conn,
-            path: path.to_path_buf(),
-            clock,
-        })
+        schema::migrate(conn, path)
     }
 
     /// The database file.

@@ -246,3 +246,27 @@ fn a_runner_killed_with_sigkill_leaves_a_dispatch_that_recovery_marks_interrupte
     );
     assert_contiguous(&store);
 }
+
+/// Two `goal run`s in two worktrees can be the first to touch a new state file at the same
+/// moment: every one of them must open it (CI once saw `database is locked` here).
+#[test]
+fn many_connections_opening_a_new_file_at_once_all_succeed() {
+    for round in 0..20 {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        let barrier = std::sync::Arc::new(std::sync::Barrier::new(6));
+        let handles: Vec<_> = (0..6)
+            .map(|_| {
+                let (path, barrier) = (path.clone(), barrier.clone());
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    Store::open(&path).map(drop)
+                })
+            })
+            .collect();
+        for h in handles {
+            let opened = h.join().unwrap();
+            assert!(opened.is_ok(), "round {round}: {opened:?}");
+        }
+    }
+}
