@@ -6,52 +6,101 @@
 
 use std::borrow::Cow;
 
+/// One line as the splitter hands it over.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RawLine<'a> {
+    /// The line's bytes, without the `\n`, cut to the line budget.
+    pub bytes: &'a [u8],
+    /// The line was longer than the budget; its excess was dropped.
+    pub cut: bool,
+    /// Set when the chunk scan proved the line needs no normalising (valid UTF-8, no CR, ESC or
+    /// backspace but a final CR): then it is [`view`] of `bytes`, with [`RawLine::marker`].
+    pub plain: Option<&'a str>,
+    /// `plain` contains the marker the splitter was built with (a marker holds no CR or LF).
+    /// Only meaningful with `plain`.
+    pub marker: bool,
+}
+
 /// Splits a byte stream into lines, whatever the chunk boundaries, keeping at most `max_line`
 /// bytes of any one line.
+///
+/// Why it scans whole chunks: checking UTF-8, looking for control bytes and for the marker once
+/// per 64 KiB chunk is several times cheaper than once per 40-byte line, and it decides nothing
+/// a per-line check would decide differently.
 #[derive(Debug)]
 pub(crate) struct LineSplitter {
     buf: Vec<u8>,
     /// The line in `buf` was longer than `max_line`; its excess was dropped.
     buf_cut: bool,
     max_line: usize,
+    marker: memchr::memmem::Finder<'static>,
 }
 
 impl LineSplitter {
-    pub(crate) fn new(max_line: usize) -> Self {
+    pub(crate) fn new(max_line: usize, marker: &'static [u8]) -> Self {
         LineSplitter {
             buf: Vec::new(),
             buf_cut: false,
             max_line: max_line.max(1),
+            marker: memchr::memmem::Finder::new(marker),
         }
     }
 
-    /// Feeds `chunk`, calling `on_line(line, was_cut)` for every line it completes. `line`
-    /// excludes the `\n`.
-    pub(crate) fn push(&mut self, mut chunk: &[u8], on_line: &mut impl FnMut(&[u8], bool)) {
-        while let Some(pos) = memchr::memchr(b'\n', chunk) {
-            let (head, rest) = (&chunk[..pos], &chunk[pos + 1..]);
-            if self.buf.is_empty() && !self.buf_cut {
-                // Fast path: the whole line is inside this chunk; no copy.
-                if head.len() > self.max_line {
-                    on_line(&head[..self.max_line], true);
-                } else {
-                    on_line(head, false);
-                }
-            } else {
-                self.append(head);
-                on_line(&self.buf, self.buf_cut);
-                self.buf.clear();
-                self.buf_cut = false;
-            }
-            chunk = rest;
+    /// Feeds `chunk`, calling `on_line` for every line it completes.
+    pub(crate) fn push(&mut self, mut chunk: &[u8], on_line: &mut impl FnMut(RawLine<'_>)) {
+        if !self.buf.is_empty() || self.buf_cut {
+            // The end of a line begun in an earlier chunk.
+            let Some(pos) = memchr::memchr(b'\n', chunk) else {
+                self.append(chunk);
+                return;
+            };
+            self.append(&chunk[..pos]);
+            on_line(RawLine {
+                bytes: &self.buf,
+                cut: self.buf_cut,
+                plain: None,
+                marker: false,
+            });
+            self.buf.clear();
+            self.buf_cut = false;
+            chunk = &chunk[pos + 1..];
         }
-        self.append(chunk);
+        // Whole lines inside this chunk: no copy.
+        let mut scan = ChunkScan::new(chunk, &self.marker);
+        let mut start = 0;
+        while let Some(pos) = memchr::memchr(b'\n', &chunk[start..]) {
+            let end = start + pos;
+            let head = &chunk[start..end];
+            if head.len() > self.max_line {
+                on_line(RawLine {
+                    bytes: &head[..self.max_line],
+                    cut: true,
+                    plain: None,
+                    marker: false,
+                });
+            } else {
+                let (plain, marker) = scan.plain(start, end, &self.marker);
+                on_line(RawLine {
+                    bytes: head,
+                    cut: false,
+                    plain,
+                    marker,
+                });
+            }
+            start = end + 1;
+        }
+        self.append(&chunk[start..]);
     }
 
     /// Ends the stream: a last line without a newline is still a line.
-    pub(crate) fn finish(&mut self, on_line: &mut impl FnMut(&[u8], bool)) {
+    pub(crate) fn finish(&mut self, on_line: &mut impl FnMut(RawLine<'_>)) {
         if !self.buf.is_empty() || self.buf_cut {
-            on_line(&self.buf, self.buf_cut);
+            on_line(RawLine {
+                bytes: &self.buf,
+                cut: self.buf_cut,
+                plain: None,
+                marker: false,
+            });
             self.buf.clear();
             self.buf_cut = false;
         }
@@ -65,6 +114,85 @@ impl LineSplitter {
         } else {
             self.buf.extend_from_slice(bytes);
         }
+    }
+}
+
+/// What one pass over a chunk knows about the lines in it, asked in line order. Each search
+/// restarts only once a line starts past its last answer, so a chunk is scanned about once.
+struct ChunkScan<'c> {
+    chunk: &'c [u8],
+    /// `chunk[valid_from..valid_from + valid.len()]` is valid UTF-8.
+    valid_from: usize,
+    valid: &'c str,
+    /// The first CR, ESC or backspace at or after the last line that asked (or `usize::MAX`).
+    special: usize,
+    /// The first marker at or after the last line that asked (or `usize::MAX`).
+    marker: usize,
+}
+
+impl<'c> ChunkScan<'c> {
+    fn new(chunk: &'c [u8], marker: &memchr::memmem::Finder<'_>) -> Self {
+        let mut scan = ChunkScan {
+            chunk,
+            valid_from: 0,
+            valid: "",
+            special: 0,
+            marker: 0,
+        };
+        scan.validate(0);
+        scan.special = scan.find_special(0);
+        scan.marker = marker.find(chunk).unwrap_or(usize::MAX);
+        scan
+    }
+
+    fn validate(&mut self, from: usize) {
+        let rest = &self.chunk[from..];
+        self.valid_from = from;
+        self.valid = match std::str::from_utf8(rest) {
+            Ok(s) => s,
+            Err(e) => std::str::from_utf8(&rest[..e.valid_up_to()]).unwrap_or_default(),
+        };
+    }
+
+    fn find_special(&self, from: usize) -> usize {
+        memchr::memchr3(b'\r', 0x1b, 0x08, &self.chunk[from..]).map_or(usize::MAX, |p| from + p)
+    }
+
+    /// The line `chunk[start..end]` as text when it needs no normalising, and whether it holds
+    /// the marker.
+    fn plain(
+        &mut self,
+        start: usize,
+        end: usize,
+        marker: &memchr::memmem::Finder<'_>,
+    ) -> (Option<&'c str>, bool) {
+        if self.special < start {
+            self.special = self.find_special(start);
+        }
+        // A final CR (CRLF) is dropped by the view; any other is an overwrite to replay.
+        let end = if end > start && self.special == end - 1 && self.chunk[end - 1] == b'\r' {
+            end - 1
+        } else {
+            end
+        };
+        if self.special < end {
+            return (None, false);
+        }
+        if start > self.valid_from + self.valid.len() {
+            self.validate(start);
+        }
+        let Some(text) = self
+            .valid
+            .get(start.wrapping_sub(self.valid_from)..end.wrapping_sub(self.valid_from))
+        else {
+            return (None, false);
+        };
+        if self.marker < start {
+            self.marker = marker
+                .find(&self.chunk[start..])
+                .map_or(usize::MAX, |p| start + p);
+        }
+        (Some(text), self.marker < end)
     }
 }
 
@@ -157,8 +285,9 @@ mod tests {
 
     fn lines(chunks: &[&[u8]]) -> Vec<(String, bool)> {
         let mut out = Vec::new();
-        let mut s = LineSplitter::new(8);
-        let mut f = |l: &[u8], cut: bool| out.push((String::from_utf8_lossy(l).into_owned(), cut));
+        let mut s = LineSplitter::new(8, b" TS");
+        let mut f =
+            |l: RawLine<'_>| out.push((String::from_utf8_lossy(l.bytes).into_owned(), l.cut));
         for c in chunks {
             s.push(c, &mut f);
         }

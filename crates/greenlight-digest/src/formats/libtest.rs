@@ -5,7 +5,7 @@
 //! output) are never ours.
 
 use super::util::{clip, counts, location};
-use super::{Bounded, Claim, Limits, Line, Parser, Report};
+use super::{Bounded, Claim, Limits, Line, Parser, Report, Wake};
 use crate::model::{Failure, Summary};
 
 #[derive(Debug)]
@@ -55,6 +55,14 @@ fn test_name(raw: &str) -> &str {
 impl Parser for Libtest {
     fn interested(&self, l: &Line<'_>) -> bool {
         self.active || matches!(l.first, b'r' | b'R' | b'D')
+    }
+
+    fn wake(&self) -> Wake {
+        Wake::first(b"rRD")
+    }
+
+    fn engaged(&self) -> bool {
+        self.active
     }
 
     fn line(&mut self, l: &Line<'_>) -> Claim {
