@@ -35,7 +35,7 @@ use std::collections::VecDeque;
 pub use model::{Classification, Diagnostic, Digest, Failure, Format, Reason, Severity, Summary};
 
 use formats::{Claim, Limits, Line, MARKER, Parser, Report};
-use normalize::{LineSplitter, RawLine, view};
+use normalize::{LineSink, LineSplitter, RawLine, view};
 
 /// Limits and choices for one digest. The defaults suit a gate's output.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -189,21 +189,18 @@ impl StreamingDigester {
             self.state.scan_cut = true;
         }
         self.state.bytes += take as u64;
-        let state = &mut self.state;
-        self.splitter
-            .push(&chunk[..take], &mut |raw| state.line(raw));
+        self.splitter.push(&chunk[..take], &mut self.state);
     }
 
     /// Ends the output. `exit_code` is the process's exit code, `None` when it was killed or
     /// timed out.
     pub fn finish(mut self, exit_code: Option<i32>) -> Digest {
-        let state = &mut self.state;
-        self.splitter.finish(&mut |raw| state.line(raw));
+        self.splitter.finish(&mut self.state);
         self.state.judge(exit_code)
     }
 }
 
-impl State {
+impl LineSink for State {
     fn line(&mut self, raw: RawLine<'_>) {
         self.lines += 1;
         self.line_cut |= raw.cut;
@@ -215,8 +212,10 @@ impl State {
                 (text, marker)
             }
         };
-        let raw = raw.bytes;
-        let prev: &[u8] = self.tail.back().map_or(&[], Vec::as_slice);
+        let prev: &[u8] = match raw.prev {
+            Some(p) => &p[..p.len().min(TAIL_LINE_BYTES)],
+            None => self.tail.back().map_or(&[], Vec::as_slice),
+        };
         let line = Line::new(&text, prev, marker);
         let blank = line.first == 0;
         self.any_content |= !blank;
@@ -263,18 +262,36 @@ impl State {
         }
         self.summary_seen = (self.summary_seen | summary) & !open;
         self.after_summary &= !(summary | open);
-        // The tail keeps at least one line: it is also the previous line parsers may ask for.
-        let keep = self.options.tail_lines.max(1);
-        let mut buf = if self.tail.len() >= keep {
-            self.tail.pop_front().unwrap_or_default()
-        } else {
-            Vec::new()
-        };
-        buf.clear();
-        buf.extend_from_slice(&raw[..raw.len().min(TAIL_LINE_BYTES)]);
-        self.tail.push_back(buf);
     }
 
+    fn lines_done(&mut self, region: &[u8], count: usize) {
+        // The tail keeps at least one line: it is also the previous line parsers may ask for.
+        let keep = self.options.tail_lines.max(1);
+        let cap = TAIL_LINE_BYTES.min(self.options.max_line_bytes.max(1));
+        let n = count.min(keep);
+        if n == 0 {
+            return;
+        }
+        let last: usize = region
+            .rsplit(|&b| b == b'\n')
+            .take(n)
+            .map(|l| l.len() + 1)
+            .sum();
+        let from = (region.len() + 1).saturating_sub(last);
+        for raw in region[from..].split(|&b| b == b'\n') {
+            let mut buf = if self.tail.len() >= keep {
+                self.tail.pop_front().unwrap_or_default()
+            } else {
+                Vec::new()
+            };
+            buf.clear();
+            buf.extend_from_slice(&raw[..raw.len().min(cap)]);
+            self.tail.push_back(buf);
+        }
+    }
+}
+
+impl State {
     fn judge(self, exit_code: Option<i32>) -> Digest {
         let mut global = Vec::new();
         if self.scan_cut {

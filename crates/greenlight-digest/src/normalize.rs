@@ -19,6 +19,19 @@ pub(crate) struct RawLine<'a> {
     /// `plain` contains the marker the splitter was built with (a marker holds no CR or LF).
     /// Only meaningful with `plain`.
     pub marker: bool,
+    /// The line before, as handed over (cut to the line budget), when it came from the same
+    /// chunk; `None` when it is the last line of an earlier [`LineSink::lines_done`].
+    pub prev: Option<&'a [u8]>,
+}
+
+/// Where the splitter hands its lines.
+pub(crate) trait LineSink {
+    /// One line, in order.
+    fn line(&mut self, line: RawLine<'_>);
+    /// The lines just handed over, as one region: `count` lines joined by `\n` (a line in it
+    /// may still exceed the line budget), for the sink to keep a tail of without copying every
+    /// line as it passes.
+    fn lines_done(&mut self, region: &[u8], count: usize);
 }
 
 /// Splits a byte stream into lines, whatever the chunk boundaries, keeping at most `max_line`
@@ -46,8 +59,8 @@ impl LineSplitter {
         }
     }
 
-    /// Feeds `chunk`, calling `on_line` for every line it completes.
-    pub(crate) fn push(&mut self, mut chunk: &[u8], on_line: &mut impl FnMut(RawLine<'_>)) {
+    /// Feeds `chunk`, handing `sink` every line it completes.
+    pub(crate) fn push(&mut self, mut chunk: &[u8], sink: &mut impl LineSink) {
         if !self.buf.is_empty() || self.buf_cut {
             // The end of a line begun in an earlier chunk.
             let Some(pos) = memchr::memchr(b'\n', chunk) else {
@@ -55,55 +68,65 @@ impl LineSplitter {
                 return;
             };
             self.append(&chunk[..pos]);
-            on_line(RawLine {
-                bytes: &self.buf,
-                cut: self.buf_cut,
-                plain: None,
-                marker: false,
-            });
-            self.buf.clear();
-            self.buf_cut = false;
+            self.flush(sink);
             chunk = &chunk[pos + 1..];
         }
         // Whole lines inside this chunk: no copy.
         let mut scan = ChunkScan::new(chunk, &self.marker);
         let mut start = 0;
+        let mut count = 0;
+        let mut prev = None;
         while let Some(pos) = memchr::memchr(b'\n', &chunk[start..]) {
             let end = start + pos;
             let head = &chunk[start..end];
-            if head.len() > self.max_line {
-                on_line(RawLine {
+            let line = if head.len() > self.max_line {
+                RawLine {
                     bytes: &head[..self.max_line],
                     cut: true,
                     plain: None,
                     marker: false,
-                });
+                    prev,
+                }
             } else {
                 let (plain, marker) = scan.plain(start, end, &self.marker);
-                on_line(RawLine {
+                RawLine {
                     bytes: head,
                     cut: false,
                     plain,
                     marker,
-                });
-            }
+                    prev,
+                }
+            };
+            sink.line(line);
+            prev = Some(line.bytes);
+            count += 1;
             start = end + 1;
+        }
+        if count > 0 {
+            sink.lines_done(&chunk[..start - 1], count);
         }
         self.append(&chunk[start..]);
     }
 
     /// Ends the stream: a last line without a newline is still a line.
-    pub(crate) fn finish(&mut self, on_line: &mut impl FnMut(RawLine<'_>)) {
+    pub(crate) fn finish(&mut self, sink: &mut impl LineSink) {
         if !self.buf.is_empty() || self.buf_cut {
-            on_line(RawLine {
-                bytes: &self.buf,
-                cut: self.buf_cut,
-                plain: None,
-                marker: false,
-            });
-            self.buf.clear();
-            self.buf_cut = false;
+            self.flush(sink);
         }
+    }
+
+    /// Hands over the line in `buf`.
+    fn flush(&mut self, sink: &mut impl LineSink) {
+        sink.line(RawLine {
+            bytes: &self.buf,
+            cut: self.buf_cut,
+            plain: None,
+            marker: false,
+            prev: None,
+        });
+        sink.lines_done(&self.buf, 1);
+        self.buf.clear();
+        self.buf_cut = false;
     }
 
     fn append(&mut self, bytes: &[u8]) {
@@ -283,16 +306,42 @@ fn emulate(text: &str) -> String {
 mod tests {
     use super::*;
 
-    fn lines(chunks: &[&[u8]]) -> Vec<(String, bool)> {
-        let mut out = Vec::new();
-        let mut s = LineSplitter::new(8, b" TS");
-        let mut f =
-            |l: RawLine<'_>| out.push((String::from_utf8_lossy(l.bytes).into_owned(), l.cut));
-        for c in chunks {
-            s.push(c, &mut f);
+    /// Collects lines and checks that every line's `prev` and every region agree with the
+    /// lines handed over.
+    #[derive(Default)]
+    struct Collect {
+        lines: Vec<(String, bool)>,
+        raw: Vec<Vec<u8>>,
+        regions: Vec<Vec<u8>>,
+    }
+
+    impl LineSink for Collect {
+        fn line(&mut self, l: RawLine<'_>) {
+            if let Some(prev) = l.prev {
+                assert_eq!(Some(&prev.to_vec()), self.raw.last());
+            }
+            if let Some(text) = l.plain {
+                assert_eq!(text, view(l.bytes));
+            }
+            self.lines
+                .push((String::from_utf8_lossy(l.bytes).into_owned(), l.cut));
+            self.raw.push(l.bytes.to_vec());
         }
-        s.finish(&mut f);
-        out
+
+        fn lines_done(&mut self, region: &[u8], count: usize) {
+            assert_eq!(region.split(|&b| b == b'\n').count(), count);
+            self.regions.push(region.to_vec());
+        }
+    }
+
+    fn lines(chunks: &[&[u8]]) -> Vec<(String, bool)> {
+        let mut out = Collect::default();
+        let mut s = LineSplitter::new(8, b" TS");
+        for c in chunks {
+            s.push(c, &mut out);
+        }
+        s.finish(&mut out);
+        out.lines
     }
 
     #[test]
