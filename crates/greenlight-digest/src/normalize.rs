@@ -236,6 +236,59 @@ pub(crate) fn view(raw: &[u8]) -> Cow<'_, str> {
 
 /// Replays one line of text on a one-line terminal.
 fn emulate(text: &str) -> String {
+    append_only(text).unwrap_or_else(|| replay(text))
+}
+
+/// The common case of coloured output: no sequence moves the cursor or erases, so the line is
+/// its text without escapes and control characters. `None` as soon as something would move the
+/// cursor (CR, backspace, CSI `K` `G` `C` `D`): then the line needs [`replay`]. Same rules as
+/// `replay`, without its grid of cells.
+fn append_only(text: &str) -> Option<String> {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\r' | '\u{8}' => return None,
+            '\u{1b}' => match chars.next() {
+                Some('[') => {
+                    for p in chars.by_ref() {
+                        if ('\u{40}'..='\u{7e}').contains(&p) {
+                            if matches!(p, 'K' | 'G' | 'C' | 'D') {
+                                return None;
+                            }
+                            break;
+                        }
+                    }
+                }
+                Some(']') => {
+                    while let Some(p) = chars.next() {
+                        if p == '\u{7}' {
+                            break;
+                        }
+                        if p == '\u{1b}' {
+                            if chars.peek() == Some(&'\\') {
+                                chars.next();
+                            }
+                            break;
+                        }
+                    }
+                }
+                Some('(' | ')') => {
+                    chars.next();
+                }
+                _ => {}
+            },
+            c if c.is_control() && c != '\t' => {}
+            c => out.push(c),
+        }
+    }
+    let end = out.trim_end_matches(' ').len();
+    out.truncate(end);
+    Some(out)
+}
+
+/// Replays one line on a grid of cells, cursor movements and erasures included.
+fn replay(text: &str) -> String {
     let mut cells: Vec<char> = Vec::with_capacity(text.len());
     let mut cursor = 0usize;
     let mut chars = text.chars().peekable();
@@ -368,5 +421,52 @@ mod tests {
         assert_eq!(view(b"abc\x1b[K\rZ"), "Zbc");
         assert_eq!(view(b"\x1b]8;;http://x\x1b\\link\x1b]8;;\x1b\\"), "link");
         assert_eq!(view(b"bad \xff byte"), "bad \u{fffd} byte");
+    }
+
+    #[test]
+    fn append_only_lines_read_as_a_replay_does() {
+        let lines = [
+            "\x1b[32m✓\x1b[39m adds \x1b[2m(1 ms)\x1b[22m  ",
+            "a\x1b]8;;http://x\x1b\\link\x1b]8;;\x07 b",
+            "a\x1b]8;;unterminated",
+            "\x1b(Bplain\x1b)0 x\x1bZy\x1b",
+            "tab\there\x07\x00 ",
+            "\x1b[1;31merror\x1b[0m: \x1b[",
+        ];
+        for line in lines {
+            assert_eq!(
+                append_only(line).as_deref(),
+                Some(replay(line).as_str()),
+                "{line:?}"
+            );
+        }
+        for line in [
+            "a\rb",
+            "ab\x08c",
+            "x\x1b[Ky",
+            "x\x1b[5Gy",
+            "x\x1b[Cy",
+            "x\x1b[2Dy",
+        ] {
+            assert_eq!(append_only(line), None, "{line:?}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn append_only_never_disagrees_with_a_replay(
+            parts in proptest::collection::vec(
+                proptest::sample::select(vec![
+                    "a", " ", "\t", "é", "✓", "\x1b", "[", "]", "(", ")", "\\", "\x07", "\x00",
+                    "\r", "\x08", "m", "K", "1", ";", "G", "2", "\x1b[", "\x1b]", "\x1b[0m",
+                ]),
+                0..24,
+            )
+        ) {
+            let line = parts.concat();
+            if let Some(out) = append_only(&line) {
+                proptest::prop_assert_eq!(out, replay(&line));
+            }
+        }
     }
 }
