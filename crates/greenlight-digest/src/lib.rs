@@ -34,8 +34,8 @@ use std::collections::VecDeque;
 
 pub use model::{Classification, Diagnostic, Digest, Failure, Format, Reason, Severity, Summary};
 
-use formats::{Claim, Limits, Line, Parser, Report};
-use normalize::{LineSplitter, view};
+use formats::{Claim, Limits, Line, MARKER, Parser, Report};
+use normalize::{LineSink, LineSplitter, RawLine, view};
 
 /// Limits and choices for one digest. The defaults suit a gate's output.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -90,14 +90,26 @@ pub struct StreamingDigester {
 struct Slot {
     format: Format,
     parser: Box<dyn Parser>,
-    summary_seen: bool,
-    after_summary: bool,
 }
+
+/// One bit per slot (there are fewer than 32 parsers).
+type Slots = u32;
 
 struct State {
     options: DigestOptions,
     slots: Vec<Slot>,
-    claims: Vec<Claim>,
+    /// Slots each first byte can wake, from every parser's [`Parser::wake`].
+    wake: [Slots; 256],
+    /// Slots woken by a line holding the marker.
+    wake_marker: Slots,
+    /// Slots whose parser is [`Parser::engaged`]: asked about every line.
+    engaged: Slots,
+    /// Slots whose terminal summary was seen (and not retracted).
+    summary_seen: Slots,
+    /// Slots with significant unclaimed output after their summary.
+    after_summary: Slots,
+    /// Finds the marker in lines the chunk scan could not vouch for.
+    marker: memchr::memmem::Finder<'static>,
     /// Ring of the last raw lines (buffers reused, so a long run allocates nothing per line).
     tail: VecDeque<Vec<u8>>,
     bytes: u64,
@@ -123,20 +135,35 @@ impl StreamingDigester {
                 None | Some(Format::Mixed) => true,
                 Some(f) => formats::parser_slots(f).contains(format),
             })
-            .map(|(format, parser)| Slot {
-                format,
-                parser,
-                summary_seen: false,
-                after_summary: false,
-            })
+            .map(|(format, parser)| Slot { format, parser })
             .collect();
-        let claims = Vec::with_capacity(slots.len());
+        let mut wake = [0; 256];
+        let mut wake_marker = 0;
+        let mut engaged = 0;
+        for (i, slot) in slots.iter().enumerate() {
+            let bit: Slots = 1 << i;
+            let w = slot.parser.wake();
+            for &b in w.first {
+                wake[usize::from(b)] |= bit;
+            }
+            if w.marker {
+                wake_marker |= bit;
+            }
+            if slot.parser.engaged() {
+                engaged |= bit;
+            }
+        }
         StreamingDigester {
-            splitter: LineSplitter::new(options.max_line_bytes),
+            splitter: LineSplitter::new(options.max_line_bytes, MARKER),
             state: State {
                 options,
                 slots,
-                claims,
+                wake,
+                wake_marker,
+                engaged,
+                summary_seen: 0,
+                after_summary: 0,
+                marker: memchr::memmem::Finder::new(MARKER),
                 tail: VecDeque::new(),
                 bytes: 0,
                 lines: 0,
@@ -162,66 +189,109 @@ impl StreamingDigester {
             self.state.scan_cut = true;
         }
         self.state.bytes += take as u64;
-        let state = &mut self.state;
-        self.splitter
-            .push(&chunk[..take], &mut |raw, cut| state.line(raw, cut));
+        self.splitter.push(&chunk[..take], &mut self.state);
     }
 
     /// Ends the output. `exit_code` is the process's exit code, `None` when it was killed or
     /// timed out.
     pub fn finish(mut self, exit_code: Option<i32>) -> Digest {
-        let state = &mut self.state;
-        self.splitter.finish(&mut |raw, cut| state.line(raw, cut));
+        self.splitter.finish(&mut self.state);
         self.state.judge(exit_code)
     }
 }
 
-impl State {
-    fn line(&mut self, raw: &[u8], cut: bool) {
+impl LineSink for State {
+    fn line(&mut self, raw: RawLine<'_>) {
         self.lines += 1;
-        self.line_cut |= cut;
-        let text = view(raw);
-        let prev: &[u8] = self.tail.back().map_or(&[], Vec::as_slice);
-        let line = Line::new(&text, prev);
+        self.line_cut |= raw.cut;
+        let (text, marker) = match raw.plain {
+            Some(text) => (std::borrow::Cow::Borrowed(text), raw.marker),
+            None => {
+                let text = view(raw.bytes);
+                let marker = self.marker.find(text.as_bytes()).is_some();
+                (text, marker)
+            }
+        };
+        let prev: &[u8] = match raw.prev {
+            Some(p) => &p[..p.len().min(TAIL_LINE_BYTES)],
+            None => self.tail.back().map_or(&[], Vec::as_slice),
+        };
+        let line = Line::new(&text, prev, marker);
         let blank = line.first == 0;
         self.any_content |= !blank;
-        self.claims.clear();
-        let mut claimed = false;
-        for slot in &mut self.slots {
-            let c = if slot.parser.interested(&line) {
-                slot.parser.line(&line)
-            } else {
-                Claim::No
-            };
-            claimed |= c != Claim::No;
-            self.claims.push(c);
+        let mut ask = self.engaged | self.wake[usize::from(line.first)];
+        if line.marker {
+            ask |= self.wake_marker;
         }
-        for (slot, c) in self.slots.iter_mut().zip(&self.claims) {
-            match c {
-                Claim::Summary => {
-                    slot.summary_seen = true;
-                    slot.after_summary = false;
-                }
-                Claim::Open => {
-                    slot.summary_seen = false;
-                    slot.after_summary = false;
-                }
-                Claim::No if slot.summary_seen && !blank && !claimed => slot.after_summary = true,
-                _ => {}
+        #[cfg(debug_assertions)]
+        for (i, slot) in self.slots.iter().enumerate() {
+            debug_assert!(
+                ask & (1 << i) != 0 || !slot.parser.interested(&line),
+                "{:?} is interested in {:?} but neither engaged nor woken",
+                slot.format,
+                line.text
+            );
+        }
+        let (mut claimed, mut open, mut summary): (Slots, Slots, Slots) = (0, 0, 0);
+        while ask != 0 {
+            let i = ask.trailing_zeros() as usize;
+            let bit: Slots = 1 << i;
+            ask &= ask - 1;
+            let Some(slot) = self.slots.get_mut(i) else {
+                break;
+            };
+            if !slot.parser.interested(&line) {
+                continue;
+            }
+            match slot.parser.line(&line) {
+                Claim::No => {}
+                Claim::Yes => claimed |= bit,
+                Claim::Open => open |= bit,
+                Claim::Summary => summary |= bit,
+            }
+            if slot.parser.engaged() {
+                self.engaged |= bit;
+            } else {
+                self.engaged &= !bit;
             }
         }
-        // The tail keeps at least one line: it is also the previous line parsers may ask for.
-        let keep = self.options.tail_lines.max(1);
-        let mut buf = if self.tail.len() >= keep {
-            self.tail.pop_front().unwrap_or_default()
-        } else {
-            Vec::new()
-        };
-        buf.clear();
-        buf.extend_from_slice(&raw[..raw.len().min(TAIL_LINE_BYTES)]);
-        self.tail.push_back(buf);
+        // A summary makes the slot's summary the last word so far; an opening retracts it;
+        // a line nobody claimed after a summary is output after it.
+        if !blank && claimed | open | summary == 0 {
+            self.after_summary |= self.summary_seen;
+        }
+        self.summary_seen = (self.summary_seen | summary) & !open;
+        self.after_summary &= !(summary | open);
     }
 
+    fn lines_done(&mut self, region: &[u8], count: usize) {
+        // The tail keeps at least one line: it is also the previous line parsers may ask for.
+        let keep = self.options.tail_lines.max(1);
+        let cap = TAIL_LINE_BYTES.min(self.options.max_line_bytes.max(1));
+        let n = count.min(keep);
+        if n == 0 {
+            return;
+        }
+        let last: usize = region
+            .rsplit(|&b| b == b'\n')
+            .take(n)
+            .map(|l| l.len() + 1)
+            .sum();
+        let from = (region.len() + 1).saturating_sub(last);
+        for raw in region[from..].split(|&b| b == b'\n') {
+            let mut buf = if self.tail.len() >= keep {
+                self.tail.pop_front().unwrap_or_default()
+            } else {
+                Vec::new()
+            };
+            buf.clear();
+            buf.extend_from_slice(&raw[..raw.len().min(cap)]);
+            self.tail.push_back(buf);
+        }
+    }
+}
+
+impl State {
     fn judge(self, exit_code: Option<i32>) -> Digest {
         let mut global = Vec::new();
         if self.scan_cut {
@@ -243,7 +313,16 @@ impl State {
         let mut seen: Vec<(Format, Report, bool, bool)> = self
             .slots
             .into_iter()
-            .map(|s| (s.format, s.parser.finish(), s.summary_seen, s.after_summary))
+            .enumerate()
+            .map(|(i, s)| {
+                let bit: Slots = 1 << i;
+                (
+                    s.format,
+                    s.parser.finish(),
+                    self.summary_seen & bit != 0,
+                    self.after_summary & bit != 0,
+                )
+            })
             .filter(|(_, r, _, _)| r.active)
             .collect();
         merge_build_into_tests(&mut seen);

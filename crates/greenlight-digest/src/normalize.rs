@@ -6,55 +6,127 @@
 
 use std::borrow::Cow;
 
+/// One line as the splitter hands it over.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RawLine<'a> {
+    /// The line's bytes, without the `\n`, cut to the line budget.
+    pub bytes: &'a [u8],
+    /// The line was longer than the budget; its excess was dropped.
+    pub cut: bool,
+    /// Set when the chunk scan proved the line needs no normalising (valid UTF-8, no CR, ESC or
+    /// backspace but a final CR): then it is [`view`] of `bytes`, with [`RawLine::marker`].
+    pub plain: Option<&'a str>,
+    /// `plain` contains the marker the splitter was built with (a marker holds no CR or LF).
+    /// Only meaningful with `plain`.
+    pub marker: bool,
+    /// The line before, as handed over (cut to the line budget), when it came from the same
+    /// chunk; `None` when it is the last line of an earlier [`LineSink::lines_done`].
+    pub prev: Option<&'a [u8]>,
+}
+
+/// Where the splitter hands its lines.
+pub(crate) trait LineSink {
+    /// One line, in order.
+    fn line(&mut self, line: RawLine<'_>);
+    /// The lines just handed over, as one region: `count` lines joined by `\n` (a line in it
+    /// may still exceed the line budget), for the sink to keep a tail of without copying every
+    /// line as it passes.
+    fn lines_done(&mut self, region: &[u8], count: usize);
+}
+
 /// Splits a byte stream into lines, whatever the chunk boundaries, keeping at most `max_line`
 /// bytes of any one line.
+///
+/// Why it scans whole chunks: checking UTF-8, looking for control bytes and for the marker once
+/// per 64 KiB chunk is several times cheaper than once per 40-byte line, and it decides nothing
+/// a per-line check would decide differently.
 #[derive(Debug)]
 pub(crate) struct LineSplitter {
     buf: Vec<u8>,
     /// The line in `buf` was longer than `max_line`; its excess was dropped.
     buf_cut: bool,
     max_line: usize,
+    marker: memchr::memmem::Finder<'static>,
 }
 
 impl LineSplitter {
-    pub(crate) fn new(max_line: usize) -> Self {
+    pub(crate) fn new(max_line: usize, marker: &'static [u8]) -> Self {
         LineSplitter {
             buf: Vec::new(),
             buf_cut: false,
             max_line: max_line.max(1),
+            marker: memchr::memmem::Finder::new(marker),
         }
     }
 
-    /// Feeds `chunk`, calling `on_line(line, was_cut)` for every line it completes. `line`
-    /// excludes the `\n`.
-    pub(crate) fn push(&mut self, mut chunk: &[u8], on_line: &mut impl FnMut(&[u8], bool)) {
-        while let Some(pos) = memchr::memchr(b'\n', chunk) {
-            let (head, rest) = (&chunk[..pos], &chunk[pos + 1..]);
-            if self.buf.is_empty() && !self.buf_cut {
-                // Fast path: the whole line is inside this chunk; no copy.
-                if head.len() > self.max_line {
-                    on_line(&head[..self.max_line], true);
-                } else {
-                    on_line(head, false);
+    /// Feeds `chunk`, handing `sink` every line it completes.
+    pub(crate) fn push(&mut self, mut chunk: &[u8], sink: &mut impl LineSink) {
+        if !self.buf.is_empty() || self.buf_cut {
+            // The end of a line begun in an earlier chunk.
+            let Some(pos) = memchr::memchr(b'\n', chunk) else {
+                self.append(chunk);
+                return;
+            };
+            self.append(&chunk[..pos]);
+            self.flush(sink);
+            chunk = &chunk[pos + 1..];
+        }
+        // Whole lines inside this chunk: no copy.
+        let mut scan = ChunkScan::new(chunk, &self.marker);
+        let mut start = 0;
+        let mut count = 0;
+        let mut prev = None;
+        while let Some(pos) = memchr::memchr(b'\n', &chunk[start..]) {
+            let end = start + pos;
+            let head = &chunk[start..end];
+            let line = if head.len() > self.max_line {
+                RawLine {
+                    bytes: &head[..self.max_line],
+                    cut: true,
+                    plain: None,
+                    marker: false,
+                    prev,
                 }
             } else {
-                self.append(head);
-                on_line(&self.buf, self.buf_cut);
-                self.buf.clear();
-                self.buf_cut = false;
-            }
-            chunk = rest;
+                let (plain, marker) = scan.plain(start, end, &self.marker);
+                RawLine {
+                    bytes: head,
+                    cut: false,
+                    plain,
+                    marker,
+                    prev,
+                }
+            };
+            sink.line(line);
+            prev = Some(line.bytes);
+            count += 1;
+            start = end + 1;
         }
-        self.append(chunk);
+        if count > 0 {
+            sink.lines_done(&chunk[..start - 1], count);
+        }
+        self.append(&chunk[start..]);
     }
 
     /// Ends the stream: a last line without a newline is still a line.
-    pub(crate) fn finish(&mut self, on_line: &mut impl FnMut(&[u8], bool)) {
+    pub(crate) fn finish(&mut self, sink: &mut impl LineSink) {
         if !self.buf.is_empty() || self.buf_cut {
-            on_line(&self.buf, self.buf_cut);
-            self.buf.clear();
-            self.buf_cut = false;
+            self.flush(sink);
         }
+    }
+
+    /// Hands over the line in `buf`.
+    fn flush(&mut self, sink: &mut impl LineSink) {
+        sink.line(RawLine {
+            bytes: &self.buf,
+            cut: self.buf_cut,
+            plain: None,
+            marker: false,
+            prev: None,
+        });
+        sink.lines_done(&self.buf, 1);
+        self.buf.clear();
+        self.buf_cut = false;
     }
 
     fn append(&mut self, bytes: &[u8]) {
@@ -65,6 +137,85 @@ impl LineSplitter {
         } else {
             self.buf.extend_from_slice(bytes);
         }
+    }
+}
+
+/// What one pass over a chunk knows about the lines in it, asked in line order. Each search
+/// restarts only once a line starts past its last answer, so a chunk is scanned about once.
+struct ChunkScan<'c> {
+    chunk: &'c [u8],
+    /// `chunk[valid_from..valid_from + valid.len()]` is valid UTF-8.
+    valid_from: usize,
+    valid: &'c str,
+    /// The first CR, ESC or backspace at or after the last line that asked (or `usize::MAX`).
+    special: usize,
+    /// The first marker at or after the last line that asked (or `usize::MAX`).
+    marker: usize,
+}
+
+impl<'c> ChunkScan<'c> {
+    fn new(chunk: &'c [u8], marker: &memchr::memmem::Finder<'_>) -> Self {
+        let mut scan = ChunkScan {
+            chunk,
+            valid_from: 0,
+            valid: "",
+            special: 0,
+            marker: 0,
+        };
+        scan.validate(0);
+        scan.special = scan.find_special(0);
+        scan.marker = marker.find(chunk).unwrap_or(usize::MAX);
+        scan
+    }
+
+    fn validate(&mut self, from: usize) {
+        let rest = &self.chunk[from..];
+        self.valid_from = from;
+        self.valid = match std::str::from_utf8(rest) {
+            Ok(s) => s,
+            Err(e) => std::str::from_utf8(&rest[..e.valid_up_to()]).unwrap_or_default(),
+        };
+    }
+
+    fn find_special(&self, from: usize) -> usize {
+        memchr::memchr3(b'\r', 0x1b, 0x08, &self.chunk[from..]).map_or(usize::MAX, |p| from + p)
+    }
+
+    /// The line `chunk[start..end]` as text when it needs no normalising, and whether it holds
+    /// the marker.
+    fn plain(
+        &mut self,
+        start: usize,
+        end: usize,
+        marker: &memchr::memmem::Finder<'_>,
+    ) -> (Option<&'c str>, bool) {
+        if self.special < start {
+            self.special = self.find_special(start);
+        }
+        // A final CR (CRLF) is dropped by the view; any other is an overwrite to replay.
+        let end = if end > start && self.special == end - 1 && self.chunk[end - 1] == b'\r' {
+            end - 1
+        } else {
+            end
+        };
+        if self.special < end {
+            return (None, false);
+        }
+        if start > self.valid_from + self.valid.len() {
+            self.validate(start);
+        }
+        let Some(text) = self
+            .valid
+            .get(start.wrapping_sub(self.valid_from)..end.wrapping_sub(self.valid_from))
+        else {
+            return (None, false);
+        };
+        if self.marker < start {
+            self.marker = marker
+                .find(&self.chunk[start..])
+                .map_or(usize::MAX, |p| start + p);
+        }
+        (Some(text), self.marker < end)
     }
 }
 
@@ -85,6 +236,59 @@ pub(crate) fn view(raw: &[u8]) -> Cow<'_, str> {
 
 /// Replays one line of text on a one-line terminal.
 fn emulate(text: &str) -> String {
+    append_only(text).unwrap_or_else(|| replay(text))
+}
+
+/// The common case of coloured output: no sequence moves the cursor or erases, so the line is
+/// its text without escapes and control characters. `None` as soon as something would move the
+/// cursor (CR, backspace, CSI `K` `G` `C` `D`): then the line needs [`replay`]. Same rules as
+/// `replay`, without its grid of cells.
+fn append_only(text: &str) -> Option<String> {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\r' | '\u{8}' => return None,
+            '\u{1b}' => match chars.next() {
+                Some('[') => {
+                    for p in chars.by_ref() {
+                        if ('\u{40}'..='\u{7e}').contains(&p) {
+                            if matches!(p, 'K' | 'G' | 'C' | 'D') {
+                                return None;
+                            }
+                            break;
+                        }
+                    }
+                }
+                Some(']') => {
+                    while let Some(p) = chars.next() {
+                        if p == '\u{7}' {
+                            break;
+                        }
+                        if p == '\u{1b}' {
+                            if chars.peek() == Some(&'\\') {
+                                chars.next();
+                            }
+                            break;
+                        }
+                    }
+                }
+                Some('(' | ')') => {
+                    chars.next();
+                }
+                _ => {}
+            },
+            c if c.is_control() && c != '\t' => {}
+            c => out.push(c),
+        }
+    }
+    let end = out.trim_end_matches(' ').len();
+    out.truncate(end);
+    Some(out)
+}
+
+/// Replays one line on a grid of cells, cursor movements and erasures included.
+fn replay(text: &str) -> String {
     let mut cells: Vec<char> = Vec::with_capacity(text.len());
     let mut cursor = 0usize;
     let mut chars = text.chars().peekable();
@@ -155,15 +359,42 @@ fn emulate(text: &str) -> String {
 mod tests {
     use super::*;
 
-    fn lines(chunks: &[&[u8]]) -> Vec<(String, bool)> {
-        let mut out = Vec::new();
-        let mut s = LineSplitter::new(8);
-        let mut f = |l: &[u8], cut: bool| out.push((String::from_utf8_lossy(l).into_owned(), cut));
-        for c in chunks {
-            s.push(c, &mut f);
+    /// Collects lines and checks that every line's `prev` and every region agree with the
+    /// lines handed over.
+    #[derive(Default)]
+    struct Collect {
+        lines: Vec<(String, bool)>,
+        raw: Vec<Vec<u8>>,
+        regions: Vec<Vec<u8>>,
+    }
+
+    impl LineSink for Collect {
+        fn line(&mut self, l: RawLine<'_>) {
+            if let Some(prev) = l.prev {
+                assert_eq!(Some(&prev.to_vec()), self.raw.last());
+            }
+            if let Some(text) = l.plain {
+                assert_eq!(text, view(l.bytes));
+            }
+            self.lines
+                .push((String::from_utf8_lossy(l.bytes).into_owned(), l.cut));
+            self.raw.push(l.bytes.to_vec());
         }
-        s.finish(&mut f);
-        out
+
+        fn lines_done(&mut self, region: &[u8], count: usize) {
+            assert_eq!(region.split(|&b| b == b'\n').count(), count);
+            self.regions.push(region.to_vec());
+        }
+    }
+
+    fn lines(chunks: &[&[u8]]) -> Vec<(String, bool)> {
+        let mut out = Collect::default();
+        let mut s = LineSplitter::new(8, b" TS");
+        for c in chunks {
+            s.push(c, &mut out);
+        }
+        s.finish(&mut out);
+        out.lines
     }
 
     #[test]
@@ -190,5 +421,52 @@ mod tests {
         assert_eq!(view(b"abc\x1b[K\rZ"), "Zbc");
         assert_eq!(view(b"\x1b]8;;http://x\x1b\\link\x1b]8;;\x1b\\"), "link");
         assert_eq!(view(b"bad \xff byte"), "bad \u{fffd} byte");
+    }
+
+    #[test]
+    fn append_only_lines_read_as_a_replay_does() {
+        let lines = [
+            "\x1b[32m✓\x1b[39m adds \x1b[2m(1 ms)\x1b[22m  ",
+            "a\x1b]8;;http://x\x1b\\link\x1b]8;;\x07 b",
+            "a\x1b]8;;unterminated",
+            "\x1b(Bplain\x1b)0 x\x1bZy\x1b",
+            "tab\there\x07\x00 ",
+            "\x1b[1;31merror\x1b[0m: \x1b[",
+        ];
+        for line in lines {
+            assert_eq!(
+                append_only(line).as_deref(),
+                Some(replay(line).as_str()),
+                "{line:?}"
+            );
+        }
+        for line in [
+            "a\rb",
+            "ab\x08c",
+            "x\x1b[Ky",
+            "x\x1b[5Gy",
+            "x\x1b[Cy",
+            "x\x1b[2Dy",
+        ] {
+            assert_eq!(append_only(line), None, "{line:?}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn append_only_never_disagrees_with_a_replay(
+            parts in proptest::collection::vec(
+                proptest::sample::select(vec![
+                    "a", " ", "\t", "é", "✓", "\x1b", "[", "]", "(", ")", "\\", "\x07", "\x00",
+                    "\r", "\x08", "m", "K", "1", ";", "G", "2", "\x1b[", "\x1b]", "\x1b[0m",
+                ]),
+                0..24,
+            )
+        ) {
+            let line = parts.concat();
+            if let Some(out) = append_only(&line) {
+                proptest::prop_assert_eq!(out, replay(&line));
+            }
+        }
     }
 }

@@ -5,7 +5,7 @@
 //! (or it carries an `[E…]` code); a bare `error: …` line from some other tool is not ours.
 
 use super::util::{clip, location};
-use super::{Bounded, Claim, Limits, Line, Parser, Report};
+use super::{Bounded, Claim, Limits, Line, Parser, Report, Wake};
 use crate::model::{Diagnostic, Severity, Summary};
 
 #[derive(Debug)]
@@ -75,12 +75,15 @@ impl CargoBuild {
 
 impl Parser for CargoBuild {
     fn interested(&self, l: &Line<'_>) -> bool {
-        self.active
-            || self.pending.is_some()
-            || matches!(
-                l.first,
-                b'e' | b'w' | b'-' | b'C' | b'F' | b'D' | b'B' | b'U' | b'L' | b'A' | b'S'
-            )
+        self.engaged() || self.wake().first.contains(&l.first)
+    }
+
+    fn wake(&self) -> Wake {
+        Wake::first(b"ew-CFDBULAS")
+    }
+
+    fn engaged(&self) -> bool {
+        self.active || self.pending.is_some()
     }
 
     fn line(&mut self, l: &Line<'_>) -> Claim {

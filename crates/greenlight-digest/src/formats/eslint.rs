@@ -5,7 +5,7 @@
 //! file path.
 
 use super::util::clip;
-use super::{Bounded, Claim, Limits, Line, Parser, Report};
+use super::{Bounded, Claim, Limits, Line, Parser, Report, Wake};
 use crate::model::{Diagnostic, Severity, Summary};
 
 #[derive(Debug)]
@@ -32,6 +32,14 @@ impl Eslint {
 impl Parser for Eslint {
     fn interested(&self, l: &Line<'_>) -> bool {
         self.active || (l.first == 0xE2) || (l.indent > 0 && l.first.is_ascii_digit())
+    }
+
+    fn wake(&self) -> Wake {
+        Wake::first(b"\xE20123456789")
+    }
+
+    fn engaged(&self) -> bool {
+        self.active
     }
 
     fn line(&mut self, l: &Line<'_>) -> Claim {

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use serde::Deserialize;
 
 use super::util::{clip, location};
-use super::{Bounded, Claim, Limits, Line, Parser, Report};
+use super::{Bounded, Claim, Limits, Line, Parser, Report, Wake};
 use crate::model::{Diagnostic, Failure, Severity, Summary};
 
 #[derive(Debug, Deserialize)]
@@ -266,16 +266,20 @@ fn package_line(line: &str) -> Option<PackageLine> {
 
 impl Parser for GoTest {
     fn interested(&self, l: &Line<'_>) -> bool {
+        self.engaged() || self.wake().first.contains(&l.first)
+    }
+
+    fn wake(&self) -> Wake {
+        Wake::first(b"=-oF?#{Pp")
+    }
+
+    fn engaged(&self) -> bool {
         self.active
             || self.in_build
             || self.in_panic
             || self.block.is_some()
             || !self.json_partial.is_empty()
             || self.last_fail.is_some()
-            || matches!(
-                l.first,
-                b'=' | b'-' | b'o' | b'F' | b'?' | b'#' | b'{' | b'P' | b'p'
-            )
     }
 
     fn line(&mut self, l: &Line<'_>) -> Claim {

@@ -7,7 +7,7 @@
 //! outside `node_modules` and the runtime.
 
 use super::util::{clip, counts, location};
-use super::{Bounded, Claim, Limits, Line, Parser, Report};
+use super::{Bounded, Claim, Limits, Line, Parser, Report, Wake};
 use crate::model::{Failure, Format, Summary};
 
 /// Which runner's lines a [`Jest`] parser reads.
@@ -460,13 +460,20 @@ fn frame(t: &str) -> Option<(String, u32)> {
 
 impl Parser for Jest {
     fn interested(&self, l: &Line<'_>) -> bool {
+        self.active || self.wake().first.contains(&l.first)
+    }
+
+    fn wake(&self) -> Wake {
+        Wake::first(match self.runner {
+            Runner::Jest => b"FP",
+            Runner::Vitest => b"R",
+            Runner::Bun => b"b",
+            Runner::NodeSpec => b"\xE2\xEF-",
+        })
+    }
+
+    fn engaged(&self) -> bool {
         self.active
-            || match self.runner {
-                Runner::Jest => matches!(l.first, b'F' | b'P'),
-                Runner::Vitest => l.first == b'R',
-                Runner::Bun => l.first == b'b',
-                Runner::NodeSpec => matches!(l.first, 0xE2 | 0xEF | b'-'),
-            }
     }
 
     fn line(&mut self, l: &Line<'_>) -> Claim {

@@ -5,7 +5,7 @@
 //! output) are never ours.
 
 use super::util::{clip, counts, location};
-use super::{Bounded, Claim, Limits, Line, Parser, Report};
+use super::{Bounded, Claim, Limits, Line, Parser, Report, Wake};
 use crate::model::{Failure, Summary};
 
 #[derive(Debug)]
@@ -57,11 +57,27 @@ impl Parser for Libtest {
         self.active || matches!(l.first, b'r' | b'R' | b'D')
     }
 
+    fn wake(&self) -> Wake {
+        Wake::first(b"rRD")
+    }
+
+    fn engaged(&self) -> bool {
+        self.active
+    }
+
     fn line(&mut self, l: &Line<'_>) -> Claim {
         let line = l.text;
         let b = line.as_bytes();
         if b.is_empty() {
             return Claim::No;
+        }
+        if self.active
+            && b.first_chunk() == Some(b"test ")
+            && (b.last_chunk() == Some(b" ... ok") || b.last_chunk() == Some(b" ... ignored"))
+            && !b.starts_with(b"test result: ")
+        {
+            // The bulk of a long run, nothing to keep: decided first, with fixed-size compares.
+            return Claim::Yes;
         }
         // Cheap first-byte filter: every libtest line we read starts with one of these.
         match b[0] {
@@ -124,13 +140,6 @@ impl Parser for Libtest {
             self.block = None;
             self.in_failures = false;
             return Claim::Summary;
-        }
-        if b[0] == b't'
-            && (line.ends_with(" ... ok") || line.ends_with(" ... ignored"))
-            && line.starts_with("test ")
-        {
-            // The bulk of a long run: nothing to keep.
-            return Claim::Yes;
         }
         if let Some(rest) = line.strip_prefix("test ")
             && let Some((name, outcome)) = rest.rsplit_once(" ... ")

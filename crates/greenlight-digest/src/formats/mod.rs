@@ -73,26 +73,70 @@ pub(crate) struct Line<'a> {
     /// The raw line before this one (eslint's file header precedes its first row); normalise
     /// it with `crate::normalize::view` when needed.
     pub prev: &'a [u8],
+    /// `text` contains [`MARKER`].
+    pub marker: bool,
 }
 
+/// The one substring a parser needs that the first byte cannot rule out: every tsc diagnostic
+/// carries ` TS<code>: ` after its location. The line splitter finds it once per chunk.
+pub(crate) const MARKER: &[u8] = b" TS";
+
 impl<'a> Line<'a> {
-    pub(crate) fn new(text: &'a str, prev: &'a [u8]) -> Self {
-        let trimmed = text.trim_start();
+    pub(crate) fn new(text: &'a str, prev: &'a [u8], marker: bool) -> Self {
+        let (first, indent) = match text.as_bytes().first() {
+            // Most lines start with a printable ASCII byte: no whitespace to trim.
+            Some(&b) if b > b' ' && b < 0x80 => (b, 0),
+            _ => {
+                let trimmed = text.trim_start();
+                (
+                    trimmed.as_bytes().first().copied().unwrap_or(0),
+                    text.len() - trimmed.len(),
+                )
+            }
+        };
         Line {
             text,
-            first: trimmed.as_bytes().first().copied().unwrap_or(0),
-            indent: text.len() - trimmed.len(),
+            first,
+            indent,
             prev,
+            marker,
+        }
+    }
+}
+
+/// The lines that can interest a parser that is not [`Parser::engaged`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Wake {
+    /// Values of [`Line::first`].
+    pub first: &'static [u8],
+    /// Lines with [`Line::marker`] set.
+    pub marker: bool,
+}
+
+impl Wake {
+    pub(crate) const fn first(first: &'static [u8]) -> Self {
+        Wake {
+            first,
+            marker: false,
         }
     }
 }
 
 /// A line parser for one format.
+///
+/// The digester asks a parser about a line only when the parser is [`engaged`](Parser::engaged)
+/// or the line matches its [`wake`](Parser::wake) set, so most lines of a long run reach one
+/// parser. `interested` must imply `engaged() || wake()` matches (debug builds assert it).
 pub(crate) trait Parser {
     /// Whether `line` can matter to this parser in its current state. Most lines of a long run
     /// are of one format; a cheap `false` from every other parser keeps the digester fast. It
     /// must be `true` for every line that could change the parser's state or be claimed.
     fn interested(&self, line: &Line<'_>) -> bool;
+    /// The lines that can interest this parser while it is not engaged. Constant per parser.
+    fn wake(&self) -> Wake;
+    /// Whether the parser's state makes any line possibly interesting. Only [`Parser::line`]
+    /// changes it.
+    fn engaged(&self) -> bool;
     /// Reads one normalised line.
     fn line(&mut self, line: &Line<'_>) -> Claim;
     /// Ends the input and reports.

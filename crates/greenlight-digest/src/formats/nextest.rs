@@ -6,7 +6,7 @@
 
 use super::libtest::panicked_at;
 use super::util::{clip, counts, location};
-use super::{Bounded, Claim, Limits, Line, Parser, Report};
+use super::{Bounded, Claim, Limits, Line, Parser, Report, Wake};
 use crate::model::{Failure, Summary};
 
 const FAILING: [&str; 7] = [
@@ -89,6 +89,14 @@ fn status_line(t: &str) -> Option<(&str, &str)> {
 impl Parser for Nextest {
     fn interested(&self, l: &Line<'_>) -> bool {
         self.active || l.first == b'S'
+    }
+
+    fn wake(&self) -> Wake {
+        Wake::first(b"S")
+    }
+
+    fn engaged(&self) -> bool {
+        self.active
     }
 
     fn line(&mut self, l: &Line<'_>) -> Claim {

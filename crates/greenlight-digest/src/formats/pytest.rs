@@ -5,7 +5,7 @@
 //! output inside a failure block is never mistaken for pytest's own lines.
 
 use super::util::{clip, counts, location};
-use super::{Bounded, Claim, Limits, Line, Parser, Report};
+use super::{Bounded, Claim, Limits, Line, Parser, Report, Wake};
 use crate::model::{Failure, Summary};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -107,6 +107,14 @@ fn counts_line(t: &str) -> Option<Summary> {
 impl Parser for Pytest {
     fn interested(&self, l: &Line<'_>) -> bool {
         self.active || matches!(l.first, b'=' | b'0'..=b'9' | b'n')
+    }
+
+    fn wake(&self) -> Wake {
+        Wake::first(b"=0123456789n")
+    }
+
+    fn engaged(&self) -> bool {
+        self.active
     }
 
     fn line(&mut self, l: &Line<'_>) -> Claim {

@@ -6,7 +6,7 @@
 //! own subtests failed is a container, and only the subtests are failures.
 
 use super::util::{clip, location};
-use super::{Bounded, Claim, Limits, Line, Parser, Report};
+use super::{Bounded, Claim, Limits, Line, Parser, Report, Wake};
 use crate::model::{Failure, Format, Summary};
 
 #[derive(Debug)]
@@ -174,6 +174,14 @@ fn point(t: &str) -> Option<(bool, &str, Option<&str>)> {
 impl Parser for Tap {
     fn interested(&self, l: &Line<'_>) -> bool {
         self.active || (l.indent == 0 && matches!(l.first, b'T' | b'o' | b'n'))
+    }
+
+    fn wake(&self) -> Wake {
+        Wake::first(b"Ton")
+    }
+
+    fn engaged(&self) -> bool {
+        self.active
     }
 
     fn line(&mut self, l: &Line<'_>) -> Claim {

@@ -5,7 +5,7 @@
 //! the summary; anything else marks the digest `unparsed-lines`.
 
 use super::util::{clip, first_number};
-use super::{Bounded, Claim, Limits, Line, Parser, Report};
+use super::{Bounded, Claim, Limits, Line, Parser, Report, Wake};
 use crate::model::{Diagnostic, Severity, Summary};
 
 #[derive(Debug)]
@@ -16,8 +16,6 @@ pub(crate) struct Tsc {
     pretty: bool,
     unparsed: bool,
     diagnostics: Bounded<Diagnostic>,
-    /// ` TS`, built once: searching for it is the whole cost of ruling a line out.
-    marker: memchr::memmem::Finder<'static>,
 }
 
 impl Tsc {
@@ -29,7 +27,6 @@ impl Tsc {
             pretty: false,
             unparsed: false,
             diagnostics: Bounded::new(limits.max_items),
-            marker: memchr::memmem::Finder::new(b" TS"),
         }
     }
 
@@ -90,8 +87,19 @@ fn severity_code(s: &str) -> Option<(Severity, &str, &str)> {
 
 impl Parser for Tsc {
     fn interested(&self, l: &Line<'_>) -> bool {
-        // Every tsc diagnostic carries ` TS<code>: `; one SIMD scan rules out other lines.
-        self.active || l.first == b'F' || self.marker.find(l.text.as_bytes()).is_some()
+        // Every tsc diagnostic carries ` TS<code>: ` (the line's marker).
+        self.active || l.first == b'F' || l.marker
+    }
+
+    fn wake(&self) -> Wake {
+        Wake {
+            first: b"F",
+            marker: true,
+        }
+    }
+
+    fn engaged(&self) -> bool {
+        self.active
     }
 
     fn line(&mut self, l: &Line<'_>) -> Claim {

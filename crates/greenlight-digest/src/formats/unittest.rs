@@ -5,7 +5,7 @@
 //! where Python prints the exception.
 
 use super::util::clip;
-use super::{Bounded, Claim, Limits, Line, Parser, Report};
+use super::{Bounded, Claim, Limits, Line, Parser, Report, Wake};
 use crate::model::{Failure, Summary};
 
 #[derive(Debug)]
@@ -41,9 +41,15 @@ fn is_rule(t: &str, c: char) -> bool {
 
 impl Parser for Unittest {
     fn interested(&self, l: &Line<'_>) -> bool {
-        self.active
-            || !self.failures.items.is_empty()
-            || matches!(l.first, b'F' | b'E' | b'R' | b'=')
+        self.engaged() || self.wake().first.contains(&l.first)
+    }
+
+    fn wake(&self) -> Wake {
+        Wake::first(b"FER=")
+    }
+
+    fn engaged(&self) -> bool {
+        self.active || !self.failures.items.is_empty()
     }
 
     fn line(&mut self, l: &Line<'_>) -> Claim {
