@@ -373,7 +373,17 @@ impl State {
                 .iter()
                 .filter(|x| x.severity == Severity::Error)
                 .count() as u64;
-            if explained < report.expected_failures || errors < report.expected_errors {
+            // A run that failed must say why: a failed test or an error, not only counts (a TAP
+            // plan left short with every point `ok` and exit 1 explains nothing).
+            let failed_run = exit_code.is_some_and(|c| c != 0) || report.success == Some(false);
+            let unexplained_failure = failed_run
+                && report.failures.is_empty()
+                && errors == 0
+                && !reasons.contains(&Reason::SummaryContradictsExitCode);
+            if explained < report.expected_failures
+                || errors < report.expected_errors
+                || unexplained_failure
+            {
                 reasons.push(Reason::FailureWithoutDiagnostic);
             }
             if report.dropped {

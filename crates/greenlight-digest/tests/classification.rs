@@ -230,3 +230,25 @@ fn streaming_in_small_chunks_gives_the_same_digest() {
         assert_eq!(s.finish(Some(f.exit_code)), whole, "{}", f.id);
     }
 }
+
+/// Found by the property test: a TAP plan left short, every point `ok`, exit 1. The run failed
+/// and nothing in the output says why, so it cannot be `recognised`.
+#[test]
+fn a_failed_run_with_no_failure_or_error_to_show_is_not_recognised() {
+    let d = greenlight_digest::digest(
+        b"ok 2 - other\n\0running 2 tests\n1..2\n",
+        Some(1),
+        &greenlight_digest::DigestOptions::default(),
+    );
+    assert_ne!(
+        d.classification,
+        greenlight_digest::Classification::Recognised,
+        "{d:?}"
+    );
+    assert!(
+        d.reasons
+            .contains(&greenlight_digest::Reason::FailureWithoutDiagnostic),
+        "{d:?}"
+    );
+    assert_eq!(d.compact, None);
+}
