@@ -469,3 +469,46 @@ fn gate_commands_add_list_and_remove_gates_of_a_paused_goal() {
     let bad = fx.goal(&["gate", "remove", "7"]);
     assert_eq!(bad.code, 2, "{}", bad.render());
 }
+
+#[test]
+fn without_gate_flags_the_gates_of_the_worktrees_verify_yaml_are_used() {
+    let fx = Fixture::new();
+    fx.repo.write(
+        ".commandmate/verify.yaml",
+        "version: 1\ngates:\n  - id: check\n    command: sh check.sh\n  - id: lint\n    command: test -s value.txt\n",
+    );
+    let agent = fx.script("agent.sh", FIX);
+    let out = fx.goal(&["run", "fix the value", "--agent", &fx.agent(&agent)]);
+    assert_eq!(out.code, 0, "{}", out.render());
+    let status = fx.status();
+    let commands: Vec<&str> = status["gates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["command"].as_str().unwrap())
+        .collect();
+    assert_eq!(commands, ["sh check.sh", "test -s value.txt"]);
+    assert!(
+        fx.prompt("agent.sh", 1)
+            .contains("1. $ sh check.sh\n2. $ test -s value.txt\n")
+    );
+}
+
+#[test]
+fn without_gate_flags_or_a_verify_yaml_the_goal_is_refused() {
+    let fx = Fixture::new();
+    let agent = fx.script("agent.sh", FIX);
+    let out = fx.goal(&["run", "fix the value", "--agent", &fx.agent(&agent)]);
+    assert_eq!(out.code, 2, "{}", out.render());
+    assert!(
+        out.stderr
+            .contains("no gates: pass --gate CMD, or declare gates in .commandmate/verify.yaml"),
+        "{}",
+        out.render()
+    );
+    assert_eq!(
+        fx.calls("agent.sh"),
+        0,
+        "no agent may run without a gate to judge it"
+    );
+}
