@@ -72,6 +72,8 @@ pub struct ExecSpec<'a> {
     pub kill_grace: Duration,
     /// How many bytes of output to keep.
     pub tail_bytes: usize,
+    /// Variables added to the gate's environment (e.g. the goal loop's run marker).
+    pub extra_env: &'a [(String, String)],
 }
 
 /// How the gate ended.
@@ -130,6 +132,38 @@ pub fn become_subreaper() {
     }
 }
 
+/// Kills every process on the machine whose environment holds `var=value`, with its process
+/// group when it leads one, and waits (up to two seconds) until they are gone. This is how a
+/// restarted goal ends what a runner killed with SIGKILL left behind: every gate and agent
+/// process of a goal run carries the goal's marker, and nothing in-process can act on SIGKILL.
+pub fn sweep_marked(var: &str, value: &str) -> Vec<LeftoverProcess> {
+    let me = std::process::id() as i32;
+    let mut found: Vec<LeftoverProcess> = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(2);
+    loop {
+        let pids: Vec<i32> = procs::processes_with_env(var, value)
+            .into_iter()
+            .filter(|&p| p != me)
+            .collect();
+        if pids.is_empty() || Instant::now() >= deadline {
+            return found;
+        }
+        for &raw in &pids {
+            if !found.iter().any(|f| f.pid == raw) {
+                found.push(procs::describe(raw, 0));
+            }
+            if let Some(pid) = procs::pid(raw) {
+                if procs::pgrp_of(raw) == Some(raw) {
+                    let _ = rustix::process::kill_process_group(pid, Signal::KILL);
+                }
+                let _ = rustix::process::kill_process(pid, Signal::KILL);
+            }
+            reap(raw); // ours only if we adopted it; otherwise its parent or init reaps it
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// Runs one gate to its end and leaves nothing of it behind.
 pub async fn run(
     spec: &ExecSpec<'_>,
@@ -144,6 +178,7 @@ pub async fn run(
         .arg(spec.command)
         .current_dir(spec.cwd)
         .env(GATE_TOKEN_VAR, &token)
+        .envs(spec.extra_env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .stdin(Stdio::null())
         .stdout(Stdio::from(writer.try_clone()?))
         .stderr(Stdio::from(writer))

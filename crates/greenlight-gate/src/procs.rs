@@ -98,6 +98,17 @@ pub fn processes_with_token(token: &str) -> Vec<i32> {
         .collect()
 }
 
+/// Every live process on the machine whose environment holds exactly `var=value`.
+pub fn processes_with_env(var: &str, value: &str) -> Vec<i32> {
+    let needle = format!("{var}={value}");
+    all_pids()
+        .into_iter()
+        .filter(|&pid| {
+            stat_of(pid).is_some_and(|s| !s.zombie) && carries_token(pid, needle.as_bytes())
+        })
+        .collect()
+}
+
 fn carries_token(pid: i32, needle: &[u8]) -> bool {
     fs::read(format!("/proc/{pid}/environ"))
         .map(|env| env.split(|&b| b == 0).any(|var| var == needle))

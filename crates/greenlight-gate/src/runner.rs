@@ -311,6 +311,7 @@ async fn attempt(
         timeout: budget,
         kill_grace: options.kill_grace,
         tail_bytes: config.options.max_log_tail_bytes,
+        extra_env: &[],
     };
     let mut capture = Capture::new(0);
     let outcome = exec::run(&spec, &mut capture, interrupt)

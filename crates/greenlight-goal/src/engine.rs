@@ -41,6 +41,9 @@ pub struct Settings {
     pub dispatch_timeout: Duration,
     /// SIGTERM → SIGKILL grace for gates.
     pub kill_grace: Duration,
+    /// Variables every gate of this run carries (the goal's run marker; the agent's come from
+    /// its dispatcher's environment).
+    pub gate_env: Vec<(String, String)>,
 }
 
 /// Something that happened, for a live view. The store has the durable record.
@@ -365,6 +368,7 @@ impl<'a> Engine<'a> {
                         &gate.command,
                         timeout,
                         self.settings.kill_grace,
+                        &self.settings.gate_env,
                         interrupt,
                     )
                     .await;

@@ -56,6 +56,7 @@ pub async fn run_gate(
     command: &str,
     timeout: Duration,
     kill_grace: Duration,
+    extra_env: &[(String, String)],
     interrupt: &mut InterruptWatch,
 ) -> std::io::Result<GateResult> {
     let spec = ExecSpec {
@@ -64,6 +65,7 @@ pub async fn run_gate(
         timeout,
         kill_grace,
         tail_bytes: EVIDENCE_OUTPUT_BYTES,
+        extra_env,
     };
     let mut capture = Capture::new(EVIDENCE_OUTPUT_BYTES);
     let outcome = exec::run(&spec, &mut capture, interrupt).await?;

@@ -62,9 +62,12 @@ fn kill_9_during_a_dispatch_then_resume_records_it_interrupted_and_retries_withi
     kill("-KILL", runner);
     let (code, _, _) = wait_code(child);
     assert_eq!(code, 128 + 9);
-    // Nothing ends an agent whose runner was killed with -9; the test ends it.
+    // Nothing in-process survives SIGKILL: the agent is still running, orphaned...
     let agent_pid = pid_in(&fx.scratch().join("agent.pid"));
-    kill("-KILL", -pgid_of(agent_pid));
+    assert!(
+        alive(agent_pid),
+        "the orphaned agent should still be running before resume"
+    );
 
     // What the crash left: the dispatch in flight, the turn open, the goal still active.
     let status = fx.status();
@@ -86,6 +89,19 @@ fn kill_9_during_a_dispatch_then_resume_records_it_interrupted_and_retries_withi
 
     let out = fx.goal(&["resume"]);
     assert_eq!(out.code, 0, "{}", out.render());
+    // ...until the next runner of the goal finds it by its run marker and ends it.
+    assert!(
+        !alive(agent_pid),
+        "resume left the dead runner's agent running: {}",
+        out.render()
+    );
+    assert!(
+        out.stdout.contains(&format!(
+            "an earlier run of goal 1 left running:\n  pid {agent_pid} "
+        )),
+        "{}",
+        out.render()
+    );
     assert_eq!(fx.calls("agent.sh"), 2);
     assert_eq!(
         fx.prompt("agent.sh", 2),
@@ -161,7 +177,10 @@ fn kill_9_during_a_gate_then_resume_runs_the_owed_gates_before_dispatching_again
     let (code, _, _) = wait_code(child);
     assert_eq!(code, 128 + 9);
     let gate_pid = pid_in(&fx.scratch().join("gate.pid"));
-    kill("-KILL", -pgid_of(gate_pid));
+    assert!(
+        alive(gate_pid),
+        "the orphaned gate should still be running before resume"
+    );
 
     let before = fx.log();
     assert_eq!(
@@ -178,6 +197,11 @@ fn kill_9_during_a_gate_then_resume_runs_the_owed_gates_before_dispatching_again
 
     let out = fx.goal(&["resume"]);
     assert_eq!(out.code, 0, "{}", out.render());
+    assert!(
+        !alive(gate_pid),
+        "resume left the dead runner's gate running: {}",
+        out.render()
+    );
     assert_eq!(
         fx.calls("agent.sh"),
         1,

@@ -222,8 +222,21 @@ pub fn parse_agent(agent: &str, model: Option<String>) -> Result<AgentSpec, Stri
     })
 }
 
-/// Builds the dispatcher a stored goal's agent runs through.
-pub fn dispatcher_for(agent: &AgentSpec) -> Result<(Arc<dyn Dispatcher>, Family), String> {
+/// The variable every process of a goal's run carries, so that a later runner of the same goal
+/// can find and end what a runner killed with SIGKILL left behind.
+pub const RUN_MARKER_VAR: &str = "GREENLIGHT_GOAL";
+
+/// The marker of `goal` in the state database at `state`: goal ids are per database.
+pub fn run_marker(state: &Path, goal: greenlight_store::GoalId) -> (String, String) {
+    let db = blake3::hash(state.to_string_lossy().as_bytes()).to_hex();
+    (RUN_MARKER_VAR.to_owned(), format!("{}:{goal}", &db[..16]))
+}
+
+/// Builds the dispatcher a stored goal's agent runs through; `marker` joins its environment.
+pub fn dispatcher_for(
+    agent: &AgentSpec,
+    marker: Option<&(String, String)>,
+) -> Result<(Arc<dyn Dispatcher>, Family), String> {
     let family = match agent.family.as_str() {
         "claude" => Family::Claude,
         "codex" => Family::Codex,
@@ -235,6 +248,13 @@ pub fn dispatcher_for(agent: &AgentSpec) -> Result<(Arc<dyn Dispatcher>, Family)
         }
     };
     let mut options = AdapterOptions::default();
+    if let Some((var, value)) = marker {
+        let mut env: Vec<(std::ffi::OsString, std::ffi::OsString)> = std::env::vars_os()
+            .filter(|(k, _)| k != var.as_str())
+            .collect();
+        env.push((var.into(), value.into()));
+        options.base_env = Some(env);
+    }
     if let Some(template) = &agent.argv_template {
         let (bin, args) = template
             .split_first()
@@ -387,7 +407,9 @@ pub fn drive(
         .goal(goal)
         .map_err(|e| (exit::ERROR, e.to_string()))?
         .ok_or((exit::ERROR, format!("goal {goal} vanished")))?;
-    let (agent, family) = dispatcher_for(&record.agent).map_err(|e| (exit::ERROR, e))?;
+    let marker = run_marker(store.path(), goal);
+    let (agent, family) =
+        dispatcher_for(&record.agent, Some(&marker)).map_err(|e| (exit::ERROR, e))?;
     let settings = Settings {
         agent,
         family,
@@ -399,6 +421,7 @@ pub fn drive(
         judge: record.judge.clone(),
         dispatch_timeout: loop_args.agent_timeout,
         kill_grace: super::verify::kill_grace(),
+        gate_env: vec![marker.clone()],
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -419,6 +442,16 @@ pub fn drive(
             Ok(greenlight_gate::lock::Acquired::Interrupted(_)) => return Err((exit::ERROR, "interrupted".into())),
             Err(e) => return Err((exit::ERROR, format!("{}: {e}", lock_root.display()))),
         };
+        // We hold the goal's runner lock, so any process still marked with this goal belongs to
+        // an earlier runner that died without cleaning up (kill -9): end it before going on.
+        let (var, value) = &marker;
+        let leftovers = exec::sweep_marked(var, value);
+        if !leftovers.is_empty() {
+            println!("greenlight: ended {} process(es) an earlier run of goal {goal} left running:", leftovers.len());
+            for p in &leftovers {
+                println!("  pid {} {}", p.pid, p.command);
+            }
+        }
         let finish = Engine::new(store, goal, &settings, on_progress).run(&mut interrupt).await;
         guard.release();
         let finish = finish.map_err(|e| (exit::ERROR, e.to_string()))?;
