@@ -119,7 +119,25 @@ fn next_token() -> String {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.subsec_nanos())
         .unwrap_or(0);
-    format!("{}-{n}-{nanos:x}", std::process::id())
+    format!("{}-{}-{n}-{nanos:x}", std::process::id(), sweep_scope())
+}
+
+/// Which greenlight runs may end each other's orphaned gates: those sharing a lock root (the
+/// same user's machine-wide domain; each test gets its own). FNV-1a of the lock root's path, so
+/// it is stable across runs and builds.
+fn sweep_scope() -> &'static str {
+    static SCOPE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    SCOPE.get_or_init(|| {
+        let root = crate::lock::lock_root();
+        let hash = root
+            .as_os_str()
+            .as_encoded_bytes()
+            .iter()
+            .fold(0xcbf2_9ce4_8422_2325_u64, |h, &b| {
+                (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+            });
+        format!("{hash:016x}")
+    })
 }
 
 /// Makes this process a child subreaper, so descendants of a gate that escape its process group
@@ -162,6 +180,35 @@ pub fn sweep_marked(var: &str, value: &str) -> Vec<LeftoverProcess> {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// Kills the gate processes of greenlight runs that died without cleaning up (SIGKILL, a power
+/// cut of the parent): processes whose gate token names an owner pid that no longer exists.
+/// A live owner's gates are never touched; a reused owner pid reads as alive (the safe side);
+/// only runs that share this run's lock root are swept.
+pub fn sweep_orphaned_gates() -> Vec<LeftoverProcess> {
+    let me = std::process::id() as i32;
+    let mut found = Vec::new();
+    for (pid, owner, scope) in procs::gate_processes() {
+        if owner == me || pid == me || scope != sweep_scope() {
+            continue;
+        }
+        let owner_dead = procs::pid(owner).is_none_or(|o| {
+            matches!(rustix::process::test_kill_process(o), Err(e) if e == rustix::io::Errno::SRCH)
+        });
+        if !owner_dead {
+            continue;
+        }
+        found.push(procs::describe(pid, 0));
+        if let Some(p) = procs::pid(pid) {
+            if procs::pgrp_of(pid) == Some(pid) {
+                let _ = rustix::process::kill_process_group(p, Signal::KILL);
+            }
+            let _ = rustix::process::kill_process(p, Signal::KILL);
+        }
+        reap(pid);
+    }
+    found
 }
 
 /// Runs one gate to its end and leaves nothing of it behind.

@@ -98,6 +98,33 @@ pub fn processes_with_token(token: &str) -> Vec<i32> {
         .collect()
 }
 
+/// Every live process carrying a gate token, with the pid of the greenlight that owns it and
+/// its sweep scope (the token is `<owner pid>-<scope>-<n>-<nanos>`).
+pub fn gate_processes() -> Vec<(i32, i32, String)> {
+    let prefix = format!("{GATE_TOKEN_VAR}=");
+    let mut found = Vec::new();
+    for pid in all_pids() {
+        if stat_of(pid).is_none_or(|s| s.zombie) {
+            continue;
+        }
+        let Ok(env) = fs::read(format!("/proc/{pid}/environ")) else {
+            continue;
+        };
+        let parsed = env
+            .split(|&b| b == 0)
+            .find_map(|var| var.strip_prefix(prefix.as_bytes()))
+            .and_then(|token| {
+                let mut parts = std::str::from_utf8(token).ok()?.split('-');
+                let owner = parts.next()?.parse::<i32>().ok()?;
+                Some((owner, parts.next()?.to_owned()))
+            });
+        if let Some((owner, scope)) = parsed {
+            found.push((pid, owner, scope));
+        }
+    }
+    found
+}
+
 /// Every live process on the machine whose environment holds exactly `var=value`.
 pub fn processes_with_env(var: &str, value: &str) -> Vec<i32> {
     let needle = format!("{var}={value}");

@@ -396,6 +396,21 @@ pub fn work_evidence_stderr(report: &WorkEvidenceReport) -> Option<String> {
     None
 }
 
+/// The stderr note about gate processes of killed greenlight runs that this run ended.
+pub fn orphans_stderr(report: &RunReport) -> Option<String> {
+    if report.orphans_ended.is_empty() {
+        return None;
+    }
+    let mut out = format!(
+        "greenlight: ended {} gate process(es) left running by an earlier greenlight that was killed before it could end them:\n",
+        report.orphans_ended.len()
+    );
+    for p in &report.orphans_ended {
+        let _ = writeln!(out, "  pid {} {}", p.pid, p.command);
+    }
+    Some(out)
+}
+
 /// The stderr explanation of the env-clean line.
 pub const ENV_CLEAN_NOTE: &str = "greenlight: options.requireEnvClean is set, but the env-clean gate compares against a snapshot CommandMate takes when it creates a task; a run from a shell has none, so the gate is reported as SKIP and judged by nothing here. Run `commandmate verify` for its verdict.";
 
@@ -413,6 +428,7 @@ pub fn json(report: &RunReport, config_path: &Path, cwd: &Path) -> serde_json::V
         "primary_checkout": report.primary_checkout,
         "gates": report.gates.iter().map(gate_json).collect::<Vec<_>>(),
         "env_clean": report.env_clean_skipped.then(|| serde_json::json!({"verdict": "SKIP", "reason": "no-baseline"})),
+        "orphans_ended": report.orphans_ended,
     })
 }
 

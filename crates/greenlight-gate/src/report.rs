@@ -228,6 +228,9 @@ pub struct RunReport {
     /// The signal that ended the run early.
     #[serde(serialize_with = "ser_interrupt")]
     pub interrupted: Option<crate::exec::Interrupt>,
+    /// Gate processes of earlier greenlight runs that were killed before they could clean up,
+    /// ended by this run before its first gate.
+    pub orphans_ended: Vec<LeftoverProcess>,
 }
 
 fn ser_interrupt<S: serde::Serializer>(

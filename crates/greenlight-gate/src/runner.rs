@@ -110,6 +110,7 @@ pub async fn run(
         env_clean_skipped: false,
         result: None,
         interrupted: None,
+        orphans_ended: exec::sweep_orphaned_gates(),
     };
     let require_commit = config.options.require_commit;
     if !options.skip_work_evidence {

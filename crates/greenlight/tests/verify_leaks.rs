@@ -233,3 +233,52 @@ fn a_gate_printing_one_gib_keeps_memory_bounded_and_the_tail_holds_the_end() {
     );
     eprintln!("peak RSS while a gate printed 1 GiB: {peak_kib} KiB");
 }
+
+#[test]
+fn sigkill_to_greenlight_leaves_gates_that_the_next_run_ends() {
+    let repo = TempRepo::worktree_with_commit();
+    repo.verify_yaml("version: 1\ngates:\n  - id: long\n    command: sleep 600 & echo $! >> pids; echo $$ >> pids; wait\n");
+    let mut child = repo
+        .command(["verify"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while repo.read("pids").is_none_or(|p| p.lines().count() < 2) {
+        assert!(Instant::now() < deadline, "the gate never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap(); // SIGKILL: nothing in greenlight can act on it
+    child.wait().unwrap();
+    let orphans = pids(&repo, "pids");
+    assert!(
+        orphans.iter().all(|&p| alive(p)),
+        "the gate should outlive a SIGKILLed greenlight"
+    );
+
+    // A later run sharing its lock root (here: in another worktree) ends them before its first
+    // gate. Runs with another lock root (every other test) leave them alone.
+    let other = TempRepo::worktree_with_commit();
+    other.verify_yaml("version: 1\ngates:\n  - id: a\n    command: \"true\"\n");
+    let untouched = other.greenlight(["verify"]);
+    assert!(!untouched.stderr.contains("ended"), "{}", untouched.stderr);
+    assert!(
+        orphans.iter().all(|&p| alive(p)),
+        "a run with another lock root swept them"
+    );
+    let out = other
+        .command(["verify"])
+        .env("CM_VERIFY_LOCK_ROOT", repo.lock_root())
+        .output()
+        .unwrap();
+    let out = greenlight_testkit::Run::from_output(out, &[]);
+    assert_eq!(out.code, 0, "{}", out.render());
+    assert!(
+        out.stderr
+            .contains("ended 2 gate process(es) left running by an earlier greenlight"),
+        "{}",
+        out.stderr
+    );
+    assert_all_dead(&orphans);
+}

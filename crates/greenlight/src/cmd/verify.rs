@@ -182,6 +182,9 @@ async fn verify(args: Args) -> i32 {
             return exit::CONFIG_ERROR;
         }
     };
+    if let Some(note) = render::orphans_stderr(&report) {
+        eprint!("{note}");
+    }
     if report.env_clean_skipped {
         if !json {
             out_line(render::ENV_CLEAN_LINE);
