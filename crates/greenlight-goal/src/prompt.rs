@@ -101,14 +101,31 @@ pub fn evidence(failure: &GateFailure<'_>) -> String {
             out.push_str(
                 "Nothing in the worktree changed since this gate last failed (same content, file by file), \
 so it was not run again: it would fail the same way. You must change something before you end your turn.\n\
-The failure it is still waiting on:\n",
+What it reported then:\n",
             );
-            out.push_str(&fence(&defang(previous)));
+            out.push_str(&fence(&defang(previous_output(previous))));
         }
     }
     out.push_str(FIX_IT);
     out.push('\n');
     out
+}
+
+/// The output part of an earlier evidence block: without its header (gate, attempt, command,
+/// exit code), whose attempt count is stale now, and without the closing instruction, which the
+/// new block repeats anyway. Text that is not such a block is returned whole.
+fn previous_output(previous: &str) -> &str {
+    let body = match previous.find("\nexit code: ") {
+        Some(at) => previous[at + 1..]
+            .split_once('\n')
+            .map_or("", |(_, rest)| rest),
+        None => previous,
+    };
+    body.strip_suffix('\n')
+        .unwrap_or(body)
+        .strip_suffix(FIX_IT)
+        .unwrap_or(body)
+        .trim_end()
 }
 
 fn fence(text: &str) -> String {
@@ -240,6 +257,19 @@ mod tests {
         assert_eq!(tail.len(), 100);
         assert_eq!(*cut, 100_000 - 200);
         assert!(failure(ev.clone()).contains("99800 bytes in the middle were cut"));
+    }
+
+    #[test]
+    fn an_unchanged_gate_quotes_only_the_earlier_output() {
+        let first = failure(OutputEvidence::Excerpt {
+            head: "expected good, got bad\n".into(),
+            tail: String::new(),
+            cut: 0,
+        });
+        let again = failure(OutputEvidence::Unchanged { previous: first });
+        assert_eq!(again.matches("attempt").count(), 1, "{again}");
+        assert_eq!(again.matches(FIX_IT).count(), 1, "{again}");
+        assert!(again.contains("What it reported then:\n````\nOutput (complete):\n```\nexpected good, got bad\n```\n````\n"), "{again}");
     }
 
     #[test]
