@@ -42,6 +42,10 @@ fn a_goal_green_on_the_first_turn_is_done_after_one_dispatch() {
 
     let status = fx.status();
     assert_eq!(status["goal"]["state"], "done");
+    assert_eq!(
+        status["goal"]["gate_timeout_sec"], 300,
+        "the default limit with --gate"
+    );
     assert_eq!(status["goal"]["turns_used"], 1);
     assert_eq!(status["gates"][0]["attempts"], 0);
     assert_eq!(status["gates"][0]["last"]["verdict"], "pass");
@@ -475,7 +479,7 @@ fn without_gate_flags_the_gates_of_the_worktrees_verify_yaml_are_used() {
     let fx = Fixture::new();
     fx.repo.write(
         ".commandmate/verify.yaml",
-        "version: 1\ngates:\n  - id: check\n    command: sh check.sh\n  - id: lint\n    command: test -s value.txt\n",
+        "version: 1\ngates:\n  - id: check\n    command: sh check.sh\n    timeoutSec: 1800\n  - id: lint\n    command: test -s value.txt\n",
     );
     let agent = fx.script("agent.sh", FIX);
     let out = fx.goal(&["run", "fix the value", "--agent", &fx.agent(&agent)]);
@@ -488,6 +492,8 @@ fn without_gate_flags_the_gates_of_the_worktrees_verify_yaml_are_used() {
         .map(|g| g["command"].as_str().unwrap())
         .collect();
     assert_eq!(commands, ["sh check.sh", "test -s value.txt"]);
+    // One limit for all of a goal's gates: the largest declared, so no gate is cut short.
+    assert_eq!(status["goal"]["gate_timeout_sec"], 1800);
     assert!(
         fx.prompt("agent.sh", 1)
             .contains("1. $ sh check.sh\n2. $ test -s value.txt\n")

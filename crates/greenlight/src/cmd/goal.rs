@@ -124,9 +124,10 @@ pub struct RunArgs {
     /// Consecutive failures of one gate before the goal pauses.
     #[arg(long, default_value_t = 3)]
     pub retries: u32,
-    /// Time limit of each gate.
-    #[arg(long, value_name = "DURATION", default_value = "300s", value_parser = parse_duration)]
-    pub gate_timeout: Duration,
+    /// Time limit of each gate [default: 300s with --gate; with verify.yaml's gates, the
+    /// largest timeoutSec it declares, so a slow suite is not cut short].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub gate_timeout: Option<Duration>,
     /// A judge model (same family) that must accept the goal after the gates pass, or `none`.
     #[arg(long, default_value = "none")]
     pub judge: String,
@@ -314,11 +315,15 @@ fn dispatch(args: Args) -> CliResult {
     match args.command {
         Command::Run(run) => {
             let agent = parse_agent(&run.agent, run.model.clone()).map_err(usage)?;
-            let gates = if run.gates.is_empty() {
+            let (gates, declared_timeout) = if run.gates.is_empty() {
                 gates_from_verify_yaml(&worktree).map_err(usage)?
             } else {
-                run.gates.clone()
+                (run.gates.clone(), None)
             };
+            let gate_timeout = run
+                .gate_timeout
+                .or(declared_timeout)
+                .unwrap_or(DEFAULT_GATE_TIMEOUT);
             if gates.is_empty() {
                 return Err(usage(
                     "no gates: pass --gate CMD, or declare gates in .commandmate/verify.yaml"
@@ -333,8 +338,7 @@ fn dispatch(args: Args) -> CliResult {
                 judge,
                 max_turns: run.max_turns,
                 retries: run.retries,
-                gate_timeout_sec: u32::try_from(run.gate_timeout.as_secs().max(1))
-                    .unwrap_or(u32::MAX),
+                gate_timeout_sec: u32::try_from(gate_timeout.as_secs().max(1)).unwrap_or(u32::MAX),
                 gates,
             };
             let id = store
@@ -385,15 +389,22 @@ fn dispatch(args: Args) -> CliResult {
     }
 }
 
-fn gates_from_verify_yaml(worktree: &Path) -> Result<Vec<String>, String> {
+/// A goal gate's time limit when neither `--gate-timeout` nor a verify.yaml says otherwise.
+pub const DEFAULT_GATE_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// The gate commands of the worktree's verify.yaml, and the largest `timeoutSec` among them (a
+/// goal has one time limit for all its gates; the largest keeps every gate within its own).
+fn gates_from_verify_yaml(worktree: &Path) -> Result<(Vec<String>, Option<Duration>), String> {
     let path = worktree.join(".commandmate").join("verify.yaml");
     let path = camino::Utf8PathBuf::from_path_buf(path)
         .map_err(|p| format!("{}: not a UTF-8 path", p.display()))?;
     if !path.exists() {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), None));
     }
     let config = greenlight_gate::config::load(&path).map_err(|e| e.to_string())?;
-    Ok(config.gates.into_iter().map(|g| g.command).collect())
+    let longest = config.gates.iter().map(|g| g.timeout_sec).max();
+    let commands = config.gates.into_iter().map(|g| g.command).collect();
+    Ok((commands, longest.map(|s| Duration::from_secs(u64::from(s)))))
 }
 
 /// Runs the loop for `goal` in the foreground, with Ctrl-C / SIGTERM pausing it cleanly.
