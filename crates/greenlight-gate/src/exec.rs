@@ -74,6 +74,10 @@ pub struct ExecSpec<'a> {
     pub tail_bytes: usize,
     /// Variables added to the gate's environment (e.g. the goal loop's run marker).
     pub extra_env: &'a [(String, String)],
+    /// Treat every process adopted while the gate runs as the gate's, even one that cleared its
+    /// environment (`setsid env -i …`) and so lost the gate token. Set only when nothing else in
+    /// this process spawns children while a gate runs (verify, the hook, the goal loop).
+    pub claim_adopted: bool,
 }
 
 /// How the gate ended.
@@ -265,7 +269,7 @@ pub async fn run(
                 settle_until =
                     Some(kill_at.unwrap_or_else(|| tokio::time::Instant::now() + LEAK_SETTLE));
             }
-            if eof && nothing_left(leader, &token) {
+            if eof && nothing_left(leader, &token, spec.claim_adopted) {
                 break;
             }
         }
@@ -307,7 +311,7 @@ pub async fn run(
                 kill_at = None;
             },
             () = sleep_until_opt(settle_until) => {
-                leftovers = kill_leftovers(leader, &token);
+                leftovers = kill_leftovers(leader, &token, spec.claim_adopted);
                 break;
             },
         }
@@ -334,12 +338,22 @@ async fn sleep_until_opt(at: Option<tokio::time::Instant>) {
     }
 }
 
-fn nothing_left(leader: i32, token: &str) -> bool {
+fn nothing_left(leader: i32, token: &str, claim_adopted: bool) -> bool {
     let group_gone = procs::pid(leader).is_none_or(|pgid| {
         rustix::process::test_kill_process_group(pgid).is_err()
             || procs::group_members(leader).is_empty()
     });
-    group_gone && procs::adopted_strays(token).is_empty()
+    group_gone && strays(token, claim_adopted).is_empty()
+}
+
+/// Adopted processes that belong to the gate: those carrying its token, or every live adopted
+/// child when the caller claims them all.
+fn strays(token: &str, claim_adopted: bool) -> Vec<i32> {
+    if claim_adopted {
+        procs::adopted_children()
+    } else {
+        procs::adopted_strays(token)
+    }
 }
 
 fn kill_group(pgid: i32, signal: Signal) {
@@ -360,12 +374,15 @@ fn signal_gate(leader: i32, token: &str, grace: Duration) -> tokio::time::Instan
 }
 
 /// SIGKILLs everything of the gate still alive, reaps what was adopted, and says what it was.
-fn kill_leftovers(leader: i32, token: &str) -> Vec<LeftoverProcess> {
+fn kill_leftovers(leader: i32, token: &str, claim_adopted: bool) -> Vec<LeftoverProcess> {
     let mut found: Vec<LeftoverProcess> = Vec::new();
     // Escaped processes can start others while we work; a few rounds catch a double fork.
     for _ in 0..8 {
         let mut pids = procs::group_members(leader);
         pids.extend(procs::processes_with_token(token));
+        if claim_adopted {
+            pids.extend(procs::adopted_children());
+        }
         pids.sort_unstable();
         pids.dedup();
         pids.retain(|&p| p != std::process::id() as i32);

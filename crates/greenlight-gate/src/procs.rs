@@ -64,10 +64,9 @@ pub fn group_members(pgid: i32) -> Vec<i32> {
         .collect()
 }
 
-/// Children of this process (any thread) whose environment carries `token`: a gate's
-/// descendants that escaped its group and were adopted because we are a child subreaper.
-pub fn adopted_strays(token: &str) -> Vec<i32> {
-    let needle = format!("{GATE_TOKEN_VAR}={token}");
+/// Live children of this process (any thread). While a gate runs and nothing else spawns,
+/// these are the gate's descendants adopted because we are a child subreaper.
+pub fn adopted_children() -> Vec<i32> {
     let mut pids = Vec::new();
     let Ok(tasks) = fs::read_dir("/proc/self/task") else {
         return pids;
@@ -82,9 +81,18 @@ pub fn adopted_strays(token: &str) -> Vec<i32> {
                 .filter_map(|p| p.parse::<i32>().ok()),
         );
     }
-    pids.retain(|&pid| carries_token(pid, needle.as_bytes()));
+    pids.retain(|&pid| stat_of(pid).is_some_and(|s| !s.zombie));
     pids.sort_unstable();
     pids.dedup();
+    pids
+}
+
+/// Children of this process (any thread) whose environment carries `token`: a gate's
+/// descendants that escaped its group and were adopted because we are a child subreaper.
+pub fn adopted_strays(token: &str) -> Vec<i32> {
+    let needle = format!("{GATE_TOKEN_VAR}={token}");
+    let mut pids = adopted_children();
+    pids.retain(|&pid| carries_token(pid, needle.as_bytes()));
     pids
 }
 

@@ -313,6 +313,8 @@ async fn attempt(
         kill_grace: options.kill_grace,
         tail_bytes: config.options.max_log_tail_bytes,
         extra_env: &[],
+        // Gates run one at a time and nothing else here spawns meanwhile.
+        claim_adopted: true,
     };
     let mut capture = Capture::new(0);
     let outcome = exec::run(&spec, &mut capture, interrupt)

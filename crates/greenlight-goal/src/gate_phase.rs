@@ -66,6 +66,8 @@ pub async fn run_gate(
         kill_grace,
         tail_bytes: EVIDENCE_OUTPUT_BYTES,
         extra_env,
+        // The loop runs one thing at a time: the agent has finished before any gate starts.
+        claim_adopted: true,
     };
     let mut capture = Capture::new(EVIDENCE_OUTPUT_BYTES);
     let outcome = exec::run(&spec, &mut capture, interrupt).await?;

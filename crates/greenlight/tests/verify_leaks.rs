@@ -282,3 +282,33 @@ fn sigkill_to_greenlight_leaves_gates_that_the_next_run_ends() {
     );
     assert_all_dead(&orphans);
 }
+
+#[test]
+fn a_child_that_escapes_with_setsid_and_clears_its_environment_is_still_killed() {
+    let repo = TempRepo::worktree_with_commit();
+    // `env -i` drops greenlight's gate token; only adoption (child subreaper) can find it.
+    repo.verify_yaml(
+        "version: 1\ngates:\n  - id: esc\n    command: setsid env -i /bin/sh -c 'echo $$ > esc.pid; exec /bin/sleep 600' & sleep 0.3\n",
+    );
+    let started = Instant::now();
+    let out = repo.greenlight(["verify"]);
+    assert_eq!(out.code, 0, "{}", out.render());
+    let pid = pids(&repo, "esc.pid");
+    assert!(
+        out.stderr
+            .contains(&format!("leaked pid {} /bin/sleep 600", pid[0])),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        !out.stderr.contains("output pipe stayed open"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "greenlight waited on the pipe: {:?}",
+        started.elapsed()
+    );
+    assert_all_dead(&pid);
+}
