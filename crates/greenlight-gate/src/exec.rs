@@ -174,12 +174,7 @@ pub fn sweep_marked(var: &str, value: &str) -> Vec<LeftoverProcess> {
             if !found.iter().any(|f| f.pid == raw) {
                 found.push(procs::describe(raw, 0));
             }
-            if let Some(pid) = procs::pid(raw) {
-                if procs::pgrp_of(raw) == Some(raw) {
-                    let _ = rustix::process::kill_process_group(pid, Signal::KILL);
-                }
-                let _ = rustix::process::kill_process(pid, Signal::KILL);
-            }
+            kill_with_its_group(raw);
             reap(raw); // ours only if we adopted it; otherwise its parent or init reaps it
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -197,19 +192,11 @@ pub fn sweep_orphaned_gates() -> Vec<LeftoverProcess> {
         if owner == me || pid == me || scope != sweep_scope() {
             continue;
         }
-        let owner_dead = procs::pid(owner).is_none_or(|o| {
-            matches!(rustix::process::test_kill_process(o), Err(e) if e == rustix::io::Errno::SRCH)
-        });
-        if !owner_dead {
+        if !procs::is_dead(owner) {
             continue;
         }
         found.push(procs::describe(pid, 0));
-        if let Some(p) = procs::pid(pid) {
-            if procs::pgrp_of(pid) == Some(pid) {
-                let _ = rustix::process::kill_process_group(p, Signal::KILL);
-            }
-            let _ = rustix::process::kill_process(p, Signal::KILL);
-        }
+        kill_with_its_group(pid);
         reap(pid);
     }
     found
@@ -396,13 +383,7 @@ fn kill_leftovers(leader: i32, token: &str, claim_adopted: bool) -> Vec<Leftover
         }
         kill_group(leader, Signal::KILL);
         for &raw in &pids {
-            if let Some(pid) = procs::pid(raw) {
-                // An escaped process leads its own group: end that group with it.
-                if procs::pgrp_of(raw) == Some(raw) {
-                    let _ = rustix::process::kill_process_group(pid, Signal::KILL);
-                }
-                let _ = rustix::process::kill_process(pid, Signal::KILL);
-            }
+            kill_with_its_group(raw);
         }
         std::thread::sleep(Duration::from_millis(5));
         for &raw in &pids {
@@ -411,6 +392,16 @@ fn kill_leftovers(leader: i32, token: &str, claim_adopted: bool) -> Vec<Leftover
         reap_group(leader);
     }
     found
+}
+
+/// SIGKILLs a process, and the whole group it leads when it leads one (an escaped process
+/// that called `setsid` took its own children into a group of its own).
+fn kill_with_its_group(raw: i32) {
+    let Some(pid) = procs::pid(raw) else { return };
+    if procs::pgrp_of(raw) == Some(raw) {
+        let _ = rustix::process::kill_process_group(pid, Signal::KILL);
+    }
+    let _ = rustix::process::kill_process(pid, Signal::KILL);
 }
 
 /// Reaps one adopted process, waiting briefly for a SIGKILL to land.

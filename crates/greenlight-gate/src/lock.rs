@@ -120,14 +120,7 @@ fn read_owner(path: &Path) -> Option<Owner> {
 }
 
 fn pid_is_dead(pid: i64) -> bool {
-    let Some(pid) = i32::try_from(pid)
-        .ok()
-        .and_then(rustix::process::Pid::from_raw)
-    else {
-        return false;
-    };
-    // Only "no such process" proves death; EPERM means it exists under another user.
-    matches!(rustix::process::test_kill_process(pid), Err(e) if e == rustix::io::Errno::SRCH)
+    i32::try_from(pid).is_ok_and(crate::procs::is_dead)
 }
 
 fn new_token() -> String {

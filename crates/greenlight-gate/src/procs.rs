@@ -99,11 +99,7 @@ pub fn adopted_strays(token: &str) -> Vec<i32> {
 /// Every live process on the machine whose environment carries `token`. Slower than
 /// [`adopted_strays`]; used only once something is known to have leaked.
 pub fn processes_with_token(token: &str) -> Vec<i32> {
-    let needle = format!("{GATE_TOKEN_VAR}={token}");
-    all_pids()
-        .into_iter()
-        .filter(|&pid| carries_token(pid, needle.as_bytes()))
-        .collect()
+    processes_with_env(GATE_TOKEN_VAR, token)
 }
 
 /// Every live process carrying a gate token, with the pid of the greenlight that owns it and
@@ -148,6 +144,15 @@ fn carries_token(pid: i32, needle: &[u8]) -> bool {
     fs::read(format!("/proc/{pid}/environ"))
         .map(|env| env.split(|&b| b == 0).any(|var| var == needle))
         .unwrap_or(false)
+}
+
+/// Whether `pid` is known to be gone. Only "no such process" proves it: EPERM means it exists
+/// under another user, and anything unclear reads as alive (the safe side).
+pub fn is_dead(pid: i32) -> bool {
+    let Some(pid) = self::pid(pid) else {
+        return false;
+    };
+    matches!(rustix::process::test_kill_process(pid), Err(e) if e == rustix::io::Errno::SRCH)
 }
 
 /// The process group of `pid`, if it is still there.

@@ -31,6 +31,15 @@ fn pids(repo: &TempRepo, file: &str) -> Vec<i32> {
     pids
 }
 
+/// Waits until a gate has written its two pids to `pids` (it is running).
+fn wait_for_gate_pids(repo: &TempRepo) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while repo.read("pids").is_none_or(|p| p.lines().count() < 2) {
+        assert!(Instant::now() < deadline, "the gate never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 fn assert_all_dead(pids: &[i32]) {
     let survivors: Vec<i32> = pids.iter().copied().filter(|&p| alive(p)).collect();
     for &p in &survivors {
@@ -137,11 +146,7 @@ fn interrupt_during_a_gate(signal: &str, expected_code: i32) {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while repo.read("pids").is_none_or(|p| p.lines().count() < 2) {
-        assert!(Instant::now() < deadline, "the gate never started");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_gate_pids(&repo);
     let lock = repo.lock_root().join("held.lock");
     assert!(lock.exists(), "the gate runs without its lock");
     let status = std::process::Command::new("kill")
@@ -244,11 +249,7 @@ fn sigkill_to_greenlight_leaves_gates_that_the_next_run_ends() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while repo.read("pids").is_none_or(|p| p.lines().count() < 2) {
-        assert!(Instant::now() < deadline, "the gate never started");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_gate_pids(&repo);
     child.kill().unwrap(); // SIGKILL: nothing in greenlight can act on it
     child.wait().unwrap();
     let orphans = pids(&repo, "pids");

@@ -543,29 +543,7 @@ pub fn render_progress(progress: Progress<'_>) {
 }
 
 fn status(store: &Store, worktree: &Path, json: bool) -> CliResult {
-    let goal = match store
-        .live_goal(worktree)
-        .map_err(|e| (exit::ERROR, e.to_string()))?
-    {
-        Some(g) => g,
-        None => {
-            let last = store
-                .goals()
-                .map_err(|e| (exit::ERROR, e.to_string()))?
-                .into_iter()
-                .rev()
-                .find(|g| g.worktree == worktree);
-            match last {
-                Some(g) => g,
-                None => {
-                    return Err(usage(format!(
-                        "{} has no goal; start one with `greenlight goal run \"<goal>\"`",
-                        worktree.display()
-                    )));
-                }
-            }
-        }
-    };
+    let goal = live_or_last(store, worktree)?;
     let gates = store
         .gates(goal.id)
         .map_err(|e| (exit::ERROR, e.to_string()))?;
@@ -629,7 +607,7 @@ fn status(store: &Store, worktree: &Path, json: bool) -> CliResult {
 }
 
 fn log(store: &Store, worktree: &Path, follow: bool, json: bool) -> CliResult {
-    let goal = live_or_last(store, worktree)?;
+    let goal = live_or_last(store, worktree)?.id;
     let mut after = 0;
     loop {
         let events = store
@@ -661,14 +639,20 @@ fn log(store: &Store, worktree: &Path, follow: bool, json: bool) -> CliResult {
     }
 }
 
-fn live_or_last(store: &Store, worktree: &Path) -> Result<greenlight_store::GoalId, (i32, String)> {
+/// The worktree's goal to show: its live goal, else the newest it had (a live goal is always
+/// the newest: no goal can be created while one is live).
+fn live_or_last(store: &Store, worktree: &Path) -> Result<Goal, (i32, String)> {
     let goals = store.goals().map_err(|e| (exit::ERROR, e.to_string()))?;
     goals
-        .iter()
+        .into_iter()
         .rev()
         .find(|g| g.worktree == worktree)
-        .map(|g| g.id)
-        .ok_or_else(|| usage(format!("{} has no goal", worktree.display())))
+        .ok_or_else(|| {
+            usage(format!(
+                "{} has no goal; start one with `greenlight goal run \"<goal>\"`",
+                worktree.display()
+            ))
+        })
 }
 
 fn gate(store: &mut Store, worktree: &Path, command: GateCommand) -> CliResult {
