@@ -4,9 +4,9 @@
 
 #![allow(clippy::unwrap_used)] // a test that cannot set up its fixture should stop loudly
 
-mod goal_support;
 
-use goal_support::{Fixture, GATE, kinds, of_kind};
+
+use crate::goal_support::{Fixture, GATE, kinds, of_kind};
 
 const FIX: &str = "echo good > value.txt\necho 'fixed value.txt'";
 

@@ -4,11 +4,11 @@
 
 #![allow(clippy::unwrap_used)] // a test that cannot set up its fixture should stop loudly
 
-mod goal_support;
+
 
 use std::time::Duration;
 
-use goal_support::{
+use crate::goal_support::{
     Fixture, GATE, alive, assert_contiguous, kill, pgid_of, pid_in, wait_code, wait_for,
 };
 use serde_json::{Value, json};

@@ -3,11 +3,11 @@
 
 #![allow(clippy::unwrap_used)] // a test that cannot set up its fixture should stop loudly
 
-mod goal_support;
+
 
 use std::time::Duration;
 
-use goal_support::{Fixture, GATE, alive, of_kind, pid_in};
+use crate::goal_support::{Fixture, GATE, alive, of_kind, pid_in};
 
 /// An agent that fixes the value on its first turn, and a judge (the same script, called with
 /// model `judge`) that answers with line `$J` of `answers` on its J-th call.

@@ -3,11 +3,11 @@
 
 #![allow(clippy::unwrap_used)] // a test that cannot set up its fixture should stop loudly
 
-mod goal_support;
+
 
 use std::time::{Duration, Instant};
 
-use goal_support::{Fixture, GATE, of_kind, wait_code};
+use crate::goal_support::{Fixture, GATE, of_kind, wait_code};
 use serde_json::Value;
 
 #[test]

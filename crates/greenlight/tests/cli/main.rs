@@ -1,0 +1,17 @@
+//! The CLI through the real binary: one test binary, a module per subcommand and concern.
+
+mod agent_cli;
+mod digest_cli;
+mod goal_crash;
+mod goal_judge_dispatch;
+mod goal_loop;
+mod goal_worktrees_demo;
+mod hook_install_cli;
+mod hook_stop_cli;
+mod init_cli;
+mod verify;
+mod verify_config_rejections;
+mod verify_leaks;
+mod verify_mutex;
+mod verify_reports;
+mod goal_support;
