@@ -114,9 +114,21 @@ pub const SCRUBBED: &[Scrubbed] = &[
     },
 ];
 
-/// Whether `name` is removed from an agent's environment.
+/// Whether `name` is removed from an agent's environment: a [`SCRUBBED`] marker, or one of the
+/// variables that point git at another repository (`greenlight_proc::git::REDIRECTING`).
 pub fn is_scrubbed(name: &OsStr) -> bool {
     SCRUBBED.iter().any(|s| OsStr::new(s.name) == name)
+        || greenlight_proc::git::is_redirecting(name)
+}
+
+/// Every name [`is_scrubbed`] removes, for the process runner's scrub list.
+pub fn scrubbed_names() -> Vec<OsString> {
+    let markers = SCRUBBED.iter().map(|s| s.name);
+    let git = greenlight_proc::git::REDIRECTING.iter().map(|r| r.name);
+    let mut names: Vec<OsString> = markers.chain(git).map(OsString::from).collect();
+    names.sort_unstable();
+    names.dedup();
+    names
 }
 
 /// The environment an agent gets: `base` minus every [`SCRUBBED`] variable, order kept.
@@ -138,6 +150,7 @@ mod tests {
             ("CODEX_HOME", "/h"),
             ("CODEX_SANDBOX", "seatbelt"),
             ("GIT_INDEX_FILE", "x"),
+            ("GIT_CEILING_DIRECTORIES", "/"),
             ("PATH", "/bin"),
         ]
         .map(|(k, v)| (OsString::from(k), OsString::from(v)));

@@ -1,23 +1,20 @@
-//! The child runner every adapter rides: spawn one agent process, feed it, bound it, end it.
-//!
-//! Every process an agent starts dies with the dispatch. The runner spawns argv directly (no
-//! shell) as the leader of a new process group, gives stdin either the prompt (written, then
+//! What an agent process is, for the process runner: argv (no shell), stdin the prompt (then
 //! closed) or `/dev/null` — never an open pipe, because both agent CLIs wait forever on one —
-//! and on the deadline sends SIGTERM to the group, waits a grace period, then SIGKILL to the
-//! group even if the leader already exited. This is the only module that sends signals.
+//! stdout and stderr apart, a scrubbed environment, a deadline.
+//!
+//! Everything else is `greenlight-proc`'s, the same rules as a gate: its own process group,
+//! SIGTERM → grace → SIGKILL of the whole group on the deadline, a run token in the
+//! environment. When the agent exits, what it left behind (its group, and a `setsid` child found
+//! by the token) is killed and only then is the rest of its output read, so a leftover holding
+//! stdout can neither delay the reply nor lose it.
 
-use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::path::PathBuf;
-use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
-use rustix::process::{Pid, Signal, kill_process_group, test_kill_process_group};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
-use tokio::task::JoinHandle;
+use greenlight_proc::{Ending, Exit, Input, Output, Program, Spec};
 
 use crate::clock::{Clock, elapsed_ms};
-use crate::env::scrub_env;
 
 /// How long a process group gets between SIGTERM and SIGKILL. Five seconds matches the gate
 /// runner, so an agent and a gate are ended the same way.
@@ -26,10 +23,6 @@ pub const DEFAULT_GRACE: Duration = Duration::from_secs(5);
 /// How many bytes of each stream are kept (the tail). Both CLIs put what greenlight reads at the
 /// end (claude's envelope, codex's last `agent_message`), so the tail is the part worth keeping.
 pub const DEFAULT_CAPTURE_LIMIT: usize = 8 * 1024 * 1024;
-
-/// How long the runner waits for stdout/stderr to reach end-of-file after the group is gone. Only
-/// a process that left the group (setsid) can hold them open longer.
-const DRAIN_WAIT: Duration = Duration::from_secs(2);
 
 /// What the child reads on stdin.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -146,223 +139,58 @@ pub fn classify(run: &ChildRun) -> Classification {
     }
 }
 
-/// Sends SIGKILL to the group when dropped while armed, so a cancelled dispatch leaves nothing.
-struct GroupGuard {
-    pgid: Option<Pid>,
-}
-
-impl Drop for GroupGuard {
-    fn drop(&mut self) {
-        if let Some(pgid) = self.pgid {
-            let _ = kill_process_group(pgid, Signal::KILL);
-        }
-    }
-}
-
 /// Runs one child to completion (or to its deadline) and returns what happened. Never panics
 /// and never returns an error: a failure to start is recorded in [`ChildRun::spawn_error`].
 pub async fn run_child(spec: &ChildSpec, clock: &dyn Clock) -> ChildRun {
     let start = clock.now();
-    let mut cmd = tokio::process::Command::new(&spec.program);
-    cmd.args(&spec.args)
-        .current_dir(&spec.cwd)
-        .process_group(0)
-        .kill_on_drop(true)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .stdin(match spec.stdin {
-            StdinSource::Text(_) => Stdio::piped(),
-            StdinSource::Null => Stdio::null(),
-        })
-        .env_clear()
-        .envs(scrub_env(
-            spec.base_env
-                .clone()
-                .unwrap_or_else(|| std::env::vars_os().collect()),
-        ));
-
-    let mut child = match cmd.spawn() {
-        Ok(child) => child,
+    let mut child = Spec::new(
+        Program::Argv {
+            program: spec.program.clone(),
+            args: spec.args.clone(),
+        },
+        &spec.cwd,
+    );
+    child.input = match &spec.stdin {
+        StdinSource::Text(text) => Input::Text(text.clone().into_bytes()),
+        StdinSource::Null => Input::Null,
+    };
+    child.output = Output::Separate;
+    child.deadline = Some(spec.timeout);
+    child.grace = spec.grace;
+    child.tail_bytes = spec.capture_limit;
+    child.env.base = spec.base_env.clone();
+    child.env.remove = crate::env::scrubbed_names();
+    // Something else may spawn while an agent runs (a probe, a judge): only the token decides.
+    child.claim_adopted = false;
+    let outcome = match greenlight_proc::run(&child, &mut (), None).await {
+        Ok(outcome) => outcome,
         Err(err) => {
             return ChildRun {
-                spawn_error: Some(format!(
-                    "cannot start `{}` in `{}`: {err}",
-                    spec.program.display(),
-                    spec.cwd.display()
-                )),
+                spawn_error: Some(err.to_string()),
                 wall_ms: elapsed_ms(clock, start),
                 ..ChildRun::default()
             };
         }
     };
-    let pid = child.id();
-    let pgid = pid
-        .and_then(|p| i32::try_from(p).ok())
-        .and_then(Pid::from_raw);
-    let mut guard = GroupGuard { pgid };
-
-    let writer: Option<JoinHandle<()>> = match (&spec.stdin, child.stdin.take()) {
-        (StdinSource::Text(text), Some(mut stdin)) => {
-            let bytes = text.clone().into_bytes();
-            // A child that exits without reading gives EPIPE; that is its business, not an error.
-            Some(tokio::spawn(async move {
-                let _ = stdin.write_all(&bytes).await;
-                let _ = stdin.shutdown().await;
-                drop(stdin);
-            }))
-        }
-        _ => None,
-    };
-    let out_reader = child
-        .stdout
-        .take()
-        .map(|s| tokio::spawn(read_tail(s, spec.capture_limit)));
-    let err_reader = child
-        .stderr
-        .take()
-        .map(|s| tokio::spawn(read_tail(s, spec.capture_limit)));
-
-    let mut timed_out = false;
-    let status: Option<ExitStatus> = tokio::select! {
-        status = child.wait() => status.ok(),
-        () = tokio::time::sleep(spec.timeout) => {
-            timed_out = true;
-            None
-        }
-    };
-    let status = match status {
-        Some(status) => Some(status),
-        None => {
-            signal_group(pgid, Signal::TERM);
-            let after_term = tokio::time::timeout(spec.grace, child.wait()).await;
-            // SIGKILL goes to the group whether or not the leader left: a grandchild that ignores
-            // SIGTERM must not outlive the dispatch.
-            signal_group(pgid, Signal::KILL);
-            match after_term {
-                Ok(Ok(status)) => Some(status),
-                _ => child.wait().await.ok(),
-            }
-        }
-    };
-    end_group(pgid, spec.grace).await;
-    guard.pgid = None;
-
-    if let Some(writer) = writer {
-        writer.abort();
+    ChildRun {
+        stdout: outcome.tail.bytes(),
+        stdout_truncated: outcome.tail.truncated(),
+        stderr: outcome.stderr_tail.bytes(),
+        stderr_truncated: outcome.stderr_tail.truncated(),
+        exit_code: match outcome.exit {
+            Some(Exit::Code(code)) => Some(code),
+            _ => None,
+        },
+        signal: match outcome.exit {
+            Some(Exit::Signal(signal)) => Some(signal),
+            _ => None,
+        },
+        timed_out: outcome.ended_by == Some(Ending::TimedOut),
+        spawn_error: None,
+        pipes_held_open: outcome.pipe_left_open,
+        pid: outcome.pid,
+        wall_ms: elapsed_ms(clock, start),
     }
-    let mut run = ChildRun {
-        exit_code: status.and_then(|s| s.code()),
-        signal: status.and_then(|s| std::os::unix::process::ExitStatusExt::signal(&s)),
-        timed_out,
-        pid,
-        ..ChildRun::default()
-    };
-    if let Some(reader) = out_reader {
-        let (bytes, truncated, complete) = join_reader(reader).await;
-        run.stdout = bytes;
-        run.stdout_truncated = truncated;
-        run.pipes_held_open |= !complete;
-    }
-    if let Some(reader) = err_reader {
-        let (bytes, truncated, complete) = join_reader(reader).await;
-        run.stderr = bytes;
-        run.stderr_truncated = truncated;
-        run.pipes_held_open |= !complete;
-    }
-    run.wall_ms = elapsed_ms(clock, start);
-    run
-}
-
-fn signal_group(pgid: Option<Pid>, signal: Signal) {
-    if let Some(pgid) = pgid {
-        // ESRCH means the group is already gone, which is what we want.
-        let _ = kill_process_group(pgid, signal);
-    }
-}
-
-/// Ends whatever is left of the group after the leader exited: SIGTERM, grace, SIGKILL.
-async fn end_group(pgid: Option<Pid>, grace: Duration) {
-    let Some(pgid) = pgid else { return };
-    if !group_alive(pgid) {
-        return;
-    }
-    let _ = kill_process_group(pgid, Signal::TERM);
-    let poll = Duration::from_millis(20);
-    let mut waited = Duration::ZERO;
-    while waited < grace {
-        if !group_alive(pgid) {
-            return;
-        }
-        tokio::time::sleep(poll).await;
-        waited += poll;
-    }
-    let _ = kill_process_group(pgid, Signal::KILL);
-    // SIGKILL is delivered asynchronously; wait (briefly) until callers can observe it done.
-    let mut waited = Duration::ZERO;
-    while waited < Duration::from_secs(1) && group_alive(pgid) {
-        tokio::time::sleep(poll).await;
-        waited += poll;
-    }
-}
-
-/// Whether any process of the group is still running. A zombie does not count: it has already
-/// died and waits only for its parent (often an init that reaps slowly in containers), while
-/// `kill(-pgid, 0)` would still report it. Where `/proc` is missing, the signal test decides.
-fn group_alive(pgid: Pid) -> bool {
-    if test_kill_process_group(pgid).is_err() {
-        return false;
-    }
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return true;
-    };
-    let want = pgid.as_raw_nonzero().get();
-    entries
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .any(|pid| {
-            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-                return false;
-            };
-            // After the `(comm)` field: state, ppid, pgrp.
-            let Some((_, rest)) = stat.rsplit_once(')') else {
-                return false;
-            };
-            let mut fields = rest.split_whitespace();
-            let state = fields.next();
-            let pgrp = fields.nth(1).and_then(|p| p.parse::<i32>().ok());
-            pgrp == Some(want) && !matches!(state, Some("Z" | "X"))
-        })
-}
-
-async fn join_reader(mut reader: JoinHandle<(Vec<u8>, bool)>) -> (Vec<u8>, bool, bool) {
-    match tokio::time::timeout(DRAIN_WAIT, &mut reader).await {
-        Ok(Ok((bytes, truncated))) => (bytes, truncated, true),
-        Ok(Err(_)) => (Vec::new(), false, false),
-        Err(_) => {
-            reader.abort();
-            (Vec::new(), false, false)
-        }
-    }
-}
-
-/// Reads to end-of-file keeping only the last `limit` bytes; says whether anything was dropped.
-async fn read_tail<R: AsyncRead + Unpin>(mut stream: R, limit: usize) -> (Vec<u8>, bool) {
-    let mut tail: VecDeque<u8> = VecDeque::new();
-    let mut truncated = false;
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        match stream.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => {
-                tail.extend(&buf[..n]);
-                if tail.len() > limit {
-                    let excess = tail.len() - limit;
-                    tail.drain(..excess);
-                    truncated = true;
-                }
-            }
-        }
-    }
-    (tail.into_iter().collect(), truncated)
 }
 
 #[cfg(test)]

@@ -5,7 +5,6 @@
 //! orchestrator's evidence, not the agent's, so it counts on neither side.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use crate::error::Error;
 
@@ -26,11 +25,8 @@ pub struct WorkEvidence {
 }
 
 fn git(cwd: &Path, args: &[&str]) -> Result<Vec<u8>, String> {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(cwd)
+    let out = greenlight_proc::git::command(cwd)
         .args(args)
-        .stdin(std::process::Stdio::null())
         .output()
         .map_err(|e| format!("cannot run git: {e}"))?;
     if out.status.success() {

@@ -12,11 +12,11 @@ pub mod exec;
 pub mod github;
 pub mod junit;
 pub mod lock;
-pub mod procs;
 pub mod render;
 pub mod report;
 pub mod runner;
-pub mod tail;
 pub mod workspace_key;
 
 pub use error::Error;
+/// The `/proc` readers and the bounded tail live in the process runner.
+pub use greenlight_proc::{procs, tail};

@@ -42,9 +42,8 @@ use std::ffi::{OsStr, OsString};
 use std::io::Write;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::PermissionsExt;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 /// The key of a worktree's content, or why it could not be computed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,19 +66,6 @@ impl WorkspaceKey {
         }
     }
 }
-
-/// Variables that would point git somewhere other than `worktree` (set, for example, when
-/// greenlight runs inside a git hook); the key must describe the worktree it was asked about.
-const REDIRECTING_ENV: &[&str] = &[
-    "GIT_DIR",
-    "GIT_WORK_TREE",
-    "GIT_INDEX_FILE",
-    "GIT_OBJECT_DIRECTORY",
-    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
-    "GIT_COMMON_DIR",
-    "GIT_NAMESPACE",
-    "GIT_PREFIX",
-];
 
 /// How deep submodules inside submodules are followed before giving up with `Unknown`.
 const MAX_SUBMODULE_DEPTH: usize = 8;
@@ -320,10 +306,9 @@ impl Repo {
 /// so a large output cannot block git while it still has input to read.
 fn git(dir: &Path, args: &[&str], input: Option<&[u8]>) -> Result<Vec<u8>, String> {
     let shown = || format!("`git {}` in {}", args.join(" "), dir.display());
-    let mut cmd = Command::new("git");
+    // The key must describe the worktree it was asked about, whatever GIT_DIR & co. say.
+    let mut cmd = greenlight_proc::git::command(dir);
     cmd.args(args)
-        .current_dir(dir)
-        .env("GIT_TERMINAL_PROMPT", "0")
         // Read-only commands may still refresh the index opportunistically; this forbids it.
         .env("GIT_OPTIONAL_LOCKS", "0")
         .stdin(if input.is_some() {
@@ -332,11 +317,7 @@ fn git(dir: &Path, args: &[&str], input: Option<&[u8]>) -> Result<Vec<u8>, Strin
             Stdio::null()
         })
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
-    for var in REDIRECTING_ENV {
-        cmd.env_remove(var);
-    }
+        .stderr(Stdio::piped());
     let mut child = cmd
         .spawn()
         .map_err(|e| format!("cannot start {}: {e}", shown()))?;

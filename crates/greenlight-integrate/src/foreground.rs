@@ -3,14 +3,15 @@
 //! The child gets its own process group (so everything it starts can be signalled as one),
 //! inherits stdin/stdout/stderr, and is always waited for. Because its group is not the
 //! terminal's foreground group, Ctrl-C reaches only greenlight: the one rule here is that
-//! every SIGINT, SIGTERM and SIGHUP greenlight receives is forwarded to the child's group and
-//! greenlight keeps waiting, so the child ends the way it would have in the foreground.
+//! every SIGINT, SIGTERM, SIGHUP and SIGQUIT greenlight receives is forwarded to the child's
+//! group and greenlight keeps waiting, so the child ends the way it would have in the
+//! foreground. The process runner (`greenlight-proc`) does the rest, as for any child: what the
+//! child leaves behind when it exits is ended too.
 
 use std::ffi::OsString;
-use std::os::unix::process::ExitStatusExt as _;
 use std::path::Path;
 
-use tokio::signal::unix::{SignalKind, signal};
+use greenlight_proc::{Input, OnSignal, Output, Program, Spec};
 
 use crate::Error;
 
@@ -20,42 +21,23 @@ pub fn run(program: &Path, args: &[OsString], cwd: &Path) -> Result<i32, Error> 
         program: program.display().to_string(),
         source,
     };
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(spawn_error)?;
-    runtime.block_on(async {
-        let mut interrupt = signal(SignalKind::interrupt()).map_err(spawn_error)?;
-        let mut terminate = signal(SignalKind::terminate()).map_err(spawn_error)?;
-        let mut hangup = signal(SignalKind::hangup()).map_err(spawn_error)?;
-        let mut child = tokio::process::Command::new(program)
-            .args(args)
-            .current_dir(cwd)
-            .process_group(0)
-            .spawn()
-            .map_err(spawn_error)?;
-        let group = child
-            .id()
-            .and_then(|id| i32::try_from(id).ok())
-            .and_then(rustix::process::Pid::from_raw);
-        let forward = |sig: rustix::process::Signal| {
-            if let Some(group) = group {
-                // The group may already be gone; then there is nothing left to stop.
-                let _ = rustix::process::kill_process_group(group, sig);
-            }
-        };
-        loop {
-            tokio::select! {
-                status = child.wait() => {
-                    let status = status.map_err(spawn_error)?;
-                    return Ok(status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0)));
-                }
-                _ = interrupt.recv() => forward(rustix::process::Signal::INT),
-                _ = terminate.recv() => forward(rustix::process::Signal::TERM),
-                _ = hangup.recv() => forward(rustix::process::Signal::HUP),
-            }
-        }
+    let mut spec = Spec::new(
+        Program::Argv {
+            program: program.to_path_buf(),
+            args: args.to_vec(),
+        },
+        cwd,
+    );
+    spec.input = Input::Inherit;
+    spec.output = Output::Inherit;
+    spec.on_signal = OnSignal::Forward;
+    let outcome = greenlight_proc::run_main(|_interrupt| async {
+        // Signals are forwarded, not turned into an end: the interrupt is not used.
+        greenlight_proc::run(&spec, &mut (), None).await
     })
+    .map_err(spawn_error)?
+    .map_err(|e| spawn_error(e.into_source()))?;
+    Ok(outcome.exit.map_or(1, |e| e.as_shell_code()))
 }
 
 #[cfg(test)]

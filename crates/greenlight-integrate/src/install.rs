@@ -140,14 +140,9 @@ pub fn settings_path(
 /// The directory whose `.claude`/`.codex` holds project settings: the top of the git worktree
 /// containing `dir` (agents read project settings from there), or `dir` itself outside git.
 pub fn project_root(dir: &Path) -> PathBuf {
-    use std::os::unix::process::CommandExt as _;
-    let output = std::process::Command::new("git")
-        .arg("-C")
-        .arg(dir)
+    let output = greenlight_proc::git::command(dir)
         .args(["rev-parse", "--show-toplevel"])
-        .stdin(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
-        .process_group(0)
         .output();
     match output {
         Ok(out) if out.status.success() => {

@@ -6,7 +6,6 @@
 //! removed afterwards.
 
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 use greenlight_store::{AgentSpec, NewGoal, Store};
@@ -33,9 +32,7 @@ pub struct AgentArgs {
 }
 
 fn git(dir: &Path, args: &[&str]) -> bool {
-    Command::new("git")
-        .arg("-C")
-        .arg(dir)
+    greenlight_proc::git::command(dir)
         .args([
             "-c",
             "user.name=greenlight demo",

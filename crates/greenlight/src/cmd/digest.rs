@@ -4,19 +4,22 @@
 //! prints the compact digest when one exists within the budget, or the digest's header and the
 //! output's tail otherwise; `--json` prints the whole digest as one JSON object. With a command,
 //! the command's own output is not echoed (only the digest is printed) and greenlight exits with
-//! the command's exit code.
+//! the command's exit code. The command runs like a gate (`greenlight-proc`): its own process
+//! group, stdin from /dev/null, a drain limit, and whatever it leaves running is killed and
+//! named on stderr; `--timeout` and greenlight's own ending signals end its whole group.
 
 use std::io::{Read, Write};
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use greenlight_digest::{Classification, Digest, DigestOptions, Format, StreamingDigester};
+use greenlight_proc::{Ending, Input, Observer, Output, Program, Spec, Stream};
 
 /// Exit code when greenlight itself cannot read the input or start the command.
 const USAGE_ERROR: i32 = 2;
 
-/// Exit code when the command was killed by a signal: 128 + signal, as a shell reports it.
-const SIGNAL_BASE: i32 = 128;
+/// Exit code when `--timeout` ended the command, as `timeout(1)` and a timed-out gate report it.
+const TIMED_OUT: i32 = 124;
 
 /// Arguments of `greenlight digest`.
 #[derive(Debug, clap::Args)]
@@ -46,9 +49,26 @@ pub struct Args {
     #[arg(value_name = "FILE|-", conflicts_with = "command")]
     file: Option<PathBuf>,
 
+    /// With a command: end its whole process group after this long (SIGTERM, then SIGKILL 5 s
+    /// later) and exit 124. Write e.g. 90s, 5m or 1500ms.
+    #[arg(long, value_name = "DURATION", value_parser = parse_timeout, requires = "command")]
+    timeout: Option<Duration>,
+
     /// Run this command and digest its combined stdout and stderr.
     #[arg(last = true, value_name = "CMD")]
     command: Vec<String>,
+}
+
+/// `--timeout`: the duration grammar of `goal run`, refusing values no run could reach (which
+/// would otherwise overflow).
+fn parse_timeout(text: &str) -> Result<Duration, String> {
+    let digits = text.chars().take_while(char::is_ascii_digit).count();
+    if digits > 9 {
+        return Err(format!(
+            "`{text}` is longer than any run; write e.g. 90s, 5m or 2h"
+        ));
+    }
+    super::goal::parse_duration(text)
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -86,7 +106,7 @@ pub fn run(args: Args) -> i32 {
             }
         }
     } else {
-        match run_command(&args.command, options) {
+        match run_command(&args.command, args.timeout, options) {
             Ok((d, code)) => (d, code),
             Err(message) => {
                 eprintln!("greenlight digest: {message}");
@@ -132,47 +152,93 @@ fn read_input(args: &Args, options: DigestOptions) -> Result<Digest, String> {
     Ok(digester.finish(Some(args.exit_code.unwrap_or(0))))
 }
 
-/// Runs `command` in its own process group with stdin closed, both output streams into one
-/// pipe (so they interleave as on a terminal), and digests what it writes.
-fn run_command(command: &[String], options: DigestOptions) -> Result<(Digest, i32), String> {
-    use std::os::unix::process::{CommandExt, ExitStatusExt};
+/// Feeds the command's output to the digester as it arrives.
+struct Digesting(StreamingDigester);
 
+impl Observer for Digesting {
+    fn chunk(&mut self, _stream: Stream, bytes: &[u8]) {
+        self.0.push(bytes);
+    }
+}
+
+/// Runs `command` like a gate (own process group, stdin closed, both output streams on one pipe
+/// so they interleave as on a terminal) and digests what it writes. Leftovers are named on
+/// stderr here, the only place this command prints them.
+fn run_command(
+    command: &[String],
+    timeout: Option<Duration>,
+    options: DigestOptions,
+) -> Result<(Digest, i32), String> {
     let (program, rest) = command.split_first().ok_or("no command after `--`")?;
-    let (mut reader, writer) =
-        std::io::pipe().map_err(|e| format!("cannot create a pipe for `{program}`: {e}"))?;
-    let writer2 = writer
-        .try_clone()
-        .map_err(|e| format!("cannot duplicate the pipe for `{program}`: {e}"))?;
-    let mut cmd = Command::new(program);
-    cmd.args(rest)
-        .stdin(Stdio::null())
-        .stdout(writer)
-        .stderr(writer2)
-        .process_group(0);
-    let mut child = cmd.spawn().map_err(|e| {
-        format!("cannot run `{program}`: {e}; check that it is installed and on PATH")
+    let mut spec = Spec::new(
+        Program::Argv {
+            program: program.into(),
+            args: rest.iter().map(Into::into).collect(),
+        },
+        ".",
+    );
+    spec.input = Input::Null;
+    spec.output = Output::Interleaved;
+    spec.deadline = timeout;
+    spec.grace = super::verify::kill_grace();
+    // The digester keeps its own tail; the runner's is not used.
+    spec.tail_bytes = 0;
+    // Nothing else spawns while the command runs, so every adopted process is its.
+    spec.claim_adopted = true;
+    let mut digesting = Digesting(StreamingDigester::new(options));
+    let outcome = greenlight_proc::run_main(|mut interrupt| {
+        let spec = &spec;
+        let digesting = &mut digesting;
+        async move { greenlight_proc::run(spec, digesting, Some(&mut interrupt)).await }
+    })
+    .map_err(|e| format!("cannot start the async runtime: {e}"))?
+    .map_err(|e| match e {
+        greenlight_proc::Error::Spawn { source, .. } => {
+            format!("cannot run `{program}`: {source}; check that it is installed and on PATH")
+        }
+        other => other.to_string(),
     })?;
-    // Our copies of the write end must close, or the read below never sees end of file.
-    drop(cmd);
-    let mut digester = StreamingDigester::new(options);
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        match reader.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => digester.push(&buf[..n]),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(_) => break,
+    if !outcome.leftovers.is_empty() {
+        eprintln!(
+            "greenlight digest: `{program}` left {} process(es) running; they were killed:",
+            outcome.leftovers.len()
+        );
+        for p in &outcome.leftovers {
+            let how = if p.escaped {
+                " (had left its group)"
+            } else {
+                ""
+            };
+            eprintln!("  pid {} {}{how}", p.pid, p.command);
         }
     }
-    let status = child
-        .wait()
-        .map_err(|e| format!("waiting for `{program}` failed: {e}"))?;
-    let (exit, code) = match (status.code(), status.signal()) {
-        (Some(c), _) => (Some(c), c),
-        (None, Some(sig)) => (None, SIGNAL_BASE + sig),
-        (None, None) => (None, 1),
+    if outcome.pipe_left_open {
+        eprintln!(
+            "greenlight digest: something `{program}` started kept its output open and could not be found; the output may be incomplete"
+        );
+    }
+    let code = match outcome.ended_by {
+        Some(Ending::TimedOut) => {
+            eprintln!(
+                "greenlight digest: `{program}` ran out of its --timeout; its process group was ended"
+            );
+            TIMED_OUT
+        }
+        Some(Ending::Interrupted(signal)) => {
+            eprintln!(
+                "greenlight digest: interrupted by {}; `{program}` and its process group were ended",
+                signal.name()
+            );
+            signal.exit_code()
+        }
+        None => outcome.exit.map_or(1, |e| e.as_shell_code()),
     };
-    Ok((digester.finish(exit), code))
+    // A run greenlight ended, or one a signal ended, is never a clean run whatever it printed.
+    let exit = match (outcome.ended_by, outcome.exit) {
+        (None, Some(greenlight_proc::Exit::Code(c))) => Some(c),
+        _ => None,
+    };
+    Ok((digesting.0.finish(exit), code))
 }
 
 /// The text form: the compact digest, or a header with the reasons and the output's tail.

@@ -434,15 +434,8 @@ pub fn drive(
         kill_grace: super::verify::kill_grace(),
         gate_env: vec![marker.clone()],
     };
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| (exit::ERROR, format!("cannot start the async runtime: {e}")))?;
-    runtime.block_on(async {
-        exec::become_subreaper();
+    greenlight_proc::run_main(|mut interrupt| async move {
         let lock_root = store.path().with_extension("runners");
-        let (tx, mut interrupt) = tokio::sync::watch::channel(None);
-        tokio::spawn(super::verify::forward_signals(tx));
         // One runner per goal: a second `resume` must not drive the same goal at once.
         let guard = match greenlight_gate::lock::acquire(&lock_root, &format!("goal-{goal}"), Duration::ZERO, &mut interrupt).await {
             Ok(greenlight_gate::lock::Acquired::Held { guard, .. }) => guard,
@@ -492,6 +485,7 @@ pub fn drive(
             }
         })
     })
+    .map_err(|e| (exit::ERROR, format!("cannot start the async runtime: {e}")))?
 }
 
 /// Renders loop progress for a person at a terminal.

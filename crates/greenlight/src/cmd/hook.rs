@@ -151,16 +151,10 @@ fn run_stop(max_blocks: u32, state: Option<PathBuf>) -> i32 {
         lock_root: greenlight_gate::lock::lock_root(),
         reason_budget: stop::REASON_BUDGET,
     };
-    let outcome = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime.block_on(async {
-            greenlight_gate::exec::become_subreaper();
-            let (tx, mut interrupt) = tokio::sync::watch::channel(None);
-            tokio::spawn(super::verify::forward_signals(tx));
-            stop::run(&payload, &options, &mut interrupt).await
-        }),
+    let outcome = match greenlight_proc::run_main(|mut interrupt| async move {
+        stop::run(&payload, &options, &mut interrupt).await
+    }) {
+        Ok(outcome) => outcome,
         Err(e) => {
             let message = format!("greenlight: cannot start the async runtime ({e}); no gate ran");
             stop::StopOutcome {

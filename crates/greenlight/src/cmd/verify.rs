@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use camino::Utf8PathBuf;
-use greenlight_gate::exec::{self, Interrupt};
+use greenlight_gate::exec;
 use greenlight_gate::report::{RunReport, exit};
 use greenlight_gate::runner::{self, Event, RunOptions};
 use greenlight_gate::{config, render};
@@ -56,17 +56,13 @@ pub struct Args {
 
 /// Runs the subcommand and returns the process exit code.
 pub fn run(args: Args) -> i32 {
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
+    match greenlight_proc::run_main(|interrupt| verify(args, interrupt)) {
+        Ok(code) => code,
         Err(e) => {
-            eprintln!("greenlight: cannot start the async runtime: {e}");
-            return exit::CONFIG_ERROR;
+            eprintln!("greenlight: cannot start the async runtime or its signal handlers: {e}");
+            exit::CONFIG_ERROR
         }
-    };
-    runtime.block_on(verify(args))
+    }
 }
 
 /// The gates' SIGTERM → SIGKILL grace: `GREENLIGHT_KILL_GRACE_MS`, else the default.
@@ -79,7 +75,7 @@ pub fn kill_grace() -> Duration {
         .unwrap_or(exec::KILL_GRACE)
 }
 
-async fn verify(args: Args) -> i32 {
+async fn verify(args: Args, mut interrupt: greenlight_proc::InterruptWatch) -> i32 {
     let json = args.format == Format::Json;
     let cwd = args.cwd.clone().unwrap_or_else(|| PathBuf::from("."));
     let cwd = std::path::absolute(&cwd).unwrap_or(cwd);
@@ -125,10 +121,6 @@ async fn verify(args: Args) -> i32 {
             return exit::CONFIG_ERROR;
         }
     };
-
-    exec::become_subreaper();
-    let (tx, mut interrupt) = tokio::sync::watch::channel(None);
-    tokio::spawn(forward_signals(tx));
 
     let options = RunOptions {
         cwd: cwd.clone(),
@@ -192,13 +184,9 @@ async fn verify(args: Args) -> i32 {
         eprintln!("{}", render::ENV_CLEAN_NOTE);
     }
     if let Some(signal) = report.interrupted {
-        let name = if signal == Interrupt::Int {
-            "SIGINT"
-        } else {
-            "SIGTERM"
-        };
         eprintln!(
-            "greenlight: interrupted by {name}: the running gate's processes were ended and its lock released; no RESULT"
+            "greenlight: interrupted by {}: the running gate's processes were ended and its lock released; no RESULT",
+            signal.name()
         );
     }
     if args.github {
@@ -280,29 +268,6 @@ fn out_line(line: &str) {
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "{line}");
     let _ = out.flush();
-}
-
-/// Turns SIGINT and SIGTERM into an interrupt for the running gates.
-pub async fn forward_signals(tx: tokio::sync::watch::Sender<Option<Interrupt>>) {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut int), Ok(mut term)) = (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-    ) else {
-        return;
-    };
-    let received = tokio::select! {
-        _ = int.recv() => Interrupt::Int,
-        _ = term.recv() => Interrupt::Term,
-    };
-    let _ = tx.send(Some(received));
-    // Keep the handlers installed so a second signal does not kill us mid-cleanup.
-    loop {
-        tokio::select! {
-            _ = int.recv() => {},
-            _ = term.recv() => {},
-        }
-    }
 }
 
 /// Live progress on a terminal's stderr: the running gate and its elapsed time. Silent when

@@ -1,4 +1,4 @@
-//! The bounded tail of a gate's output: the last N bytes, whatever the gate prints.
+//! The bounded tail of a child's output: the last N bytes, whatever the child prints.
 //!
 //! Memory is fixed at construction; decoding happens once, at the end, on a UTF-8 boundary and
 //! with replacement, so a stray byte can never empty the tail.
@@ -45,13 +45,19 @@ impl TailBuffer {
         self.total > self.bytes.len() as u64
     }
 
-    /// The kept bytes as text. When the buffer was cut, a partial character at the cut is
-    /// skipped so the tail starts on a character boundary; any other invalid byte becomes U+FFFD.
-    pub fn text(&self) -> String {
+    /// The kept bytes, raw.
+    pub fn bytes(&self) -> Vec<u8> {
         let (front, back) = self.bytes.as_slices();
         let mut raw = Vec::with_capacity(self.bytes.len());
         raw.extend_from_slice(front);
         raw.extend_from_slice(back);
+        raw
+    }
+
+    /// The kept bytes as text. When the buffer was cut, a partial character at the cut is
+    /// skipped so the tail starts on a character boundary; any other invalid byte becomes U+FFFD.
+    pub fn text(&self) -> String {
+        let raw = self.bytes();
         let mut start = 0;
         if self.truncated() {
             // At most three continuation bytes can precede the first whole character.

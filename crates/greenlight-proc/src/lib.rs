@@ -1,0 +1,25 @@
+//! One way to run a child process: its own process group, bounded output, a deadline, and
+//! nothing left behind.
+//!
+//! Every child greenlight starts — a gate, an agent, `digest -- CMD`, init's foreground run —
+//! goes through [`run`] with a [`Spec`] of composable options: stdin ([`Input`]), environment
+//! ([`Env`]: a scrub list, added variables, and always a run token), deadline and grace, one
+//! interleaved pipe or two ([`Output`]), bounded tails ([`tail::TailBuffer`]) and a streaming
+//! [`Observer`], and leftover detection (the group, child-subreaper adoption, the token) with a
+//! drain limit. [`signals::run_main`] is the entry point a subcommand starts from; [`git`] is
+//! the one way to run git. The crate depends on no other greenlight crate.
+
+pub mod git;
+mod kill;
+pub mod procs;
+mod run;
+pub mod signals;
+pub mod tail;
+
+pub use kill::{sweep_marked, sweep_orphaned, with_its_group as kill_with_its_group};
+pub use procs::{LeftoverProcess, TOKEN_VAR};
+pub use run::{
+    DRAIN_LIMIT, Ending, Env, Error, Exit, Input, KILL_GRACE, LEAK_SETTLE, Observer, OnSignal,
+    Outcome, Output, Program, Spec, Stream, next_token, run,
+};
+pub use signals::{Interrupt, InterruptWatch, become_subreaper, run_main};

@@ -1,0 +1,278 @@
+//! What `/proc` says about the processes a child left behind: group members, adopted strays,
+//! processes carrying a token, and a short description of each for the leak report.
+//!
+//! Read-only: this module never signals anything; the runner decides what to kill.
+
+use std::fs;
+
+use rustix::process::Pid;
+
+/// The environment variable that marks every process a child starts, so that one which escapes
+/// its process group (with `setsid` or a double fork) is still recognised as the child's.
+pub const TOKEN_VAR: &str = "GREENLIGHT_RUN_TOKEN";
+
+/// One process found still alive after the child that started it ended.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct LeftoverProcess {
+    /// Its pid at the time it was found.
+    pub pid: i32,
+    /// Its command line, arguments joined by spaces (its short name when the line is empty).
+    pub command: String,
+    /// Whether it had left the child's process group (setsid, double fork).
+    pub escaped: bool,
+}
+
+/// Pids and process groups parsed from `/proc/<pid>/stat`.
+#[derive(Debug, Clone, Copy)]
+struct Stat {
+    pid: i32,
+    pgrp: i32,
+    zombie: bool,
+}
+
+fn stat_of(pid: i32) -> Option<Stat> {
+    parse_stat(pid, &fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+}
+
+/// Parses one `/proc/<pid>/stat` line. The command name is in parentheses and may itself hold
+/// spaces or parentheses, so the fields are counted from the last `)`. A dead task (`Z`, or
+/// `X` while it is being removed) counts as a zombie: it can no longer run or hold anything.
+fn parse_stat(pid: i32, text: &str) -> Option<Stat> {
+    let rest = text.get(text.rfind(')')? + 1..)?;
+    let mut fields = rest.split_whitespace();
+    let state = fields.next()?;
+    let _ppid = fields.next()?;
+    let pgrp = fields.next()?.parse().ok()?;
+    Some(Stat {
+        pid,
+        pgrp,
+        zombie: matches!(state, "Z" | "X"),
+    })
+}
+
+fn all_pids() -> Vec<i32> {
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect()
+}
+
+/// Live (non-zombie) members of process group `pgid`.
+pub fn group_members(pgid: i32) -> Vec<i32> {
+    all_pids()
+        .into_iter()
+        .filter_map(stat_of)
+        .filter(|s| s.pgrp == pgid && !s.zombie)
+        .map(|s| s.pid)
+        .collect()
+}
+
+/// Live children of this process (any thread). While a child runs and nothing else spawns,
+/// these are its descendants adopted because we are a child subreaper.
+pub fn adopted_children() -> Vec<i32> {
+    let mut pids = Vec::new();
+    let Ok(tasks) = fs::read_dir("/proc/self/task") else {
+        return pids;
+    };
+    for task in tasks.flatten() {
+        let Ok(children) = fs::read_to_string(task.path().join("children")) else {
+            continue;
+        };
+        pids.extend(
+            children
+                .split_whitespace()
+                .filter_map(|p| p.parse::<i32>().ok()),
+        );
+    }
+    pids.retain(|&pid| stat_of(pid).is_some_and(|s| !s.zombie));
+    pids.sort_unstable();
+    pids.dedup();
+    pids
+}
+
+/// Children of this process (any thread) whose environment carries `token`: a child's
+/// descendants that escaped its group and were adopted because we are a child subreaper.
+pub fn adopted_strays(token: &str) -> Vec<i32> {
+    let needle = format!("{TOKEN_VAR}={token}");
+    let mut pids = adopted_children();
+    pids.retain(|&pid| carries_token(pid, needle.as_bytes()));
+    pids
+}
+
+/// Every live process on the machine whose environment carries `token`. Slower than
+/// [`adopted_strays`]; used only once something is known to have leaked.
+pub fn processes_with_token(token: &str) -> Vec<i32> {
+    processes_with_env(TOKEN_VAR, token)
+}
+
+/// Every live process carrying a run token, with the pid of the greenlight that owns it and
+/// its sweep scope (the token is `<owner pid>-<scope>-<n>-<nanos>`).
+pub fn token_processes() -> Vec<(i32, i32, String)> {
+    let prefix = format!("{TOKEN_VAR}=");
+    let mut found = Vec::new();
+    for pid in all_pids() {
+        if stat_of(pid).is_none_or(|s| s.zombie) {
+            continue;
+        }
+        let Ok(env) = fs::read(format!("/proc/{pid}/environ")) else {
+            continue;
+        };
+        let parsed = env
+            .split(|&b| b == 0)
+            .find_map(|var| var.strip_prefix(prefix.as_bytes()))
+            .and_then(|token| {
+                let mut parts = std::str::from_utf8(token).ok()?.split('-');
+                let owner = parts.next()?.parse::<i32>().ok()?;
+                Some((owner, parts.next()?.to_owned()))
+            });
+        if let Some((owner, scope)) = parsed {
+            found.push((pid, owner, scope));
+        }
+    }
+    found
+}
+
+/// Every live process on the machine whose environment holds exactly `var=value`.
+pub fn processes_with_env(var: &str, value: &str) -> Vec<i32> {
+    let needle = format!("{var}={value}");
+    all_pids()
+        .into_iter()
+        .filter(|&pid| {
+            stat_of(pid).is_some_and(|s| !s.zombie) && carries_token(pid, needle.as_bytes())
+        })
+        .collect()
+}
+
+fn carries_token(pid: i32, needle: &[u8]) -> bool {
+    fs::read(format!("/proc/{pid}/environ"))
+        .map(|env| env.split(|&b| b == 0).any(|var| var == needle))
+        .unwrap_or(false)
+}
+
+/// Whether `pid` is known to be gone. Only "no such process" proves it: EPERM means it exists
+/// under another user, and anything unclear reads as alive (the safe side).
+pub fn is_dead(pid: i32) -> bool {
+    let Some(pid) = self::pid(pid) else {
+        return false;
+    };
+    matches!(rustix::process::test_kill_process(pid), Err(e) if e == rustix::io::Errno::SRCH)
+}
+
+/// The process group of `pid`, if it is still there.
+pub fn pgrp_of(pid: i32) -> Option<i32> {
+    stat_of(pid).map(|s| s.pgrp)
+}
+
+/// Describes a process for the leak report; `escaped` when it is outside `pgid`.
+pub fn describe(pid: i32, pgid: i32) -> LeftoverProcess {
+    let command = fs::read(format!("/proc/{pid}/cmdline"))
+        .ok()
+        .map(|raw| {
+            raw.split(|&b| b == 0)
+                .filter(|a| !a.is_empty())
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .filter(|c| !c.is_empty())
+        .or_else(|| {
+            fs::read_to_string(format!("/proc/{pid}/comm"))
+                .ok()
+                .map(|c| c.trim().to_owned())
+        })
+        .unwrap_or_else(|| "?".to_owned());
+    let escaped = pgrp_of(pid).is_some_and(|g| g != pgid);
+    LeftoverProcess {
+        pid,
+        command,
+        escaped,
+    }
+}
+
+/// Converts a raw pid, rejecting 0 and negatives.
+pub fn pid(raw: i32) -> Option<Pid> {
+    // `Pid::from_raw` asserts on a negative value; a pid that came from `/proc` or a token file
+    // can be anything.
+    if raw <= 0 { None } else { Pid::from_raw(raw) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::process::CommandExt as _;
+    use std::process::{Command, Stdio};
+
+    #[test]
+    fn a_command_name_with_spaces_and_parentheses_still_parses() {
+        let line = "4242 (a) b (c)) S 1 777 777 0 -1 4194560 0 0";
+        let stat = parse_stat(4242, line).expect("parses");
+        assert_eq!((stat.pid, stat.pgrp, stat.zombie), (4242, 777, false));
+        let dead = parse_stat(1, "1 (x) Z 0 9 9").expect("parses");
+        assert!(dead.zombie);
+        assert!(parse_stat(1, "garbage").is_none());
+        assert!(parse_stat(1, "1 (x)").is_none());
+    }
+
+    #[test]
+    fn a_spawned_group_is_listed_described_and_found_by_its_token() {
+        let token = format!("procs-test-{}", std::process::id());
+        let mut child = Command::new("/bin/sh")
+            .args(["-c", "sleep 30 & wait"])
+            .env(TOKEN_VAR, &token)
+            .stdin(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .expect("spawns sh");
+        let leader = i32::try_from(child.id()).expect("pid fits");
+        // The sleep needs a moment to exist.
+        let mut members = Vec::new();
+        for _ in 0..200 {
+            members = group_members(leader);
+            if members.len() == 2 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert_eq!(members.len(), 2, "the shell and its sleep: {members:?}");
+        assert!(members.contains(&leader));
+        assert_eq!(pgrp_of(leader), Some(leader));
+        let mut marked = processes_with_token(&token);
+        marked.sort_unstable();
+        assert_eq!(marked, members, "both inherit the token");
+        let described = describe(leader, leader);
+        assert!(described.command.starts_with("/bin/sh -c"), "{described:?}");
+        assert!(!described.escaped);
+        assert!(describe(leader, leader + 1).escaped);
+        assert!(!is_dead(leader));
+        for pid in &members {
+            let _ = rustix::process::kill_process(
+                self::pid(*pid).expect("positive"),
+                rustix::process::Signal::KILL,
+            );
+        }
+        let _ = child.wait();
+        assert!(is_dead(leader), "reaped and gone");
+        // The orphaned sleep is reaped by init; SIGKILL lands asynchronously.
+        let mut left = group_members(leader);
+        for _ in 0..200 {
+            if left.is_empty() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            left = group_members(leader);
+        }
+        assert_eq!(
+            left,
+            Vec::<i32>::new(),
+            "zombies and the dead are not members"
+        );
+    }
+
+    #[test]
+    fn zero_and_negative_pids_are_never_dead_or_valid() {
+        assert!(pid(0).is_none() && pid(-5).is_none());
+        assert!(!is_dead(0), "unclear reads as alive");
+    }
+}

@@ -1,0 +1,161 @@
+//! The signals that end a greenlight run, and the one entry point every long-running
+//! subcommand starts from: a runtime, the child-subreaper bit, and those signals turned into an
+//! [`Interrupt`] its children are ended by.
+//!
+//! The rule: every signal whose default action would kill greenlight and leave its children
+//! running is caught. SIGINT is an [`Interrupt::Int`] (exit 130); SIGTERM, SIGHUP (a closed
+//! terminal), SIGQUIT, SIGUSR1, SIGUSR2 and SIGALRM are an [`Interrupt::Term`] (exit 143): each
+//! asks the run to stop, none of them is a reason to stop differently. A second signal during
+//! the cleanup is caught and ignored, so the cleanup finishes.
+
+use std::future::Future;
+
+use tokio::signal::unix::{Signal as Stream, SignalKind, signal};
+use tokio::sync::watch;
+
+/// A signal delivered to greenlight itself while children run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Interrupt {
+    /// SIGINT (Ctrl-C): exit 130.
+    Int,
+    /// SIGTERM, or SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM: exit 143.
+    Term,
+}
+
+impl Interrupt {
+    /// The conventional exit code of a process ended by this signal.
+    pub fn exit_code(self) -> i32 {
+        match self {
+            Interrupt::Int => 130,
+            Interrupt::Term => 143,
+        }
+    }
+
+    /// The signal's name as reports print it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Interrupt::Int => "SIGINT",
+            Interrupt::Term => "SIGTERM",
+        }
+    }
+}
+
+/// Receives an interrupt while children run; `None` until one arrives.
+pub type InterruptWatch = watch::Receiver<Option<Interrupt>>;
+
+/// The signals that end a run, with the interrupt each one means.
+pub const ENDING_SIGNALS: &[(i32, Interrupt)] = &[
+    (libc_sig::INT, Interrupt::Int),
+    (libc_sig::TERM, Interrupt::Term),
+    (libc_sig::HUP, Interrupt::Term),
+    (libc_sig::QUIT, Interrupt::Term),
+    (libc_sig::USR1, Interrupt::Term),
+    (libc_sig::USR2, Interrupt::Term),
+    (libc_sig::ALRM, Interrupt::Term),
+];
+
+/// Signal numbers, from rustix so no libc dependency is needed.
+mod libc_sig {
+    use rustix::process::Signal;
+    pub const INT: i32 = Signal::INT.as_raw();
+    pub const TERM: i32 = Signal::TERM.as_raw();
+    pub const HUP: i32 = Signal::HUP.as_raw();
+    pub const QUIT: i32 = Signal::QUIT.as_raw();
+    pub const USR1: i32 = Signal::USR1.as_raw();
+    pub const USR2: i32 = Signal::USR2.as_raw();
+    pub const ALRM: i32 = Signal::ALARM.as_raw();
+}
+
+/// Makes this process a child subreaper, so descendants of a child that escape its process
+/// group are re-parented to us when their parent dies, and can be found and killed. Linux only;
+/// elsewhere escaped processes are found by their token alone.
+pub fn become_subreaper() {
+    #[cfg(target_os = "linux")]
+    {
+        let _ = rustix::process::set_child_subreaper(Some(rustix::process::getpid()));
+    }
+}
+
+/// Installs handlers for every [`ENDING_SIGNALS`] member and returns the watch they feed. Must
+/// run inside a tokio runtime. The handlers are installed before this returns, so a signal that
+/// arrives while the first child is being spawned is not lost.
+pub fn catch_ending_signals() -> std::io::Result<InterruptWatch> {
+    let mut streams: Vec<(Stream, Interrupt)> = Vec::with_capacity(ENDING_SIGNALS.len());
+    for &(number, meaning) in ENDING_SIGNALS {
+        streams.push((signal(SignalKind::from_raw(number))?, meaning));
+    }
+    let (tx, rx) = watch::channel(None);
+    tokio::spawn(async move {
+        let first = next_signal(&mut streams).await;
+        let _ = tx.send(Some(first));
+        // Keep the handlers installed so a second signal does not kill us mid-cleanup.
+        loop {
+            next_signal(&mut streams).await;
+        }
+    });
+    Ok(rx)
+}
+
+/// Waits for any of `streams` and says what it means.
+async fn next_signal(streams: &mut [(Stream, Interrupt)]) -> Interrupt {
+    std::future::poll_fn(|cx| {
+        for (stream, meaning) in streams.iter_mut() {
+            if stream.poll_recv(cx).is_ready() {
+                return std::task::Poll::Ready(*meaning);
+            }
+        }
+        std::task::Poll::Pending
+    })
+    .await
+}
+
+/// The one entry point of a subcommand that runs children: builds a current-thread runtime,
+/// makes this process a child subreaper, catches the ending signals, and runs `body` with the
+/// interrupt they feed. Errors only when the runtime or a handler cannot be set up.
+pub fn run_main<F, Fut, T>(body: F) -> std::io::Result<T>
+where
+    F: FnOnce(InterruptWatch) -> Fut,
+    Fut: Future<Output = T>,
+{
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        become_subreaper();
+        let interrupt = catch_ending_signals()?;
+        Ok(body(interrupt).await)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_ending_signal_is_caught_once_and_means_int_or_term() {
+        let mut numbers: Vec<i32> = ENDING_SIGNALS.iter().map(|(n, _)| *n).collect();
+        numbers.sort_unstable();
+        numbers.dedup();
+        assert_eq!(numbers.len(), ENDING_SIGNALS.len());
+        let ints: Vec<_> = ENDING_SIGNALS
+            .iter()
+            .filter(|(_, i)| *i == Interrupt::Int)
+            .collect();
+        assert_eq!(ints.len(), 1, "only SIGINT is Ctrl-C");
+        assert_eq!(Interrupt::Term.exit_code(), 143);
+        assert_eq!(Interrupt::Int.exit_code(), 130);
+    }
+
+    #[test]
+    fn a_hangup_sent_to_ourselves_becomes_a_term_interrupt() {
+        let got = run_main(|mut interrupt| async move {
+            let me = rustix::process::getpid();
+            let _ = rustix::process::kill_process(me, rustix::process::Signal::HUP);
+            let _ =
+                tokio::time::timeout(std::time::Duration::from_secs(5), interrupt.changed()).await;
+            *interrupt.borrow()
+        })
+        .expect("runtime starts");
+        assert_eq!(got, Some(Interrupt::Term));
+    }
+}
