@@ -142,6 +142,42 @@ async fn leftovers_of_a_clean_exit_are_ended_too() {
     );
 }
 
+/// The reply is read when the agent exits even though a `setsid` child still holds stdout, and
+/// that child is ended by the run token (before, the reply was discarded after the drain wait
+/// as "nothing on stdout" and the child outlived the dispatch).
+#[tokio::test]
+async fn an_agent_leaving_a_setsid_child_on_stdout_is_answered_and_the_child_ended() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let pidfile = dir.path().join("bg.pid");
+    let script = format!(
+        "setsid sleep 300 & echo $! > '{}'; echo answered",
+        pidfile.display()
+    );
+    let d = dispatcher(Family::Command, sh(&script)).expect("builds");
+    let started = std::time::Instant::now();
+    let result = d.dispatch(&req("p")).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "waited for the leftover"
+    );
+    assert_eq!(result.outcome, Outcome::Ok, "{result:?}");
+    assert_eq!(result.text.as_deref(), Some("answered"));
+    let pid: i32 = std::fs::read_to_string(&pidfile)
+        .expect("pidfile")
+        .trim()
+        .parse()
+        .expect("a pid");
+    let mut dead = false;
+    for _ in 0..100 {
+        dead = !greenlight_testkit::fake_agent::pid_alive(pid);
+        if dead {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(dead, "the setsid child outlived the dispatch");
+}
+
 #[test]
 fn the_command_family_needs_a_binary() {
     assert!(matches!(
