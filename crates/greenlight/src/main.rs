@@ -1,6 +1,10 @@
 //! The `greenlight` command line: argument parsing and rendering only; every decision lives in
-//! a library crate.
+//! a library crate. Every byte it writes goes through [`out`], so no write can panic.
 
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
+#[macro_use]
+mod out;
 mod cmd;
 
 use clap::{Parser, Subcommand};
@@ -63,5 +67,5 @@ fn main() {
         Command::Init(args) => cmd::init::run(args),
         Command::Hook(command) => cmd::hook::run(command),
     };
-    std::process::exit(code);
+    std::process::exit(out::finish(code));
 }

@@ -6,7 +6,7 @@
 //! the command's own output is not echoed (only the digest is printed) and greenlight exits with
 //! the command's exit code.
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
@@ -81,7 +81,7 @@ pub fn run(args: Args) -> i32 {
             // Digesting a file succeeded; the exit code it describes is in the digest.
             Ok(d) => (d, 0),
             Err(message) => {
-                eprintln!("greenlight digest: {message}");
+                errln!("greenlight digest: {message}");
                 return USAGE_ERROR;
             }
         }
@@ -89,7 +89,7 @@ pub fn run(args: Args) -> i32 {
         match run_command(&args.command, options) {
             Ok((d, code)) => (d, code),
             Err(message) => {
-                eprintln!("greenlight digest: {message}");
+                errln!("greenlight digest: {message}");
                 return USAGE_ERROR;
             }
         }
@@ -99,10 +99,7 @@ pub fn run(args: Args) -> i32 {
     } else {
         render(&digest)
     };
-    let mut out = std::io::stdout().lock();
-    // A closed stdout (a pipe to `head`) is not an error worth a panic.
-    let _ = out.write_all(text.as_bytes());
-    let _ = out.flush();
+    out!("{text}");
     code
 }
 

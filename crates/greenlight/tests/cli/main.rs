@@ -1,10 +1,12 @@
 //! The CLI through the real binary: one test binary, a module per subcommand and concern.
 
 mod agent_cli;
+mod cli_output;
 mod digest_cli;
 mod goal_crash;
 mod goal_judge_dispatch;
 mod goal_loop;
+mod goal_support;
 mod goal_worktrees_demo;
 mod hook_install_cli;
 mod hook_stop_cli;
@@ -14,4 +16,4 @@ mod verify_config_rejections;
 mod verify_leaks;
 mod verify_mutex;
 mod verify_reports;
-mod goal_support;
+mod verify_spawn;
