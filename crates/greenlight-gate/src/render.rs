@@ -601,9 +601,9 @@ pub fn result_hint(report: &RunReport, config: &Path, cwd: &Path) -> Option<Stri
                 ))
             } else {
                 Some(
-                    "greenlight: RESULT skipped: no gate reached a verdict because their mutex \
-                     locks stayed held; re-run when the other run ends, or raise the gates' \
-                     timeoutSec"
+                    "greenlight: RESULT skipped: a gate reached no verdict because its mutex lock \
+                     stayed held for its whole timeout; re-run when the other run ends, or raise \
+                     that gate's timeoutSec"
                         .to_owned(),
                 )
             }

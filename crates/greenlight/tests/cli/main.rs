@@ -2,6 +2,7 @@
 
 mod agent_cli;
 mod cli_output;
+mod cli_wording;
 mod digest_cli;
 mod goal_crash;
 mod goal_judge_dispatch;
@@ -13,7 +14,9 @@ mod hook_stop_cli;
 mod init_cli;
 mod verify;
 mod verify_config_rejections;
+mod verify_json_docs;
 mod verify_leaks;
+mod verify_messages;
 mod verify_mutex;
 mod verify_reports;
 mod verify_spawn;
