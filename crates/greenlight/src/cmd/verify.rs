@@ -202,7 +202,12 @@ async fn verify(args: Args) -> i32 {
         }
     };
     if let Some(note) = render::orphans_stderr(&report) {
-        err!("{note}");
+        // Command lines come from /proc: whatever a gate's process put there.
+        if plain_stderr {
+            err!("{}", render::plain_text(&note));
+        } else {
+            err!("{note}");
+        }
     }
     if report.env_clean_skipped {
         if !json {
