@@ -54,6 +54,12 @@ fn main() {
                 let _ = e.print();
                 std::process::exit(cmd::hook::exit::BAD_PAYLOAD);
             }
+            // clap ignores a failed write of --help or --version; into a pipe or a file it goes
+            // through `out`, so a closed pipe is 141 and a full disk exit 1 like any output.
+            if !e.use_stderr() && !std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+                out!("{}", e.render());
+                std::process::exit(out::finish(e.exit_code()));
+            }
             e.exit()
         }
     };

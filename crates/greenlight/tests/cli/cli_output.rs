@@ -83,7 +83,7 @@ fn goal_command(fx: &Fixture, args: &[&str]) -> Command {
 }
 
 #[test]
-fn goal_status_log_and_gate_list_into_a_closed_pipe_end_cleanly() {
+fn goal_status_and_log_into_a_closed_pipe_end_cleanly() {
     let fx = finished_goal();
     for args in [
         &["status"][..],
@@ -218,4 +218,21 @@ fn digest_init_and_agent_into_a_closed_pipe_or_a_full_device_never_panic() {
     };
     assert_clean_epipe("agent probe", with_closed_stdout(agent()));
     assert_names_stdout("agent probe", with_full_stdout(agent()));
+}
+
+#[test]
+fn help_and_version_to_a_full_device_are_exit_1_naming_stdout() {
+    let repo = TempRepo::worktree();
+    for args in [&["--version"][..], &["--help"], &["verify", "--help"]] {
+        assert_names_stdout(
+            &format!("greenlight {args:?}"),
+            with_full_stdout(repo.command(args.iter().copied())),
+        );
+    }
+    let out = repo.greenlight(["--version"]);
+    assert_eq!(out.code, 0, "{}", out.render());
+    assert_eq!(
+        out.stdout,
+        format!("greenlight {}\n", env!("CARGO_PKG_VERSION"))
+    );
 }
