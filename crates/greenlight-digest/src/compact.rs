@@ -24,15 +24,16 @@ pub(crate) fn render(d: &Digest, budget: usize) -> Option<String> {
     }
     if let Some(s) = &d.summary {
         let mut parts = Vec::new();
-        for (n, word) in [
-            (s.passed, "passed"),
-            (s.failed, "failed"),
-            (s.skipped, "skipped"),
-            (s.errors, "errors"),
-            (s.warnings, "warnings"),
+        // "passed", "failed" and "skipped" read the same for one; the nouns take a plural.
+        for (n, one, many) in [
+            (s.passed, "passed", "passed"),
+            (s.failed, "failed", "failed"),
+            (s.skipped, "skipped", "skipped"),
+            (s.errors, "error", "errors"),
+            (s.warnings, "warning", "warnings"),
         ] {
             if let Some(n) = n {
-                parts.push(format!("{n} {word}"));
+                parts.push(format!("{n} {}", if n == 1 { one } else { many }));
             }
         }
         if !parts.is_empty() {

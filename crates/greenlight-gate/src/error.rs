@@ -46,6 +46,16 @@ pub enum Error {
         /// The ref given.
         base_ref: String,
     },
+    /// The base ref and HEAD share no commit, so there is no point to count work from.
+    #[error(
+        "base ref `{base_ref}` and HEAD share no commit (no merge-base), so the work since it \
+         cannot be counted; pass a --base-ref that this branch grew from, or --skip-work-evidence \
+         (which still needs a base ref that names a commit)"
+    )]
+    NoMergeBase {
+        /// The ref given.
+        base_ref: String,
+    },
     /// A git command failed.
     #[error("git failed while {what}: {detail}")]
     Git {
@@ -54,7 +64,8 @@ pub enum Error {
         /// git's own message.
         detail: String,
     },
-    /// The lock root could not be used.
+    /// The lock root could not be used. Not an error of the run: the gate's FAIL, with this
+    /// as its reason.
     #[error("lock root {}: {source}; set CM_VERIFY_LOCK_ROOT to a writable directory", root.display())]
     LockRoot {
         /// The lock root.
@@ -62,7 +73,8 @@ pub enum Error {
         /// The I/O error.
         source: std::io::Error,
     },
-    /// A gate could not be spawned at all (not the gate's own failure: `/bin/sh` itself).
+    /// A gate could not be spawned at all (not the gate's own failure: `/bin/sh` itself). Not an
+    /// error of the run: the gate's FAIL, with this as its reason.
     #[error("cannot start gate `{id}` with /bin/sh in {}: {source}", cwd.display())]
     Spawn {
         /// The gate id.

@@ -112,6 +112,12 @@ pub fn work_evidence(cwd: &Path, base_ref: &str) -> Result<WorkEvidence, Error> 
         Ok(m) => m,
         Err(detail) => {
             verify_base_ref(cwd, base_ref)?;
+            if detail.is_empty() {
+                // `git merge-base` says nothing, with exit 1, when the two share no commit.
+                return Err(Error::NoMergeBase {
+                    base_ref: base_ref.to_owned(),
+                });
+            }
             return Err(Error::Git {
                 what: format!("computing merge-base({base_ref}, HEAD)"),
                 detail,

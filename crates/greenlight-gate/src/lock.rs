@@ -3,6 +3,10 @@
 //!
 //! A lock is only ever removed by the holder whose token is in the record, or by a waiter on
 //! the same host that has seen the recorded pid dead. A foreign host's lock is never broken.
+//! A lock directory without a readable record (a holder killed between making the directory
+//! and writing its record, or a file someone else wrote) names nobody to wait for: a waiter
+//! reclaims it once the directory is older than the waiter's whole budget (the gate's
+//! timeout, and at least [`OWNERLESS_MIN_AGE`]), which no live holder writing a record takes.
 
 use std::fs;
 use std::io;
@@ -14,6 +18,12 @@ use crate::exec::{Interrupt, InterruptWatch};
 /// How often a waiter retries; CommandMate polls every 250 ms, and matching it keeps the two
 /// runners fair to each other.
 pub const POLL_INTERVAL: Duration = Duration::from_millis(250);
+
+/// The least age at which a lock directory without a readable record is reclaimed, whatever
+/// the budget: a holder writes its record right after making the directory, so ten seconds is
+/// far more than any live holder takes, and a zero budget (a one-look try) never steals a lock
+/// whose record is being written.
+pub const OWNERLESS_MIN_AGE: Duration = Duration::from_secs(10);
 
 /// Where locks live: `CM_VERIFY_LOCK_ROOT`, else `$HOME/.commandmate/locks` (as CommandMate).
 pub fn lock_root() -> PathBuf {
@@ -100,6 +110,8 @@ pub enum Acquired {
         waited: Duration,
         /// The dead same-host holder whose lock was broken on the way.
         broke_stale: Option<Owner>,
+        /// Why a lock directory without a readable record was reclaimed on the way.
+        reclaimed_ownerless: Option<String>,
     },
     /// The budget ran out; `holder` is the last record seen.
     GaveUp {
@@ -109,6 +121,8 @@ pub enum Acquired {
         waited: Duration,
         /// The last record seen.
         holder: Option<Owner>,
+        /// Why the lock names no holder, when its record was missing or unreadable.
+        ownerless: Option<String>,
     },
     /// greenlight was interrupted while waiting.
     Interrupted(Interrupt),
@@ -117,6 +131,35 @@ pub enum Acquired {
 fn read_owner(path: &Path) -> Option<Owner> {
     let text = fs::read_to_string(path.join("owner")).ok()?;
     serde_json::from_str(text.trim()).ok()
+}
+
+/// Why the lock directory at `path` names no holder, when it exists without a readable record.
+fn ownerless_reason(path: &Path) -> Option<String> {
+    match fs::read(path.join("owner")) {
+        Ok(bytes) => {
+            let text = String::from_utf8_lossy(&bytes);
+            match serde_json::from_str::<Owner>(text.trim()) {
+                Ok(_) => None,
+                Err(_) => {
+                    let shown: String = text.trim().chars().take(60).collect();
+                    Some(format!(
+                        "its owner file is not a lock record (`{}`)",
+                        shown.escape_debug()
+                    ))
+                }
+            }
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            path.is_dir().then(|| "it has no owner file".to_owned())
+        }
+        Err(e) => Some(format!("its owner file cannot be read ({e})")),
+    }
+}
+
+/// How long ago the lock directory was last changed (made, or its record written).
+fn dir_age(path: &Path) -> Option<Duration> {
+    let modified = fs::metadata(path).ok()?.modified().ok()?;
+    SystemTime::now().duration_since(modified).ok()
 }
 
 fn pid_is_dead(pid: i64) -> bool {
@@ -149,6 +192,7 @@ pub async fn acquire(
     let started = Instant::now();
     let mut broken_token: Option<String> = None;
     let mut broke_stale = None;
+    let mut reclaimed_ownerless = None;
     loop {
         if let Some(signal) = *interrupt.borrow() {
             return Ok(Acquired::Interrupted(signal));
@@ -178,6 +222,7 @@ pub async fn acquire(
                     guard,
                     waited: started.elapsed(),
                     broke_stale,
+                    reclaimed_ownerless,
                 });
             }
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
@@ -196,11 +241,29 @@ pub async fn acquire(
                 continue;
             }
         }
+        let ownerless = if holder.is_none() {
+            ownerless_reason(&path)
+        } else {
+            None
+        };
+        if let Some(why) = &ownerless
+            && dir_age(&path).is_some_and(|age| age >= budget.max(OWNERLESS_MIN_AGE))
+            && reclaimed_ownerless.is_none()
+        {
+            // Nobody can be waited for, and it has been so for longer than we may wait. Re-read
+            // first: a holder that wrote its record meanwhile keeps its lock.
+            if read_owner(&path).is_none() {
+                let _ = fs::remove_dir_all(&path);
+                reclaimed_ownerless = Some(why.clone());
+            }
+            continue;
+        }
         if started.elapsed() >= budget {
             return Ok(Acquired::GaveUp {
                 path,
                 waited: started.elapsed(),
                 holder,
+                ownerless,
             });
         }
         let pause = POLL_INTERVAL.min(budget.saturating_sub(started.elapsed()));

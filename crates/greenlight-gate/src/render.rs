@@ -130,6 +130,15 @@ fn output_block(out: &mut String, id: &str, label: &str, attempt: &Attempt, tail
         );
         return;
     }
+    if let Some(reason) = &attempt.start_error {
+        let _ = writeln!(
+            out,
+            "--- gate {id} ({label}): its command could not be started ---"
+        );
+        let _ = writeln!(out, "greenlight: {reason}");
+        let _ = writeln!(out, "--- end gate {id} ---");
+        return;
+    }
     if attempt.output_bytes == 0 {
         let _ = writeln!(out, "--- gate {id} ({label}): no output captured ---");
         return;
@@ -252,6 +261,21 @@ pub fn gate_stderr(gate: &GateReport, tail_limit: usize, cwd: &Path) -> String {
     let id = &gate.id;
     for attempt in &gate.attempts {
         leftovers_note(&mut out, gate, attempt);
+        if let (Some(why), true) = (
+            &attempt.ownerless_lock,
+            attempt.status != AttemptStatus::MutexSkip,
+        ) {
+            let lock = attempt
+                .lock_path
+                .as_deref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default();
+            let _ = writeln!(
+                out,
+                "greenlight: reclaimed the lock {lock}: {why}, and it was older than the gate's {}s timeout",
+                gate.timeout_sec
+            );
+        }
         if let Some(stale) = &attempt.broke_stale_lock {
             let _ = writeln!(
                 out,
@@ -269,6 +293,14 @@ pub fn gate_stderr(gate: &GateReport, tail_limit: usize, cwd: &Path) -> String {
             mutex_marker(&mut out, gate, first);
             if let Some(holder) = &first.lock_holder {
                 let _ = writeln!(out, "[mutex] held by pid {} on {}", holder.pid, holder.host);
+            }
+            if let Some(why) = &first.ownerless_lock {
+                let _ = writeln!(
+                    out,
+                    "greenlight: the lock names no holder: {why}. greenlight reclaims such a lock once it is older than the gate's timeout ({}s, at least {}s); remove the directory by hand if no run holds it",
+                    gate.timeout_sec,
+                    crate::lock::OWNERLESS_MIN_AGE.as_secs()
+                );
             }
             let _ = writeln!(
                 out,
@@ -447,4 +479,163 @@ fn gate_json(gate: &GateReport) -> serde_json::Value {
         "retry_without_verdict": gate.retry_without_verdict,
         "attempts": gate.attempts,
     })
+}
+
+/// Text as a terminal would show it, for a stderr that is not a terminal: escape sequences
+/// (colour, cursor moves, titles) removed, a carriage return overwriting its line from the left
+/// as on screen, a backspace stepping back. Every other character stays (a NUL the gate
+/// printed is still evidence).
+pub fn plain_text(text: &str) -> String {
+    if !text.contains(['\x1b', '\r', '\x08']) {
+        return text.to_owned();
+    }
+    let mut out = String::with_capacity(text.len());
+    for (i, line) in text.split('\n').enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        out.extend(plain_line(line));
+    }
+    out
+}
+
+/// One line through a one-line terminal: a cursor over a row of cells.
+fn plain_line(line: &str) -> Vec<char> {
+    let mut cells: Vec<char> = Vec::new();
+    let mut cursor = 0usize;
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\x1b' => skip_escape(&mut chars),
+            '\r' => cursor = 0,
+            '\x08' => cursor = cursor.saturating_sub(1),
+            c => {
+                if cursor < cells.len() {
+                    cells[cursor] = c;
+                } else {
+                    cells.push(c);
+                }
+                cursor += 1;
+            }
+        }
+    }
+    cells
+}
+
+/// Skips the rest of an escape sequence: CSI (`ESC [` … final byte), OSC and the other string
+/// sequences (up to BEL or `ESC \`), or a two-character escape.
+fn skip_escape(chars: &mut std::iter::Peekable<std::str::Chars<'_>>) {
+    match chars.next() {
+        Some('[') => {
+            for c in chars.by_ref() {
+                if ('\x40'..='\x7e').contains(&c) {
+                    break;
+                }
+            }
+        }
+        Some(']' | 'P' | '_' | '^' | 'X') => {
+            while let Some(c) = chars.next() {
+                if c == '\x07' {
+                    break;
+                }
+                if c == '\x1b' && chars.peek() == Some(&'\\') {
+                    chars.next();
+                    break;
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The one stderr line that ends a run which judged nothing (`not_started`, `skipped`): why,
+/// and what to do about it. `None` for every other result.
+pub fn result_hint(report: &RunReport, config: &Path, cwd: &Path) -> Option<String> {
+    if report.interrupted.is_some() {
+        return None;
+    }
+    match report.result? {
+        RunResult::NotStarted => {
+            let (evidence, require_commit) = match &report.work_evidence {
+                WorkEvidenceReport::Fail {
+                    evidence,
+                    require_commit,
+                } => (evidence, *require_commit),
+                _ => return None,
+            };
+            let base = &report.base_ref;
+            let (why, todo) = if require_commit && evidence.uncommitted > 0 {
+                (
+                    format!("no commit since {base}, and options.requireCommit is set"),
+                    "commit the changes",
+                )
+            } else if evidence.any_status || evidence.commits_all > 0 {
+                (
+                    format!("only execution contracts changed since {base}"),
+                    "change or commit the work itself",
+                )
+            } else {
+                (
+                    format!("no commit and no change since {base} in {}", cwd.display()),
+                    "make a change or a commit",
+                )
+            };
+            Some(format!(
+                "greenlight: RESULT not_started ({why}): {todo}, or pass --skip-work-evidence to \
+                 run the gates anyway"
+            ))
+        }
+        RunResult::Skipped => {
+            let primary = report
+                .gates
+                .iter()
+                .any(|g| g.skip_reason == Some(crate::report::SkipReason::PrimaryCheckout));
+            if primary {
+                Some(format!(
+                    "greenlight: RESULT skipped: {} is the primary checkout and \
+                     skipInPrimaryCheckout is on, so no gate ran; run in a linked worktree \
+                     (`git worktree add ../<name>`), or set `skipInPrimaryCheckout: false` under \
+                     options: in {}",
+                    cwd.display(),
+                    config.display()
+                ))
+            } else {
+                Some(
+                    "greenlight: RESULT skipped: a gate reached no verdict because its mutex lock \
+                     stayed held for its whole timeout; re-run when the other run ends, or raise \
+                     that gate's timeoutSec"
+                        .to_owned(),
+                )
+            }
+        }
+        RunResult::Passed | RunResult::Failed => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_text_shows_what_a_terminal_shows() {
+        assert_eq!(
+            plain_text("\x1b[31mred\x1b[0m ok\n"),
+            "red ok\n",
+            "colour removed"
+        );
+        assert_eq!(
+            plain_text("10%\r55%\r100%\n"),
+            "100%\n",
+            "overwrites applied"
+        );
+        assert_eq!(
+            plain_text("abcdef\rXY\n"),
+            "XYcdef\n",
+            "a shorter overwrite"
+        );
+        assert_eq!(plain_text("\x1b]0;title\x07text"), "text", "OSC removed");
+        assert_eq!(plain_text("\x1b]8;;u\x1b\\link\x1b]8;;\x1b\\"), "link");
+        assert_eq!(plain_text("ab\x08c\x01\n\tx"), "ac\x01\n\tx");
+        assert_eq!(plain_text("plain\ttext\n"), "plain\ttext\n");
+    }
 }

@@ -106,9 +106,21 @@ pub struct Attempt {
     pub lock_holder: Option<Owner>,
     /// A dead same-host holder whose lock this attempt broke.
     pub broke_stale_lock: Option<Owner>,
+    /// The mutex's lock directory had no readable owner record (why). With a verdict, this
+    /// attempt reclaimed it as older than the gate's timeout; with a mutex skip, it was not
+    /// that old yet.
+    pub ownerless_lock: Option<String>,
     /// The digest of the attempt's whole output (none when the command never started).
     pub digest: Option<greenlight_digest::Digest>,
+    /// Why the command could not be started at all (its mutex lock could not be made, or
+    /// `/bin/sh` could not be spawned); the attempt is then a FAIL with exit 126, the shell's
+    /// "cannot execute", and this reason is also its output.
+    pub start_error: Option<String>,
 }
+
+/// The exit code a gate that could not be started is reported with: what a shell reports for a
+/// command it cannot execute, so the line contract keeps an integer there.
+pub const CANNOT_START_EXIT: i32 = 126;
 
 fn ser_ms<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_u64(d.as_millis() as u64)

@@ -13,8 +13,8 @@ use crate::evidence;
 use crate::exec::{self, ExecSpec, Interrupt, InterruptWatch, Termination};
 use crate::lock::{self, Acquired};
 use crate::report::{
-    Attempt, AttemptStatus, GateReport, GateVerdict, RunReport, SkipReason, WorkEvidenceReport,
-    decide,
+    Attempt, AttemptStatus, CANNOT_START_EXIT, GateReport, GateVerdict, RunReport, SkipReason,
+    WorkEvidenceReport, decide,
 };
 
 /// What the command line adds to a config.
@@ -145,7 +145,7 @@ pub async fn run(
         let gate_report = if primary && config.options.skip_in_primary_checkout {
             skipped(gate, SkipReason::PrimaryCheckout)
         } else {
-            match run_gate(gate, config, options, on_event, interrupt).await? {
+            match run_gate(gate, config, options, on_event, interrupt).await {
                 Ok(r) => r,
                 Err((signal, partial)) => {
                     report.gates.extend(partial);
@@ -178,23 +178,24 @@ fn skipped(gate: &GateSpec, reason: SkipReason) -> GateReport {
 
 type Interrupted = (Interrupt, Option<GateReport>);
 
-/// One gate with its optional retry. `Err` carries the interrupt and what was done so far.
+/// One gate with its optional retry. `Err` carries the interrupt and what was done so far; a
+/// gate that cannot be started is a FAIL, never an error of the run.
 async fn run_gate(
     gate: &GateSpec,
     config: &Config,
     options: &RunOptions,
     on_event: &mut dyn FnMut(Event<'_>),
     interrupt: &mut InterruptWatch,
-) -> Result<Result<GateReport, Interrupted>, Error> {
+) -> Result<GateReport, Interrupted> {
     let mut report = skipped(gate, SkipReason::MutexWait);
     report.skip_reason = None;
     on_event(Event::GateStarted {
         id: &gate.id,
         attempt: 1,
     });
-    let first = match attempt(gate, config, options, interrupt).await? {
+    let first = match attempt(gate, config, options, interrupt).await {
         Ok(a) => a,
-        Err(signal) => return Ok(Err((signal, None))),
+        Err(signal) => return Err((signal, None)),
     };
     let first_status = first.status;
     report.attempts.push(first);
@@ -217,12 +218,12 @@ async fn run_gate(
                 id: &gate.id,
                 attempt: 2,
             });
-            let second = match attempt(gate, config, options, interrupt).await? {
+            let second = match attempt(gate, config, options, interrupt).await {
                 Ok(a) => a,
                 Err(signal) => {
                     report.verdict = GateVerdict::Fail;
                     report.passed = Some(false);
-                    return Ok(Err((signal, Some(report))));
+                    return Err((signal, Some(report)));
                 }
             };
             match second.status {
@@ -249,7 +250,20 @@ async fn run_gate(
             report.passed = Some(false);
         }
     }
-    Ok(Ok(report))
+    Ok(report)
+}
+
+/// An attempt whose command could not be started: the gate's FAIL, never the run's end, so the
+/// other gates' verdicts stand and nothing reads a gate that never ran as green. The reason is
+/// the attempt's output too, as a shell-based runner would show the shell's own complaint.
+fn cannot_start(mut attempt: Attempt, why: &Error) -> Attempt {
+    let reason = why.to_string();
+    attempt.status = AttemptStatus::Fail;
+    attempt.exit_code = Some(CANNOT_START_EXIT);
+    attempt.tail = format!("greenlight: {reason}\n");
+    attempt.output_bytes = attempt.tail.len() as u64;
+    attempt.start_error = Some(reason);
+    attempt
 }
 
 /// One attempt: the mutex (if any), then the command. The lock is held for this attempt only.
@@ -258,7 +272,7 @@ async fn attempt(
     config: &Config,
     options: &RunOptions,
     interrupt: &mut InterruptWatch,
-) -> Result<Result<Attempt, Interrupt>, Error> {
+) -> Result<Attempt, Interrupt> {
     let budget = Duration::from_secs(u64::from(gate.timeout_sec));
     let mut result = Attempt {
         status: AttemptStatus::MutexSkip,
@@ -272,38 +286,48 @@ async fn attempt(
         lock_path: None,
         lock_holder: None,
         broke_stale_lock: None,
+        ownerless_lock: None,
         digest: None,
+        start_error: None,
     };
     let mut guard = None;
     if let Some(name) = &gate.mutex {
-        let acquired = lock::acquire(&options.lock_root, name, budget, interrupt)
-            .await
-            .map_err(|source| Error::LockRoot {
-                root: options.lock_root.clone(),
-                source,
-            })?;
+        let acquired = match lock::acquire(&options.lock_root, name, budget, interrupt).await {
+            Ok(acquired) => acquired,
+            Err(source) => {
+                let why = Error::LockRoot {
+                    root: options.lock_root.clone(),
+                    source,
+                };
+                return Ok(cannot_start(result, &why));
+            }
+        };
         match acquired {
             Acquired::Held {
                 guard: g,
                 waited,
                 broke_stale,
+                reclaimed_ownerless,
             } => {
                 result.waited = Some(waited);
                 result.lock_path = Some(g.path().to_path_buf());
                 result.broke_stale_lock = broke_stale;
+                result.ownerless_lock = reclaimed_ownerless;
                 guard = Some(g);
             }
             Acquired::GaveUp {
                 path,
                 waited,
                 holder,
+                ownerless,
             } => {
                 result.waited = Some(waited);
                 result.lock_path = Some(path);
                 result.lock_holder = holder;
-                return Ok(Ok(result));
+                result.ownerless_lock = ownerless;
+                return Ok(result);
             }
-            Acquired::Interrupted(signal) => return Ok(Err(signal)),
+            Acquired::Interrupted(signal) => return Err(signal),
         }
     }
     let spec = ExecSpec {
@@ -317,16 +341,21 @@ async fn attempt(
         claim_adopted: true,
     };
     let mut capture = Capture::new(0);
-    let outcome = exec::run(&spec, &mut capture, interrupt)
-        .await
-        .map_err(|source| Error::Spawn {
-            id: gate.id.clone(),
-            cwd: options.cwd.clone(),
-            source,
-        })?;
+    let outcome = exec::run(&spec, &mut capture, interrupt).await;
     if let Some(guard) = guard {
         guard.release();
     }
+    let outcome = match outcome {
+        Ok(outcome) => outcome,
+        Err(source) => {
+            let why = Error::Spawn {
+                id: gate.id.clone(),
+                cwd: options.cwd.clone(),
+                source,
+            };
+            return Ok(cannot_start(result, &why));
+        }
+    };
     let digest_exit = match outcome.termination {
         Termination::Exited(code) => Some(code),
         _ => None, // killed: never a clean run, whatever the text says
@@ -350,7 +379,7 @@ async fn attempt(
             result.status = AttemptStatus::Timeout;
             result.exit_code = Some(124);
         }
-        Termination::Interrupted(signal) => return Ok(Err(signal)),
+        Termination::Interrupted(signal) => return Err(signal),
     }
-    Ok(Ok(result))
+    Ok(result)
 }

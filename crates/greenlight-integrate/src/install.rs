@@ -539,7 +539,9 @@ fn parse(path: &Path, text: Option<&str>) -> Result<Value, Error> {
             serde_json::from_str(t).map_err(|e| Error::InvalidJson {
                 path: path.to_path_buf(),
                 line: e.line(),
-                column: e.column(),
+                // serde_json says column 0 for the start of a line (an end of file after a
+                // newline); messages count columns from 1.
+                column: e.column().max(1),
                 message: e
                     .to_string()
                     .split(" at line ")

@@ -1,6 +1,10 @@
 //! The `greenlight` command line: argument parsing and rendering only; every decision lives in
-//! a library crate.
+//! a library crate. Every byte it writes goes through [`out`], so no write can panic.
 
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
+#[macro_use]
+mod out;
 mod cmd;
 
 use clap::{Parser, Subcommand};
@@ -50,6 +54,12 @@ fn main() {
                 let _ = e.print();
                 std::process::exit(cmd::hook::exit::BAD_PAYLOAD);
             }
+            // clap ignores a failed write of --help or --version; into a pipe or a file it goes
+            // through `out`, so a closed pipe is 141 and a full disk exit 1 like any output.
+            if !e.use_stderr() && !std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+                out!("{}", e.render());
+                std::process::exit(out::finish(e.exit_code()));
+            }
             e.exit()
         }
     };
@@ -63,5 +73,5 @@ fn main() {
         Command::Init(args) => cmd::init::run(args),
         Command::Hook(command) => cmd::hook::run(command),
     };
-    std::process::exit(code);
+    std::process::exit(out::finish(code));
 }

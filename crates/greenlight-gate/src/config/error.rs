@@ -8,8 +8,8 @@ use std::fmt;
 use camino::Utf8PathBuf;
 
 use super::{
-    DEFAULT_MAX_LOG_TAIL_BYTES, GATE_KEYS, MAX_LOG_TAIL_BYTES, MAX_MUTEX_LEN, MAX_TIMEOUT_SEC,
-    OPTIONS_KEYS, RESERVED_IDS,
+    DEFAULT_MAX_LOG_TAIL_BYTES, GATE_KEYS, MAX_COMMAND_BYTES, MAX_LOG_TAIL_BYTES, MAX_MUTEX_LEN,
+    MAX_TIMEOUT_SEC, OPTIONS_KEYS, RESERVED_IDS,
 };
 
 /// One problem in a config file, located by path and (when it has one) line.
@@ -250,6 +250,24 @@ pub enum ConfigErrorKind {
         id: String,
         /// Line of the first gate's `id`.
         first_line: usize,
+    },
+    /// `command` holds a NUL byte, which no program argument can carry.
+    #[error(
+        "`command` holds a NUL byte (byte {offset} of the value), which no command line can \
+         carry; remove it"
+    )]
+    CommandHasNul {
+        /// 1-based byte position of the first NUL in the value.
+        offset: usize,
+    },
+    /// `command` is longer than the operating system lets one argument be.
+    #[error(
+        "`command` is {len} bytes long; the operating system starts no command longer than \
+         {MAX_COMMAND_BYTES} bytes. Move it into a script and run that"
+    )]
+    CommandTooLong {
+        /// The value's length in bytes.
+        len: usize,
     },
     /// `timeoutSec` is not a plain decimal integer.
     #[error(

@@ -36,6 +36,10 @@ pub const MAX_LOG_TAIL_BYTES: usize = 1_048_576;
 /// Longest `mutex` name, in characters. CommandMate turns the name into a lock directory
 /// `<root>/<name>.lock`, so the limit keeps it a short, safe path segment.
 pub const MAX_MUTEX_LEN: usize = 64;
+/// Longest `command`, in bytes. Linux refuses to start a program with any single argument of
+/// 32 pages (131072 bytes) or more, counting its terminating NUL (`MAX_ARG_STRLEN`), and the
+/// command is one argument of `/bin/sh -c`.
+pub const MAX_COMMAND_BYTES: usize = 131_071;
 /// Gate ids that name the runner's built-in gates and so may not name a user's gate.
 pub const RESERVED_IDS: &[&str] = &["work-evidence", "scope", "env-clean"];
 /// Every key a gate may carry.

@@ -7,8 +7,8 @@ use std::collections::HashMap;
 
 use super::lines::{GateKey, OptionKey, Problem, RawFile, RawGate};
 use super::{
-    ConfigErrorKind, DEFAULT_TIMEOUT_SEC, GateSpec, MAX_LOG_TAIL_BYTES, MAX_MUTEX_LEN,
-    MAX_TIMEOUT_SEC, Options, RESERVED_IDS,
+    ConfigErrorKind, DEFAULT_TIMEOUT_SEC, GateSpec, MAX_COMMAND_BYTES, MAX_LOG_TAIL_BYTES,
+    MAX_MUTEX_LEN, MAX_TIMEOUT_SEC, Options, RESERVED_IDS,
 };
 
 /// Interprets the raw keys. The returned gates and options are meaningful only when no problem
@@ -137,8 +137,23 @@ fn interpret_gate<'a>(
         }
     }
 
+    let command = gate.value(GateKey::Command);
+    let mut command_usable = true;
+    if let Some((line, command)) = command {
+        // Both would make the operating system refuse to start `/bin/sh -c <command>`: found
+        // here, with the line, instead of as one gate's failure at run time.
+        if let Some(offset) = command.find('\0') {
+            problem(line, ConfigErrorKind::CommandHasNul { offset: offset + 1 });
+            command_usable = false;
+        }
+        if command.len() > MAX_COMMAND_BYTES {
+            problem(line, ConfigErrorKind::CommandTooLong { len: command.len() });
+            command_usable = false;
+        }
+    }
+
     let (_, id) = id?;
-    let (_, command) = gate.value(GateKey::Command)?;
+    let (_, command) = command.filter(|_| command_usable)?;
     Some(GateSpec {
         id: id.to_owned(),
         command: command.to_owned(),

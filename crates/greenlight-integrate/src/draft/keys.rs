@@ -114,10 +114,14 @@ impl Context {
                     ctx.package_json = Some(value);
                 }
                 Err(e) => {
+                    // serde_json's own text repeats the position, with column 0 at the start
+                    // of a line; say it once, counting columns from 1.
+                    let what = e.to_string();
+                    let what = what.split(" at line ").next().unwrap_or_default();
                     ctx.package_json_error = Some(format!(
-                        "not valid JSON at line {} column {}: {e}",
+                        "not valid JSON at line {} column {}: {what}",
                         e.line(),
-                        e.column()
+                        e.column().max(1)
                     ))
                 }
             }

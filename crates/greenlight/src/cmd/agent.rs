@@ -4,7 +4,7 @@
 //! from stdin, runs the same preflight → baseline → dispatch → landed-barrier sequence the goal
 //! loop runs, and prints.
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -99,7 +99,7 @@ pub fn run(command: Command) -> i32 {
     {
         Ok(rt) => rt,
         Err(err) => {
-            eprintln!("greenlight: cannot start the async runtime: {err}");
+            errln!("greenlight: cannot start the async runtime: {err}");
             return exit::USAGE;
         }
     };
@@ -124,7 +124,7 @@ pub fn run(command: Command) -> i32 {
                 None => match std::env::current_dir() {
                     Ok(dir) => dir,
                     Err(err) => {
-                        eprintln!(
+                        errln!(
                             "greenlight: cannot read the current directory: {err}; pass --cwd DIR"
                         );
                         return exit::USAGE;
@@ -133,12 +133,12 @@ pub fn run(command: Command) -> i32 {
             };
             let mut prompt = Vec::new();
             if let Err(err) = std::io::stdin().read_to_end(&mut prompt) {
-                eprintln!("greenlight: cannot read the prompt from stdin: {err}");
+                errln!("greenlight: cannot read the prompt from stdin: {err}");
                 return exit::USAGE;
             }
             let prompt = String::from_utf8_lossy(&prompt).into_owned();
             if prompt.trim().is_empty() {
-                eprintln!(
+                errln!(
                     "greenlight: the prompt is read from stdin, and stdin was empty; pipe the prompt in"
                 );
                 return exit::USAGE;
@@ -174,7 +174,7 @@ async fn probe(rt: Runtime, timeout: Duration, ids: Vec<String>) -> i32 {
     let d = match dispatcher(rt.family, opts) {
         Ok(d) => d,
         Err(err) => {
-            eprintln!("greenlight: {err}");
+            errln!("greenlight: {err}");
             return exit::USAGE;
         }
     };
@@ -182,17 +182,17 @@ async fn probe(rt: Runtime, timeout: Duration, ids: Vec<String>) -> i32 {
     if rt.json {
         print_json(&outcome);
     } else if let Some(id) = &outcome.id {
-        println!("{id}");
+        outln!("{id}");
     }
     match outcome.id {
         Some(_) => {
             if !rt.json {
-                eprintln!("greenlight: {}", outcome.detail);
+                errln!("greenlight: {}", outcome.detail);
             }
             exit::OK
         }
         None => {
-            eprintln!("greenlight: probe-failed: {}", outcome.detail);
+            errln!("greenlight: probe-failed: {}", outcome.detail);
             exit::FAILED
         }
     }
@@ -204,7 +204,7 @@ async fn dispatch(rt: Runtime, request: DispatchRequest, ceiling: Option<usize>)
     let d = match dispatcher(rt.family, opts) {
         Ok(d) => d,
         Err(err) => {
-            eprintln!("greenlight: {err}");
+            errln!("greenlight: {err}");
             return exit::USAGE;
         }
     };
@@ -238,12 +238,12 @@ async fn dispatch(rt: Runtime, request: DispatchRequest, ceiling: Option<usize>)
     if rt.json {
         print_json(&result);
     } else if let (true, Some(text)) = (result.is_ok(), &result.text) {
-        println!("{text}");
+        outln!("{text}");
     }
     match &result.failure {
         None => exit::OK,
         Some(failure) => {
-            eprintln!("greenlight: {}: {}", failure.reason, failure.detail);
+            errln!("greenlight: {}: {}", failure.reason, failure.detail);
             exit::FAILED
         }
     }
@@ -269,12 +269,11 @@ fn baseline(request: &DispatchRequest) -> Result<Option<WriteBaseline>, Box<Disp
 }
 
 fn print_json<T: serde::Serialize>(value: &T) {
-    let mut out = std::io::stdout().lock();
     match serde_json::to_string(value) {
         Ok(text) => {
-            let _ = writeln!(out, "{text}");
+            outln!("{text}");
         }
-        Err(err) => eprintln!("greenlight: cannot render JSON: {err}"),
+        Err(err) => errln!("greenlight: cannot render JSON: {err}"),
     }
 }
 

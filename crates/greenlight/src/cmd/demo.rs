@@ -53,7 +53,7 @@ pub fn run(args: Args) -> i32 {
     match demo(&args) {
         Ok(code) => code,
         Err(message) => {
-            eprintln!("greenlight demo: {message}");
+            errln!("greenlight demo: {message}");
             super::goal::exit::ERROR
         }
     }
@@ -99,11 +99,11 @@ fn demo(args: &Args) -> Result<i32, String> {
     let id = store
         .write(|tx| tx.create_goal(&goal))
         .map_err(|e| e.to_string())?;
-    println!(
+    outln!(
         "greenlight demo: a goal, a scripted agent, and one gate (`sh test.sh`) in {}",
         project.display()
     );
-    println!("goal: {}\n", goal.text);
+    outln!("goal: {}\n", goal.text);
     let loop_args = LoopArgs {
         agent_timeout: Duration::from_secs(60),
     };
@@ -111,14 +111,14 @@ fn demo(args: &Args) -> Result<i32, String> {
         if let greenlight_goal::Progress::Dispatched { result, .. } = &p
             && let Some(text) = &result.text
         {
-            println!("   agent says: {}", text.trim());
+            outln!("   agent says: {}", text.trim());
         }
         render_progress(p);
     };
     let code = drive(&mut store, id, &loop_args, &mut show).map_err(|(_, m)| m)?;
     if args.keep {
         let kept = dir.keep();
-        println!(
+        outln!(
             "\nkept: {} (state database: {})",
             kept.join("calc").display(),
             kept.join("state.db").display()
@@ -142,11 +142,11 @@ pub fn agent(args: AgentArgs) -> i32 {
     };
     match result {
         Ok(message) => {
-            println!("{message}");
+            outln!("{message}");
             0
         }
         Err(e) => {
-            eprintln!("demo-agent: {e}");
+            errln!("demo-agent: {e}");
             1
         }
     }

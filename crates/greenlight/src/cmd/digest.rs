@@ -8,7 +8,7 @@
 //! group, stdin from /dev/null, a drain limit, and whatever it leaves running is killed and
 //! named on stderr; `--timeout` and greenlight's own ending signals end its whole group.
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -101,7 +101,7 @@ pub fn run(args: Args) -> i32 {
             // Digesting a file succeeded; the exit code it describes is in the digest.
             Ok(d) => (d, 0),
             Err(message) => {
-                eprintln!("greenlight digest: {message}");
+                errln!("greenlight digest: {message}");
                 return USAGE_ERROR;
             }
         }
@@ -109,7 +109,7 @@ pub fn run(args: Args) -> i32 {
         match run_command(&args.command, args.timeout, options) {
             Ok((d, code)) => (d, code),
             Err(message) => {
-                eprintln!("greenlight digest: {message}");
+                errln!("greenlight digest: {message}");
                 return USAGE_ERROR;
             }
         }
@@ -119,10 +119,7 @@ pub fn run(args: Args) -> i32 {
     } else {
         render(&digest)
     };
-    let mut out = std::io::stdout().lock();
-    // A closed stdout (a pipe to `head`) is not an error worth a panic.
-    let _ = out.write_all(text.as_bytes());
-    let _ = out.flush();
+    out!("{text}");
     code
 }
 
@@ -199,7 +196,7 @@ fn run_command(
         other => other.to_string(),
     })?;
     if !outcome.leftovers.is_empty() {
-        eprintln!(
+        errln!(
             "greenlight digest: `{program}` left {} process(es) running; they were killed:",
             outcome.leftovers.len()
         );
@@ -209,23 +206,23 @@ fn run_command(
             } else {
                 ""
             };
-            eprintln!("  pid {} {}{how}", p.pid, p.command);
+            errln!("  pid {} {}{how}", p.pid, p.command);
         }
     }
     if outcome.pipe_left_open {
-        eprintln!(
+        errln!(
             "greenlight digest: something `{program}` started kept its output open and could not be found; the output may be incomplete"
         );
     }
     let code = match outcome.ended_by {
         Some(Ending::TimedOut) => {
-            eprintln!(
+            errln!(
                 "greenlight digest: `{program}` ran out of its --timeout; its process group was ended"
             );
             TIMED_OUT
         }
         Some(Ending::Interrupted(signal)) => {
-            eprintln!(
+            errln!(
                 "greenlight digest: interrupted by {}; `{program}` and its process group were ended",
                 signal.name()
             );

@@ -3,7 +3,6 @@
 //! Every decision lives in `greenlight-goal` and `greenlight-store`; this module parses
 //! arguments, builds the agent's dispatcher, and renders progress and state.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -297,7 +296,7 @@ pub fn run(args: Args) -> i32 {
     match dispatch(args) {
         Ok(code) => code,
         Err((code, message)) => {
-            eprintln!("greenlight: {message}");
+            errln!("greenlight: {message}");
             code
         }
     }
@@ -344,7 +343,7 @@ fn dispatch(args: Args) -> CliResult {
             let id = store
                 .write(|tx| tx.create_goal(&new))
                 .map_err(|e| usage(e.to_string()))?;
-            println!("greenlight: goal {id} for {}", worktree.display());
+            outln!("greenlight: goal {id} for {}", worktree.display());
             drive(&mut store, id, &run.loop_args, &mut render_progress)
         }
         Command::Resume(loop_args) => {
@@ -354,22 +353,23 @@ fn dispatch(args: Args) -> CliResult {
                     .write(|tx| tx.resume_goal(goal.id))
                     .map_err(|e| (exit::ERROR, e.to_string()))?;
             }
-            println!(
+            outln!(
                 "greenlight: resuming goal {} (turn budget {} again; gate attempts kept)",
-                goal.id, goal.max_turns
+                goal.id,
+                goal.max_turns
             );
             drive(&mut store, goal.id, &loop_args, &mut render_progress)
         }
         Command::Pause => {
             let goal = live_goal(&store, &worktree).map_err(usage)?;
             if goal.state == GoalState::Paused {
-                println!("greenlight: goal {} is already paused", goal.id);
+                outln!("greenlight: goal {} is already paused", goal.id);
                 return Ok(exit::DONE);
             }
             store
                 .write(|tx| tx.pause_goal(goal.id, greenlight_agent::Reason::PausedByUser.as_str(), Some("paused with `greenlight goal pause`; `greenlight goal resume` continues")))
                 .map_err(|e| (exit::ERROR, e.to_string()))?;
-            println!("greenlight: goal {} paused", goal.id);
+            outln!("greenlight: goal {} paused", goal.id);
             Ok(exit::DONE)
         }
         Command::Clear => {
@@ -377,7 +377,7 @@ fn dispatch(args: Args) -> CliResult {
             store
                 .write(|tx| tx.clear_goal(goal.id))
                 .map_err(|e| (exit::ERROR, e.to_string()))?;
-            println!(
+            outln!(
                 "greenlight: goal {} cleared (kept in the state for audit)",
                 goal.id
             );
@@ -434,8 +434,11 @@ pub fn drive(
         kill_grace: super::verify::kill_grace(),
         gate_env: vec![marker.clone()],
     };
-    greenlight_proc::run_main(|mut interrupt| async move {
+    greenlight_proc::run_main(|interrupt| async move {
         let lock_root = store.path().with_extension("runners");
+        // A closed stdout (`| head`) ends the run as SIGTERM does: the goal paused, the agent's
+        // processes ended.
+        let mut interrupt = crate::out::interrupt_with_closed_stdout(interrupt);
         // One runner per goal: a second `resume` must not drive the same goal at once.
         let guard = match greenlight_gate::lock::acquire(&lock_root, &format!("goal-{goal}"), Duration::ZERO, &mut interrupt).await {
             Ok(greenlight_gate::lock::Acquired::Held { guard, .. }) => guard,
@@ -451,22 +454,21 @@ pub fn drive(
         let (var, value) = &marker;
         let leftovers = exec::sweep_marked(var, value);
         if !leftovers.is_empty() {
-            println!("greenlight: ended {} process(es) an earlier run of goal {goal} left running:", leftovers.len());
+            outln!("greenlight: ended {} process(es) an earlier run of goal {goal} left running:", leftovers.len());
             for p in &leftovers {
-                println!("  pid {} {}", p.pid, p.command);
+                outln!("  pid {} {}", p.pid, p.command);
             }
         }
         let finish = Engine::new(store, goal, &settings, on_progress).run(&mut interrupt).await;
         guard.release();
         let finish = finish.map_err(|e| (exit::ERROR, e.to_string()))?;
-        let _ = std::io::stdout().flush();
         Ok(match finish {
             Finish::Done => {
-                println!("greenlight: goal {goal} done: every gate is green");
+                outln!("greenlight: goal {goal} done: every gate is green");
                 exit::DONE
             }
             Finish::Paused { reason, detail } => {
-                println!("greenlight: goal {goal} paused ({}): {detail}", reason.as_str());
+                outln!("greenlight: goal {goal} paused ({}): {detail}", reason.as_str());
                 match *interrupt.borrow() {
                     Some(signal @ (Interrupt::Int | Interrupt::Term)) if reason == greenlight_agent::Reason::PausedByUser => signal.exit_code(),
                     _ => exit::PAUSED,
@@ -480,7 +482,7 @@ pub fn drive(
                     .and_then(|g| g.pause)
                     .map(|p| format!(" ({}): {}", p.reason, p.detail.unwrap_or_default()))
                     .unwrap_or_default();
-                println!("greenlight: goal {goal} is {state}{why}; this run stops here");
+                outln!("greenlight: goal {goal} is {state}{why}; this run stops here");
                 if state == GoalState::Done { exit::DONE } else { exit::PAUSED }
             }
         })
@@ -491,12 +493,12 @@ pub fn drive(
 /// Renders loop progress for a person at a terminal.
 pub fn render_progress(progress: Progress<'_>) {
     match progress {
-        Progress::TurnStarted { turn, .. } => println!("── turn {turn}: agent working"),
+        Progress::TurnStarted { turn, .. } => outln!("── turn {turn}: agent working"),
         Progress::Dispatched { result, .. } => {
             let secs = result.wall_ms as f64 / 1000.0;
             match &result.failure {
-                None => println!("   agent finished in {secs:.1}s"),
-                Some(f) => println!(
+                None => outln!("   agent finished in {secs:.1}s"),
+                Some(f) => outln!(
                     "   agent failed in {secs:.1}s: {} ({})",
                     f.reason.as_str(),
                     f.detail
@@ -521,19 +523,18 @@ pub fn render_progress(progress: Progress<'_>) {
             } else {
                 ""
             };
-            println!("   gate {number} {word} exit={code}  $ {command}{note}");
+            outln!("   gate {number} {word} exit={code}  $ {command}{note}");
             if let Some(evidence) = evidence {
-                println!("   evidence for the next turn:");
+                outln!("   evidence for the next turn:");
                 for line in evidence.lines() {
-                    println!("   │ {line}");
+                    outln!("   │ {line}");
                 }
             }
         }
         Progress::Judged { passed, .. } => {
-            println!("   judge: {}", if passed { "PASS" } else { "FAIL" })
+            outln!("   judge: {}", if passed { "PASS" } else { "FAIL" })
         }
     }
-    let _ = std::io::stdout().flush();
 }
 
 fn status(store: &Store, worktree: &Path, json: bool) -> CliResult {
@@ -551,24 +552,24 @@ fn status(store: &Store, worktree: &Path, json: bool) -> CliResult {
             "gates": gates,
             "dispatches": dispatches,
         });
-        println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
+        outln!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
         return Ok(exit::DONE);
     }
-    println!(
+    outln!(
         "goal {} [{}] in {}",
         goal.id,
         goal.state,
         goal.worktree.display()
     );
-    println!("  {}", goal.text);
+    outln!("  {}", goal.text);
     if let Some(pause) = &goal.pause {
-        println!(
+        outln!(
             "  paused: {} — {}",
             pause.reason,
             pause.detail.as_deref().unwrap_or("")
         );
     }
-    println!(
+    outln!(
         "  turns {}/{}, agent {} {}",
         goal.turns_used,
         goal.max_turns,
@@ -589,7 +590,7 @@ fn status(store: &Store, worktree: &Path, json: bool) -> CliResult {
                 )
             })
             .unwrap_or_else(|| "not run".into());
-        println!(
+        outln!(
             "  {}. $ {}  [{last}; attempts {}/{}]",
             gate.number.unwrap_or(0),
             gate.command,
@@ -610,14 +611,13 @@ fn log(store: &Store, worktree: &Path, follow: bool, json: bool) -> CliResult {
         for event in &events {
             after = event.seq;
             if json {
-                println!("{}", serde_json::to_string(event).unwrap_or_default());
+                outln!("{}", serde_json::to_string(event).unwrap_or_default());
             } else {
                 let turn = event.turn.map(|t| format!(" turn {t}")).unwrap_or_default();
-                println!("#{}{turn} {} {}", event.seq, event.kind, event.payload);
+                outln!("#{}{turn} {} {}", event.seq, event.kind, event.payload);
             }
         }
-        let _ = std::io::stdout().flush();
-        if !follow {
+        if !follow || crate::out::stdout_failed() {
             return Ok(exit::DONE);
         }
         if events.is_empty() {
@@ -671,7 +671,7 @@ fn gate(store: &mut Store, worktree: &Path, command: GateCommand) -> CliResult {
         }
     }
     for gate in store.gates(id).map_err(|e| (exit::ERROR, e.to_string()))? {
-        println!("{}. {}", gate.number.unwrap_or(0), gate.command);
+        outln!("{}. {}", gate.number.unwrap_or(0), gate.command);
     }
     Ok(exit::DONE)
 }

@@ -61,8 +61,12 @@ pub enum Command {
         #[arg(long, value_name = "DIR")]
         cwd: Option<PathBuf>,
     },
-    /// The hook itself: read the agent's Stop payload on stdin, run the worktree's gates, and
-    /// allow the stop or block it with the evidence (see docs/integrations/claude-code.md).
+    // An installed binary has no docs/ beside it, so help points into the repository.
+    #[command(about = concat!(
+        "The hook itself: read the agent's Stop payload on stdin, run the worktree's gates, and \
+         allow the stop or block it with the evidence (docs/integrations/claude-code.md at ",
+        env!("CARGO_PKG_REPOSITORY"), ")"
+    ))]
     Stop {
         /// Consecutive blocks per session before greenlight lets the agent stop anyway (with a
         /// message that the gates are still red); 0 never blocks, it only reports.
@@ -131,16 +135,16 @@ pub fn run(command: Command) -> i32 {
 
 /// `hook stop`: stdout carries exactly one JSON object or nothing; everything else is stderr.
 fn run_stop(max_blocks: u32, state: Option<PathBuf>) -> i32 {
-    use std::io::{Read as _, Write as _};
+    use std::io::Read as _;
     let mut bytes = Vec::new();
     if let Err(e) = std::io::stdin().lock().read_to_end(&mut bytes) {
-        eprintln!("greenlight hook stop: cannot read stdin: {e}");
+        errln!("greenlight hook stop: cannot read stdin: {e}");
         return exit::BAD_PAYLOAD;
     }
     let payload = match stop::parse_payload(&bytes) {
         Ok(p) => p,
         Err(e) => {
-            eprintln!("greenlight hook stop: {e}");
+            errln!("greenlight hook stop: {e}");
             return exit::BAD_PAYLOAD;
         }
     };
@@ -166,12 +170,10 @@ fn run_stop(max_blocks: u32, state: Option<PathBuf>) -> i32 {
         }
     };
     for note in &outcome.notes {
-        eprintln!("{note}");
+        errln!("{note}");
     }
     if let Some(json) = outcome.decision.to_json() {
-        let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "{json}");
-        let _ = out.flush();
+        outln!("{json}");
     }
     exit::OK
 }
@@ -205,38 +207,38 @@ fn finish(verb: &str, agent: Agent, plan: Result<Plan, Error>, dry_run: bool) ->
     let path = plan.path.display();
     if dry_run {
         if plan.changes() {
-            print!("{}", plan.diff());
+            out!("{}", plan.diff());
         } else {
-            println!("{path}: nothing to change");
+            outln!("{path}: nothing to change");
         }
         return exit::OK;
     }
     match plan.apply() {
         Ok(Applied::Unchanged) if verb == "install" => {
-            println!(
+            outln!(
                 "greenlight's Stop and SubagentStop hooks are already in {path}; nothing changed"
             );
             exit::OK
         }
         Ok(Applied::Unchanged) => {
-            println!("no greenlight hooks in {path}; nothing changed");
+            outln!("no greenlight hooks in {path}; nothing changed");
             exit::OK
         }
         Ok(Applied::Written { backup }) => {
             if verb == "install" {
-                println!("installed greenlight's Stop and SubagentStop hooks in {path}");
+                outln!("installed greenlight's Stop and SubagentStop hooks in {path}");
             } else {
-                println!("removed greenlight's hooks from {path}");
+                outln!("removed greenlight's hooks from {path}");
             }
             if let Some(backup) = backup {
-                println!("the previous file is kept as {}", backup.display());
+                outln!("the previous file is kept as {}", backup.display());
             }
             if verb == "install" {
                 match agent {
-                    Agent::Claude => println!(
+                    Agent::Claude => outln!(
                         "Claude Code reads hooks when a session starts: restart it, or review the change in /hooks."
                     ),
-                    Agent::Codex => println!(
+                    Agent::Codex => outln!(
                         "Codex runs a new or changed hook only after you trust it: open /hooks in Codex and trust it."
                     ),
                 }
@@ -248,7 +250,7 @@ fn finish(verb: &str, agent: Agent, plan: Result<Plan, Error>, dry_run: bool) ->
 }
 
 fn fail(verb: &str, e: &Error) -> i32 {
-    eprintln!("greenlight hook {verb}: {e}");
+    errln!("greenlight hook {verb}: {e}");
     if e.is_user_input() {
         exit::REFUSED
     } else {

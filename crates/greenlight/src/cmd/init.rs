@@ -1,7 +1,6 @@
 //! `greenlight init`: draft a verify.yaml from what the repository already runs, show where
 //! each gate came from, and with `--write` write it and run it once.
 
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use greenlight_integrate::draft::{self, Draft};
@@ -41,15 +40,13 @@ pub fn run(args: Args) -> i32 {
     let drafted = match draft::draft(&dir) {
         Ok(d) => d,
         Err(e) => {
-            eprintln!("greenlight init: {e}");
+            errln!("greenlight init: {e}");
             return exit::REFUSED;
         }
     };
-    let mut out = anstream::stdout().lock();
-    // A closed stdout (`| head`) is not an error worth a panic; the exit code still tells.
-    let _ = print_draft(&mut out, &drafted);
+    print_draft(&drafted);
     if drafted.gates.is_empty() {
-        eprintln!(
+        errln!(
             "greenlight init: found nothing to gate in {} (no CI run steps, package.json \
              scripts, Makefile or justfile targets, tox/nox, Cargo.toml, pyproject.toml or \
              go.mod); write {CONFIG_PATH} by hand",
@@ -59,49 +56,54 @@ pub fn run(args: Args) -> i32 {
     }
     let yaml = draft::render_v1(&drafted.gates);
     if !args.write {
-        let _ = writeln!(out, "\n{yaml}");
-        let _ = writeln!(
-            out,
+        outln!("\n{yaml}");
+        outln!(
             "Not written. Review the gates above, then run `greenlight init --write` to write \
              {CONFIG_PATH} and run it once."
         );
         return exit::DRAFTED;
     }
-    drop(out);
     match write_config(&dir, &yaml, args.force) {
-        Ok(path) => println!("\nwrote {}", path.display()),
+        Ok(path) => outln!("\nwrote {}", path.display()),
         Err(code) => return code,
     }
     run_once(&dir)
 }
 
-fn print_draft(out: &mut impl std::io::Write, d: &Draft) -> std::io::Result<()> {
-    let plural = if d.gates.len() == 1 { "" } else { "s" };
-    writeln!(out, "{} gate{plural} drafted:", d.gates.len())?;
+fn print_draft(d: &Draft) {
+    match d.gates.len() {
+        0 => {}
+        1 => {
+            outln!("1 gate drafted:");
+        }
+        n => {
+            outln!("{n} gates drafted:");
+        }
+    }
     let width = d.gates.iter().map(|g| g.id.len()).max().unwrap_or(0);
     for g in &d.gates {
-        writeln!(out, "  {:<width$}  {}", g.id, g.command)?;
+        outln!("  {:<width$}  {}", g.id, g.command);
         let timeout = g
             .timeout_sec
             .map(|t| format!(", timeoutSec {t}"))
             .unwrap_or_default();
-        writeln!(out, "  {:<width$}  from {}{timeout}", "", g.source)?;
+        outln!("  {:<width$}  from {}{timeout}", "", g.source);
     }
     if !d.skipped.is_empty() {
-        writeln!(out, "\nnot drafted:")?;
+        let gap = if d.gates.is_empty() { "" } else { "\n" };
+        outln!("{gap}not drafted:");
         for s in &d.skipped {
-            writeln!(out, "  {}: {}", s.source, s.reason)?;
+            outln!("  {}: {}", s.source, s.reason);
             if let Some(first) = s.command.lines().next().filter(|l| !l.is_empty()) {
                 let more = if s.command.trim_end().lines().count() > 1 {
                     " …"
                 } else {
                     ""
                 };
-                writeln!(out, "    $ {first}{more}")?;
+                outln!("    $ {first}{more}");
             }
         }
     }
-    Ok(())
 }
 
 /// Writes verify.yaml; refuses to replace one without `--force`. Returns the written path or
@@ -110,7 +112,7 @@ fn write_config(dir: &Path, yaml: &str, force: bool) -> Result<PathBuf, i32> {
     let path = dir.join(CONFIG_PATH);
     if path.exists() {
         if !force {
-            eprintln!(
+            errln!(
                 "greenlight init: {} already exists; nothing was written. Pass --force to \
                  replace it (the old file is kept as verify.yaml.greenlight.bak).",
                 path.display()
@@ -119,7 +121,7 @@ fn write_config(dir: &Path, yaml: &str, force: bool) -> Result<PathBuf, i32> {
         }
         let backup = path.with_extension("yaml.greenlight.bak");
         if let Err(e) = std::fs::copy(&path, &backup) {
-            eprintln!(
+            errln!(
                 "greenlight init: cannot back up {} to {}: {e}",
                 path.display(),
                 backup.display()
@@ -134,7 +136,7 @@ fn write_config(dir: &Path, yaml: &str, force: bool) -> Result<PathBuf, i32> {
     match written {
         Ok(()) => Ok(path),
         Err(e) => {
-            eprintln!("greenlight init: cannot write {}: {e}", path.display());
+            errln!("greenlight init: cannot write {}: {e}", path.display());
             Err(exit::REFUSED)
         }
     }
@@ -145,13 +147,11 @@ fn run_once(dir: &Path) -> i32 {
     let exe = match std::env::current_exe() {
         Ok(exe) => exe,
         Err(e) => {
-            eprintln!(
-                "greenlight init: wrote the config but cannot find this binary to run it: {e}"
-            );
+            errln!("greenlight init: wrote the config but cannot find this binary to run it: {e}");
             return exit::REFUSED;
         }
     };
-    println!(
+    outln!(
         "running it once: greenlight verify --cwd {}\n",
         dir.display()
     );
@@ -166,11 +166,11 @@ fn run_once(dir: &Path) -> i32 {
                 22 => "skipped: nothing was judged (a primary checkout, or a mutex wait)",
                 _ => "see the output above",
             };
-            println!("\nfirst run: exit {code} ({meaning})");
+            outln!("\nfirst run: exit {code} ({meaning})");
             code
         }
         Err(e) => {
-            eprintln!("greenlight init: {e}");
+            errln!("greenlight init: {e}");
             exit::REFUSED
         }
     }

@@ -39,18 +39,23 @@ pub struct Args {
     /// Run only these gates (comma-separated ids).
     #[arg(long, value_name = "IDS", value_delimiter = ',')]
     pub gates: Option<Vec<String>>,
-    /// Do not check that work happened here before running gates.
+    /// Do not check that work happened here before running gates. A base ref is still
+    /// required and must name a commit (as CommandMate's runner requires).
     #[arg(long)]
     pub skip_work_evidence: bool,
     /// text (the line contract) or json.
     #[arg(long, value_enum, default_value = "text")]
     pub format: Format,
-    /// Also write a JUnit XML report here: one test case per gate (docs/reports.md).
-    #[arg(long, value_name = "FILE")]
+    // An installed binary has no docs/ beside it, so help points into the repository.
+    #[arg(long, value_name = "FILE", help = concat!(
+        "Also write a JUnit XML report here: one test case per gate (docs/reports.md at ",
+        env!("CARGO_PKG_REPOSITORY"), ")"
+    ))]
     pub junit: Option<PathBuf>,
-    /// Also print GitHub Actions annotations, on stderr so stdout keeps its contract
-    /// (docs/reports.md).
-    #[arg(long)]
+    #[arg(long, help = concat!(
+        "Also print GitHub Actions annotations, on stderr so stdout keeps its contract \
+         (docs/reports.md at ", env!("CARGO_PKG_REPOSITORY"), ")"
+    ))]
     pub github: bool,
 }
 
@@ -59,7 +64,7 @@ pub fn run(args: Args) -> i32 {
     match greenlight_proc::run_main(|interrupt| verify(args, interrupt)) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("greenlight: cannot start the async runtime or its signal handlers: {e}");
+            errln!("greenlight: cannot start the async runtime or its signal handlers: {e}");
             exit::CONFIG_ERROR
         }
     }
@@ -75,7 +80,7 @@ pub fn kill_grace() -> Duration {
         .unwrap_or(exec::KILL_GRACE)
 }
 
-async fn verify(args: Args, mut interrupt: greenlight_proc::InterruptWatch) -> i32 {
+async fn verify(args: Args, interrupt: greenlight_proc::InterruptWatch) -> i32 {
     let json = args.format == Format::Json;
     let cwd = args.cwd.clone().unwrap_or_else(|| PathBuf::from("."));
     let cwd = std::path::absolute(&cwd).unwrap_or(cwd);
@@ -86,7 +91,7 @@ async fn verify(args: Args, mut interrupt: greenlight_proc::InterruptWatch) -> i
     let config_path = match Utf8PathBuf::from_path_buf(config_path) {
         Ok(p) => p,
         Err(p) => {
-            eprintln!(
+            errln!(
                 "greenlight: {}: the config path is not valid UTF-8; pass --config with a UTF-8 path",
                 p.display()
             );
@@ -97,9 +102,9 @@ async fn verify(args: Args, mut interrupt: greenlight_proc::InterruptWatch) -> i
         Ok(c) => c,
         Err(errors) => {
             for error in &errors.0 {
-                eprintln!("{error}");
+                errln!("{error}");
             }
-            eprintln!(
+            errln!(
                 "greenlight: {} problem(s) in the config; no gate ran",
                 errors.0.len()
             );
@@ -112,7 +117,7 @@ async fn verify(args: Args, mut interrupt: greenlight_proc::InterruptWatch) -> i
             }
             if args.github {
                 for message in &messages {
-                    eprintln!(
+                    errln!(
                         "::error title=greenlight config::{}",
                         greenlight_gate::github::escape_data(message)
                     );
@@ -121,6 +126,10 @@ async fn verify(args: Args, mut interrupt: greenlight_proc::InterruptWatch) -> i
             return exit::CONFIG_ERROR;
         }
     };
+
+    // A stdout nobody reads any more (`| head -c1`) ends the run as SIGTERM does: the running
+    // gate ended, its lock released.
+    let mut interrupt = crate::out::interrupt_with_closed_stdout(interrupt);
 
     let options = RunOptions {
         cwd: cwd.clone(),
@@ -131,6 +140,9 @@ async fn verify(args: Args, mut interrupt: greenlight_proc::InterruptWatch) -> i
         lock_root: greenlight_gate::lock::lock_root(),
     };
     let progress = Progress::start();
+    // Gate output is shown as a terminal would show it only on a terminal; a log file or a CI
+    // viewer gets it without escape sequences or carriage-return overwrites.
+    let plain_stderr = !std::io::stderr().is_terminal();
     let tail_limit = config.options.max_log_tail_bytes;
     let mut on_event = |event: Event<'_>| match event {
         Event::WorkEvidence(we) => {
@@ -147,7 +159,12 @@ async fn verify(args: Args, mut interrupt: greenlight_proc::InterruptWatch) -> i
             if !json {
                 out_line(&render::gate_line(gate));
             }
-            progress.err(&render::gate_stderr(gate, tail_limit, &cwd));
+            let text = render::gate_stderr(gate, tail_limit, &cwd);
+            if plain_stderr {
+                progress.err(&render::plain_text(&text));
+            } else {
+                progress.err(&text);
+            }
         }
     };
     let result = runner::run(&config, &options, &mut on_event, &mut interrupt).await;
@@ -155,7 +172,7 @@ async fn verify(args: Args, mut interrupt: greenlight_proc::InterruptWatch) -> i
     let report: RunReport = match result {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("greenlight: {e}");
+            errln!("greenlight: {e}");
             if json {
                 print_json_error(&[e.to_string()]);
             }
@@ -166,7 +183,7 @@ async fn verify(args: Args, mut interrupt: greenlight_proc::InterruptWatch) -> i
                 );
             }
             if args.github {
-                eprintln!(
+                errln!(
                     "::error title=greenlight::{}",
                     greenlight_gate::github::escape_data(&e.to_string())
                 );
@@ -175,27 +192,34 @@ async fn verify(args: Args, mut interrupt: greenlight_proc::InterruptWatch) -> i
         }
     };
     if let Some(note) = render::orphans_stderr(&report) {
-        eprint!("{note}");
+        // Command lines come from /proc: whatever a gate's process put there.
+        if plain_stderr {
+            err!("{}", render::plain_text(&note));
+        } else {
+            err!("{note}");
+        }
     }
     if report.env_clean_skipped {
         if !json {
             out_line(render::ENV_CLEAN_LINE);
         }
-        eprintln!("{}", render::ENV_CLEAN_NOTE);
+        errln!("{}", render::ENV_CLEAN_NOTE);
     }
     if let Some(signal) = report.interrupted {
-        eprintln!(
-            "greenlight: interrupted by {}: the running gate's processes were ended and its lock released; no RESULT",
+        let name = if crate::out::stdout_failed() {
+            "a closed stdout"
+        } else {
             signal.name()
+        };
+        errln!(
+            "greenlight: interrupted by {name}: the running gate's processes were ended and its lock released; no RESULT"
         );
     }
     if args.github {
         let prefix = github_prefix(&cwd);
-        let mut err = std::io::stderr().lock();
         for line in greenlight_gate::github::lines(&report, &cwd, prefix.as_deref(), tail_limit) {
-            let _ = writeln!(err, "{line}");
+            errln!("{line}");
         }
-        let _ = err.flush();
     }
     let junit_written = match &args.junit {
         Some(path) => write_junit(path, &greenlight_gate::junit::report(&report, tail_limit)),
@@ -206,6 +230,9 @@ async fn verify(args: Args, mut interrupt: greenlight_proc::InterruptWatch) -> i
         out_line(&serde_json::to_string_pretty(&doc).unwrap_or_default());
     } else if let Some(result) = report.result {
         out_line(&render::result_line(result));
+    }
+    if let Some(hint) = render::result_hint(&report, config_path.as_std_path(), &cwd) {
+        errln!("{hint}");
     }
     if !junit_written {
         // A report CI asked for and did not get must not pass quietly.
@@ -219,14 +246,14 @@ fn write_junit(path: &std::path::Path, report: &greenlight_gate::junit::Report) 
     let xml = match report.to_string() {
         Ok(xml) => xml,
         Err(e) => {
-            eprintln!("greenlight: cannot render the JUnit report: {e}");
+            errln!("greenlight: cannot render the JUnit report: {e}");
             return false;
         }
     };
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty())
         && let Err(e) = std::fs::create_dir_all(dir)
     {
-        eprintln!(
+        errln!(
             "greenlight: --junit {}: cannot create {}: {e}",
             path.display(),
             dir.display()
@@ -236,7 +263,7 @@ fn write_junit(path: &std::path::Path, report: &greenlight_gate::junit::Report) 
     match std::fs::write(path, xml) {
         Ok(()) => true,
         Err(e) => {
-            eprintln!(
+            errln!(
                 "greenlight: --junit {}: cannot write the report: {e}; pass a writable path",
                 path.display()
             );
@@ -265,9 +292,7 @@ fn print_json_error(errors: &[String]) {
 }
 
 fn out_line(line: &str) {
-    let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "{line}");
-    let _ = out.flush();
+    outln!("{line}");
 }
 
 /// Live progress on a terminal's stderr: the running gate and its elapsed time. Silent when

@@ -1,6 +1,8 @@
 //! The CLI through the real binary: one test binary, a module per subcommand and concern.
 
 mod agent_cli;
+mod cli_output;
+mod cli_wording;
 mod digest_cli;
 mod goal_crash;
 mod goal_judge_dispatch;
@@ -16,6 +18,9 @@ mod proc_git_env;
 mod proc_signals;
 mod verify;
 mod verify_config_rejections;
+mod verify_json_docs;
 mod verify_leaks;
+mod verify_messages;
 mod verify_mutex;
 mod verify_reports;
+mod verify_spawn;

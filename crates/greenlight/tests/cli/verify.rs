@@ -270,6 +270,7 @@ fn the_primary_checkout_skips_every_gate_and_is_not_green() {
     GATE b SKIP reason=primary-checkout
     RESULT skipped
     --- stderr
+    greenlight: RESULT skipped: [REPO] is the primary checkout and skipInPrimaryCheckout is on, so no gate ran; run in a linked worktree (`git worktree add ../<name>`), or set `skipInPrimaryCheckout: false` under options: in [REPO]/.commandmate/verify.yaml
     ");
     assert!(repo.read("ran").is_none());
 
