@@ -75,12 +75,10 @@ pub enum Error {
     },
     /// A gate could not be spawned at all (not the gate's own failure: `/bin/sh` itself). Not an
     /// error of the run: the gate's FAIL, with this as its reason.
-    #[error("cannot start gate `{id}` with /bin/sh in {}: {source}", cwd.display())]
+    #[error("cannot start gate `{id}`: {source}")]
     Spawn {
         /// The gate id.
         id: String,
-        /// The working directory.
-        cwd: PathBuf,
         /// The I/O error.
         source: std::io::Error,
     },

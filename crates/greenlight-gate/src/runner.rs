@@ -350,7 +350,6 @@ async fn attempt(
         Err(source) => {
             let why = Error::Spawn {
                 id: gate.id.clone(),
-                cwd: options.cwd.clone(),
                 source,
             };
             return Ok(cannot_start(result, &why));

@@ -70,7 +70,7 @@ fn a_gate_that_cannot_start_is_its_own_fail_and_the_other_verdicts_stand() {
     broken
     --- end gate a ---
     --- gate c (FAIL exit=126): its command could not be started ---
-    greenlight: cannot start gate `c` with /bin/sh in [REPO]: No such file or directory (os error 2)
+    greenlight: cannot start gate `c`: cannot start `/bin/sh -c true` in `[REPO]`: No such file or directory (os error 2)
     --- end gate c ---
     ");
     let xml = std::fs::read_to_string(&junit).unwrap();
@@ -106,7 +106,7 @@ fn a_gate_that_cannot_start_is_its_own_fail_and_the_other_verdicts_stand() {
     assert_eq!(c["exit_codes"], json!([126]));
     let why = c["attempts"][0]["start_error"].as_str().unwrap();
     assert!(
-        why.starts_with("cannot start gate `c` with /bin/sh in "),
+        why.starts_with("cannot start gate `c`: cannot start `/bin/sh -c true` in "),
         "{why}"
     );
     assert_eq!(doc["gates"][0]["attempts"][0]["start_error"], Value::Null);
