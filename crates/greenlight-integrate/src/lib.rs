@@ -16,6 +16,7 @@ pub mod draft;
 mod error;
 pub mod foreground;
 pub mod install;
+mod jsontext;
 pub mod stop;
 
 pub use error::Error;

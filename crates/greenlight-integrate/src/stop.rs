@@ -79,6 +79,8 @@ pub struct Payload {
     pub model: Option<String>,
     /// Both agents: the transcript file.
     pub transcript_path: Option<String>,
+    /// SessionStart: `startup`, `resume`, `clear` or `compact` (recorded only).
+    pub source: Option<String>,
 }
 
 impl Payload {
@@ -97,6 +99,15 @@ impl Payload {
             )
         } else {
             base
+        }
+    }
+
+    /// The key the session's base commit is kept under: the session id (a subagent shares its
+    /// session's base), or the directory when there is none.
+    pub fn base_key(&self, cwd: &Path) -> String {
+        match self.session_id.as_deref().filter(|s| !s.is_empty()) {
+            Some(id) => id.to_owned(),
+            None => format!("cwd:{}", cwd.display()),
         }
     }
 }
@@ -435,11 +446,17 @@ pub async fn run(
         None => here,
     };
     let Some(config_path) = find_config(&cwd) else {
-        return StopOutcome::allow_saying(format!(
-            "greenlight: no .commandmate/verify.yaml in {} or above it in the worktree, so no \
-             gate ran; run `greenlight init --write` there to draft one",
-            cwd.display()
-        ));
+        // Silent: a user-level hook fires in every repository, and most have no gates to run.
+        return StopOutcome {
+            decision: Decision::Allow {
+                system_message: None,
+            },
+            notes: vec![format!(
+                "greenlight: no .commandmate/verify.yaml in {} or above it in the worktree, so no \
+                 gate ran (`greenlight init --write` drafts one)",
+                cwd.display()
+            )],
+        };
     };
     let root = config_path
         .parent()
@@ -487,25 +504,62 @@ pub async fn run(
         ));
     }
     let mut notes = Vec::new();
-    if let Ok(base) = evidence::resolve_base_ref(&root, None, config.options.base_ref.as_deref()) {
-        match evidence::work_evidence(&root, &base) {
-            Ok(found) if found.commits == 0 && found.uncommitted == 0 => {
+    // Work is counted from the base recorded when the session began (SessionStart, else its
+    // first Stop), never from the base ref as it is now: an agent that pushes its commits and
+    // fetches would otherwise move the base past its own work and be let go unjudged.
+    let top = crate::install::project_root(&root);
+    let key = payload.base_key(&cwd);
+    match with_store(options, |store| store.hook_base(&key, &top)) {
+        Ok(Some(base)) => match evidence::work_evidence(&root, &base) {
+            // A session whose last stop was blocked red is judged again even with nothing new
+            // to count: its red gates are still its own.
+            Ok(found)
+                if found.commits == 0
+                    && found.uncommitted == 0
+                    && with_store(options, |store| {
+                        store.hook_blocks(&payload.session_key(&cwd))
+                    })
+                    .map_or(true, |blocks| blocks == 0) =>
+            {
                 return StopOutcome {
                     decision: Decision::Allow {
                         system_message: None,
                     },
                     notes: vec![format!(
-                        "greenlight: no commits since {base} and no uncommitted changes in {}: \
-                         nothing to judge, no gate ran",
+                        "greenlight: no commits since {} (where this session began) and no \
+                         uncommitted changes in {}: nothing to judge, no gate ran",
+                        short(&base),
                         root.display()
                     )],
                 };
             }
             Ok(_) => {}
             Err(e) => notes.push(format!(
-                "greenlight: cannot count work since {base} ({e}); running the gates anyway"
+                "greenlight: cannot count work since {} ({e}); running the gates anyway",
+                short(&base)
             )),
+        },
+        Ok(None) => {
+            let recorded = session_base(&root, config.options.base_ref.as_deref()).map(|base| {
+                with_store(options, |store| {
+                    store.write(|tx| tx.hook_record_base(&key, &top, &base))
+                })
+            });
+            let what = match recorded {
+                Some(Ok(base)) => format!("recorded {} as its base now", short(&base)),
+                Some(Err(e)) => format!("and it cannot be recorded ({e})"),
+                None => "and none can be found".to_owned(),
+            };
+            notes.push(format!(
+                "greenlight: no base commit was recorded when this session began (no SessionStart \
+                 hook ran) {what}; greenlight cannot tell what the session changed, so the gates \
+                 run on HEAD"
+            ));
         }
+        Err(e) => notes.push(format!(
+            "greenlight: cannot read this session's base from the state database ({e}); running \
+             the gates on HEAD"
+        )),
     }
 
     config.options.skip_in_primary_checkout = false;
@@ -605,6 +659,78 @@ pub async fn run(
     StopOutcome {
         decision: outcome,
         notes,
+    }
+}
+
+/// The commit a session's work is counted from: where HEAD meets the base ref (`baseRef`, else
+/// `origin/HEAD`), or HEAD itself when no base ref resolves. `None` without a commit.
+pub fn session_base(root: &Path, base_ref: Option<&str>) -> Option<String> {
+    let from_ref = evidence::resolve_base_ref(root, None, base_ref)
+        .ok()
+        .and_then(|r| git_line(root, &["merge-base", &r, "HEAD"]));
+    from_ref.or_else(|| git_line(root, &["rev-parse", "--verify", "--quiet", "HEAD^{commit}"]))
+}
+
+/// One line of git's output, or `None` when git fails. The variables that would point git at
+/// another repository are cleared: the hook judges the worktree the payload names.
+fn git_line(dir: &Path, args: &[&str]) -> Option<String> {
+    use std::os::unix::process::CommandExt as _;
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .env_remove("GIT_INDEX_FILE")
+        .env_remove("GIT_COMMON_DIR")
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .process_group(0)
+        .output()
+        .ok()?;
+    let line = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    (out.status.success() && !line.is_empty()).then_some(line)
+}
+
+/// A commit id as people read it.
+fn short(commit: &str) -> &str {
+    commit.get(..12).unwrap_or(commit)
+}
+
+/// The SessionStart hook: records the commit this session's work will be counted from, in the
+/// worktree the payload names. Never blocks and prints nothing for the agent (SessionStart
+/// output becomes the model's context); the returned lines are for stderr.
+pub fn record_session_start(payload: &Payload, options: &StopOptions) -> Vec<String> {
+    let here = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    let cwd = match &payload.cwd {
+        Some(cwd) => here.join(cwd),
+        None => here,
+    };
+    if git_line(&cwd, &["rev-parse", "--is-inside-work-tree"]).is_none() {
+        return Vec::new();
+    }
+    let top = crate::install::project_root(&cwd);
+    // The config's baseRef, when there is a readable one; else origin/HEAD.
+    let base_ref = find_config(&cwd)
+        .and_then(|p| Utf8PathBuf::from_path_buf(p).ok())
+        .and_then(|p| config::load(&p).ok())
+        .and_then(|c| c.options.base_ref);
+    let Some(base) = session_base(&top, base_ref.as_deref()) else {
+        return Vec::new();
+    };
+    let key = payload.base_key(&cwd);
+    match with_store(options, |store| {
+        store.write(|tx| {
+            let recorded = tx.hook_record_base(&key, &top, &base)?;
+            tx.prune_hook_bases(tx.now() - SESSION_TTL_MS)?;
+            Ok(recorded)
+        })
+    }) {
+        Ok(_) => Vec::new(),
+        Err(e) => vec![format!(
+            "greenlight hook session-start: cannot record where this session began ({e}); the \
+             Stop hook will run the gates on HEAD"
+        )],
     }
 }
 

@@ -68,6 +68,17 @@ const FRESH: &str = r#"{
           }
         ]
       }
+    ],
+    "SessionStart": [
+      {
+        "hooks": [
+          {
+            "type": "command",
+            "command": "greenlight hook session-start",
+            "timeout": 30
+          }
+        ]
+      }
     ]
   }
 }
@@ -113,8 +124,10 @@ const BUSY: &str = r#"{
 }
 "#;
 
+/// An uninstall after an install into a repository that had no settings file used to leave
+/// `{}` and a `.bak` behind; a file greenlight created and that holds nothing else goes.
 #[test]
-fn empty_settings_get_both_events_and_uninstall_leaves_an_empty_object() {
+fn uninstall_removes_a_settings_file_greenlight_created_and_leaves_no_backup() {
     for file in [".claude/settings.json", ".codex/hooks.json"] {
         let dir = tmp();
         let path = dir.path().join(file);
@@ -124,20 +137,37 @@ fn empty_settings_get_both_events_and_uninstall_leaves_an_empty_object() {
             !backup_of(&path).exists(),
             "nothing to back up for a new file"
         );
-        let applied = uninstall(&path);
-        assert_eq!(
-            applied,
-            Applied::Written {
-                backup: Some(backup_of(&path))
-            }
-        );
-        assert_eq!(read(&path), "{}\n");
-        assert_eq!(
-            read(&backup_of(&path)),
-            FRESH,
-            "the backup holds the bytes before uninstall"
-        );
+        assert_eq!(uninstall(&path), Applied::Removed);
+        assert!(!path.exists(), "{file}");
+        assert!(!backup_of(&path).exists(), "{file}");
     }
+}
+
+/// A file the user had (even `{}`) is theirs: uninstall gives back its bytes, and the
+/// install's backup (the file before greenlight first changed it) is never overwritten.
+#[test]
+fn uninstall_keeps_a_users_empty_file_and_never_overwrites_the_install_backup() {
+    let dir = tmp();
+    let path = dir.path().join(".claude/settings.json");
+    write(&path, "{}\n");
+    assert_eq!(
+        install(&path),
+        Applied::Written {
+            backup: Some(install::Backup::Made(backup_of(&path)))
+        }
+    );
+    assert_eq!(
+        uninstall(&path),
+        Applied::Written {
+            backup: Some(install::Backup::Kept(backup_of(&path)))
+        }
+    );
+    assert_eq!(read(&path), "{}\n");
+    assert_eq!(
+        read(&backup_of(&path)),
+        "{}\n",
+        "the install's backup is intact"
+    );
 }
 
 #[test]
@@ -172,7 +202,10 @@ fn other_settings_and_hooks_are_kept_in_order_and_uninstall_restores_the_bytes()
         .as_object()
         .map(|o| o.keys().map(String::as_str).collect())
         .unwrap_or_default();
-    assert_eq!(hook_keys, ["PreToolUse", "Stop", "SubagentStop"]);
+    assert_eq!(
+        hook_keys,
+        ["PreToolUse", "Stop", "SubagentStop", "SessionStart"]
+    );
     let stop = doc["hooks"]["Stop"].as_array().cloned().unwrap_or_default();
     assert_eq!(
         stop.len(),
@@ -385,7 +418,7 @@ fn dry_run_diff_shows_the_change_and_writes_nothing() {
     let diff = plan.diff();
     assert!(
         diff.starts_with(&format!(
-            "--- {}\n+++ {}\n@@ -1,3 +1,27 @@\n",
+            "--- {}\n+++ {}\n@@ -1,3 +1,",
             path.display(),
             path.display()
         )),

@@ -14,8 +14,7 @@ const CARGO_TIMEOUT_SEC: u32 = 1800;
 /// Proposes `cargo clippy` + `cargo test` for a Rust crate or workspace, `go vet` + `go test`
 /// for a Go module.
 pub(crate) fn scan(root: &Path, found: &mut Found) {
-    if let Ok(bytes) = std::fs::read(root.join("Cargo.toml")) {
-        let text = String::from_utf8_lossy(&bytes);
+    if let Some(text) = read(root, "Cargo.toml", found) {
         match toml::from_str::<toml::Table>(&text) {
             Ok(value) => {
                 let workspace = value.contains_key("workspace");
@@ -44,8 +43,7 @@ pub(crate) fn scan(root: &Path, found: &mut Found) {
             Err(e) => found.skip("Cargo.toml", "", format!("not valid TOML: {}", e.message())),
         }
     }
-    if let Ok(bytes) = std::fs::read(root.join("go.mod")) {
-        let text = String::from_utf8_lossy(&bytes);
+    if let Some(text) = read(root, "go.mod", found) {
         let module = text
             .lines()
             .find_map(|l| l.trim().strip_prefix("module "))
@@ -60,6 +58,17 @@ pub(crate) fn scan(root: &Path, found: &mut Found) {
                 fallback: true,
                 tier: 5,
             });
+        }
+    }
+}
+
+/// A manifest's text; a manifest that exists but cannot be read is reported in `found`.
+fn read(root: &Path, name: &str, found: &mut Found) -> Option<String> {
+    match super::read_source(&root.join(name)) {
+        Ok(text) => text,
+        Err(reason) => {
+            found.skip(name, "", reason);
+            None
         }
     }
 }

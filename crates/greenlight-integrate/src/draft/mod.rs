@@ -98,6 +98,17 @@ impl Found {
     }
 }
 
+/// Reads one source file (manifest, workflow, task file) the way every config file is read:
+/// non-blocking, regular files only, at most 1 MiB. `Ok(None)` when it does not exist; `Err`
+/// says why it cannot be used (a FIFO, a symlink to a device, too large, unreadable).
+pub(crate) fn read_source(path: &Path) -> Result<Option<String>, String> {
+    match greenlight_gate::file::read_config_file(path) {
+        Ok(Some(bytes)) => Ok(Some(String::from_utf8_lossy(&bytes).into_owned())),
+        Ok(None) => Ok(None),
+        Err(e) => Err(format!("not read: {}", e.reason())),
+    }
+}
+
 /// Longest timeout verify.yaml v1 accepts (`timeoutSec` 1..7200).
 const MAX_TIMEOUT_SEC: u32 = 7200;
 
@@ -112,6 +123,9 @@ pub fn draft(root: &Path) -> Result<Draft, Error> {
     })?;
     let ctx = keys::Context::load(root);
     let mut found = Found::default();
+    for (file, reason) in &ctx.unreadable {
+        found.skip(file, "", reason);
+    }
     workflow::scan(root, &mut found);
     node::scan(root, &ctx, &mut found);
     make::scan(root, &ctx, &mut found);
@@ -220,6 +234,10 @@ fn assemble(found: Found, ctx: &keys::Context) -> Draft {
             }
         })
         .collect();
+    // One line per finding: the same file or step can be met by several sources (a pyproject
+    // read for tox and for its tools, a command expanded per matrix value).
+    let mut seen: HashSet<(String, String, String)> = HashSet::new();
+    skipped.retain(|s| seen.insert((s.source.clone(), s.command.clone(), s.reason.clone())));
     Draft { gates, skipped }
 }
 

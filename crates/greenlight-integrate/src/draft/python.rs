@@ -18,11 +18,13 @@ pub(crate) fn scan_task_runners(root: &Path, found: &mut Found) {
 }
 
 fn scan_tox(root: &Path, found: &mut Found) {
-    let (file, envs) = if let Some(text) = read(root, "tox.ini") {
+    let (file, envs) = if let Some(text) = read(root, "tox.ini", found) {
         ("tox.ini", tox_ini_envs(&text))
-    } else if let Some(text) = read(root, "tox.toml") {
+    } else if let Some(text) = read(root, "tox.toml", found) {
         ("tox.toml", tox_toml_envs(&text))
-    } else if let Some(legacy) = read(root, "pyproject.toml").and_then(|t| legacy_tox_ini(&t)) {
+    } else if let Some(legacy) =
+        read(root, "pyproject.toml", found).and_then(|t| legacy_tox_ini(&t))
+    {
         ("pyproject.toml [tool.tox]", tox_ini_envs(&legacy))
     } else {
         return;
@@ -64,7 +66,7 @@ fn scan_tox(root: &Path, found: &mut Found) {
 }
 
 fn scan_nox(root: &Path, found: &mut Found) {
-    let Some(text) = read(root, "noxfile.py") else {
+    let Some(text) = read(root, "noxfile.py", found) else {
         return;
     };
     for session in nox_sessions(&text) {
@@ -89,7 +91,7 @@ fn scan_nox(root: &Path, found: &mut Found) {
 /// Proposes ruff, mypy and pytest when `pyproject.toml` configures or depends on them; used
 /// only when no explicit command already exercises Python.
 pub(crate) fn scan_manifest(root: &Path, found: &mut Found) {
-    let Some(text) = read(root, "pyproject.toml") else {
+    let Some(text) = read(root, "pyproject.toml", found) else {
         return;
     };
     let value: toml::Table = match toml::from_str(&text) {
@@ -209,10 +211,15 @@ fn dependency_names(value: &toml::Table) -> Vec<String> {
     names
 }
 
-fn read(root: &Path, name: &str) -> Option<String> {
-    std::fs::read(root.join(name))
-        .ok()
-        .map(|b| String::from_utf8_lossy(&b).into_owned())
+/// A Python source file's text; a file that exists but cannot be read is reported in `found`.
+fn read(root: &Path, name: &str, found: &mut Found) -> Option<String> {
+    match super::read_source(&root.join(name)) {
+        Ok(text) => text,
+        Err(reason) => {
+            found.skip(name, "", reason);
+            None
+        }
+    }
 }
 
 /// `py`, `py3`, `py310`, `py3.11`, `pypy3`, and factor combinations starting with one.

@@ -53,11 +53,14 @@ pub(crate) fn scan(root: &Path, found: &mut Found) {
             );
             continue;
         }
-        let Ok(bytes) = std::fs::read(dir.join(&name)) else {
-            found.skip(&rel, "", "cannot be read");
-            continue;
+        let text = match super::read_source(&dir.join(&name)) {
+            Ok(Some(text)) => text,
+            Ok(None) => continue,
+            Err(reason) => {
+                found.skip(&rel, "", reason);
+                continue;
+            }
         };
-        let text = String::from_utf8_lossy(&bytes);
         match serde_saphyr::from_str::<Workflow>(&text) {
             Ok(workflow) => scan_workflow(&rel, &workflow, found),
             Err(e) => {
