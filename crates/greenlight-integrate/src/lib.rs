@@ -15,6 +15,7 @@
 pub mod draft;
 mod error;
 pub mod foreground;
+mod git;
 pub mod install;
 mod jsontext;
 pub mod stop;

@@ -671,25 +671,8 @@ pub fn session_base(root: &Path, base_ref: Option<&str>) -> Option<String> {
     from_ref.or_else(|| git_line(root, &["rev-parse", "--verify", "--quiet", "HEAD^{commit}"]))
 }
 
-/// One line of git's output, or `None` when git fails. The variables that would point git at
-/// another repository are cleared: the hook judges the worktree the payload names.
 fn git_line(dir: &Path, args: &[&str]) -> Option<String> {
-    use std::os::unix::process::CommandExt as _;
-    let out = std::process::Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_WORK_TREE")
-        .env_remove("GIT_INDEX_FILE")
-        .env_remove("GIT_COMMON_DIR")
-        .stdin(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .process_group(0)
-        .output()
-        .ok()?;
-    let line = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-    (out.status.success() && !line.is_empty()).then_some(line)
+    crate::git::line(dir, args)
 }
 
 /// A commit id as people read it.

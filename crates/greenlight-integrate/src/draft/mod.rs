@@ -14,6 +14,7 @@ mod keys;
 mod make;
 mod manifest;
 mod node;
+mod options;
 mod python;
 mod render;
 mod workflow;
@@ -24,7 +25,8 @@ use std::path::Path;
 use crate::Error;
 use classify::{Kind, Verdict};
 
-pub use render::{render_v1, validate_id};
+pub use options::{DraftOptions, options_for};
+pub use render::{render_v1, render_v1_with, validate_id};
 
 /// One drafted gate, ready to be written into a verify.yaml.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -241,19 +243,40 @@ fn assemble(found: Found, ctx: &keys::Context) -> Draft {
     Draft { gates, skipped }
 }
 
-/// A short id hint for a command: the script, target or subcommand it runs.
+/// A short id hint for a command: the script, target or subcommand of the segment that does
+/// the checking (`pytest || exit 1` is `pytest`, never `exit`); `check` when nothing says more.
 pub(crate) fn hint_from_command(command: &str) -> String {
     let segs = classify::segments(command);
-    let Some(last) = segs.iter().rev().find(|s| {
-        let w = classify::words(s);
-        !matches!(
-            w.first().map(|p| classify::program(p)),
-            Some("cd" | "export") | None
+    let is_check = |s: &String| matches!(classify::classify(s), classify::Verdict::Check(_));
+    let plumbing = |s: &String| {
+        matches!(
+            classify::words(s).first().map(|p| classify::program(p)),
+            Some(
+                "cd" | "export"
+                    | "exit"
+                    | "set"
+                    | "true"
+                    | "false"
+                    | "echo"
+                    | "printf"
+                    | ":"
+                    | "source"
+                    | "."
+                    | "unset"
+                    | "sleep"
+                    | "return"
+            ) | None
         )
-    }) else {
-        return "gate".to_string();
     };
-    hint_from_words(&classify::words(last))
+    let chosen = segs
+        .iter()
+        .rev()
+        .find(|s| is_check(s) && !plumbing(s))
+        .or_else(|| segs.iter().find(|s| !plumbing(s)));
+    let Some(segment) = chosen else {
+        return "check".to_string();
+    };
+    hint_from_words(&classify::words(segment))
 }
 
 fn hint_from_words(w: &[String]) -> String {
@@ -265,7 +288,7 @@ fn hint_from_words(w: &[String]) -> String {
     let first = non_flags
         .first()
         .map(|p| classify::program(p))
-        .unwrap_or("gate");
+        .unwrap_or("check");
     let second = non_flags.get(1).copied();
     let flag_value = |flag: &str| {
         w.iter()
@@ -306,6 +329,17 @@ fn hint_from_words(w: &[String]) -> String {
             .or_else(|| flag_value("--session"))
             .unwrap_or_else(|| "nox".to_string()),
         "ruff" | "mypy" | "pytest" | "eslint" | "tsc" => first.to_string(),
+        // An interpreter running a script: the script says what the step does.
+        "sh" | "bash" | "zsh" | "dash" | "python" | "python3" | "node" | "deno" | "ruby"
+        | "perl"
+            if second.is_some() =>
+        {
+            let script = classify::program(second.unwrap_or_default());
+            script
+                .rsplit_once('.')
+                .map_or(script, |(stem, _)| stem)
+                .to_string()
+        }
         other => other
             .rsplit_once('.')
             .map_or(other, |(stem, _)| stem)
@@ -329,5 +363,12 @@ mod tests {
         assert_eq!(hint_from_command("tox -e lint"), "lint");
         assert_eq!(hint_from_command("./scripts/check-links.sh"), "check-links");
         assert_eq!(hint_from_command("python -m mypy src"), "mypy");
+        assert_eq!(hint_from_command("pytest -q || exit 1"), "pytest");
+        assert_eq!(hint_from_command("sh ci/check.sh"), "check");
+        assert_eq!(
+            hint_from_command("python scripts/lint_docs.py"),
+            "lint_docs"
+        );
+        assert_eq!(hint_from_command("exit 0"), "check");
     }
 }
