@@ -17,6 +17,7 @@ mod node;
 mod options;
 mod python;
 mod render;
+mod runnable;
 mod workflow;
 
 use std::collections::{HashMap, HashSet};
@@ -119,6 +120,42 @@ const MAX_TIMEOUT_SEC: u32 = 7200;
 /// Files that cannot be parsed are reported in [`Draft::skipped`] rather than failing the
 /// scan; only an unreadable `root` is an error.
 pub fn draft(root: &Path) -> Result<Draft, Error> {
+    draft_with(root, &Programs::from_env())
+}
+
+/// Which programs a gate may call where `init` runs: a drafted gate whose program is missing
+/// could never pass, so it is listed as not drafted instead.
+#[derive(Debug, Clone)]
+pub enum Programs {
+    /// Look each name up in this `PATH` (as the process environment holds it).
+    Path(Option<std::ffi::OsString>),
+    /// Every program exists (for drafting on behalf of another machine, and for tests).
+    All,
+}
+
+impl Programs {
+    /// The current process's `PATH`.
+    pub fn from_env() -> Programs {
+        Programs::Path(std::env::var_os("PATH"))
+    }
+
+    /// True when `name` (no slash) is an executable file on the path.
+    pub fn has(&self, name: &str) -> bool {
+        match self {
+            Programs::All => true,
+            Programs::Path(path) => path.as_ref().is_some_and(|paths| {
+                std::env::split_paths(paths).any(|dir| {
+                    use std::os::unix::fs::PermissionsExt as _;
+                    std::fs::metadata(dir.join(name))
+                        .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+                })
+            }),
+        }
+    }
+}
+
+/// [`draft`] with an explicit answer to "is this program installed?".
+pub fn draft_with(root: &Path, programs: &Programs) -> Result<Draft, Error> {
     std::fs::read_dir(root).map_err(|source| Error::Read {
         path: root.to_path_buf(),
         source,
@@ -132,13 +169,13 @@ pub fn draft(root: &Path) -> Result<Draft, Error> {
     node::scan(root, &ctx, &mut found);
     make::scan(root, &ctx, &mut found);
     python::scan_task_runners(root, &mut found);
-    python::scan_manifest(root, &mut found);
+    python::scan_manifest(root, programs, &mut found);
     manifest::scan(root, &mut found);
-    Ok(assemble(found, &ctx))
+    Ok(assemble(found, &ctx, root, programs))
 }
 
 /// Drops what is redundant or unsafe to write, orders by kind, and assigns unique ids.
-fn assemble(found: Found, ctx: &keys::Context) -> Draft {
+fn assemble(found: Found, ctx: &keys::Context, root: &Path, programs: &Programs) -> Draft {
     let Found {
         candidates,
         mut skipped,
@@ -190,6 +227,14 @@ fn assemble(found: Found, ctx: &keys::Context) -> Draft {
                 return;
             }
         };
+        if let Some(reason) = runnable::cannot_run(&command, root, programs) {
+            skipped.push(Skipped {
+                source: c.source,
+                command,
+                reason,
+            });
+            return;
+        }
         let normalized = command.split_whitespace().collect::<Vec<_>>().join(" ");
         let k = ctx.keys_of(&command);
         let stronger = |key: &String| covered.get(key).is_some_and(|tier| *tier < c.tier);

@@ -88,9 +88,11 @@ fn scan_nox(root: &Path, found: &mut Found) {
     }
 }
 
-/// Proposes ruff, mypy and pytest when `pyproject.toml` configures or depends on them; used
-/// only when no explicit command already exercises Python.
-pub(crate) fn scan_manifest(root: &Path, found: &mut Found) {
+/// Proposes ruff, mypy and pytest when the project depends on them, or configures them and
+/// they are installed; used only when no explicit command already exercises Python. A
+/// `[tool.ruff]` table alone is not enough: many projects keep one for editors, and a gate on
+/// a tool that is neither a dependency nor installed could never pass.
+pub(crate) fn scan_manifest(root: &Path, programs: &super::Programs, found: &mut Found) {
     let Some(text) = read(root, "pyproject.toml", found) else {
         return;
     };
@@ -128,15 +130,21 @@ pub(crate) fn scan_manifest(root: &Path, found: &mut Found) {
             tier: 5,
         });
     };
-    if has_tool("ruff") || depends("ruff") || root.join("ruff.toml").is_file() {
+    let configured_and_installed = |name: &str, configured: bool| configured && programs.has(name);
+    let ruff_configured = has_tool("ruff") || root.join("ruff.toml").is_file();
+    if depends("ruff") || configured_and_installed("ruff", ruff_configured) {
         push(
             "ruff",
             format!("{runner}ruff check ."),
-            "ruff".to_string(),
+            if depends("ruff") {
+                "ruff: a dependency".to_string()
+            } else {
+                "ruff: configured, and installed here".to_string()
+            },
             None,
         );
     }
-    if has_tool("mypy") || depends("mypy") {
+    if depends("mypy") || configured_and_installed("mypy", has_tool("mypy")) {
         let files_configured = tool
             .and_then(|t| t.get("mypy"))
             .and_then(|m| m.as_table())
@@ -146,7 +154,12 @@ pub(crate) fn scan_manifest(root: &Path, found: &mut Found) {
         } else {
             format!("{runner}mypy .")
         };
-        push("mypy", cmd, "mypy".to_string(), None);
+        let why = if depends("mypy") {
+            "mypy: a dependency"
+        } else {
+            "mypy: configured, and installed here"
+        };
+        push("mypy", cmd, why.to_string(), None);
     }
     if has_tool("pytest") || depends("pytest") || root.join("tests").is_dir() {
         push(

@@ -325,3 +325,106 @@ fn init_write_exits_zero_when_the_first_run_is_red_and_reports_that_run() {
         help.stdout
     );
 }
+
+/// A directory for `PATH` holding `git` and `sh` and the given fake tools (each exits 0).
+fn path_with(tools: &[&str]) -> tempfile::TempDir {
+    let bin = tmp();
+    for real in ["git", "sh"] {
+        let found = ["/usr/bin", "/bin", "/usr/local/bin"]
+            .iter()
+            .map(|d| Path::new(d).join(real))
+            .find(|p| p.exists())
+            .unwrap_or_else(|| panic!("{real} is needed"));
+        std::os::unix::fs::symlink(found, bin.path().join(real)).unwrap_or_else(|e| panic!("{e}"));
+    }
+    for tool in tools {
+        use std::os::unix::fs::PermissionsExt as _;
+        let path = bin.path().join(tool);
+        write(&path, "#!/bin/sh\nexit 0\n");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    bin
+}
+
+fn init_with_path(repo: &Path, bin: &Path) -> String {
+    let out = Command::new(BIN)
+        .args(["init", "--cwd"])
+        .arg(repo)
+        .env("PATH", bin)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("run greenlight: {e}"));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    text(&out.stdout)
+}
+
+/// The Python package a newcomer tried: ids `exit` and `gate`, a multi-line step joined with
+/// `&&` (a line dropped), `dist/*.whl` passed literally, no word that `uv` was missing, and the
+/// same "not drafted" line three times.
+#[test]
+fn python_drafts_name_gates_by_what_they_run_and_list_what_cannot_run_here() {
+    let repo = tmp();
+    write(
+        &repo.path().join(".github/workflows/ci.yml"),
+        "on: push\njobs:\n  test:\n    runs-on: ubuntu-latest\n    steps:\n      - run: |\n          uv sync\n          uv run pytest\n          sh ci/lint.sh || exit 1\n      - run: check-wheel-contents dist/*.whl\n      - run: pytest || exit 1\n",
+    );
+    write(&repo.path().join("ci/lint.sh"), "exit 0\n");
+    write(
+        &repo.path().join("pyproject.toml"),
+        "[project]\nname = \"weather\"\n\n[tool.ruff]\nline-length = 100\n\n[tool.mypy]\nstrict = true\n",
+    );
+    write(&repo.path().join("uv.lock"), "version = 1\n");
+    // check-wheel-contents is not installed either: inspecting artifacts is the reason given.
+    let bin = path_with(&["pytest"]);
+    let stdout = init_with_path(repo.path(), bin.path());
+    assert!(
+        stdout.starts_with("2 gates drafted:\n  lint    sh ci/lint.sh || exit 1\n          from .github/workflows/ci.yml job test step 1 line 3\n  pytest  pytest || exit 1\n          from .github/workflows/ci.yml job test step 3\n"),
+        "{stdout}"
+    );
+    for line in [
+        "  .github/workflows/ci.yml job test step 1 line 1: installs dependencies; a setup line, not a gate (the check lines are drafted)\n    $ uv sync\n",
+        "  .github/workflows/ci.yml job test step 1 line 2: `uv` is not on PATH here, so the gate could not run; install uv (or leave the gate out) and run `greenlight init` again\n    $ uv run pytest\n",
+        "  .github/workflows/ci.yml job test step 2: its pattern `dist/*.whl` matches nothing here, so sh would pass it on literally; it inspects files an earlier CI step builds, which is not a check of the code\n",
+    ] {
+        assert_eq!(stdout.matches(line).count(), 1, "once: {line}\n{stdout}");
+    }
+    assert!(
+        !stdout.contains("  exit  ") && !stdout.contains("  gate  "),
+        "{stdout}"
+    );
+    assert!(
+        !stdout.contains("ruff") && !stdout.contains("mypy"),
+        "{stdout}"
+    );
+}
+
+/// `[tool.ruff]` and `[tool.mypy]` tables alone drafted ruff and mypy gates although neither
+/// was installed nor a dependency.
+#[test]
+fn ruff_and_mypy_need_a_dependency_or_an_install_not_just_a_tool_table() {
+    let repo = tmp();
+    write(
+        &repo.path().join("pyproject.toml"),
+        "[project]\nname = \"weather\"\n\n[tool.ruff]\nline-length = 100\n\n[tool.mypy]\nstrict = true\n",
+    );
+    write(
+        &repo.path().join("tests/test_weather.py"),
+        "def test_ok():\n    pass\n",
+    );
+    let bin = path_with(&["pytest"]);
+    let stdout = init_with_path(repo.path(), bin.path());
+    assert!(
+        stdout.starts_with("1 gate drafted:\n  pytest  pytest\n"),
+        "{stdout}"
+    );
+    assert!(
+        !stdout.contains("ruff") && !stdout.contains("mypy"),
+        "{stdout}"
+    );
+    // Installed: configured and runnable here, so drafted.
+    let bin = path_with(&["pytest", "ruff"]);
+    let stdout = init_with_path(repo.path(), bin.path());
+    assert!(stdout.contains("  ruff    ruff check .\n          from pyproject.toml (ruff: configured, and installed here)\n"), "{stdout}");
+    assert!(!stdout.contains("mypy"), "{stdout}");
+}
