@@ -465,3 +465,47 @@ fn uninstall_without_greenlight_entries_or_without_a_file_touches_nothing() {
     assert_eq!(read(&path), BUSY);
     assert!(!backup_of(&path).exists());
 }
+
+/// Install then uninstall gives back the bytes, whatever the layout: compact, tabs, CRLF,
+/// four spaces, spaces around colons, empty objects and lists, other hooks in every place.
+/// (Known exceptions: whitespace inside an empty object, `{ }`, comes back as `{}`; an empty
+/// `hooks` object or an empty Stop list that greenlight filled is removed with its handlers,
+/// since nothing tells it from one greenlight added.)
+#[test]
+fn install_then_uninstall_is_byte_identical_across_layouts() {
+    let texts = [
+        "{}",
+        "{}\n",
+        "{\"a\":1}",
+        "{\"hooks\":{\"PreToolUse\":[]}}",
+        "{\r\n\t\"model\": \"x\",\r\n\t\"hooks\": {\r\n\t\t\"Stop\": [\r\n\t\t\t{\"hooks\": [{\"type\": \"command\", \"command\": \"./mine.sh\"}]}\r\n\t\t]\r\n\t}\r\n}\r\n",
+        "{\n    \"hooks\" : {\n        \"PreToolUse\" : [ ],\n        \"SessionStart\": [{\"hooks\": [{\"type\": \"command\", \"command\": \"echo hi\"}]}]\n    },\n    \"n\": 1.50e300\n}",
+        "  {\"hooks\": {\"Stop\": [{\"matcher\": \"\", \"hooks\": []}]}, \"x\": [1, 2, {\"y\": null}]}  \n",
+    ];
+    for (i, original) in texts.iter().enumerate() {
+        let dir = tmp();
+        let path = dir.path().join("settings.json");
+        write(&path, original);
+        install(&path);
+        let installed = read(&path);
+        let doc: serde_json::Value = serde_json::from_str(&installed)
+            .unwrap_or_else(|e| panic!("#{i}: not JSON after install ({e}): {installed}"));
+        for event in install::EVENTS {
+            let ours: usize = doc["hooks"][event]
+                .as_array()
+                .map(|groups| {
+                    groups
+                        .iter()
+                        .flat_map(|g| g["hooks"].as_array().cloned().unwrap_or_default())
+                        .filter(install::is_greenlight_handler)
+                        .count()
+                })
+                .unwrap_or(0);
+            assert_eq!(ours, 1, "#{i} {event}: {installed}");
+        }
+        let plan = install::plan_install(&path, &spec()).unwrap_or_else(|e| panic!("{e}"));
+        assert!(!plan.changes(), "#{i}: a second install changes nothing");
+        uninstall(&path);
+        assert_eq!(read(&path), *original, "#{i}: after install: {installed}");
+    }
+}

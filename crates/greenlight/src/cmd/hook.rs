@@ -25,7 +25,8 @@ pub mod exit {
 /// The `hook` subcommands.
 #[derive(Debug, clap::Subcommand)]
 pub enum Command {
-    /// Add greenlight's Stop and SubagentStop hooks to an agent's settings (idempotent).
+    /// Add greenlight's Stop, SubagentStop and SessionStart hooks to an agent's settings
+    /// (idempotent; the file is edited only where greenlight's handlers go).
     Install {
         /// The agent whose settings to change.
         #[arg(long, value_enum)]
@@ -64,7 +65,8 @@ pub enum Command {
         cwd: Option<PathBuf>,
     },
     /// The hook itself: read the agent's Stop payload on stdin, run the worktree's gates, and
-    /// allow the stop or block it with the evidence (see docs/integrations/claude-code.md).
+    /// allow the stop or block it with the evidence (see docs/integrations/claude-code.md in
+    /// the repository).
     Stop {
         /// Consecutive blocks per session before greenlight lets the agent stop anyway (with a
         /// message that the gates are still red); 0 never blocks, it only reports.
