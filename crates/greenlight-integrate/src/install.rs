@@ -396,6 +396,11 @@ impl Plan {
                     path: self.target.clone(),
                     source,
                 })?;
+                // The `.claude`/`.codex` directory install made goes too, if nothing else is
+                // in it (remove_dir refuses a directory that is not empty).
+                if let Some(dir) = self.target.parent() {
+                    let _ = std::fs::remove_dir(dir);
+                }
                 Ok(Applied::Removed)
             }
         }
@@ -581,11 +586,11 @@ fn install_event(
         if n > 0 && duplicates.len() == count {
             drop_groups.push(*gi);
         } else {
-            edits.remove_items(text, handlers, &duplicates);
+            edits.remove_items(handlers, &duplicates);
         }
     }
     if !drop_groups.is_empty() {
-        edits.remove_items(text, list, &drop_groups);
+        edits.remove_items(list, &drop_groups);
     }
     let keep = groups[*first_group]
         .get("hooks")
@@ -691,9 +696,9 @@ pub fn plan_uninstall(path: &Path) -> Result<Plan, Error> {
             continue;
         }
         for (handlers, ours) in group_edits {
-            inner.remove_items(text, handlers, &ours);
+            inner.remove_items(handlers, &ours);
         }
-        inner.remove_items(text, list, &drop_groups);
+        inner.remove_items(list, &drop_groups);
     }
     if !removed_any {
         return Ok(unchanged(before));
@@ -713,10 +718,10 @@ pub fn plan_uninstall(path: &Path) -> Result<Plan, Error> {
                 after: None,
             });
         }
-        edits.remove_members(text, &doc, &[at]);
+        edits.remove_members(&doc, &[at]);
     } else {
         edits = inner;
-        edits.remove_members(text, hooks, &emptied_events);
+        edits.remove_members(hooks, &emptied_events);
     }
     let after = edits.apply(text);
     Ok(Plan {

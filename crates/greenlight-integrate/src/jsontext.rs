@@ -425,7 +425,7 @@ impl Edits {
 
     /// Removes the members of `object` at `remove` (indices, ascending), taking their
     /// separators with them so that what is left reads as if they had never been there.
-    pub(crate) fn remove_members(&mut self, text: &str, object: &Node, remove: &[usize]) {
+    pub(crate) fn remove_members(&mut self, object: &Node, remove: &[usize]) {
         let Some(members) = object.members() else {
             return;
         };
@@ -433,25 +433,19 @@ impl Edits {
             .iter()
             .map(|m| m.key_start..m.value.span.end)
             .collect();
-        self.remove_from(text, object, &spans, remove);
+        self.remove_from(object, &spans, remove);
     }
 
     /// Removes the items of `array` at `remove` (indices, ascending).
-    pub(crate) fn remove_items(&mut self, text: &str, array: &Node, remove: &[usize]) {
+    pub(crate) fn remove_items(&mut self, array: &Node, remove: &[usize]) {
         let Some(items) = array.items() else {
             return;
         };
         let spans: Vec<Range<usize>> = items.iter().map(|i| i.span.clone()).collect();
-        self.remove_from(text, array, &spans, remove);
+        self.remove_from(array, &spans, remove);
     }
 
-    fn remove_from(
-        &mut self,
-        _text: &str,
-        container: &Node,
-        spans: &[Range<usize>],
-        remove: &[usize],
-    ) {
+    fn remove_from(&mut self, container: &Node, spans: &[Range<usize>], remove: &[usize]) {
         let n = spans.len();
         if remove.is_empty() || n == 0 {
             return;
@@ -555,7 +549,7 @@ mod tests {
             .position(|m| m.key == key)
             .unwrap();
         let mut edits = Edits::default();
-        edits.remove_members(&added, &doc2, &[idx]);
+        edits.remove_members(&doc2, &[idx]);
         assert_eq!(edits.apply(&added), text, "after adding: {added}");
         added
     }
@@ -605,7 +599,7 @@ mod tests {
             (vec![0, 1, 2, 3, 4], "[]"),
         ] {
             let mut e = Edits::default();
-            e.remove_items(text, &doc, &remove);
+            e.remove_items(&doc, &remove);
             let out = e.apply(text);
             assert_eq!(out, want, "{remove:?}");
             assert!(parse(&out).is_ok());

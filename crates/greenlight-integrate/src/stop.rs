@@ -423,7 +423,9 @@ impl StopOutcome {
 pub fn find_config(cwd: &Path) -> Option<PathBuf> {
     for dir in cwd.ancestors() {
         let candidate = dir.join(".commandmate").join("verify.yaml");
-        if candidate.is_file() {
+        // Anything at the path counts, not only a regular file: a FIFO or a device there is a
+        // broken config to report, not a missing one to be silent about.
+        if std::fs::symlink_metadata(&candidate).is_ok() {
             return Some(candidate);
         }
         if dir.join(".git").exists() {

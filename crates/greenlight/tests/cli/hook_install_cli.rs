@@ -521,6 +521,12 @@ fn uninstall_after_install_into_a_repo_without_settings_leaves_no_file() {
         assert!(!path.exists(), "{file}");
         assert!(!backup(&path).exists(), "{file}");
     }
+    let left: Vec<_> = std::fs::read_dir(repo.path())
+        .unwrap_or_else(|e| panic!("{e}"))
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert!(left.is_empty(), "nothing left behind: {left:?}");
 }
 
 /// Both agents get a SessionStart handler that records where the session's work begins.

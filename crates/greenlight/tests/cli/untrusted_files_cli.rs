@@ -137,3 +137,40 @@ fn hook_install_refuses_a_fifo_settings_file_without_hanging() {
         out.stderr
     );
 }
+
+#[test]
+fn the_stop_hook_reports_a_fifo_verify_yaml_as_broken_without_hanging() {
+    let repo = TempRepo::worktree_with_commit();
+    mkfifo(&repo.path().join(".commandmate/verify.yaml"));
+    let payload = format!(
+        "{{\"session_id\":\"s\",\"cwd\":\"{}\",\"hook_event_name\":\"Stop\"}}",
+        repo.path().display()
+    );
+    let stdin = repo.home().join("payload.json");
+    std::fs::write(&stdin, payload).unwrap();
+    let state = repo.home().join("state.db");
+    let mut cmd = repo.command(["hook", "stop", "--state", state.to_str().unwrap()]);
+    cmd.stdin(std::fs::File::open(&stdin).unwrap());
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > HANG {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the hook hung on a FIFO verify.yaml");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let answer: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let message = answer["systemMessage"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("the verify.yaml is broken") && message.contains("a FIFO"),
+        "{answer}"
+    );
+}
