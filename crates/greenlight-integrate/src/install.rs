@@ -1,5 +1,5 @@
-//! Installing greenlight's Stop and SubagentStop hooks into an agent's hook settings, and
-//! taking them out again.
+//! Installing greenlight's Stop, SubagentStop and SessionStart hooks into an agent's hook
+//! settings, and taking them out again.
 //!
 //! Claude Code reads `.claude/settings.json` (project) or `~/.claude/settings.json` (user;
 //! `CLAUDE_CONFIG_DIR` moves it); Codex reads `.codex/hooks.json` or `~/.codex/hooks.json`
@@ -11,11 +11,13 @@
 //! ```
 //!
 //! The one rule that keeps it simple: greenlight owns exactly the handlers whose command is
-//! `greenlight hook stop` (by any path to a `greenlight` binary) and nothing else. Every other
-//! key, hook and key order is carried through untouched; the file keeps its indentation and
-//! line endings; a file that is not valid JSON, or whose `hooks` is not the expected shape, is
-//! refused and left byte-identical. Before any change the old bytes go to
-//! `<file>.greenlight.bak`, and the new file replaces the old one atomically.
+//! `greenlight hook stop` or `greenlight hook session-start` (by any path to a `greenlight`
+//! binary) and nothing else, and edits the file's text only where those handlers go
+//! (`jsontext`): every other byte, number, escape, key order and layout stays. A file that is
+//! not valid JSON, repeats a key, has a `hooks` of the wrong shape, or is read-only is refused
+//! and left byte-identical. Before the first change the old bytes go to
+//! `<file>.greenlight.bak` (created exclusively, never through a symlink, never replaced), and
+//! the new file replaces the old one atomically.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};

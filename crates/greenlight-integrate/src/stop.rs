@@ -1,8 +1,9 @@
 //! The Stop hook: Claude Code's or Codex's Stop / SubagentStop payload in, one decision out
-//! (allow the stop, or block it with the gates' evidence as the agent's next instruction).
+//! (allow the stop, or block it with the gates' evidence as the agent's next instruction); and
+//! the SessionStart hook, which records the commit the session's work is counted from.
 //!
 //! The one rule that keeps it simple: **only red gates block, and nothing else ever does.** A
-//! missing or broken verify.yaml, a git or state-database failure, a run that judged nothing,
+//! broken verify.yaml, a git or state-database failure, a run that judged nothing,
 //! greenlight's own block cap: every one of these allows the stop and says why in
 //! `systemMessage`, so a misconfiguration can cost a user a message but never trap an agent.
 //!
@@ -13,10 +14,13 @@
 //! database.
 //!
 //! Decisions that differ from `greenlight verify` (written in docs/integrations/claude-code.md):
-//! - work-evidence decides only whether there is anything to judge: no commits since the base ref
-//!   and no uncommitted changes allows the stop without running a gate; `requireCommit` is not
-//!   applied (an agent that has not committed yet is asked to fix its gates, not to commit);
-//!   when there is no base ref to count from (a repository without `origin/HEAD`), the gates run;
+//! - work-evidence decides only whether there is anything to judge, counted from the session's
+//!   base (recorded once per session and worktree, at SessionStart or else at the first Stop,
+//!   so a push and fetch cannot move it): no commits since it and no uncommitted changes allows
+//!   the stop without running a gate, unless the session's last stop was blocked red; with no
+//!   record, the gates run. `requireCommit` is not applied (an agent that has not committed
+//!   yet is asked to fix its gates, not to commit);
+//! - no verify.yaml allows the stop silently: a user-level hook fires in every repository;
 //! - `skipInPrimaryCheckout` is not applied: the hook fires in the checkout the agent is working
 //!   in, so that checkout is the one to judge, primary or not.
 
