@@ -312,3 +312,40 @@ fn the_clippy_default_denies_warnings_only_when_the_repositorys_ci_does() {
         render(&d)
     );
 }
+
+/// The options block stays in the strict subset, and a general YAML loader reads the same
+/// values (`skipInPrimaryCheckout: false` as a boolean, the base ref as written).
+#[test]
+fn the_options_block_reads_the_same_in_a_yaml_loader() {
+    let d = draft::draft_with(&fixture("go-module"), &ALL).unwrap_or_else(|e| panic!("{e}"));
+    let options = draft::DraftOptions {
+        base_ref: Some((
+            "origin/main".to_string(),
+            vec!["baseRef: why: it resolves".to_string()],
+        )),
+        skip_in_primary_checkout: Some((false, vec!["what it means".to_string()])),
+        notes: Vec::new(),
+    };
+    let yaml = draft::render_v1_with(&d.gates, &options);
+    check_strict_subset("options", &yaml);
+    #[derive(serde::Deserialize)]
+    struct WithOptions {
+        options: Opts,
+    }
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Opts {
+        #[serde(rename = "baseRef")]
+        base_ref: String,
+        #[serde(rename = "skipInPrimaryCheckout")]
+        skip: bool,
+    }
+    let parsed: WithOptions =
+        serde_saphyr::from_str(&yaml).unwrap_or_else(|e| panic!("{e}\n{yaml}"));
+    assert_eq!(parsed.options.base_ref, "origin/main");
+    assert!(!parsed.options.skip);
+    let config = greenlight_gate::config::parse_v1("verify.yaml".into(), &yaml)
+        .unwrap_or_else(|e| panic!("{e}\n{yaml}"));
+    assert_eq!(config.options.base_ref.as_deref(), Some("origin/main"));
+    assert!(!config.options.skip_in_primary_checkout);
+}
