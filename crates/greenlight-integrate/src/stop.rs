@@ -548,7 +548,11 @@ pub async fn run(
         Ok(None) => {
             let recorded = session_base(&root, config.options.base_ref.as_deref()).map(|base| {
                 with_store(options, |store| {
-                    store.write(|tx| tx.hook_record_base(&key, &top, &base))
+                    store.write(|tx| {
+                        let recorded = tx.hook_record_base(&key, &top, &base)?;
+                        tx.prune_hook_bases(tx.now() - SESSION_TTL_MS)?;
+                        Ok(recorded)
+                    })
                 })
             });
             let what = match recorded {
