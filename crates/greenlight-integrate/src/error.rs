@@ -85,6 +85,18 @@ pub enum Error {
         /// The backup path.
         path: PathBuf,
     },
+    /// A project settings path leads (through a symlink) outside the project.
+    #[error(
+        "{path} leads to {target}, outside the project; greenlight edits a project's settings \
+         only inside it (a cloned repository can ship such a symlink). Remove the symlink, or \
+         use --scope user for your own settings"
+    )]
+    OutsideProject {
+        /// The settings path as named.
+        path: PathBuf,
+        /// Where it leads.
+        target: PathBuf,
+    },
     /// A file exists but cannot be used: not a regular file, or too large.
     #[error("cannot use {path}: {reason}; replace it with a regular file")]
     Unusable {
@@ -145,6 +157,7 @@ impl Error {
                 | Error::ReadOnly { .. }
                 | Error::BackupNotRegular { .. }
                 | Error::Unusable { .. }
+                | Error::OutsideProject { .. }
         )
     }
 }

@@ -174,6 +174,37 @@ pub fn project_root(dir: &Path) -> PathBuf {
     }
 }
 
+/// Refuses a project settings path that leads outside the project: a cloned repository can
+/// ship `.claude/settings.json` (or `.claude` itself) as a symlink to a file of the user's, and
+/// greenlight would edit that file. A user-scope file may be a symlink anywhere (dotfiles).
+pub fn check_inside_project(path: &Path, project: &Path) -> Result<(), Error> {
+    let Ok(root) = std::fs::canonicalize(project) else {
+        return Ok(());
+    };
+    let real = if std::fs::symlink_metadata(path).is_ok() {
+        std::fs::canonicalize(path).map_err(|source| Error::Read {
+            path: path.to_path_buf(),
+            source,
+        })?
+    } else {
+        match path
+            .parent()
+            .and_then(|dir| std::fs::canonicalize(dir).ok())
+        {
+            Some(dir) => dir.join(path.file_name().unwrap_or_default()),
+            None => return Ok(()),
+        }
+    };
+    if real.starts_with(&root) {
+        Ok(())
+    } else {
+        Err(Error::OutsideProject {
+            path: path.to_path_buf(),
+            target: real,
+        })
+    }
+}
+
 /// The command a hook entry runs.
 ///
 /// A project-scope file is usually committed and shared, so it names `greenlight` on `PATH`:

@@ -275,7 +275,11 @@ fn scope_of(scope: ScopeArg) -> Scope {
 fn path_for(agent: Agent, scope: Scope, cwd: Option<PathBuf>) -> Result<PathBuf, Error> {
     let dir = cwd.unwrap_or_else(|| PathBuf::from("."));
     let root = install::project_root(&dir);
-    install::settings_path(agent, scope, &root, &Locations::from_env())
+    let path = install::settings_path(agent, scope, &root, &Locations::from_env())?;
+    if scope == Scope::Project {
+        install::check_inside_project(&path, &root)?;
+    }
+    Ok(path)
 }
 
 /// Renders the outcome of a plan and maps errors to exit codes.

@@ -555,3 +555,36 @@ fn install_adds_a_session_start_handler_beside_the_stop_handlers() {
         serde_json::json!([{"hooks": [{"type": "command", "command": "greenlight hook session-start --state /s/state.db", "timeout": 30}]}])
     );
 }
+
+/// A cloned repository can ship `.claude/settings.json` (or `.claude`) as a symlink to a file
+/// of the user's; a project install must not edit it.
+#[test]
+fn a_project_settings_symlink_leading_outside_the_project_is_refused() {
+    let home = tmp();
+    let repo = tmp();
+    let outside = home.path().join("victim.json");
+    write(&outside, "{}\n");
+    std::fs::create_dir_all(repo.path().join(".claude")).unwrap_or_else(|e| panic!("{e}"));
+    std::os::unix::fs::symlink(&outside, repo.path().join(".claude/settings.json"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    // And a whole `.codex` directory pointing out.
+    let outside_dir = home.path().join("elsewhere");
+    std::fs::create_dir_all(&outside_dir).unwrap_or_else(|e| panic!("{e}"));
+    std::os::unix::fs::symlink(&outside_dir, repo.path().join(".codex"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    for agent in ["claude", "codex"] {
+        let out = greenlight(
+            home.path(),
+            repo.path(),
+            &["hook", "install", "--agent", agent],
+        );
+        assert_eq!(out.status.code(), Some(2), "{agent}: {}", text(&out.stdout));
+        assert!(
+            text(&out.stderr).contains("outside the project"),
+            "{}",
+            text(&out.stderr)
+        );
+    }
+    assert_eq!(read(&outside), "{}\n");
+    assert!(!outside_dir.join("hooks.json").exists());
+}
