@@ -94,8 +94,12 @@ pub fn run(args: Args) -> i32 {
 }
 
 fn print_draft(out: &mut impl std::io::Write, d: &Draft) -> std::io::Result<()> {
-    let plural = if d.gates.len() == 1 { "" } else { "s" };
-    writeln!(out, "{} gate{plural} drafted:", d.gates.len())?;
+    if d.gates.is_empty() {
+        writeln!(out, "no gate drafted")?;
+    } else {
+        let plural = if d.gates.len() == 1 { "" } else { "s" };
+        writeln!(out, "{} gate{plural} drafted:", d.gates.len())?;
+    }
     let width = d.gates.iter().map(|g| g.id.len()).max().unwrap_or(0);
     for g in &d.gates {
         writeln!(out, "  {:<width$}  {}", g.id, g.command)?;

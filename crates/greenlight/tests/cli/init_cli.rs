@@ -183,6 +183,8 @@ fn an_empty_repository_drafts_nothing_and_says_so() {
         "{}",
         text(&out.stderr)
     );
+    // Not "0 gates drafted:" followed by nothing.
+    assert_eq!(text(&out.stdout), "no gate drafted\n");
     assert!(!repo.path().join(".commandmate").exists());
 }
 
