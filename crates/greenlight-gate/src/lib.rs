@@ -9,6 +9,7 @@ pub mod config;
 pub mod error;
 pub mod evidence;
 pub mod exec;
+pub mod file;
 pub mod github;
 pub mod junit;
 pub mod lock;

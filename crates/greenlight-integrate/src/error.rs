@@ -51,6 +51,60 @@ pub enum Error {
         /// What the file holds there.
         found: &'static str,
     },
+    /// A hook settings file names the same key twice in one object.
+    #[error(
+        "{path}:{line}:{column}: the key `{key}` appears twice in the same object; agents read \
+         only one of the copies, so greenlight will not guess which: merge them by hand \
+         (greenlight left the file untouched) and run the command again"
+    )]
+    DuplicateKey {
+        /// The settings file.
+        path: PathBuf,
+        /// 1-based line of the second copy.
+        line: usize,
+        /// 1-based column of the second copy.
+        column: usize,
+        /// The repeated key.
+        key: String,
+    },
+    /// A hook settings file is read-only: someone made it so on purpose.
+    #[error(
+        "{path} is read-only; greenlight does not replace a file its owner protected. Make it \
+         writable (chmod u+w) if greenlight should change it, then run the command again"
+    )]
+    ReadOnly {
+        /// The settings file.
+        path: PathBuf,
+    },
+    /// The backup path holds something other than a regular file (a symlink, a directory).
+    #[error(
+        "{path} exists and is not a regular file (a symlink or a directory); greenlight will not \
+         write a backup through it. Remove it, then run the command again"
+    )]
+    BackupNotRegular {
+        /// The backup path.
+        path: PathBuf,
+    },
+    /// A project settings path leads (through a symlink) outside the project.
+    #[error(
+        "{path} leads to {target}, outside the project; greenlight edits a project's settings \
+         only inside it (a cloned repository can ship such a symlink). Remove the symlink, or \
+         use --scope user for your own settings"
+    )]
+    OutsideProject {
+        /// The settings path as named.
+        path: PathBuf,
+        /// Where it leads.
+        target: PathBuf,
+    },
+    /// A file exists but cannot be used: not a regular file, or too large.
+    #[error("cannot use {path}: {reason}; replace it with a regular file")]
+    Unusable {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
     /// The user-level settings directory cannot be found because `HOME` is not set.
     #[error(
         "cannot find the user-level {agent} settings: neither {override_var} nor HOME is set; \
@@ -96,7 +150,14 @@ impl Error {
     pub fn is_user_input(&self) -> bool {
         matches!(
             self,
-            Error::InvalidJson { .. } | Error::UnexpectedShape { .. } | Error::NoHome { .. }
+            Error::InvalidJson { .. }
+                | Error::UnexpectedShape { .. }
+                | Error::NoHome { .. }
+                | Error::DuplicateKey { .. }
+                | Error::ReadOnly { .. }
+                | Error::BackupNotRegular { .. }
+                | Error::Unusable { .. }
+                | Error::OutsideProject { .. }
         )
     }
 }

@@ -1,5 +1,5 @@
-//! Installing greenlight's Stop and SubagentStop hooks into an agent's hook settings, and
-//! taking them out again.
+//! Installing greenlight's Stop, SubagentStop and SessionStart hooks into an agent's hook
+//! settings, and taking them out again.
 //!
 //! Claude Code reads `.claude/settings.json` (project) or `~/.claude/settings.json` (user;
 //! `CLAUDE_CONFIG_DIR` moves it); Codex reads `.codex/hooks.json` or `~/.codex/hooks.json`
@@ -11,11 +11,13 @@
 //! ```
 //!
 //! The one rule that keeps it simple: greenlight owns exactly the handlers whose command is
-//! `greenlight hook stop` (by any path to a `greenlight` binary) and nothing else. Every other
-//! key, hook and key order is carried through untouched; the file keeps its indentation and
-//! line endings; a file that is not valid JSON, or whose `hooks` is not the expected shape, is
-//! refused and left byte-identical. Before any change the old bytes go to
-//! `<file>.greenlight.bak`, and the new file replaces the old one atomically.
+//! `greenlight hook stop` or `greenlight hook session-start` (by any path to a `greenlight`
+//! binary) and nothing else, and edits the file's text only where those handlers go
+//! (`jsontext`): every other byte, number, escape, key order and layout stays. A file that is
+//! not valid JSON, repeats a key, has a `hooks` of the wrong shape, or is read-only is refused
+//! and left byte-identical. Before the first change the old bytes go to
+//! `<file>.greenlight.bak` (created exclusively, never through a symlink, never replaced), and
+//! the new file replaces the old one atomically.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -24,9 +26,14 @@ use serde_json::{Map, Value};
 
 use crate::Error;
 use crate::draft::classify::{program, words};
+use crate::jsontext::{self, Edits, Layout, Node, ParseError};
 
-/// The hook events greenlight installs into, in both agents.
-pub const EVENTS: [&str; 2] = ["Stop", "SubagentStop"];
+/// The hook events greenlight installs into, in both agents: the two that judge a stop, and
+/// the one that records where the session's work began (see `stop::record_session_base`).
+pub const EVENTS: [&str; 3] = ["Stop", "SubagentStop", SESSION_EVENT];
+
+/// The event whose handler records the session's base commit.
+pub const SESSION_EVENT: &str = "SessionStart";
 
 /// The agent's own limit for one hook run, in seconds. Both agents cancel a command hook after
 /// 600 s by default and then let the agent stop; gates can take longer than that, so
@@ -162,6 +169,37 @@ pub fn project_root(dir: &Path) -> PathBuf {
     }
 }
 
+/// Refuses a project settings path that leads outside the project: a cloned repository can
+/// ship `.claude/settings.json` (or `.claude` itself) as a symlink to a file of the user's, and
+/// greenlight would edit that file. A user-scope file may be a symlink anywhere (dotfiles).
+pub fn check_inside_project(path: &Path, project: &Path) -> Result<(), Error> {
+    let Ok(root) = std::fs::canonicalize(project) else {
+        return Ok(());
+    };
+    let real = if std::fs::symlink_metadata(path).is_ok() {
+        std::fs::canonicalize(path).map_err(|source| Error::Read {
+            path: path.to_path_buf(),
+            source,
+        })?
+    } else {
+        match path
+            .parent()
+            .and_then(|dir| std::fs::canonicalize(dir).ok())
+        {
+            Some(dir) => dir.join(path.file_name().unwrap_or_default()),
+            None => return Ok(()),
+        }
+    };
+    if real.starts_with(&root) {
+        Ok(())
+    } else {
+        Err(Error::OutsideProject {
+            path: path.to_path_buf(),
+            target: real,
+        })
+    }
+}
+
 /// The command a hook entry runs.
 ///
 /// A project-scope file is usually committed and shared, so it names `greenlight` on `PATH`:
@@ -187,26 +225,83 @@ fn shell_quote(word: &str) -> String {
     }
 }
 
-/// What one hook handler runs.
+/// What greenlight's handlers run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HookSpec {
-    /// The shell command, e.g. `greenlight hook stop`.
+    /// The Stop / SubagentStop command, e.g. `greenlight hook stop`. The SessionStart command
+    /// is the same with `hook session-start` in place of `hook stop` (so a `--state PATH` given
+    /// here reaches both).
     pub command: String,
-    /// The agent's timeout for the handler, in seconds.
+    /// The agent's timeout for the Stop handlers, in seconds.
     pub timeout_sec: u32,
 }
 
-/// True when a handler object is one of greenlight's: a `command` handler whose command runs
-/// a `greenlight` binary with `hook stop`.
-pub fn is_greenlight_handler(handler: &Value) -> bool {
-    let Some(command) = handler.get("command").and_then(Value::as_str) else {
-        return false;
-    };
+/// How long the agent gives the SessionStart handler: it only asks git for one commit.
+pub const SESSION_START_TIMEOUT_SEC: u32 = 30;
+
+impl HookSpec {
+    /// The command greenlight's handler runs for `event`.
+    pub fn command_for(&self, event: &str) -> String {
+        if event != SESSION_EVENT {
+            return self.command.clone();
+        }
+        match self.command.find(" hook stop") {
+            Some(at) => format!(
+                "{} hook session-start{}",
+                &self.command[..at],
+                &self.command[at + " hook stop".len()..]
+            ),
+            None => "greenlight hook session-start".to_string(),
+        }
+    }
+
+    fn timeout_for(&self, event: &str) -> u32 {
+        if event == SESSION_EVENT {
+            SESSION_START_TIMEOUT_SEC
+        } else {
+            self.timeout_sec
+        }
+    }
+
+    fn handler(&self, event: &str) -> Value {
+        Value::Object(Map::from_iter([
+            ("type".to_string(), Value::from("command")),
+            ("command".to_string(), Value::from(self.command_for(event))),
+            ("timeout".to_string(), Value::from(self.timeout_for(event))),
+        ]))
+    }
+
+    fn group(&self, event: &str) -> Value {
+        Value::Object(Map::from_iter([(
+            "hooks".to_string(),
+            Value::Array(vec![self.handler(event)]),
+        )]))
+    }
+}
+
+/// True when a handler's command runs a `greenlight` binary with `hook stop` or
+/// `hook session-start`: one of greenlight's own handlers.
+pub fn is_greenlight_command(command: &str) -> bool {
     let w = words(command);
     let binary = w.first().map(|p| program(p));
     matches!(binary, Some("greenlight" | "greenlight.exe"))
         && w.get(1).map(String::as_str) == Some("hook")
-        && w.get(2).map(String::as_str) == Some("stop")
+        && matches!(w.get(2).map(String::as_str), Some("stop" | "session-start"))
+}
+
+/// True when a handler object is one of greenlight's (see [`is_greenlight_command`]).
+pub fn is_greenlight_handler(handler: &Value) -> bool {
+    handler
+        .get("command")
+        .and_then(Value::as_str)
+        .is_some_and(is_greenlight_command)
+}
+
+fn is_greenlight_node(handler: &Node) -> bool {
+    handler
+        .get("command")
+        .and_then(Node::as_str)
+        .is_some_and(is_greenlight_command)
 }
 
 /// A change to one settings file, computed but not yet made.
@@ -219,7 +314,8 @@ pub struct Plan {
     pub target: PathBuf,
     /// The file's current text; `None` when it does not exist.
     pub before: Option<String>,
-    /// The file's new text; `None` only when the file does not exist and stays so.
+    /// The file's new text; `None` when the file does not exist afterwards (an uninstall that
+    /// leaves nothing in a file greenlight created).
     pub after: Option<String>,
 }
 
@@ -228,11 +324,25 @@ pub struct Plan {
 pub enum Applied {
     /// The file already said what was asked; nothing was written.
     Unchanged,
-    /// The file was written; `backup` holds the old bytes when there were any.
+    /// The file was written.
     Written {
-        /// `<file>.greenlight.bak`, when the file existed before.
-        backup: Option<PathBuf>,
+        /// Where the file's bytes before greenlight first changed it are kept, when there were
+        /// any.
+        backup: Option<Backup>,
     },
+    /// The file held nothing but greenlight's hooks, and no earlier file was backed up, so
+    /// greenlight created it: it was removed.
+    Removed,
+}
+
+/// The backup beside a settings file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Backup {
+    /// Written now, with the bytes the file had before this change.
+    Made(PathBuf),
+    /// An earlier backup was there already and is kept as it is: it holds the file as it was
+    /// before greenlight first changed it, which is the copy worth keeping.
+    Kept(PathBuf),
 }
 
 impl Plan {
@@ -266,8 +376,15 @@ impl Plan {
             .to_string()
     }
 
+    fn backup_path(&self) -> PathBuf {
+        let mut name = self.target.clone().into_os_string();
+        name.push(BACKUP_SUFFIX);
+        PathBuf::from(name)
+    }
+
     /// Makes the change: backup first, then an atomic replace (or removal). Refuses when the
-    /// file changed since the plan was made.
+    /// file changed since the plan was made, when it is read-only, or when the backup path
+    /// holds something other than a regular file.
     pub fn apply(&self) -> Result<Applied, Error> {
         if !self.changes() {
             return Ok(Applied::Unchanged);
@@ -278,155 +395,186 @@ impl Plan {
                 path: self.path.clone(),
             });
         }
-        let backup = match &self.before {
-            Some(old) => {
-                let mut name = self.target.clone().into_os_string();
-                name.push(BACKUP_SUFFIX);
-                let backup = PathBuf::from(name);
-                std::fs::write(&backup, old.as_bytes()).map_err(|source| Error::Write {
-                    path: backup.clone(),
-                    source,
-                })?;
-                Some(backup)
+        let mode = match std::fs::metadata(&self.target) {
+            Ok(meta) => {
+                use std::os::unix::fs::PermissionsExt as _;
+                let mode = meta.permissions().mode() & 0o7777;
+                if mode & 0o200 == 0 {
+                    return Err(Error::ReadOnly {
+                        path: self.path.clone(),
+                    });
+                }
+                Some(mode)
             }
-            None => None,
+            Err(_) => None,
+        };
+        // A file that goes is one greenlight created holding only its own hooks: nothing of
+        // the user's to back up.
+        let backup = match (&self.before, mode, &self.after) {
+            (Some(old), Some(mode), Some(_)) => Some(make_backup(&self.backup_path(), old, mode)?),
+            _ => None,
         };
         match &self.after {
             Some(text) => {
                 write_atomically(&self.target, text.as_bytes())?;
                 Ok(Applied::Written { backup })
             }
-            // No plan removes a file; an absent file that stays absent did not change.
-            None => Ok(Applied::Unchanged),
-        }
-    }
-}
-
-/// Plans installing greenlight's handler for [`EVENTS`] into the settings file at `path`.
-///
-/// Idempotent: an existing greenlight handler is updated in place (never duplicated), and a
-/// file that already says exactly this is left alone.
-pub fn plan_install(path: &Path, spec: &HookSpec) -> Result<Plan, Error> {
-    let (target, before) = load(path)?;
-    let style = Style::of(before.as_deref());
-    let mut doc = parse(path, before.as_deref())?;
-    let root = as_object(path, &mut doc, "the top level")?;
-    if !root.contains_key("hooks") {
-        root.insert("hooks".to_string(), Value::Object(Map::new()));
-    }
-    let hooks = root
-        .get_mut("hooks")
-        .map(|h| as_object(path, h, "hooks"))
-        .transpose()?;
-    let Some(hooks) = hooks else {
-        return Err(internal(path));
-    };
-    for event in EVENTS {
-        if !hooks.contains_key(event) {
-            hooks.insert(event.to_string(), Value::Array(Vec::new()));
-        }
-        let Some(list) = hooks.get_mut(event) else {
-            return Err(internal(path));
-        };
-        let pointer = format!("hooks.{event}");
-        let Value::Array(groups) = list else {
-            return Err(shape(path, &pointer, "a list of hook groups", list));
-        };
-        install_event(path, &pointer, groups, spec)?;
-    }
-    let after = style.render(&doc);
-    let after = if before.as_deref().map(Style::semantically_empty) == Some(false)
-        && parse(path, before.as_deref())? == doc
-    {
-        // Same document: keep the bytes exactly as they are (formatting the user chose).
-        before.clone()
-    } else {
-        Some(after)
-    };
-    Ok(Plan {
-        path: path.to_path_buf(),
-        target,
-        before,
-        after,
-    })
-}
-
-/// Plans removing every greenlight handler from [`EVENTS`] in the settings file at `path`.
-///
-/// Groups, event lists and the `hooks` object that the removal empties are removed too, so
-/// an install followed by an uninstall gives back the original document (byte for byte when
-/// the file was formatted the way the agents write it: indented, one key per line).
-pub fn plan_uninstall(path: &Path) -> Result<Plan, Error> {
-    let (target, before) = load(path)?;
-    let Some(text) = before.clone() else {
-        return Ok(Plan {
-            path: path.to_path_buf(),
-            target,
-            before: None,
-            after: None,
-        });
-    };
-    let style = Style::of(Some(&text));
-    let mut doc = parse(path, Some(&text))?;
-    let root = as_object(path, &mut doc, "the top level")?;
-    let mut removed_any = false;
-    let mut hooks_emptied = false;
-    if let Some(hooks_value) = root.get_mut("hooks") {
-        let hooks = as_object(path, hooks_value, "hooks")?;
-        for event in EVENTS {
-            let pointer = format!("hooks.{event}");
-            let Some(list) = hooks.get_mut(event) else {
-                continue;
-            };
-            let Value::Array(groups) = list else {
-                return Err(shape(path, &pointer, "a list of hook groups", list));
-            };
-            let before_len = groups.len();
-            let removed = remove_greenlight(groups);
-            if removed > 0 {
-                removed_any = true;
-                if groups.is_empty() && before_len > 0 {
-                    hooks.shift_remove(event);
+            None => {
+                std::fs::remove_file(&self.target).map_err(|source| Error::Write {
+                    path: self.target.clone(),
+                    source,
+                })?;
+                // The `.claude`/`.codex` directory install made goes too, if nothing else is
+                // in it (remove_dir refuses a directory that is not empty).
+                if let Some(dir) = self.target.parent() {
+                    let _ = std::fs::remove_dir(dir);
                 }
+                Ok(Applied::Removed)
             }
         }
-        hooks_emptied = removed_any && hooks.is_empty();
     }
-    if hooks_emptied {
-        root.shift_remove("hooks");
-    }
-    if !removed_any {
-        return Ok(Plan {
+}
+
+/// Writes the backup with `O_CREAT | O_EXCL | O_NOFOLLOW` and the original's mode, so nothing
+/// already at the path (a symlink a cloned repository ships, an earlier backup) is written
+/// through or replaced. An earlier regular backup is kept; anything else there is refused.
+fn make_backup(path: &Path, bytes: &str, mode: u32) -> Result<Backup, Error> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let created = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode & 0o777)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .open(path);
+    match created {
+        Ok(mut file) => {
+            let written = file
+                .write_all(bytes.as_bytes())
+                .and_then(|()| file.sync_all());
+            if let Err(source) = written {
+                let _ = std::fs::remove_file(path);
+                return Err(Error::Write {
+                    path: path.to_path_buf(),
+                    source,
+                });
+            }
+            Ok(Backup::Made(path.to_path_buf()))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            match std::fs::symlink_metadata(path) {
+                Ok(meta) if meta.file_type().is_file() => Ok(Backup::Kept(path.to_path_buf())),
+                _ => Err(Error::BackupNotRegular {
+                    path: path.to_path_buf(),
+                }),
+            }
+        }
+        Err(source) => Err(Error::Write {
             path: path.to_path_buf(),
-            target,
-            before: Some(text.clone()),
-            after: Some(text),
-        });
+            source,
+        }),
     }
-    // A file left as `{}` stays: deleting a settings file the user may have created (or
-    // committed) is not greenlight's call, and both agents read `{}` as "no settings".
-    let after = Some(style.render(&doc));
+}
+
+/// Plans installing greenlight's handlers for [`EVENTS`] into the settings file at `path`.
+///
+/// Idempotent: an existing greenlight handler is updated in place (never duplicated), and a
+/// file that already says exactly this is left alone. The text is edited where it changes
+/// and nowhere else.
+pub fn plan_install(path: &Path, spec: &HookSpec) -> Result<Plan, Error> {
+    let (target, before) = load(path)?;
+    let text = match before.as_deref().filter(|t| !t.trim().is_empty()) {
+        Some(text) => text,
+        None => {
+            let hooks: Map<String, Value> = EVENTS
+                .iter()
+                .map(|e| (e.to_string(), Value::Array(vec![spec.group(e)])))
+                .collect();
+            let doc = Value::Object(Map::from_iter([(
+                "hooks".to_string(),
+                Value::Object(hooks),
+            )]));
+            let layout = Layout {
+                unit: "  ".to_string(),
+                newline: "\n",
+            };
+            let mut after = jsontext::render_value(&doc, &layout, "", true);
+            after.push('\n');
+            return Ok(Plan {
+                path: path.to_path_buf(),
+                target,
+                before,
+                after: Some(after),
+            });
+        }
+    };
+    let doc = parse(path, text)?;
+    let layout = Layout::of(text);
+    let mut edits = Edits::default();
+    if doc.members().is_none() {
+        return Err(shape(path, "the top level", "an object", &doc));
+    }
+    match doc.get("hooks") {
+        None => {
+            let hooks: Map<String, Value> = EVENTS
+                .iter()
+                .map(|e| (e.to_string(), Value::Array(vec![spec.group(e)])))
+                .collect();
+            edits.add_members(text, &doc, &[("hooks", Value::Object(hooks))], &layout);
+        }
+        Some(hooks) => {
+            if hooks.members().is_none() {
+                return Err(shape(path, "hooks", "an object", hooks));
+            }
+            let mut missing: Vec<(&str, Value)> = Vec::new();
+            for event in EVENTS {
+                match hooks.get(event) {
+                    None => missing.push((event, Value::Array(vec![spec.group(event)]))),
+                    Some(list) => {
+                        install_event(path, text, event, list, spec, &layout, &mut edits)?;
+                    }
+                }
+            }
+            if !missing.is_empty() {
+                edits.add_members(text, hooks, &missing, &layout);
+            }
+        }
+    }
+    let after = if edits.is_empty() {
+        text.to_string()
+    } else {
+        edits.apply(text)
+    };
     Ok(Plan {
         path: path.to_path_buf(),
         target,
-        before: Some(text),
-        after,
+        before: before.clone(),
+        after: Some(after),
     })
 }
 
-/// Puts exactly one greenlight handler into one event's groups.
+/// Puts exactly one greenlight handler into one event's list of groups: the first one found is
+/// updated in place (keys the user added, such as `statusMessage`, and their order survive),
+/// later ones are removed, and with none a new group is appended.
 fn install_event(
     path: &Path,
-    pointer: &str,
-    groups: &mut Vec<Value>,
+    text: &str,
+    event: &str,
+    list: &Node,
     spec: &HookSpec,
+    layout: &Layout,
+    edits: &mut Edits,
 ) -> Result<(), Error> {
-    let mut found: Vec<(usize, usize)> = Vec::new();
+    let pointer = format!("hooks.{event}");
+    let Some(groups) = list.items() else {
+        return Err(shape(path, &pointer, "a list of hook groups", list));
+    };
+    // (group index, handler indices that are greenlight's)
+    let mut found: Vec<(usize, Vec<usize>)> = Vec::new();
     for (gi, group) in groups.iter().enumerate() {
         let Some(handlers) = group.get("hooks") else {
             continue;
         };
-        let Value::Array(handlers) = handlers else {
+        let Some(items) = handlers.items() else {
             return Err(shape(
                 path,
                 &format!("{pointer}[{gi}].hooks"),
@@ -434,63 +582,188 @@ fn install_event(
                 handlers,
             ));
         };
-        for (hi, handler) in handlers.iter().enumerate() {
-            if is_greenlight_handler(handler) {
-                found.push((gi, hi));
-            }
+        let ours: Vec<usize> = items
+            .iter()
+            .enumerate()
+            .filter(|(_, h)| is_greenlight_node(h))
+            .map(|(hi, _)| hi)
+            .collect();
+        if !ours.is_empty() {
+            found.push((gi, ours));
         }
     }
-    let Some(&(first_group, first_handler)) = found.first() else {
-        groups.push(Value::Object(Map::from_iter([(
-            "hooks".to_string(),
-            Value::Array(vec![desired_handler(spec)]),
-        )])));
+    let Some((first_group, first_handlers)) = found.first() else {
+        edits.add_items(text, list, &[spec.group(event)], layout);
         return Ok(());
     };
-    // Drop later duplicates first (from the back, so indices stay valid).
-    for &(gi, hi) in found.iter().skip(1).rev() {
-        if let Some(Value::Array(handlers)) = groups.get_mut(gi).and_then(|g| g.get_mut("hooks")) {
-            handlers.remove(hi);
-            if handlers.is_empty() {
-                groups.remove(gi);
-            }
+    let mut drop_groups: Vec<usize> = Vec::new();
+    for (n, (gi, ours)) in found.iter().enumerate() {
+        let Some(handlers) = groups[*gi].get("hooks") else {
+            continue;
+        };
+        let count = handlers.items().map_or(0, <[Node]>::len);
+        // In the first group, the first greenlight handler stays.
+        let duplicates: Vec<usize> = if n == 0 {
+            ours.iter().skip(1).copied().collect()
+        } else {
+            ours.clone()
+        };
+        if duplicates.is_empty() {
+            continue;
+        }
+        if n > 0 && duplicates.len() == count {
+            drop_groups.push(*gi);
+        } else {
+            edits.remove_items(handlers, &duplicates);
         }
     }
-    if let Some(Value::Object(handler)) = groups
-        .get_mut(first_group)
-        .and_then(|g| g.get_mut("hooks"))
-        .and_then(|h| h.get_mut(first_handler))
-    {
-        // Update in place: keys the user added (statusMessage, …) and their order survive.
-        handler.insert("type".to_string(), Value::from("command"));
-        handler.insert("command".to_string(), Value::from(spec.command.clone()));
-        handler.insert("timeout".to_string(), Value::from(spec.timeout_sec));
+    if !drop_groups.is_empty() {
+        edits.remove_items(list, &drop_groups);
+    }
+    let keep = groups[*first_group]
+        .get("hooks")
+        .and_then(Node::items)
+        .and_then(|h| h.get(first_handlers[0]));
+    let Some(handler) = keep else {
+        return Ok(());
+    };
+    if handler.members().is_none() {
+        return Ok(());
+    }
+    let wanted = [
+        ("type", Value::from("command")),
+        ("command", Value::from(spec.command_for(event))),
+        ("timeout", Value::from(spec.timeout_for(event))),
+    ];
+    let mut absent: Vec<(&str, Value)> = Vec::new();
+    for (key, value) in wanted {
+        match handler.get(key) {
+            Some(node) => {
+                let same = serde_json::from_str::<Value>(&text[node.span.clone()])
+                    .is_ok_and(|v| v == value);
+                if !same {
+                    edits.replace(node.span.clone(), value.to_string());
+                }
+            }
+            None => absent.push((key, value)),
+        }
+    }
+    if !absent.is_empty() {
+        edits.add_members(text, handler, &absent, layout);
     }
     Ok(())
 }
 
-fn desired_handler(spec: &HookSpec) -> Value {
-    Value::Object(Map::from_iter([
-        ("type".to_string(), Value::from("command")),
-        ("command".to_string(), Value::from(spec.command.clone())),
-        ("timeout".to_string(), Value::from(spec.timeout_sec)),
-    ]))
+/// Plans removing every greenlight handler from [`EVENTS`] in the settings file at `path`.
+///
+/// Groups, event lists and the `hooks` object that the removal empties are removed too, so
+/// an install followed by an uninstall gives back the original bytes. A file left holding an
+/// empty object, with no backup beside it (no file existed before greenlight wrote it), is
+/// removed.
+pub fn plan_uninstall(path: &Path) -> Result<Plan, Error> {
+    let (target, before) = load(path)?;
+    let unchanged = |before: Option<String>| Plan {
+        path: path.to_path_buf(),
+        target: target.clone(),
+        after: before.clone(),
+        before,
+    };
+    let Some(text) = before.as_deref().filter(|t| !t.trim().is_empty()) else {
+        return Ok(unchanged(before));
+    };
+    let doc = parse(path, text)?;
+    let Some(root_members) = doc.members() else {
+        return Err(shape(path, "the top level", "an object", &doc));
+    };
+    let Some(hooks) = doc.get("hooks") else {
+        return Ok(unchanged(before));
+    };
+    let Some(hook_members) = hooks.members() else {
+        return Err(shape(path, "hooks", "an object", hooks));
+    };
+    let mut edits = Edits::default();
+    let mut removed_any = false;
+    let mut emptied_events: Vec<usize> = Vec::new();
+    let mut inner = Edits::default();
+    for (ei, member) in hook_members.iter().enumerate() {
+        if !EVENTS.contains(&member.key.as_str()) {
+            continue;
+        }
+        let pointer = format!("hooks.{}", member.key);
+        let list = &member.value;
+        let Some(groups) = list.items() else {
+            return Err(shape(path, &pointer, "a list of hook groups", list));
+        };
+        let mut drop_groups: Vec<usize> = Vec::new();
+        let mut group_edits: Vec<(&Node, Vec<usize>)> = Vec::new();
+        for (gi, group) in groups.iter().enumerate() {
+            let Some(handlers) = group.get("hooks") else {
+                continue;
+            };
+            let Some(items) = handlers.items() else {
+                continue;
+            };
+            let ours: Vec<usize> = items
+                .iter()
+                .enumerate()
+                .filter(|(_, h)| is_greenlight_node(h))
+                .map(|(hi, _)| hi)
+                .collect();
+            if ours.is_empty() {
+                continue;
+            }
+            removed_any = true;
+            if ours.len() == items.len() {
+                drop_groups.push(gi);
+            } else {
+                group_edits.push((handlers, ours));
+            }
+        }
+        if !groups.is_empty() && drop_groups.len() == groups.len() {
+            emptied_events.push(ei);
+            continue;
+        }
+        for (handlers, ours) in group_edits {
+            inner.remove_items(handlers, &ours);
+        }
+        inner.remove_items(list, &drop_groups);
+    }
+    if !removed_any {
+        return Ok(unchanged(before));
+    }
+    let hooks_emptied = emptied_events.len() == hook_members.len() && inner.is_empty();
+    if hooks_emptied {
+        let at = root_members
+            .iter()
+            .position(|m| m.key == "hooks")
+            .unwrap_or(0);
+        if root_members.len() == 1 && !backup_exists(&target) {
+            // Nothing but greenlight's hooks, in a file greenlight created: remove it.
+            return Ok(Plan {
+                path: path.to_path_buf(),
+                target,
+                before,
+                after: None,
+            });
+        }
+        edits.remove_members(&doc, &[at]);
+    } else {
+        edits = inner;
+        edits.remove_members(hooks, &emptied_events);
+    }
+    let after = edits.apply(text);
+    Ok(Plan {
+        path: path.to_path_buf(),
+        target,
+        before,
+        after: Some(after),
+    })
 }
 
-/// Removes greenlight handlers, and groups that the removal empties; returns how many went.
-fn remove_greenlight(groups: &mut Vec<Value>) -> usize {
-    let mut removed = 0;
-    groups.retain_mut(|group| {
-        let Some(Value::Array(handlers)) = group.get_mut("hooks") else {
-            return true;
-        };
-        let before = handlers.len();
-        handlers.retain(|h| !is_greenlight_handler(h));
-        let gone = before - handlers.len();
-        removed += gone;
-        !(gone > 0 && handlers.is_empty())
-    });
-    removed
+fn backup_exists(target: &Path) -> bool {
+    let mut name = target.as_os_str().to_owned();
+    name.push(BACKUP_SUFFIX);
+    std::fs::symlink_metadata(PathBuf::from(name)).is_ok()
 }
 
 /// Reads the file behind `path` (following a symlink), as text; `None` when absent.
@@ -507,139 +780,64 @@ fn load(path: &Path) -> Result<(PathBuf, Option<String>), Error> {
     Ok((target, text))
 }
 
+/// The settings file's text, read bounded and without blocking (a FIFO or a device at the
+/// path is refused, not waited on); `None` when absent.
 fn read_text(path: &Path) -> Result<Option<String>, Error> {
-    match std::fs::read(path) {
-        Ok(bytes) => match String::from_utf8(bytes) {
-            Ok(text) => Ok(Some(text)),
-            Err(e) => {
-                let valid = &e.as_bytes()[..e.utf8_error().valid_up_to()];
-                let text = String::from_utf8_lossy(valid);
-                let line = text.matches('\n').count() + 1;
-                let column = text.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
-                Err(Error::InvalidJson {
-                    path: path.to_path_buf(),
-                    line,
-                    column,
-                    message: "bytes that are not UTF-8".to_string(),
-                })
-            }
-        },
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(source) => Err(Error::Read {
-            path: path.to_path_buf(),
-            source,
-        }),
-    }
-}
-
-/// Parses the file's text; an absent or blank file is an empty object.
-fn parse(path: &Path, text: Option<&str>) -> Result<Value, Error> {
-    match text {
-        Some(t) if !Style::semantically_empty(t) => {
-            serde_json::from_str(t).map_err(|e| Error::InvalidJson {
+    let bytes = match greenlight_gate::file::read_config_file(path) {
+        Ok(Some(bytes)) => bytes,
+        Ok(None) => return Ok(None),
+        Err(e) => {
+            return Err(Error::Unusable {
                 path: path.to_path_buf(),
-                line: e.line(),
-                // serde_json says column 0 for the start of a line (an end of file after a
-                // newline); messages count columns from 1.
-                column: e.column().max(1),
-                message: e
-                    .to_string()
-                    .split(" at line ")
-                    .next()
-                    .unwrap_or("")
-                    .to_string(),
+                reason: e.reason(),
+            });
+        }
+    };
+    match String::from_utf8(bytes) {
+        Ok(text) => Ok(Some(text)),
+        Err(e) => {
+            let valid = &e.as_bytes()[..e.utf8_error().valid_up_to()];
+            let text = String::from_utf8_lossy(valid);
+            let line = text.matches('\n').count() + 1;
+            let column = text.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+            Err(Error::InvalidJson {
+                path: path.to_path_buf(),
+                line,
+                column,
+                message: "bytes that are not UTF-8".to_string(),
             })
         }
-        _ => Ok(Value::Object(Map::new())),
     }
 }
 
-fn as_object<'a>(
-    path: &Path,
-    value: &'a mut Value,
-    pointer: &str,
-) -> Result<&'a mut Map<String, Value>, Error> {
-    match value {
-        Value::Object(map) => Ok(map),
-        other => Err(shape(path, pointer, "an object", other)),
-    }
+/// Parses the file's text into a spanned document.
+fn parse(path: &Path, text: &str) -> Result<Node, Error> {
+    jsontext::parse(text).map_err(|e| match e {
+        ParseError::Invalid {
+            line,
+            column,
+            message,
+        } => Error::InvalidJson {
+            path: path.to_path_buf(),
+            line,
+            column,
+            message,
+        },
+        ParseError::DuplicateKey { key, line, column } => Error::DuplicateKey {
+            path: path.to_path_buf(),
+            line,
+            column,
+            key,
+        },
+    })
 }
 
-fn shape(path: &Path, pointer: &str, expected: &'static str, found: &Value) -> Error {
+fn shape(path: &Path, pointer: &str, expected: &'static str, found: &Node) -> Error {
     Error::UnexpectedShape {
         path: path.to_path_buf(),
         pointer: pointer.to_string(),
         expected,
-        found: match found {
-            Value::Null => "null",
-            Value::Bool(_) => "a boolean",
-            Value::Number(_) => "a number",
-            Value::String(_) => "a string",
-            Value::Array(_) => "a list",
-            Value::Object(_) => "an object",
-        },
-    }
-}
-
-fn internal(path: &Path) -> Error {
-    Error::UnexpectedShape {
-        path: path.to_path_buf(),
-        pointer: "hooks".to_string(),
-        expected: "an object",
-        found: "nothing after inserting it",
-    }
-}
-
-/// How the file is formatted, so a rewrite looks like the original.
-#[derive(Debug, Clone)]
-struct Style {
-    indent: String,
-    crlf: bool,
-    trailing_newline: bool,
-}
-
-impl Style {
-    fn of(text: Option<&str>) -> Style {
-        let Some(text) = text.filter(|t| !Style::semantically_empty(t)) else {
-            return Style {
-                indent: "  ".to_string(),
-                crlf: false,
-                trailing_newline: true,
-            };
-        };
-        let indent = text
-            .lines()
-            .skip(1)
-            .find_map(|l| {
-                let ws: String = l.chars().take_while(|c| *c == ' ' || *c == '\t').collect();
-                (!ws.is_empty()).then_some(ws)
-            })
-            .unwrap_or_else(|| "  ".to_string());
-        Style {
-            indent,
-            crlf: text.contains("\r\n"),
-            trailing_newline: text.ends_with('\n'),
-        }
-    }
-
-    fn semantically_empty(text: &str) -> bool {
-        text.trim().is_empty()
-    }
-
-    fn render(&self, doc: &Value) -> String {
-        let mut buf = Vec::new();
-        let formatter = serde_json::ser::PrettyFormatter::with_indent(self.indent.as_bytes());
-        let mut ser = serde_json::Serializer::with_formatter(&mut buf, formatter);
-        // Serialising a Value into memory cannot fail.
-        let _ = serde::Serialize::serialize(doc, &mut ser);
-        let mut text = String::from_utf8_lossy(&buf).into_owned();
-        if self.trailing_newline {
-            text.push('\n');
-        }
-        if self.crlf {
-            text = text.replace('\n', "\r\n");
-        }
-        text
+        found: found.kind_name(),
     }
 }
 
@@ -666,16 +864,14 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), Error> {
     tmp.write_all(bytes).map_err(err)?;
     tmp.as_file().sync_all().map_err(err)?;
     let permissions = match std::fs::metadata(path) {
-        Ok(meta) => Some(meta.permissions()),
+        Ok(meta) => meta.permissions(),
         Err(_) => {
             use std::os::unix::fs::PermissionsExt as _;
             // A new settings file gets the usual 0644, not the temporary file's 0600.
-            Some(std::fs::Permissions::from_mode(0o644))
+            std::fs::Permissions::from_mode(0o644)
         }
     };
-    if let Some(p) = permissions {
-        std::fs::set_permissions(tmp.path(), p).map_err(err)?;
-    }
+    std::fs::set_permissions(tmp.path(), permissions).map_err(err)?;
     tmp.persist(path).map_err(|e| err(e.error))?;
     Ok(())
 }

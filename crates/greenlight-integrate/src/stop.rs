@@ -1,8 +1,9 @@
 //! The Stop hook: Claude Code's or Codex's Stop / SubagentStop payload in, one decision out
-//! (allow the stop, or block it with the gates' evidence as the agent's next instruction).
+//! (allow the stop, or block it with the gates' evidence as the agent's next instruction); and
+//! the SessionStart hook, which records the commit the session's work is counted from.
 //!
 //! The one rule that keeps it simple: **only red gates block, and nothing else ever does.** A
-//! missing or broken verify.yaml, a git or state-database failure, a run that judged nothing,
+//! broken verify.yaml, a git or state-database failure, a run that judged nothing,
 //! greenlight's own block cap: every one of these allows the stop and says why in
 //! `systemMessage`, so a misconfiguration can cost a user a message but never trap an agent.
 //!
@@ -13,10 +14,13 @@
 //! database.
 //!
 //! Decisions that differ from `greenlight verify` (written in docs/integrations/claude-code.md):
-//! - work-evidence decides only whether there is anything to judge: no commits since the base ref
-//!   and no uncommitted changes allows the stop without running a gate; `requireCommit` is not
-//!   applied (an agent that has not committed yet is asked to fix its gates, not to commit);
-//!   when there is no base ref to count from (a repository without `origin/HEAD`), the gates run;
+//! - work-evidence decides only whether there is anything to judge, counted from the session's
+//!   base (recorded once per session and worktree, at SessionStart or else at the first Stop,
+//!   so a push and fetch cannot move it): no commits since it and no uncommitted changes allows
+//!   the stop without running a gate, unless the session's last stop was blocked red; with no
+//!   record, the gates run. `requireCommit` is not applied (an agent that has not committed
+//!   yet is asked to fix its gates, not to commit);
+//! - no verify.yaml allows the stop silently: a user-level hook fires in every repository;
 //! - `skipInPrimaryCheckout` is not applied: the hook fires in the checkout the agent is working
 //!   in, so that checkout is the one to judge, primary or not.
 
@@ -79,6 +83,8 @@ pub struct Payload {
     pub model: Option<String>,
     /// Both agents: the transcript file.
     pub transcript_path: Option<String>,
+    /// SessionStart: `startup`, `resume`, `clear` or `compact` (recorded only).
+    pub source: Option<String>,
 }
 
 impl Payload {
@@ -97,6 +103,15 @@ impl Payload {
             )
         } else {
             base
+        }
+    }
+
+    /// The key the session's base commit is kept under: the session id (a subagent shares its
+    /// session's base), or the directory when there is none.
+    pub fn base_key(&self, cwd: &Path) -> String {
+        match self.session_id.as_deref().filter(|s| !s.is_empty()) {
+            Some(id) => id.to_owned(),
+            None => format!("cwd:{}", cwd.display()),
         }
     }
 }
@@ -412,7 +427,9 @@ impl StopOutcome {
 pub fn find_config(cwd: &Path) -> Option<PathBuf> {
     for dir in cwd.ancestors() {
         let candidate = dir.join(".commandmate").join("verify.yaml");
-        if candidate.is_file() {
+        // Anything at the path counts, not only a regular file: a FIFO or a device there is a
+        // broken config to report, not a missing one to be silent about.
+        if std::fs::symlink_metadata(&candidate).is_ok() {
             return Some(candidate);
         }
         if dir.join(".git").exists() {
@@ -435,11 +452,17 @@ pub async fn run(
         None => here,
     };
     let Some(config_path) = find_config(&cwd) else {
-        return StopOutcome::allow_saying(format!(
-            "greenlight: no .commandmate/verify.yaml in {} or above it in the worktree, so no \
-             gate ran; run `greenlight init --write` there to draft one",
-            cwd.display()
-        ));
+        // Silent: a user-level hook fires in every repository, and most have no gates to run.
+        return StopOutcome {
+            decision: Decision::Allow {
+                system_message: None,
+            },
+            notes: vec![format!(
+                "greenlight: no .commandmate/verify.yaml in {} or above it in the worktree, so no \
+                 gate ran (`greenlight init --write` drafts one)",
+                cwd.display()
+            )],
+        };
     };
     let root = config_path
         .parent()
@@ -487,25 +510,66 @@ pub async fn run(
         ));
     }
     let mut notes = Vec::new();
-    if let Ok(base) = evidence::resolve_base_ref(&root, None, config.options.base_ref.as_deref()) {
-        match evidence::work_evidence(&root, &base) {
-            Ok(found) if found.commits == 0 && found.uncommitted == 0 => {
+    // Work is counted from the base recorded when the session began (SessionStart, else its
+    // first Stop), never from the base ref as it is now: an agent that pushes its commits and
+    // fetches would otherwise move the base past its own work and be let go unjudged.
+    let top = crate::install::project_root(&root);
+    let key = payload.base_key(&cwd);
+    match with_store(options, |store| store.hook_base(&key, &top)) {
+        Ok(Some(base)) => match evidence::work_evidence(&root, &base) {
+            // A session whose last stop was blocked red is judged again even with nothing new
+            // to count: its red gates are still its own.
+            Ok(found)
+                if found.commits == 0
+                    && found.uncommitted == 0
+                    && with_store(options, |store| {
+                        store.hook_blocks(&payload.session_key(&cwd))
+                    })
+                    .map_or(true, |blocks| blocks == 0) =>
+            {
                 return StopOutcome {
                     decision: Decision::Allow {
                         system_message: None,
                     },
                     notes: vec![format!(
-                        "greenlight: no commits since {base} and no uncommitted changes in {}: \
-                         nothing to judge, no gate ran",
+                        "greenlight: no commits since {} (where this session began) and no \
+                         uncommitted changes in {}: nothing to judge, no gate ran",
+                        short(&base),
                         root.display()
                     )],
                 };
             }
             Ok(_) => {}
             Err(e) => notes.push(format!(
-                "greenlight: cannot count work since {base} ({e}); running the gates anyway"
+                "greenlight: cannot count work since {} ({e}); running the gates anyway",
+                short(&base)
             )),
+        },
+        Ok(None) => {
+            let recorded = session_base(&root, config.options.base_ref.as_deref()).map(|base| {
+                with_store(options, |store| {
+                    store.write(|tx| {
+                        let recorded = tx.hook_record_base(&key, &top, &base)?;
+                        tx.prune_hook_bases(tx.now() - SESSION_TTL_MS)?;
+                        Ok(recorded)
+                    })
+                })
+            });
+            let what = match recorded {
+                Some(Ok(base)) => format!("recorded {} as its base now", short(&base)),
+                Some(Err(e)) => format!("and it cannot be recorded ({e})"),
+                None => "and none can be found".to_owned(),
+            };
+            notes.push(format!(
+                "greenlight: no base commit was recorded when this session began (no SessionStart \
+                 hook ran) {what}; greenlight cannot tell what the session changed, so the gates \
+                 run on HEAD"
+            ));
         }
+        Err(e) => notes.push(format!(
+            "greenlight: cannot read this session's base from the state database ({e}); running \
+             the gates on HEAD"
+        )),
     }
 
     config.options.skip_in_primary_checkout = false;
@@ -605,6 +669,61 @@ pub async fn run(
     StopOutcome {
         decision: outcome,
         notes,
+    }
+}
+
+/// The commit a session's work is counted from: where HEAD meets the base ref (`baseRef`, else
+/// `origin/HEAD`), or HEAD itself when no base ref resolves. `None` without a commit.
+pub fn session_base(root: &Path, base_ref: Option<&str>) -> Option<String> {
+    let from_ref = evidence::resolve_base_ref(root, None, base_ref)
+        .ok()
+        .and_then(|r| git_line(root, &["merge-base", &r, "HEAD"]));
+    from_ref.or_else(|| git_line(root, &["rev-parse", "--verify", "--quiet", "HEAD^{commit}"]))
+}
+
+fn git_line(dir: &Path, args: &[&str]) -> Option<String> {
+    crate::git::line(dir, args)
+}
+
+/// A commit id as people read it.
+fn short(commit: &str) -> &str {
+    commit.get(..12).unwrap_or(commit)
+}
+
+/// The SessionStart hook: records the commit this session's work will be counted from, in the
+/// worktree the payload names. Never blocks and prints nothing for the agent (SessionStart
+/// output becomes the model's context); the returned lines are for stderr.
+pub fn record_session_start(payload: &Payload, options: &StopOptions) -> Vec<String> {
+    let here = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    let cwd = match &payload.cwd {
+        Some(cwd) => here.join(cwd),
+        None => here,
+    };
+    if git_line(&cwd, &["rev-parse", "--is-inside-work-tree"]).is_none() {
+        return Vec::new();
+    }
+    let top = crate::install::project_root(&cwd);
+    // The config's baseRef, when there is a readable one; else origin/HEAD.
+    let base_ref = find_config(&cwd)
+        .and_then(|p| Utf8PathBuf::from_path_buf(p).ok())
+        .and_then(|p| config::load(&p).ok())
+        .and_then(|c| c.options.base_ref);
+    let Some(base) = session_base(&top, base_ref.as_deref()) else {
+        return Vec::new();
+    };
+    let key = payload.base_key(&cwd);
+    match with_store(options, |store| {
+        store.write(|tx| {
+            let recorded = tx.hook_record_base(&key, &top, &base)?;
+            tx.prune_hook_bases(tx.now() - SESSION_TTL_MS)?;
+            Ok(recorded)
+        })
+    }) {
+        Ok(_) => Vec::new(),
+        Err(e) => vec![format!(
+            "greenlight hook session-start: cannot record where this session began ({e}); the \
+             Stop hook will run the gates on HEAD"
+        )],
     }
 }
 

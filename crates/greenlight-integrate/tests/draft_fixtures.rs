@@ -5,6 +5,10 @@ use std::path::{Path, PathBuf};
 
 use greenlight_integrate::draft::{self, Draft};
 
+/// The fixtures are drafted as on a machine with every tool they name installed, so the
+/// answers do not depend on this machine's PATH (`runnable` has its own tests).
+const ALL: draft::Programs = draft::Programs::All;
+
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/repos")
@@ -32,18 +36,20 @@ fn render(d: &Draft) -> String {
 }
 
 fn drafted(name: &str) -> String {
-    match draft::draft(&fixture(name)) {
+    match draft::draft_with(&fixture(name), &ALL) {
         Ok(d) => render(&d),
         Err(e) => panic!("draft of {name} failed: {e}"),
     }
 }
 
+/// The clippy default used to add `-D warnings`, which this repository never asked for: its
+/// gate would be red on code its own checks accept.
 #[test]
 fn rust_workspace_without_ci_gets_the_manifest_defaults_and_no_release() {
     assert_eq!(
         drafted("rust-workspace"),
         "\
-clippy = cargo clippy --workspace --all-targets -- -D warnings [1800s]  <- Cargo.toml (Rust workspace)
+clippy = cargo clippy --workspace --all-targets [1800s]  <- Cargo.toml (Rust workspace)
 test = cargo test --workspace [1800s]  <- Cargo.toml (Rust workspace)
 --- skipped
 .github/workflows/release.yml |  | the workflow's name mentions `release`: not a check
@@ -108,7 +114,8 @@ test = make test  <- Makefile target \"test\"
 fn polyglot_ci_matrix_expands_only_the_dimensions_its_commands_use() {
     // `os` is not in any command: one local gate. `features` is: one gate per value, the
     // `include` entry's value too. The Makefile's `check` and package.json's scripts add
-    // nothing: CI already runs cargo test, pytest, pnpm lint/build/test.
+    // nothing: CI already runs cargo test, pytest, pnpm lint/build/test. The docs step's two
+    // check lines are two gates, never one `&&` chain.
     assert_eq!(
         drafted("polyglot-matrix"),
         "\
@@ -117,11 +124,12 @@ lint = pnpm lint  <- .github/workflows/ci.yml job lint step 5
 clippy-default = cargo clippy --all-targets --features default -- -D warnings [1800s]  <- .github/workflows/ci.yml job rust step 4 (matrix features=default)
 clippy-full = cargo clippy --all-targets --features full -- -D warnings [1800s]  <- .github/workflows/ci.yml job rust step 4 (matrix features=full)
 clippy-wasm = cargo clippy --all-targets --features wasm -- -D warnings [1800s]  <- .github/workflows/ci.yml job rust step 4 (matrix features=wasm)
+build = cd web && pnpm build  <- .github/workflows/ci.yml job docs step 3 line 2
 test-default = cargo test --features default [1200s]  <- .github/workflows/ci.yml job rust step 5 (matrix features=default)
 test-full = cargo test --features full [1200s]  <- .github/workflows/ci.yml job rust step 5 (matrix features=full)
 test-wasm = cargo test --features wasm [1200s]  <- .github/workflows/ci.yml job rust step 5 (matrix features=wasm)
 pytest = cd py && pytest -q -k 'not slow'  <- .github/workflows/ci.yml job python step 4
-test = cd web && pnpm build && pnpm test -- --reporter=dot  <- .github/workflows/ci.yml job docs step 3
+test = cd web && pnpm test -- --reporter=dot  <- .github/workflows/ci.yml job docs step 3 line 3
 --- skipped
 .github/workflows/ci.yml job lint step 4 | pnpm install --frozen-lockfile | installs dependencies
 .github/workflows/ci.yml job lint step 7 | echo \"building ${{ github.sha }}\" | uses `${{ github.sha }}`, which only GitHub Actions can evaluate
@@ -139,7 +147,7 @@ test = cd web && pnpm build && pnpm test -- --reporter=dot  <- .github/workflows
 #[test]
 fn every_fixture_renders_a_verify_yaml_v1_in_the_strict_subset() {
     for name in FIXTURES {
-        let d = draft::draft(&fixture(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let d = draft::draft_with(&fixture(name), &ALL).unwrap_or_else(|e| panic!("{name}: {e}"));
         assert!(!d.gates.is_empty(), "{name} drafted no gate");
         let yaml = draft::render_v1(&d.gates);
         check_strict_subset(name, &yaml);
@@ -165,7 +173,7 @@ fn every_fixture_renders_a_verify_yaml_v1_in_the_strict_subset() {
 #[test]
 fn no_fixture_ever_drafts_an_outward_command() {
     for name in FIXTURES {
-        let d = draft::draft(&fixture(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let d = draft::draft_with(&fixture(name), &ALL).unwrap_or_else(|e| panic!("{name}: {e}"));
         for g in &d.gates {
             let lower = g.command.to_ascii_lowercase();
             for word in [
@@ -209,7 +217,7 @@ fn a_broken_workflow_or_package_json_is_reported_not_fatal() {
         "module example.com/x\n\ngo 1.22\n",
     )
     .unwrap_or_else(|e| panic!("{e}"));
-    let d = draft::draft(dir.path()).unwrap_or_else(|e| panic!("{e}"));
+    let d = draft::draft_with(dir.path(), &ALL).unwrap_or_else(|e| panic!("{e}"));
     let text = render(&d);
     assert!(
         text.contains(".github/workflows/ci.yml |  | not a readable workflow"),
@@ -279,4 +287,65 @@ fn check_strict_subset(name: &str, yaml: &str) {
             assert!(!inner.contains(['"', '\\']), "{at}: nothing to escape");
         }
     }
+}
+
+#[test]
+fn the_clippy_default_denies_warnings_only_when_the_repositorys_ci_does() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(
+        dir.path().join("Cargo.toml"),
+        "[package]\nname = \"x\"\nversion = \"0.1.0\"\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let wf = dir.path().join(".github/workflows");
+    std::fs::create_dir_all(&wf).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(
+        wf.join("ci.yml"),
+        "on: push\njobs:\n  lint:\n    runs-on: ubuntu-latest\n    steps:\n      - run: cargo clippy --all-targets -- -D warnings\n        continue-on-error: true\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let d = draft::draft_with(dir.path(), &ALL).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        d.gates.first().map(|g| g.command.as_str()),
+        Some("cargo clippy --all-targets -- -D warnings"),
+        "{}",
+        render(&d)
+    );
+}
+
+/// The options block stays in the strict subset, and a general YAML loader reads the same
+/// values (`skipInPrimaryCheckout: false` as a boolean, the base ref as written).
+#[test]
+fn the_options_block_reads_the_same_in_a_yaml_loader() {
+    let d = draft::draft_with(&fixture("go-module"), &ALL).unwrap_or_else(|e| panic!("{e}"));
+    let options = draft::DraftOptions {
+        base_ref: Some((
+            "origin/main".to_string(),
+            vec!["baseRef: why: it resolves".to_string()],
+        )),
+        skip_in_primary_checkout: Some((false, vec!["what it means".to_string()])),
+        notes: Vec::new(),
+    };
+    let yaml = draft::render_v1_with(&d.gates, &options);
+    check_strict_subset("options", &yaml);
+    #[derive(serde::Deserialize)]
+    struct WithOptions {
+        options: Opts,
+    }
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Opts {
+        #[serde(rename = "baseRef")]
+        base_ref: String,
+        #[serde(rename = "skipInPrimaryCheckout")]
+        skip: bool,
+    }
+    let parsed: WithOptions =
+        serde_saphyr::from_str(&yaml).unwrap_or_else(|e| panic!("{e}\n{yaml}"));
+    assert_eq!(parsed.options.base_ref, "origin/main");
+    assert!(!parsed.options.skip);
+    let config = greenlight_gate::config::parse_v1("verify.yaml".into(), &yaml)
+        .unwrap_or_else(|e| panic!("{e}\n{yaml}"));
+    assert_eq!(config.options.base_ref.as_deref(), Some("origin/main"));
+    assert!(!config.options.skip_in_primary_checkout);
 }

@@ -202,6 +202,18 @@ pub trait Reads: sealed::Access {
             .map_err(|e| sql_err(self, e))
     }
 
+    /// The base commit recorded for a hook session in a worktree, if any.
+    fn hook_base(&self, session_id: &str, worktree: &Path) -> Result<Option<String>, Error> {
+        self.conn()
+            .query_row(
+                "SELECT base FROM hook_bases WHERE session_id = ?1 AND worktree = ?2",
+                params![session_id, worktree.as_os_str().as_bytes()],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(|e| sql_err(self, e))
+    }
+
     /// The Stop hook's consecutive block count for a session (0 when unknown).
     fn hook_blocks(&self, session_id: &str) -> Result<u32, Error> {
         self.conn()

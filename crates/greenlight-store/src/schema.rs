@@ -136,6 +136,18 @@ CREATE TABLE hook_sessions (
     r#"
 ALTER TABLE dispatches ADD COLUMN step TEXT NOT NULL DEFAULT 'agent' CHECK (step IN ('agent', 'judge'));
 "#,
+    // Version 3: the Stop hook's per-session base commit, recorded once (at SessionStart, else
+    // at the session's first Stop) so that a later push or fetch cannot move where the
+    // session's work is counted from. Self-contained: no other table refers to it.
+    r#"
+CREATE TABLE hook_bases (
+    session_id  TEXT    NOT NULL,
+    worktree    BLOB    NOT NULL,
+    base        TEXT    NOT NULL CHECK (length(base) > 0),
+    recorded_at INTEGER NOT NULL,
+    PRIMARY KEY (session_id, worktree)
+);
+"#,
 ];
 
 /// The schema version this binary writes.

@@ -647,4 +647,29 @@ impl<'a> Tx<'a> {
     pub fn prune_hook_sessions(&self, before: Millis) -> Result<usize, Error> {
         self.exec("DELETE FROM hook_sessions WHERE updated_at < ?1", [before])
     }
+
+    /// Record the commit a hook session's work is counted from, unless one is recorded for
+    /// this session and worktree already: the first record wins, so a later push or fetch
+    /// cannot move it. Returns the recorded base.
+    pub fn hook_record_base(
+        &self,
+        session_id: &str,
+        worktree: &Path,
+        base: &str,
+    ) -> Result<String, Error> {
+        let worktree = worktree.as_os_str().as_bytes();
+        self.exec(
+            "INSERT INTO hook_bases (session_id, worktree, base, recorded_at) \
+             VALUES (?1, ?2, ?3, ?4) ON CONFLICT (session_id, worktree) DO NOTHING",
+            params![session_id, worktree, base, self.now],
+        )?;
+        Ok(self
+            .hook_base(session_id, Path::new(std::ffi::OsStr::from_bytes(worktree)))?
+            .unwrap_or_else(|| base.to_owned()))
+    }
+
+    /// Forget session bases recorded before `before`; returns how many.
+    pub fn prune_hook_bases(&self, before: Millis) -> Result<usize, Error> {
+        self.exec("DELETE FROM hook_bases WHERE recorded_at < ?1", [before])
+    }
 }

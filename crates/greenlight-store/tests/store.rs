@@ -97,6 +97,7 @@ fn migrates_an_empty_file_to_the_current_schema_in_wal_mode() {
             "gate_runs",
             "gates",
             "goals",
+            "hook_bases",
             "hook_sessions",
             "turns"
         ]

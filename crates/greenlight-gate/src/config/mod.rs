@@ -162,16 +162,18 @@ pub fn load(path: &Utf8Path) -> Result<Config, ConfigErrors> {
             kind,
         }])
     };
-    let bytes = match std::fs::read(path) {
+    // Bounded and non-blocking: a FIFO or a symlink to /dev/zero in a cloned repository must
+    // be refused, not hang or exhaust memory.
+    let bytes = match crate::file::read_bounded(path.as_std_path(), crate::file::MAX_CONFIG_BYTES) {
         Ok(bytes) => bytes,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+        Err(error) if error.is_not_found() => {
             return Err(one(None, ConfigErrorKind::NotFound));
         }
         Err(error) => {
             return Err(one(
                 None,
                 ConfigErrorKind::Unreadable {
-                    reason: error.to_string(),
+                    reason: error.reason(),
                 },
             ));
         }

@@ -89,6 +89,8 @@ pub(crate) struct Context {
     /// justfile recipes in file order: name, required-parameter flag, body lines.
     pub just_recipes: Vec<(String, bool, Vec<String>)>,
     pub justfile_name: Option<String>,
+    /// Files that exist but could not be read (a FIFO, a device, too large), with the reason.
+    pub unreadable: Vec<(String, String)>,
 }
 
 impl Context {
@@ -96,8 +98,21 @@ impl Context {
     /// is left empty (and the reason kept for the report).
     pub(crate) fn load(root: &Path) -> Context {
         let mut ctx = Context::default();
-        if let Ok(text) = std::fs::read(root.join("package.json")) {
-            let text = String::from_utf8_lossy(&text);
+        let mut read = |name: &str| match super::read_source(&root.join(name)) {
+            Ok(text) => text,
+            Err(reason) => {
+                ctx.unreadable.push((name.to_string(), reason));
+                None
+            }
+        };
+        let package_json = read("package.json");
+        let makefile = ["GNUmakefile", "Makefile", "makefile"]
+            .into_iter()
+            .find_map(|name| read(name).map(|t| (name, t)));
+        let justfile = ["justfile", "Justfile", ".justfile"]
+            .into_iter()
+            .find_map(|name| read(name).map(|t| (name, t)));
+        if let Some(text) = package_json {
             match serde_json::from_str::<serde_json::Value>(&text) {
                 Ok(value) => {
                     let scripts = value
@@ -126,19 +141,13 @@ impl Context {
                 }
             }
         }
-        for name in ["GNUmakefile", "Makefile", "makefile"] {
-            if let Ok(bytes) = std::fs::read(root.join(name)) {
-                ctx.make_targets = super::make::parse_makefile(&String::from_utf8_lossy(&bytes));
-                ctx.makefile_name = Some(name.to_string());
-                break;
-            }
+        if let Some((name, text)) = makefile {
+            ctx.make_targets = super::make::parse_makefile(&text);
+            ctx.makefile_name = Some(name.to_string());
         }
-        for name in ["justfile", "Justfile", ".justfile"] {
-            if let Ok(bytes) = std::fs::read(root.join(name)) {
-                ctx.just_recipes = super::make::parse_justfile(&String::from_utf8_lossy(&bytes));
-                ctx.justfile_name = Some(name.to_string());
-                break;
-            }
+        if let Some((name, text)) = justfile {
+            ctx.just_recipes = super::make::parse_justfile(&text);
+            ctx.justfile_name = Some(name.to_string());
         }
         ctx
     }

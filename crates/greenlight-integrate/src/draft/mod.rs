@@ -14,8 +14,10 @@ mod keys;
 mod make;
 mod manifest;
 mod node;
+mod options;
 mod python;
 mod render;
+mod runnable;
 mod workflow;
 
 use std::collections::{HashMap, HashSet};
@@ -24,7 +26,8 @@ use std::path::Path;
 use crate::Error;
 use classify::{Kind, Verdict};
 
-pub use render::{render_v1, validate_id};
+pub use options::{DraftOptions, options_for};
+pub use render::{render_v1, render_v1_with, validate_id};
 
 /// One drafted gate, ready to be written into a verify.yaml.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -98,6 +101,17 @@ impl Found {
     }
 }
 
+/// Reads one source file (manifest, workflow, task file) the way every config file is read:
+/// non-blocking, regular files only, at most 1 MiB. `Ok(None)` when it does not exist; `Err`
+/// says why it cannot be used (a FIFO, a symlink to a device, too large, unreadable).
+pub(crate) fn read_source(path: &Path) -> Result<Option<String>, String> {
+    match greenlight_gate::file::read_config_file(path) {
+        Ok(Some(bytes)) => Ok(Some(String::from_utf8_lossy(&bytes).into_owned())),
+        Ok(None) => Ok(None),
+        Err(e) => Err(format!("not read: {}", e.reason())),
+    }
+}
+
 /// Longest timeout verify.yaml v1 accepts (`timeoutSec` 1..7200).
 const MAX_TIMEOUT_SEC: u32 = 7200;
 
@@ -106,23 +120,62 @@ const MAX_TIMEOUT_SEC: u32 = 7200;
 /// Files that cannot be parsed are reported in [`Draft::skipped`] rather than failing the
 /// scan; only an unreadable `root` is an error.
 pub fn draft(root: &Path) -> Result<Draft, Error> {
+    draft_with(root, &Programs::from_env())
+}
+
+/// Which programs a gate may call where `init` runs: a drafted gate whose program is missing
+/// could never pass, so it is listed as not drafted instead.
+#[derive(Debug, Clone)]
+pub enum Programs {
+    /// Look each name up in this `PATH` (as the process environment holds it).
+    Path(Option<std::ffi::OsString>),
+    /// Every program exists (for drafting on behalf of another machine, and for tests).
+    All,
+}
+
+impl Programs {
+    /// The current process's `PATH`.
+    pub fn from_env() -> Programs {
+        Programs::Path(std::env::var_os("PATH"))
+    }
+
+    /// True when `name` (no slash) is an executable file on the path.
+    pub fn has(&self, name: &str) -> bool {
+        match self {
+            Programs::All => true,
+            Programs::Path(path) => path.as_ref().is_some_and(|paths| {
+                std::env::split_paths(paths).any(|dir| {
+                    use std::os::unix::fs::PermissionsExt as _;
+                    std::fs::metadata(dir.join(name))
+                        .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+                })
+            }),
+        }
+    }
+}
+
+/// [`draft`] with an explicit answer to "is this program installed?".
+pub fn draft_with(root: &Path, programs: &Programs) -> Result<Draft, Error> {
     std::fs::read_dir(root).map_err(|source| Error::Read {
         path: root.to_path_buf(),
         source,
     })?;
     let ctx = keys::Context::load(root);
     let mut found = Found::default();
+    for (file, reason) in &ctx.unreadable {
+        found.skip(file, "", reason);
+    }
     workflow::scan(root, &mut found);
     node::scan(root, &ctx, &mut found);
     make::scan(root, &ctx, &mut found);
     python::scan_task_runners(root, &mut found);
-    python::scan_manifest(root, &mut found);
+    python::scan_manifest(root, programs, &mut found);
     manifest::scan(root, &mut found);
-    Ok(assemble(found, &ctx))
+    Ok(assemble(found, &ctx, root, programs))
 }
 
 /// Drops what is redundant or unsafe to write, orders by kind, and assigns unique ids.
-fn assemble(found: Found, ctx: &keys::Context) -> Draft {
+fn assemble(found: Found, ctx: &keys::Context, root: &Path, programs: &Programs) -> Draft {
     let Found {
         candidates,
         mut skipped,
@@ -174,6 +227,14 @@ fn assemble(found: Found, ctx: &keys::Context) -> Draft {
                 return;
             }
         };
+        if let Some(reason) = runnable::cannot_run(&command, root, programs) {
+            skipped.push(Skipped {
+                source: c.source,
+                command,
+                reason,
+            });
+            return;
+        }
         let normalized = command.split_whitespace().collect::<Vec<_>>().join(" ");
         let k = ctx.keys_of(&command);
         let stronger = |key: &String| covered.get(key).is_some_and(|tier| *tier < c.tier);
@@ -220,22 +281,47 @@ fn assemble(found: Found, ctx: &keys::Context) -> Draft {
             }
         })
         .collect();
+    // One line per finding: the same file or step can be met by several sources (a pyproject
+    // read for tox and for its tools, a command expanded per matrix value).
+    let mut seen: HashSet<(String, String, String)> = HashSet::new();
+    skipped.retain(|s| seen.insert((s.source.clone(), s.command.clone(), s.reason.clone())));
     Draft { gates, skipped }
 }
 
-/// A short id hint for a command: the script, target or subcommand it runs.
+/// A short id hint for a command: the script, target or subcommand of the segment that does
+/// the checking (`pytest || exit 1` is `pytest`, never `exit`); `check` when nothing says more.
 pub(crate) fn hint_from_command(command: &str) -> String {
     let segs = classify::segments(command);
-    let Some(last) = segs.iter().rev().find(|s| {
-        let w = classify::words(s);
-        !matches!(
-            w.first().map(|p| classify::program(p)),
-            Some("cd" | "export") | None
+    let is_check = |s: &String| matches!(classify::classify(s), classify::Verdict::Check(_));
+    let plumbing = |s: &String| {
+        matches!(
+            classify::words(s).first().map(|p| classify::program(p)),
+            Some(
+                "cd" | "export"
+                    | "exit"
+                    | "set"
+                    | "true"
+                    | "false"
+                    | "echo"
+                    | "printf"
+                    | ":"
+                    | "source"
+                    | "."
+                    | "unset"
+                    | "sleep"
+                    | "return"
+            ) | None
         )
-    }) else {
-        return "gate".to_string();
     };
-    hint_from_words(&classify::words(last))
+    let chosen = segs
+        .iter()
+        .rev()
+        .find(|s| is_check(s) && !plumbing(s))
+        .or_else(|| segs.iter().find(|s| !plumbing(s)));
+    let Some(segment) = chosen else {
+        return "check".to_string();
+    };
+    hint_from_words(&classify::words(segment))
 }
 
 fn hint_from_words(w: &[String]) -> String {
@@ -247,7 +333,7 @@ fn hint_from_words(w: &[String]) -> String {
     let first = non_flags
         .first()
         .map(|p| classify::program(p))
-        .unwrap_or("gate");
+        .unwrap_or("check");
     let second = non_flags.get(1).copied();
     let flag_value = |flag: &str| {
         w.iter()
@@ -288,6 +374,17 @@ fn hint_from_words(w: &[String]) -> String {
             .or_else(|| flag_value("--session"))
             .unwrap_or_else(|| "nox".to_string()),
         "ruff" | "mypy" | "pytest" | "eslint" | "tsc" => first.to_string(),
+        // An interpreter running a script: the script says what the step does.
+        "sh" | "bash" | "zsh" | "dash" | "python" | "python3" | "node" | "deno" | "ruby"
+        | "perl"
+            if second.is_some() =>
+        {
+            let script = classify::program(second.unwrap_or_default());
+            script
+                .rsplit_once('.')
+                .map_or(script, |(stem, _)| stem)
+                .to_string()
+        }
         other => other
             .rsplit_once('.')
             .map_or(other, |(stem, _)| stem)
@@ -311,5 +408,12 @@ mod tests {
         assert_eq!(hint_from_command("tox -e lint"), "lint");
         assert_eq!(hint_from_command("./scripts/check-links.sh"), "check-links");
         assert_eq!(hint_from_command("python -m mypy src"), "mypy");
+        assert_eq!(hint_from_command("pytest -q || exit 1"), "pytest");
+        assert_eq!(hint_from_command("sh ci/check.sh"), "check");
+        assert_eq!(
+            hint_from_command("python scripts/lint_docs.py"),
+            "lint_docs"
+        );
+        assert_eq!(hint_from_command("exit 0"), "check");
     }
 }

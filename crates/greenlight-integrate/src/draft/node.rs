@@ -58,10 +58,10 @@ fn scan_workspaces(
     }
     let mut names: Vec<(String, usize)> = Vec::new();
     for dir in expand_patterns(root, &patterns) {
-        let Ok(bytes) = std::fs::read(dir.join("package.json")) else {
+        let Ok(Some(text)) = super::read_source(&dir.join("package.json")) else {
             continue;
         };
-        let Ok(value) = serde_json::from_slice::<serde_json::Value>(&bytes) else {
+        let Ok(value) = serde_json::from_str::<serde_json::Value>(&text) else {
             continue;
         };
         let Some(scripts) = value.get("scripts").and_then(|s| s.as_object()) else {
@@ -138,14 +138,13 @@ fn unusable_body(body: &str) -> Option<String> {
 /// Workspace package globs: `pnpm-workspace.yaml` `packages:`, else package.json `workspaces`.
 fn workspace_patterns(root: &Path, ctx: &Context, pm: PackageManager) -> Vec<String> {
     if pm == PackageManager::Pnpm
-        && let Ok(bytes) = std::fs::read(root.join("pnpm-workspace.yaml"))
+        && let Ok(Some(text)) = super::read_source(&root.join("pnpm-workspace.yaml"))
     {
         #[derive(serde::Deserialize)]
         struct PnpmWorkspace {
             #[serde(default)]
             packages: Vec<String>,
         }
-        let text = String::from_utf8_lossy(&bytes);
         if let Ok(ws) = serde_saphyr::from_str::<PnpmWorkspace>(&text) {
             return ws.packages;
         }

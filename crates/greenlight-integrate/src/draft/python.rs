@@ -18,11 +18,13 @@ pub(crate) fn scan_task_runners(root: &Path, found: &mut Found) {
 }
 
 fn scan_tox(root: &Path, found: &mut Found) {
-    let (file, envs) = if let Some(text) = read(root, "tox.ini") {
+    let (file, envs) = if let Some(text) = read(root, "tox.ini", found) {
         ("tox.ini", tox_ini_envs(&text))
-    } else if let Some(text) = read(root, "tox.toml") {
+    } else if let Some(text) = read(root, "tox.toml", found) {
         ("tox.toml", tox_toml_envs(&text))
-    } else if let Some(legacy) = read(root, "pyproject.toml").and_then(|t| legacy_tox_ini(&t)) {
+    } else if let Some(legacy) =
+        read(root, "pyproject.toml", found).and_then(|t| legacy_tox_ini(&t))
+    {
         ("pyproject.toml [tool.tox]", tox_ini_envs(&legacy))
     } else {
         return;
@@ -64,7 +66,7 @@ fn scan_tox(root: &Path, found: &mut Found) {
 }
 
 fn scan_nox(root: &Path, found: &mut Found) {
-    let Some(text) = read(root, "noxfile.py") else {
+    let Some(text) = read(root, "noxfile.py", found) else {
         return;
     };
     for session in nox_sessions(&text) {
@@ -86,10 +88,12 @@ fn scan_nox(root: &Path, found: &mut Found) {
     }
 }
 
-/// Proposes ruff, mypy and pytest when `pyproject.toml` configures or depends on them; used
-/// only when no explicit command already exercises Python.
-pub(crate) fn scan_manifest(root: &Path, found: &mut Found) {
-    let Some(text) = read(root, "pyproject.toml") else {
+/// Proposes ruff, mypy and pytest when the project depends on them, or configures them and
+/// they are installed; used only when no explicit command already exercises Python. A
+/// `[tool.ruff]` table alone is not enough: many projects keep one for editors, and a gate on
+/// a tool that is neither a dependency nor installed could never pass.
+pub(crate) fn scan_manifest(root: &Path, programs: &super::Programs, found: &mut Found) {
+    let Some(text) = read(root, "pyproject.toml", found) else {
         return;
     };
     let value: toml::Table = match toml::from_str(&text) {
@@ -126,15 +130,21 @@ pub(crate) fn scan_manifest(root: &Path, found: &mut Found) {
             tier: 5,
         });
     };
-    if has_tool("ruff") || depends("ruff") || root.join("ruff.toml").is_file() {
+    let configured_and_installed = |name: &str, configured: bool| configured && programs.has(name);
+    let ruff_configured = has_tool("ruff") || root.join("ruff.toml").is_file();
+    if depends("ruff") || configured_and_installed("ruff", ruff_configured) {
         push(
             "ruff",
             format!("{runner}ruff check ."),
-            "ruff".to_string(),
+            if depends("ruff") {
+                "ruff: a dependency".to_string()
+            } else {
+                "ruff: configured, and installed here".to_string()
+            },
             None,
         );
     }
-    if has_tool("mypy") || depends("mypy") {
+    if depends("mypy") || configured_and_installed("mypy", has_tool("mypy")) {
         let files_configured = tool
             .and_then(|t| t.get("mypy"))
             .and_then(|m| m.as_table())
@@ -144,7 +154,12 @@ pub(crate) fn scan_manifest(root: &Path, found: &mut Found) {
         } else {
             format!("{runner}mypy .")
         };
-        push("mypy", cmd, "mypy".to_string(), None);
+        let why = if depends("mypy") {
+            "mypy: a dependency"
+        } else {
+            "mypy: configured, and installed here"
+        };
+        push("mypy", cmd, why.to_string(), None);
     }
     if has_tool("pytest") || depends("pytest") || root.join("tests").is_dir() {
         push(
@@ -209,10 +224,15 @@ fn dependency_names(value: &toml::Table) -> Vec<String> {
     names
 }
 
-fn read(root: &Path, name: &str) -> Option<String> {
-    std::fs::read(root.join(name))
-        .ok()
-        .map(|b| String::from_utf8_lossy(&b).into_owned())
+/// A Python source file's text; a file that exists but cannot be read is reported in `found`.
+fn read(root: &Path, name: &str, found: &mut Found) -> Option<String> {
+    match super::read_source(&root.join(name)) {
+        Ok(text) => text,
+        Err(reason) => {
+            found.skip(name, "", reason);
+            None
+        }
+    }
 }
 
 /// `py`, `py3`, `py310`, `py3.11`, `pypy3`, and factor combinations starting with one.

@@ -41,7 +41,7 @@ pub(crate) fn unique_id(hint: &str, taken: &HashSet<String>) -> String {
     }
     let mut base = base.trim_end_matches('-').to_string();
     if base.is_empty() {
-        base = "gate".to_string();
+        base = "check".to_string();
     }
     if RESERVED_IDS.contains(&base.as_str()) {
         base.push_str("-gate");
@@ -119,6 +119,38 @@ fn unsafe_quote() -> String {
 /// Renders gates as a verify.yaml v1 document, each gate preceded by a comment saying where
 /// it came from.
 pub fn render_v1(gates: &[DraftGate]) -> String {
+    render_v1_with(gates, &super::DraftOptions::default())
+}
+
+/// [`render_v1`] followed by an `options:` block, each option preceded by the comment that
+/// says why it has that value.
+pub fn render_v1_with(gates: &[DraftGate], options: &super::DraftOptions) -> String {
+    let mut out = render_gates(gates);
+    if options.is_empty() {
+        return out;
+    }
+    let comment = |out: &mut String, lines: &[String]| {
+        for line in lines {
+            let _ = writeln!(out, "# {}", line.replace(['\n', '\r'], " "));
+        }
+    };
+    comment(&mut out, &options.notes);
+    if options.base_ref.is_none() && options.skip_in_primary_checkout.is_none() {
+        return out;
+    }
+    out.push_str("options:\n");
+    if let Some((base, why)) = &options.base_ref {
+        comment(&mut out, why);
+        let _ = writeln!(out, "  baseRef: {base}");
+    }
+    if let Some((skip, why)) = &options.skip_in_primary_checkout {
+        comment(&mut out, why);
+        let _ = writeln!(out, "  skipInPrimaryCheckout: {skip}");
+    }
+    out
+}
+
+fn render_gates(gates: &[DraftGate]) -> String {
     let mut out = String::new();
     out.push_str("# .commandmate/verify.yaml (v1), drafted by `greenlight init`.\n");
     out.push_str("# Review every gate: it must be safe to run again and again.\n");
@@ -144,7 +176,7 @@ mod tests {
         let mut taken = HashSet::new();
         assert_eq!(unique_id("test:unit", &taken), "test-unit");
         assert_eq!(unique_id("Work Evidence", &taken), "work-evidence-gate");
-        assert_eq!(unique_id("---", &taken), "gate");
+        assert_eq!(unique_id("---", &taken), "check");
         let long = "a".repeat(40);
         assert_eq!(unique_id(&long, &taken).len(), 32);
         taken.insert("a".repeat(32));

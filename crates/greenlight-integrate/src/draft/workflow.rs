@@ -53,11 +53,14 @@ pub(crate) fn scan(root: &Path, found: &mut Found) {
             );
             continue;
         }
-        let Ok(bytes) = std::fs::read(dir.join(&name)) else {
-            found.skip(&rel, "", "cannot be read");
-            continue;
+        let text = match super::read_source(&dir.join(&name)) {
+            Ok(Some(text)) => text,
+            Ok(None) => continue,
+            Err(reason) => {
+                found.skip(&rel, "", reason);
+                continue;
+            }
         };
-        let text = String::from_utf8_lossy(&bytes);
         match serde_saphyr::from_str::<Workflow>(&text) {
             Ok(workflow) => scan_workflow(&rel, &workflow, found),
             Err(e) => {
@@ -130,55 +133,71 @@ fn scan_workflow(file: &str, workflow: &Workflow, found: &mut Found) {
                     continue;
                 }
             }
-            let script = match one_line(run) {
+            let script = match split_script(run) {
                 Ok(s) => s,
                 Err(reason) => {
                     skip(found, reason);
                     continue;
                 }
             };
+            for (line, text, reason) in &script.not_checks {
+                found.skip(
+                    format!("{source} line {line}"),
+                    text.clone(),
+                    format!("{reason}; a setup line, not a gate (the check lines are drafted)"),
+                );
+            }
             let workdir = step
                 .get("working-directory")
                 .or_else(|| defaults_run.and_then(|d| d.get("working-directory")))
                 .and_then(Value::as_str);
-            let command = match workdir {
-                Some(dir) if !dir.trim().is_empty() && dir.trim() != "." => {
-                    format!("cd {} && {script}", shell_word(dir.trim()))
-                }
-                _ => script,
-            };
             let timeout = timeout_minutes(step.get("timeout-minutes")).or(job_timeout);
-            match expand(&command, matrix) {
-                Ok(expanded) => {
-                    for (command, label) in expanded {
-                        // Judge here too, so what is left out is listed in file order.
-                        let verdict = classify::classify(&command);
-                        if let Verdict::Setup(r) | Verdict::Writes(r) = verdict {
-                            skip(found, r.to_string());
-                            continue;
-                        }
-                        if let Verdict::Refused(r) = verdict {
-                            skip(found, r);
-                            continue;
-                        }
-                        let (hint, source) = match &label {
-                            Some(l) => (
-                                format!("{}-{}", hint_from_command(&command), l.values),
-                                format!("{source} (matrix {})", l.assignments),
-                            ),
-                            None => (hint_from_command(&command), source.clone()),
-                        };
-                        found.candidates.push(Candidate {
-                            hint,
-                            command,
-                            timeout_sec: timeout,
-                            source,
-                            fallback: false,
-                            tier: 0,
-                        });
+            for check in script.checks {
+                let source = match check.line {
+                    Some(line) => format!("{source} line {line}"),
+                    None => source.clone(),
+                };
+                let command = match workdir {
+                    Some(dir) if !dir.trim().is_empty() && dir.trim() != "." => {
+                        format!("cd {} && {}", shell_word(dir.trim()), check.command)
                     }
+                    _ => check.command,
+                };
+                let skip = |found: &mut Found, reason: String| {
+                    found.skip(&source, command.clone(), reason)
+                };
+                match expand(&command, matrix) {
+                    Ok(expanded) => {
+                        for (command, label) in expanded {
+                            // Judge here too, so what is left out is listed in file order.
+                            let verdict = classify::classify(&command);
+                            if let Verdict::Setup(r) | Verdict::Writes(r) = verdict {
+                                skip(found, r.to_string());
+                                continue;
+                            }
+                            if let Verdict::Refused(r) = verdict {
+                                skip(found, r);
+                                continue;
+                            }
+                            let (hint, source) = match &label {
+                                Some(l) => (
+                                    format!("{}-{}", hint_from_command(&command), l.values),
+                                    format!("{source} (matrix {})", l.assignments),
+                                ),
+                                None => (hint_from_command(&command), source.clone()),
+                            };
+                            found.candidates.push(Candidate {
+                                hint,
+                                command,
+                                timeout_sec: timeout,
+                                source,
+                                fallback: false,
+                                tier: 0,
+                            });
+                        }
+                    }
+                    Err(reason) => skip(found, reason),
                 }
-                Err(reason) => skip(found, reason),
             }
         }
     }
@@ -210,10 +229,28 @@ fn shell_word(word: &str) -> String {
     }
 }
 
-/// Turns a `run:` script into one line: continuations joined, comments and blank lines
-/// dropped, setup lines dropped, the remaining checks joined with `&&` (Actions runs bash with
-/// `-e`, so the first failing line fails the step either way).
-fn one_line(run: &str) -> Result<String, String> {
+/// One line of a `run:` script that checks something, ready to be a gate on its own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct CheckLine {
+    /// The line, after the `cd`/`export` lines before it (`cd web && npm test`).
+    command: String,
+    /// 1-based among the script's non-blank, non-comment lines; `None` for a one-line script.
+    line: Option<usize>,
+}
+
+/// What a `run:` script holds: its check lines, one gate each, and the lines that are not
+/// checks with the reason (never dropped without a word).
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Script {
+    checks: Vec<CheckLine>,
+    not_checks: Vec<(usize, String, String)>,
+}
+
+/// Splits a `run:` script into its lines: continuations joined, comments and blank lines
+/// dropped. Each check line becomes its own gate, prefixed by the `cd`/`export` lines before
+/// it. Lines are never joined with `&&`: `a` then `b || true` would become `a && b || true`,
+/// which passes when `a` fails.
+fn split_script(run: &str) -> Result<Script, String> {
     let joined = match Regex::new(r"[ \t]*\\\r?\n[ \t]*") {
         Ok(continuation) => continuation.replace_all(run, " ").into_owned(),
         Err(_) => run.to_string(),
@@ -227,7 +264,13 @@ fn one_line(run: &str) -> Result<String, String> {
         return Err("the step runs nothing".to_string());
     }
     if lines.len() == 1 {
-        return Ok(lines[0].to_string());
+        return Ok(Script {
+            checks: vec![CheckLine {
+                command: lines[0].to_string(),
+                line: None,
+            }],
+            not_checks: Vec::new(),
+        });
     }
     let control = [
         "if", "then", "else", "elif", "fi", "for", "while", "until", "do", "done", "case", "esac",
@@ -242,32 +285,46 @@ fn one_line(run: &str) -> Result<String, String> {
                     .to_string(),
             );
         }
+        if matches!(first, "set" | "trap" | "shopt") {
+            return Err(format!(
+                "runs `{line}`, which changes how the lines after it behave; move the script into \
+                 a file and gate on that"
+            ));
+        }
     }
-    let mut kept: Vec<&str> = Vec::new();
-    let mut checks = 0;
-    for line in &lines {
+    let mut script = Script::default();
+    let mut context: Vec<&str> = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
         match classify::classify(line) {
             Verdict::Refused(r) => return Err(format!("runs `{line}`: {r}")),
             Verdict::Writes(r) => return Err(format!("runs `{line}`, which {r}")),
-            Verdict::Setup(_) => {
-                // `cd` and `export` shape the lines after them; other setup is dropped.
+            Verdict::Setup(reason) => {
+                // `cd` and `export` shape the lines after them; other setup is listed.
                 let first = classify::words(line)
                     .first()
                     .map(|w| classify::program(w).to_string());
                 if matches!(first.as_deref(), Some("cd" | "export")) {
-                    kept.push(line);
+                    context.push(line);
+                } else {
+                    script
+                        .not_checks
+                        .push((i + 1, line.to_string(), reason.to_string()));
                 }
             }
             Verdict::Check(_) => {
-                kept.push(line);
-                checks += 1;
+                let mut parts = context.clone();
+                parts.push(line);
+                script.checks.push(CheckLine {
+                    command: parts.join(" && "),
+                    line: Some(i + 1),
+                });
             }
         }
     }
-    if checks == 0 {
+    if script.checks.is_empty() {
         return Err("only prepares the environment".to_string());
     }
-    Ok(kept.join(" && "))
+    Ok(script)
 }
 
 /// Names the values a matrix expansion substituted.
@@ -409,15 +466,31 @@ mod tests {
     use super::*;
 
     #[test]
-    fn multi_line_steps_keep_checks_and_context() {
+    fn multi_line_steps_become_one_gate_per_check_line_with_their_context() {
         let run = "# lint first\ncd web\nnpm ci\nnpm run lint\nnpm test -- \\\n  --coverage\n";
+        let script = split_script(run).unwrap();
+        let commands: Vec<&str> = script.checks.iter().map(|c| c.command.as_str()).collect();
         assert_eq!(
-            one_line(run).as_deref(),
-            Ok("cd web && npm run lint && npm test -- --coverage")
+            commands,
+            ["cd web && npm run lint", "cd web && npm test -- --coverage"]
         );
-        assert!(one_line("if true; then\n  cargo test\nfi\n").is_err());
-        assert!(one_line("npm ci\nnpm run build\nnpm publish\n").is_err());
-        assert!(one_line("pip install -r req.txt\necho done\n").is_err());
+        assert_eq!(
+            script.not_checks,
+            vec![(2, "npm ci".to_string(), "installs dependencies".to_string())]
+        );
+        assert!(split_script("if true; then\n  cargo test\nfi\n").is_err());
+        assert!(split_script("npm ci\nnpm run build\nnpm publish\n").is_err());
+        assert!(split_script("pip install -r req.txt\necho done\n").is_err());
+        assert!(split_script("set +e\ncargo test\n").is_err());
+    }
+
+    /// `pytest` then `mypy src || true` joined with `&&` read `pytest && mypy src || true`,
+    /// which passes when pytest fails.
+    #[test]
+    fn a_line_with_or_true_is_never_joined_to_the_line_before_it() {
+        let script = split_script("pytest\nmypy src || true\n").unwrap();
+        let commands: Vec<&str> = script.checks.iter().map(|c| c.command.as_str()).collect();
+        assert_eq!(commands, ["pytest", "mypy src || true"]);
     }
 
     #[test]

@@ -3,7 +3,9 @@
 use std::path::PathBuf;
 
 use greenlight_integrate::Error;
-use greenlight_integrate::install::{self, Agent, Applied, HookSpec, Locations, Plan, Scope};
+use greenlight_integrate::install::{
+    self, Agent, Applied, Backup, HookSpec, Locations, Plan, Scope,
+};
 use greenlight_integrate::stop;
 
 /// Exit codes of `hook install` and `hook uninstall`.
@@ -23,7 +25,8 @@ pub mod exit {
 /// The `hook` subcommands.
 #[derive(Debug, clap::Subcommand)]
 pub enum Command {
-    /// Add greenlight's Stop and SubagentStop hooks to an agent's settings (idempotent).
+    /// Add greenlight's Stop, SubagentStop and SessionStart hooks to an agent's settings
+    /// (idempotent; the file is edited only where greenlight's handlers go).
     Install {
         /// The agent whose settings to change.
         #[arg(long, value_enum)]
@@ -77,6 +80,18 @@ pub enum Command {
         #[arg(long, value_name = "PATH")]
         state: Option<PathBuf>,
     },
+    /// The SessionStart hook: read the agent's payload on stdin and record the commit this
+    /// session's work is counted from, so the Stop hook judges the session's work even after
+    /// the agent pushes and fetches. Prints nothing on stdout; always exits 0 unless stdin is
+    /// not a payload.
+    SessionStart {
+        /// The state database (as for `hook stop`).
+        #[arg(long, value_name = "PATH")]
+        state: Option<PathBuf>,
+        /// Accepted so one `--command` serves both hooks; unused here.
+        #[arg(long, value_name = "N", hide = true)]
+        max_blocks: Option<u32>,
+    },
 }
 
 /// `--agent` values.
@@ -117,7 +132,11 @@ pub fn run(command: Command) -> i32 {
             };
             let plan = path_for(agent_of(agent), scope, cwd)
                 .and_then(|p| install::plan_install(&p, &spec));
-            finish("install", agent_of(agent), plan, dry_run)
+            let code = finish("install", agent_of(agent), plan, dry_run);
+            if code == exit::OK {
+                warn_if_not_on_path(&spec.command);
+            }
+            code
         }
         Command::Uninstall {
             agent,
@@ -130,6 +149,7 @@ pub fn run(command: Command) -> i32 {
             finish("uninstall", agent_of(agent), plan, dry_run)
         }
         Command::Stop { max_blocks, state } => run_stop(max_blocks, state),
+        Command::SessionStart { state, .. } => run_session_start(state),
     }
 }
 
@@ -178,6 +198,61 @@ fn run_stop(max_blocks: u32, state: Option<PathBuf>) -> i32 {
     exit::OK
 }
 
+/// A project-scope entry names `greenlight` for the agent's `PATH` to find (an absolute path
+/// from one machine would be wrong on the next). When this shell's `PATH` has no `greenlight`,
+/// the agent's likely has none either, and every hook run would fail: say so, and how to fix it.
+fn warn_if_not_on_path(command: &str) {
+    if !command.starts_with("greenlight ") {
+        return;
+    }
+    let found = std::env::var_os("PATH").is_some_and(|paths| {
+        std::env::split_paths(&paths).any(|dir| {
+            use std::os::unix::fs::PermissionsExt as _;
+            std::fs::metadata(dir.join("greenlight"))
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+    });
+    if !found {
+        let exe = std::env::current_exe()
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|_| "the greenlight binary".to_owned());
+        errln!(
+            "warning: `greenlight` is not on PATH, so the agent cannot run the hook as written \
+             (`{command}`). Install it on PATH (e.g. `cargo install --locked --path \
+             crates/greenlight`), or install the hook for yourself only with `--scope user`, \
+             which names {exe} by its absolute path."
+        );
+    }
+}
+
+/// `hook session-start`: stdout stays empty (the agent would add it to the model's context).
+fn run_session_start(state: Option<PathBuf>) -> i32 {
+    use std::io::Read as _;
+    let mut bytes = Vec::new();
+    if let Err(e) = std::io::stdin().lock().read_to_end(&mut bytes) {
+        errln!("greenlight hook session-start: cannot read stdin: {e}");
+        return exit::BAD_PAYLOAD;
+    }
+    let payload = match stop::parse_payload(&bytes) {
+        Ok(p) => p,
+        Err(e) => {
+            errln!("greenlight hook session-start: {e}");
+            return exit::BAD_PAYLOAD;
+        }
+    };
+    let options = stop::StopOptions {
+        max_blocks: stop::DEFAULT_MAX_BLOCKS,
+        state_path: state,
+        kill_grace: super::verify::kill_grace(),
+        lock_root: greenlight_gate::lock::lock_root(),
+        reason_budget: stop::REASON_BUDGET,
+    };
+    for note in stop::record_session_start(&payload, &options) {
+        errln!("{note}");
+    }
+    exit::OK
+}
+
 fn agent_of(agent: AgentArg) -> Agent {
     match agent {
         AgentArg::Claude => Agent::Claude,
@@ -195,7 +270,11 @@ fn scope_of(scope: ScopeArg) -> Scope {
 fn path_for(agent: Agent, scope: Scope, cwd: Option<PathBuf>) -> Result<PathBuf, Error> {
     let dir = cwd.unwrap_or_else(|| PathBuf::from("."));
     let root = install::project_root(&dir);
-    install::settings_path(agent, scope, &root, &Locations::from_env())
+    let path = install::settings_path(agent, scope, &root, &Locations::from_env())?;
+    if scope == Scope::Project {
+        install::check_inside_project(&path, &root)?;
+    }
+    Ok(path)
 }
 
 /// Renders the outcome of a plan and maps errors to exit codes.
@@ -216,7 +295,8 @@ fn finish(verb: &str, agent: Agent, plan: Result<Plan, Error>, dry_run: bool) ->
     match plan.apply() {
         Ok(Applied::Unchanged) if verb == "install" => {
             outln!(
-                "greenlight's Stop and SubagentStop hooks are already in {path}; nothing changed"
+                "greenlight's Stop, SubagentStop and SessionStart hooks are already in {path}; \
+                 nothing changed"
             );
             exit::OK
         }
@@ -224,14 +304,30 @@ fn finish(verb: &str, agent: Agent, plan: Result<Plan, Error>, dry_run: bool) ->
             outln!("no greenlight hooks in {path}; nothing changed");
             exit::OK
         }
+        Ok(Applied::Removed) => {
+            outln!(
+                "removed greenlight's hooks from {path}; it held nothing else and greenlight had \
+                 created it, so the file is gone"
+            );
+            exit::OK
+        }
         Ok(Applied::Written { backup }) => {
             if verb == "install" {
-                outln!("installed greenlight's Stop and SubagentStop hooks in {path}");
+                outln!(
+                    "installed greenlight's Stop, SubagentStop and SessionStart hooks in {path}"
+                );
             } else {
                 outln!("removed greenlight's hooks from {path}");
             }
-            if let Some(backup) = backup {
-                outln!("the previous file is kept as {}", backup.display());
+            match backup {
+                Some(Backup::Made(backup)) => {
+                    outln!("the previous file is kept as {}", backup.display());
+                }
+                Some(Backup::Kept(backup)) => outln!(
+                    "{} (the file as it was before greenlight first changed it) is kept as it was",
+                    backup.display()
+                ),
+                None => {}
             }
             if verb == "install" {
                 match agent {

@@ -6,9 +6,11 @@ use std::path::{Path, PathBuf};
 use greenlight_integrate::draft::{self, Draft};
 use greenlight_integrate::foreground;
 
-/// Exit codes of `greenlight init` (besides the first verify run's own code after `--write`).
+/// Exit codes of `greenlight init`: init's own outcome only. The first verify run after
+/// `--write` is a trial whose result is printed (`first run: exit N (…)`), never returned: the
+/// config was written either way, and a red gate is for the user to read, not a failed init.
 pub mod exit {
-    /// Drafted (and, with `--write`, written and run to a pass).
+    /// Drafted (with `--write`: written, and run once whatever that run decided).
     pub const DRAFTED: i32 = 0;
     /// Nothing in the repository looked like a gate.
     pub const NOTHING_FOUND: i32 = 1;
@@ -21,6 +23,11 @@ const CONFIG_PATH: &str = ".commandmate/verify.yaml";
 
 /// Arguments of `greenlight init`.
 #[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Exit codes: 0 drafted (with --write: written and run once; the first \
+run's own verdict is printed, not returned), 1 nothing found to gate, 2 refused (unreadable \
+directory, verify.yaml exists without --force, or it cannot be written)."
+)]
 pub struct Args {
     /// Repository to scan [default: the current directory].
     #[arg(long, value_name = "DIR")]
@@ -54,7 +61,8 @@ pub fn run(args: Args) -> i32 {
         );
         return exit::NOTHING_FOUND;
     }
-    let yaml = draft::render_v1(&drafted.gates);
+    let options = draft::options_for(&dir);
+    let yaml = draft::render_v1_with(&drafted.gates, &options);
     if !args.write {
         outln!("\n{yaml}");
         outln!(
@@ -67,18 +75,25 @@ pub fn run(args: Args) -> i32 {
         Ok(path) => outln!("\nwrote {}", path.display()),
         Err(code) => return code,
     }
-    run_once(&dir)
+    if let Some((base, _)) = &options.base_ref {
+        outln!("options: baseRef {base} (the comment above it in the file says why)");
+    }
+    if let Some((skip, _)) = &options.skip_in_primary_checkout {
+        outln!(
+            "options: skipInPrimaryCheckout {skip} (this is the primary checkout; with true every \
+             gate would be skipped here)"
+        );
+    }
+    run_once(&dir);
+    exit::DRAFTED
 }
 
 fn print_draft(d: &Draft) {
-    match d.gates.len() {
-        0 => {}
-        1 => {
-            outln!("1 gate drafted:");
-        }
-        n => {
-            outln!("{n} gates drafted:");
-        }
+    if d.gates.is_empty() {
+        outln!("no gate drafted");
+    } else {
+        let plural = if d.gates.len() == 1 { "" } else { "s" };
+        outln!("{} gate{plural} drafted:", d.gates.len());
     }
     let width = d.gates.iter().map(|g| g.id.len()).max().unwrap_or(0);
     for g in &d.gates {
@@ -120,7 +135,12 @@ fn write_config(dir: &Path, yaml: &str, force: bool) -> Result<PathBuf, i32> {
             return Err(exit::REFUSED);
         }
         let backup = path.with_extension("yaml.greenlight.bak");
-        if let Err(e) = std::fs::copy(&path, &backup) {
+        // Read bounded and without blocking: the old file may be a FIFO or a device.
+        let copied =
+            greenlight_gate::file::read_bounded(&path, greenlight_gate::file::MAX_CONFIG_BYTES)
+                .map_err(|e| e.to_string())
+                .and_then(|bytes| std::fs::write(&backup, bytes).map_err(|e| e.to_string()));
+        if let Err(e) = copied {
             errln!(
                 "greenlight init: cannot back up {} to {}: {e}",
                 path.display(),
@@ -142,13 +162,14 @@ fn write_config(dir: &Path, yaml: &str, force: bool) -> Result<PathBuf, i32> {
     }
 }
 
-/// Runs `greenlight verify --cwd DIR` with this very binary, in the foreground.
-fn run_once(dir: &Path) -> i32 {
+/// Runs `greenlight verify --cwd DIR` with this very binary, in the foreground, and reports
+/// its verdict.
+fn run_once(dir: &Path) {
     let exe = match std::env::current_exe() {
         Ok(exe) => exe,
         Err(e) => {
             errln!("greenlight init: wrote the config but cannot find this binary to run it: {e}");
-            return exit::REFUSED;
+            return;
         }
     };
     outln!(
@@ -167,11 +188,7 @@ fn run_once(dir: &Path) -> i32 {
                 _ => "see the output above",
             };
             outln!("\nfirst run: exit {code} ({meaning})");
-            code
         }
-        Err(e) => {
-            errln!("greenlight init: {e}");
-            exit::REFUSED
-        }
+        Err(e) => errln!("greenlight init: wrote the config but could not run it: {e}"),
     }
 }

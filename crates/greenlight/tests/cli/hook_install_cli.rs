@@ -86,7 +86,7 @@ fn claude_project_install_writes_both_events_and_is_idempotent() {
     }
     let stdout = text(&out.stdout);
     assert!(
-        stdout.starts_with("installed greenlight's Stop and SubagentStop hooks in "),
+        stdout.starts_with("installed greenlight's Stop, SubagentStop and SessionStart hooks in "),
         "{stdout}"
     );
     assert!(stdout.contains("/hooks"), "{stdout}");
@@ -298,4 +298,293 @@ fn a_custom_command_and_timeout_are_written_as_given() {
         doc["hooks"]["SubagentStop"][0]["hooks"][0],
         serde_json::json!({"type": "command", "command": "greenlight hook stop --max-blocks 3", "timeout": 900})
     );
+}
+
+/// Runs the binary with `PATH` set to exactly `path`.
+fn greenlight_with_path(home: &Path, cwd: &Path, path: &str, args: &[&str]) -> Output {
+    Command::new(BIN)
+        .args(args)
+        .current_dir(cwd)
+        .env("HOME", home)
+        .env("PATH", path)
+        .env_remove("CLAUDE_CONFIG_DIR")
+        .env_remove("CODEX_HOME")
+        .output()
+        .unwrap_or_else(|e| panic!("run greenlight: {e}"))
+}
+
+/// A cloned repository can ship `settings.json.greenlight.bak` as a symlink to any file the
+/// user can write; the backup used to be written through it.
+#[test]
+fn a_symlinked_backup_path_is_refused_and_nothing_is_written_through_it() {
+    let home = tmp();
+    let repo = tmp();
+    let path = repo.path().join(".claude/settings.json");
+    write(&path, OTHER_HOOKS);
+    let victim = repo.path().join("victim.txt");
+    write(&victim, "precious\n");
+    std::os::unix::fs::symlink(&victim, backup(&path)).unwrap_or_else(|e| panic!("{e}"));
+    let out = greenlight(
+        home.path(),
+        repo.path(),
+        &["hook", "install", "--agent", "claude"],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stdout));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("settings.json.greenlight.bak exists and is not a regular file"),
+        "{stderr}"
+    );
+    assert_eq!(read(&victim), "precious\n");
+    assert_eq!(
+        read(&path),
+        OTHER_HOOKS,
+        "the settings file is untouched too"
+    );
+}
+
+/// The backup of a 0600 settings file was created 0644, readable by everyone.
+#[test]
+fn the_backup_keeps_the_original_files_mode() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let home = tmp();
+    let repo = tmp();
+    let path = repo.path().join(".claude/settings.json");
+    write(&path, OTHER_HOOKS);
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let out = greenlight(
+        home.path(),
+        repo.path(),
+        &["hook", "install", "--agent", "claude"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let mode = |p: &Path| {
+        std::fs::metadata(p)
+            .map(|m| m.permissions().mode() & 0o777)
+            .unwrap_or(0)
+    };
+    assert_eq!(mode(&backup(&path)), 0o600);
+    assert_eq!(mode(&path), 0o600);
+}
+
+/// Large numbers lost their digits (`1.2345678901234568e+29`) and compact files came back
+/// pretty-printed, so install + uninstall was not byte-identical.
+#[test]
+fn install_then_uninstall_is_byte_identical_for_compact_files_with_large_numbers() {
+    let home = tmp();
+    let repo = tmp();
+    let path = repo.path().join(".claude/settings.json");
+    let original = "{\"budget\":123456789012345678901234567890,\"ratio\":1.50,\"name\":\"caf\\u00e9\",\"hooks\":{\"Stop\":[{\"hooks\":[{\"type\":\"command\",\"command\":\"lefthook run ai-stop\"}]}]}}";
+    write(&path, original);
+    let out = greenlight(
+        home.path(),
+        repo.path(),
+        &["hook", "install", "--agent", "claude"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let installed = read(&path);
+    assert!(
+        installed.starts_with("{\"budget\":123456789012345678901234567890,\"ratio\":1.50,\"name\":\"caf\\u00e9\",\"hooks\":{\"Stop\":[{\"hooks\":[{\"type\":\"command\",\"command\":\"lefthook run ai-stop\"}]},{\"hooks\":[{\"type\":\"command\",\"command\":\"greenlight hook stop\",\"timeout\":1800}]}]"),
+        "{installed}"
+    );
+    assert!(!installed.contains('\n'), "still compact: {installed}");
+    let out = greenlight(
+        home.path(),
+        repo.path(),
+        &["hook", "uninstall", "--agent", "claude"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(read(&path), original);
+    assert_eq!(
+        read(&backup(&path)),
+        original,
+        "uninstall kept the install's backup of the original bytes"
+    );
+}
+
+/// A 0444 settings file was replaced anyway.
+#[test]
+fn a_read_only_settings_file_is_refused() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let home = tmp();
+    let repo = tmp();
+    let path = repo.path().join(".claude/settings.json");
+    write(&path, "{}\n");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o444))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let out = greenlight(
+        home.path(),
+        repo.path(),
+        &["hook", "install", "--agent", "claude"],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("settings.json is read-only") && stderr.contains("chmod u+w"),
+        "{stderr}"
+    );
+    assert_eq!(read(&path), "{}\n");
+    assert!(!backup(&path).exists());
+}
+
+/// With a duplicate `hooks` key, the first copy (holding the user's own Stop hook) was
+/// silently dropped.
+#[test]
+fn a_duplicate_hooks_key_is_refused_with_its_line() {
+    let home = tmp();
+    let repo = tmp();
+    let path = repo.path().join(".codex/hooks.json");
+    let text_before = "{\n  \"hooks\": {\"Stop\": [{\"hooks\": [{\"type\": \"command\", \"command\": \"./mine.sh\"}]}]},\n  \"hooks\": {}\n}\n";
+    write(&path, text_before);
+    for verb in ["install", "uninstall"] {
+        let out = greenlight(
+            home.path(),
+            repo.path(),
+            &["hook", verb, "--agent", "codex"],
+        );
+        assert_eq!(out.status.code(), Some(2), "{verb}");
+        let stderr = text(&out.stderr);
+        assert!(
+            stderr.contains("hooks.json:3:3: the key `hooks` appears twice"),
+            "{stderr}"
+        );
+        assert_eq!(read(&path), text_before);
+    }
+}
+
+/// Project scope writes `greenlight hook stop`, which only works where `greenlight` is on the
+/// agent's PATH: say so when it is not on ours.
+#[test]
+fn project_install_warns_when_greenlight_is_not_on_path() {
+    let home = tmp();
+    let repo = tmp();
+    let empty_bin = tmp();
+    let path_var = empty_bin.path().to_string_lossy().into_owned();
+    let out = greenlight_with_path(
+        home.path(),
+        repo.path(),
+        &path_var,
+        &["hook", "install", "--agent", "claude"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("warning: `greenlight` is not on PATH") && stderr.contains("--scope user"),
+        "{stderr}"
+    );
+    // On PATH (a symlink to this binary): no warning.
+    std::os::unix::fs::symlink(BIN, empty_bin.path().join("greenlight"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let repo2 = tmp();
+    let out = greenlight_with_path(
+        home.path(),
+        repo2.path(),
+        &path_var,
+        &["hook", "install", "--agent", "claude"],
+    );
+    assert_eq!(out.status.code(), Some(0));
+    assert!(
+        !text(&out.stderr).contains("warning"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+/// An install into a repository without a settings file, then an uninstall, left `{}` and a
+/// `.bak` behind.
+#[test]
+fn uninstall_after_install_into_a_repo_without_settings_leaves_no_file() {
+    let home = tmp();
+    let repo = tmp();
+    for agent in ["claude", "codex"] {
+        let out = greenlight(
+            home.path(),
+            repo.path(),
+            &["hook", "install", "--agent", agent],
+        );
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        let out = greenlight(
+            home.path(),
+            repo.path(),
+            &["hook", "uninstall", "--agent", agent],
+        );
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        assert!(
+            text(&out.stdout).contains("the file is gone"),
+            "{}",
+            text(&out.stdout)
+        );
+    }
+    for file in [".claude/settings.json", ".codex/hooks.json"] {
+        let path = repo.path().join(file);
+        assert!(!path.exists(), "{file}");
+        assert!(!backup(&path).exists(), "{file}");
+    }
+    let left: Vec<_> = std::fs::read_dir(repo.path())
+        .unwrap_or_else(|e| panic!("{e}"))
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert!(left.is_empty(), "nothing left behind: {left:?}");
+}
+
+/// Both agents get a SessionStart handler that records where the session's work begins.
+#[test]
+fn install_adds_a_session_start_handler_beside_the_stop_handlers() {
+    let home = tmp();
+    let repo = tmp();
+    let out = greenlight(
+        home.path(),
+        repo.path(),
+        &[
+            "hook",
+            "install",
+            "--agent",
+            "codex",
+            "--command",
+            "greenlight hook stop --state /s/state.db",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let doc: serde_json::Value =
+        serde_json::from_str(&read(&repo.path().join(".codex/hooks.json")))
+            .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        doc["hooks"]["SessionStart"],
+        serde_json::json!([{"hooks": [{"type": "command", "command": "greenlight hook session-start --state /s/state.db", "timeout": 30}]}])
+    );
+}
+
+/// A cloned repository can ship `.claude/settings.json` (or `.claude`) as a symlink to a file
+/// of the user's; a project install must not edit it.
+#[test]
+fn a_project_settings_symlink_leading_outside_the_project_is_refused() {
+    let home = tmp();
+    let repo = tmp();
+    let outside = home.path().join("victim.json");
+    write(&outside, "{}\n");
+    std::fs::create_dir_all(repo.path().join(".claude")).unwrap_or_else(|e| panic!("{e}"));
+    std::os::unix::fs::symlink(&outside, repo.path().join(".claude/settings.json"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    // And a whole `.codex` directory pointing out.
+    let outside_dir = home.path().join("elsewhere");
+    std::fs::create_dir_all(&outside_dir).unwrap_or_else(|e| panic!("{e}"));
+    std::os::unix::fs::symlink(&outside_dir, repo.path().join(".codex"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    for agent in ["claude", "codex"] {
+        let out = greenlight(
+            home.path(),
+            repo.path(),
+            &["hook", "install", "--agent", agent],
+        );
+        assert_eq!(out.status.code(), Some(2), "{agent}: {}", text(&out.stdout));
+        assert!(
+            text(&out.stderr).contains("outside the project"),
+            "{}",
+            text(&out.stderr)
+        );
+    }
+    assert_eq!(read(&outside), "{}\n");
+    assert!(!outside_dir.join("hooks.json").exists());
 }

@@ -118,12 +118,10 @@ fn init_write_writes_the_config_runs_it_once_and_refuses_to_overwrite() {
         stdout.contains(&format!("running it once: greenlight verify --cwd {dir}")),
         "{stdout}"
     );
-    // The first run's exit code is init's exit code, whatever verify decided.
-    let code = out.status.code().unwrap_or(-1);
-    assert!(
-        stdout.contains(&format!("first run: exit {code} (")),
-        "{stdout}"
-    );
+    // Outside git the first run cannot judge (exit 2); init reports it and exits with its
+    // own code, 0: the config was written.
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(stdout.contains("first run: exit 2 (no verdict"), "{stdout}");
 
     // Refuses to overwrite: exit 2, a clear message, the file unchanged.
     write(
@@ -185,6 +183,8 @@ fn an_empty_repository_drafts_nothing_and_says_so() {
         "{}",
         text(&out.stderr)
     );
+    // Not "0 gates drafted:" followed by nothing.
+    assert_eq!(text(&out.stdout), "no gate drafted\n");
     assert!(!repo.path().join(".commandmate").exists());
 }
 
@@ -219,4 +219,214 @@ fn skipped_commands_are_listed_with_their_reason() {
         "{stdout}"
     );
     assert!(stdout.contains("  .github/workflows/ci.yml job test step 4: `semantic-release` looks like a release step\n    $ npx semantic-release\n"), "{stdout}");
+}
+
+/// The files of a tiny project whose CI runs one passing check.
+fn add_ci_project(repo: &greenlight_testkit::TempRepo) {
+    repo.write(
+        ".github/workflows/ci.yml",
+        "on: push\njobs:\n  check:\n    runs-on: ubuntu-latest\n    steps:\n      - uses: actions/checkout@v4\n      - run: sh ci/check.sh\n",
+    );
+    repo.write("ci/check.sh", "echo checked\n");
+}
+
+/// `init --write`, then the first `greenlight verify` a user would run: it must judge (0 or
+/// 20), never stop at the config (2), find no work (21) or skip every gate (22).
+fn init_then_verify(repo: &greenlight_testkit::TempRepo) -> (String, greenlight_testkit::Run) {
+    let init = repo.greenlight(["init", "--write"]);
+    assert_eq!(init.code, 0, "{}", init.render());
+    assert!(
+        init.stdout.contains("first run: exit 0 (passed"),
+        "init's own first run judges: {}",
+        init.render()
+    );
+    let yaml = repo.read(".commandmate/verify.yaml").unwrap_or_default();
+    let verify = repo.greenlight(["verify"]);
+    assert_eq!(verify.code, 0, "{yaml}\n{}", verify.render());
+    assert!(
+        verify.stdout.contains("GATE check PASS"),
+        "the id says what the step runs: {}",
+        verify.render()
+    );
+    (yaml, verify)
+}
+
+/// No remote (no origin/HEAD): the draft used to have no baseRef, and verify stopped at exit 2.
+#[test]
+fn init_write_in_a_repository_without_a_remote_writes_a_base_ref_that_resolves() {
+    let repo = greenlight_testkit::TempRepo::primary();
+    repo.git(&["symbolic-ref", "--delete", "refs/remotes/origin/HEAD"]);
+    repo.git(&["update-ref", "-d", "refs/remotes/origin/main"]);
+    add_ci_project(&repo);
+    let (yaml, _) = init_then_verify(&repo);
+    assert!(
+        yaml.contains("# baseRef: origin/HEAD is not set here (no remote, or a clone without it), so work is counted from main, the default branch found.\n"),
+        "{yaml}"
+    );
+    assert!(yaml.contains("\n  baseRef: main\n"), "{yaml}");
+}
+
+/// In an ordinary clone (a primary checkout) every gate used to be `SKIP
+/// reason=primary-checkout` (exit 22).
+#[test]
+fn init_write_in_a_primary_checkout_turns_off_the_primary_checkout_skip_and_says_why() {
+    let repo = greenlight_testkit::TempRepo::primary();
+    add_ci_project(&repo);
+    let (yaml, _) = init_then_verify(&repo);
+    assert!(
+        yaml.ends_with("options:\n# baseRef: origin/HEAD points at origin/main; work-evidence counts the commits and changes since HEAD left it.\n  baseRef: origin/main\n# skipInPrimaryCheckout: false, because this was drafted in the primary checkout (not a linked worktree).\n# With true (the default) every gate is skipped here, since a primary checkout is often where a live server runs;\n# set it to true if gates should run only in linked worktrees (git worktree add).\n  skipInPrimaryCheckout: false\n"),
+        "{yaml}"
+    );
+}
+
+/// A linked worktree keeps the default skip (gates run there) and counts from origin/HEAD.
+#[test]
+fn init_write_in_a_linked_worktree_keeps_the_primary_checkout_default() {
+    let repo = greenlight_testkit::TempRepo::worktree();
+    add_ci_project(&repo);
+    let (yaml, _) = init_then_verify(&repo);
+    assert!(yaml.contains("\n  baseRef: origin/main\n"), "{yaml}");
+    assert!(!yaml.contains("skipInPrimaryCheckout"), "{yaml}");
+}
+
+/// A clean committed branch used to give `RESULT not_started` (exit 21). The written
+/// verify.yaml is itself work until it is committed, and once committed the branch's commits
+/// since the base count.
+#[test]
+fn init_write_on_a_clean_committed_branch_judges_before_and_after_committing_the_config() {
+    let repo = greenlight_testkit::TempRepo::primary();
+    repo.git(&["checkout", "-q", "-b", "feature"]);
+    add_ci_project(&repo);
+    repo.commit_all("project");
+    assert_eq!(repo.git(&["status", "--porcelain"]), "");
+    init_then_verify(&repo);
+    repo.commit_all("gates");
+    let verify = repo.greenlight(["verify"]);
+    assert_eq!(verify.code, 0, "{}", verify.render());
+}
+
+/// `init`'s exit code is its own (0 drafted), not the first verify run's (20 here): the
+/// README and `--help` say so.
+#[test]
+fn init_write_exits_zero_when_the_first_run_is_red_and_reports_that_run() {
+    let repo = greenlight_testkit::TempRepo::worktree();
+    add_ci_project(&repo);
+    repo.write("ci/check.sh", "echo broken >&2; exit 3\n");
+    let init = repo.greenlight(["init", "--write"]);
+    assert_eq!(init.code, 0, "{}", init.render());
+    assert!(
+        init.stdout
+            .contains("first run: exit 20 (failed: a gate is red; fix the code or the gate)"),
+        "{}",
+        init.render()
+    );
+    let help = repo.greenlight(["init", "--help"]);
+    assert!(
+        help.stdout.contains("Exit codes: 0 drafted") && help.stdout.contains("not returned"),
+        "{}",
+        help.stdout
+    );
+}
+
+/// A directory for `PATH` holding `git` and `sh` and the given fake tools (each exits 0).
+fn path_with(tools: &[&str]) -> tempfile::TempDir {
+    let bin = tmp();
+    for real in ["git", "sh"] {
+        let found = ["/usr/bin", "/bin", "/usr/local/bin"]
+            .iter()
+            .map(|d| Path::new(d).join(real))
+            .find(|p| p.exists())
+            .unwrap_or_else(|| panic!("{real} is needed"));
+        std::os::unix::fs::symlink(found, bin.path().join(real)).unwrap_or_else(|e| panic!("{e}"));
+    }
+    for tool in tools {
+        use std::os::unix::fs::PermissionsExt as _;
+        let path = bin.path().join(tool);
+        write(&path, "#!/bin/sh\nexit 0\n");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    bin
+}
+
+fn init_with_path(repo: &Path, bin: &Path) -> String {
+    let out = Command::new(BIN)
+        .args(["init", "--cwd"])
+        .arg(repo)
+        .env("PATH", bin)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("run greenlight: {e}"));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    text(&out.stdout)
+}
+
+/// The Python package a newcomer tried: ids `exit` and `gate`, a multi-line step joined with
+/// `&&` (a line dropped), `dist/*.whl` passed literally, no word that `uv` was missing, and the
+/// same "not drafted" line three times.
+#[test]
+fn python_drafts_name_gates_by_what_they_run_and_list_what_cannot_run_here() {
+    let repo = tmp();
+    write(
+        &repo.path().join(".github/workflows/ci.yml"),
+        "on: push\njobs:\n  test:\n    runs-on: ubuntu-latest\n    steps:\n      - run: |\n          uv sync\n          uv run pytest\n          sh ci/lint.sh || exit 1\n      - run: check-wheel-contents dist/*.whl\n      - run: pytest || exit 1\n",
+    );
+    write(&repo.path().join("ci/lint.sh"), "exit 0\n");
+    write(
+        &repo.path().join("pyproject.toml"),
+        "[project]\nname = \"weather\"\n\n[tool.ruff]\nline-length = 100\n\n[tool.mypy]\nstrict = true\n",
+    );
+    write(&repo.path().join("uv.lock"), "version = 1\n");
+    // check-wheel-contents is not installed either: inspecting artifacts is the reason given.
+    let bin = path_with(&["pytest"]);
+    let stdout = init_with_path(repo.path(), bin.path());
+    assert!(
+        stdout.starts_with("2 gates drafted:\n  lint    sh ci/lint.sh || exit 1\n          from .github/workflows/ci.yml job test step 1 line 3\n  pytest  pytest || exit 1\n          from .github/workflows/ci.yml job test step 3\n"),
+        "{stdout}"
+    );
+    for line in [
+        "  .github/workflows/ci.yml job test step 1 line 1: installs dependencies; a setup line, not a gate (the check lines are drafted)\n    $ uv sync\n",
+        "  .github/workflows/ci.yml job test step 1 line 2: `uv` is not on PATH here, so the gate could not run; install uv (or leave the gate out) and run `greenlight init` again\n    $ uv run pytest\n",
+        "  .github/workflows/ci.yml job test step 2: its pattern `dist/*.whl` matches nothing here, so sh would pass it on literally; it inspects files an earlier CI step builds, which is not a check of the code\n",
+    ] {
+        assert_eq!(stdout.matches(line).count(), 1, "once: {line}\n{stdout}");
+    }
+    assert!(
+        !stdout.contains("  exit  ") && !stdout.contains("  gate  "),
+        "{stdout}"
+    );
+    assert!(
+        !stdout.contains("ruff") && !stdout.contains("mypy"),
+        "{stdout}"
+    );
+}
+
+/// `[tool.ruff]` and `[tool.mypy]` tables alone drafted ruff and mypy gates although neither
+/// was installed nor a dependency.
+#[test]
+fn ruff_and_mypy_need_a_dependency_or_an_install_not_just_a_tool_table() {
+    let repo = tmp();
+    write(
+        &repo.path().join("pyproject.toml"),
+        "[project]\nname = \"weather\"\n\n[tool.ruff]\nline-length = 100\n\n[tool.mypy]\nstrict = true\n",
+    );
+    write(
+        &repo.path().join("tests/test_weather.py"),
+        "def test_ok():\n    pass\n",
+    );
+    let bin = path_with(&["pytest"]);
+    let stdout = init_with_path(repo.path(), bin.path());
+    assert!(
+        stdout.starts_with("1 gate drafted:\n  pytest  pytest\n"),
+        "{stdout}"
+    );
+    assert!(
+        !stdout.contains("ruff") && !stdout.contains("mypy"),
+        "{stdout}"
+    );
+    // Installed: configured and runnable here, so drafted.
+    let bin = path_with(&["pytest", "ruff"]);
+    let stdout = init_with_path(repo.path(), bin.path());
+    assert!(stdout.contains("  ruff    ruff check .\n          from pyproject.toml (ruff: configured, and installed here)\n"), "{stdout}");
+    assert!(!stdout.contains("mypy"), "{stdout}");
 }

@@ -16,6 +16,7 @@ mod proc_agent;
 mod proc_digest;
 mod proc_git_env;
 mod proc_signals;
+mod untrusted_files_cli;
 mod verify;
 mod verify_config_rejections;
 mod verify_json_docs;
