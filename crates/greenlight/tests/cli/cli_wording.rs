@@ -34,11 +34,13 @@ fn init_that_drafts_nothing_prints_no_empty_gates_heading() {
         out.render()
     );
 
-    // With only a skipped source, the list of what was not drafted stands on its own.
+    // With only a skipped source, a plain sentence (not an empty `0 gates drafted:` heading)
+    // stands before the list of what was not drafted.
     repo.write("package.json", "{\n");
     let out = repo.greenlight(["init"]);
     assert_eq!(out.code, 1, "{}", out.render());
     insta::assert_snapshot!(out.stdout, @r"
+    no gate drafted
     not drafted:
       package.json: not valid JSON at line 2 column 1: EOF while parsing an object
     ");
