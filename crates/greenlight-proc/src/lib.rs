@@ -14,12 +14,14 @@ mod kill;
 pub mod procs;
 mod run;
 pub mod signals;
+mod spec;
 pub mod tail;
 
 pub use kill::{sweep_marked, sweep_orphaned, with_its_group as kill_with_its_group};
 pub use procs::{LeftoverProcess, TOKEN_VAR};
-pub use run::{
-    DRAIN_LIMIT, Ending, Env, Error, Exit, Input, KILL_GRACE, LEAK_SETTLE, Observer, OnSignal,
-    Outcome, Output, Program, Spec, Stream, next_token, run,
-};
+pub use run::run;
 pub use signals::{Interrupt, InterruptWatch, become_subreaper, run_main};
+pub use spec::{
+    DRAIN_LIMIT, Ending, Env, Error, Exit, Input, KILL_GRACE, LEAK_SETTLE, Observer, OnSignal,
+    Outcome, Output, Program, Spec, Stream, next_token,
+};

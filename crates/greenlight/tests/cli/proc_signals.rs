@@ -38,21 +38,21 @@ fn gate_pids(repo: &TempRepo) -> Vec<i32> {
     }
 }
 
-fn hangup(child: &Child) {
+fn send(signal: &str, child: &Child) {
     let status = std::process::Command::new("kill")
-        .args(["-HUP", &child.id().to_string()])
+        .args([signal, &child.id().to_string()])
         .status()
         .unwrap();
     assert!(status.success());
 }
 
-/// Sends SIGHUP once the gate runs; returns greenlight's exit code, stdout and stderr, after
+/// Sends `signal` once the gate runs; returns greenlight's exit code, stdout and stderr, after
 /// checking it stopped promptly, released the lock and left no gate process alive.
-fn hangup_during_the_gate(repo: &TempRepo, child: Child) -> (i32, String, String) {
+fn signal_during_the_gate(signal: &str, repo: &TempRepo, child: Child) -> (i32, String, String) {
     let pids = gate_pids(repo);
     let lock = repo.lock_root().join("held.lock");
     assert!(lock.exists(), "the gate runs without its lock");
-    hangup(&child);
+    send(signal, &child);
     let started = Instant::now();
     let out = child.wait_with_output().unwrap();
     assert!(
@@ -88,7 +88,7 @@ fn sighup_to_verify_ends_the_gate_group_releases_the_lock_and_exits_143() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let (code, stdout, stderr) = hangup_during_the_gate(&repo, child);
+    let (code, stdout, stderr) = signal_during_the_gate("-HUP", &repo, child);
     assert_eq!(code, 143, "{stdout}\n{stderr}");
     assert!(
         !stdout.contains("RESULT"),
@@ -121,7 +121,7 @@ fn sighup_to_the_stop_hook_ends_the_gate_group_and_releases_the_lock() {
         .unwrap()
         .write_all(payload.to_string().as_bytes())
         .unwrap();
-    let (code, stdout, stderr) = hangup_during_the_gate(&repo, child);
+    let (code, stdout, stderr) = signal_during_the_gate("-HUP", &repo, child);
     // The hook's contract: exit 0, and an interrupted run judges nothing, so it never blocks.
     assert_eq!(code, 0, "{stdout}\n{stderr}");
     assert!(!stdout.contains("\"block\""), "{stdout}");
