@@ -244,8 +244,11 @@ pub struct Digest {
     pub format: Option<Format>,
     /// The formats seen, when `format` is `mixed` (empty otherwise).
     pub formats: Vec<Format>,
-    /// The process exit code; `None` when it was killed or timed out.
+    /// The process exit code; `None` when it was killed or timed out, or not given.
     pub exit_code: Option<i32>,
+    /// Whether the caller gave an exit status at all. `false` for a saved log digested without
+    /// one: `exit_code` is then `None` and the run's own summary alone decides success.
+    pub exit_code_given: bool,
     /// Counts from the terminal summary (summed over several test binaries or packages); `None`
     /// when no summary was seen.
     pub summary: Option<Summary>,

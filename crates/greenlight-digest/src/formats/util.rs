@@ -36,6 +36,76 @@ pub(crate) fn location(s: &str) -> Option<(&str, u32, Option<u32>)> {
     }
 }
 
+/// Whether `file` (as a stack frame or traceback prints it) lies in a runtime, a standard
+/// library or an installed package rather than in the project under test. A failure's location
+/// is the innermost frame for which this is false.
+pub(crate) fn external(file: &str) -> bool {
+    let f = file.strip_prefix("file://").unwrap_or(file);
+    const PREFIXES: &[&str] = &[
+        "node:",
+        "internal/",
+        "native",
+        "<",
+        "/rustc/",
+        "library/core/",
+        "library/std/",
+        "library/alloc/",
+        "/usr/lib/",
+        "/usr/lib64/",
+        "/usr/local/lib/",
+        "/usr/local/go/",
+        "/usr/share/",
+        "/opt/homebrew/",
+    ];
+    const PARTS: &[&str] = &[
+        "node_modules/",
+        "site-packages/",
+        "dist-packages/",
+        "/lib/python2",
+        "/lib/python3",
+        "/lib/pypy",
+        "/.rustup/toolchains/",
+        "/.cargo/registry/",
+        "/.cargo/git/",
+        "/pkg/mod/",
+        "/go/src/runtime/",
+        "/go/src/testing/",
+        "_testmain.go",
+        "/.bun/",
+        "bun:",
+    ];
+    PREFIXES.iter().any(|p| f.starts_with(p)) || PARTS.iter().any(|p| f.contains(p))
+}
+
+/// Appends `extra` to a message as `; extra`, within `max` bytes (an item that does not fit
+/// is left out whole, never cut).
+pub(crate) fn append(message: &mut String, extra: &str, max: usize) {
+    let extra = extra.trim();
+    if extra.is_empty() || message.len() + 2 + extra.len() > max {
+        return;
+    }
+    if !message.is_empty() {
+        message.push_str("; ");
+    }
+    message.push_str(extra);
+}
+
+/// An error line as JavaScript runtimes print it: `error: msg`, `TypeError: msg`,
+/// `AssertionError [ERR_ASSERTION]: msg`, `YAMLException: msg`. Returns the whole line's text
+/// to keep as the message (without a bare `error: ` prefix).
+pub(crate) fn error_line(t: &str) -> Option<&str> {
+    if let Some(msg) = t.strip_prefix("error: ") {
+        return Some(msg);
+    }
+    let (head, _) = t.split_once(": ")?;
+    let name = head.split(" [").next().unwrap_or(head);
+    let ident = !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '$' || c == '.');
+    (ident && (name.ends_with("Error") || name.ends_with("Exception"))).then_some(t)
+}
+
 /// The first unsigned integer in `s`.
 pub(crate) fn first_number(s: &str) -> Option<u64> {
     let start = s.find(|c: char| c.is_ascii_digit())?;
@@ -78,6 +148,30 @@ mod tests {
         );
         assert_eq!(location("nothing here"), None);
         assert_eq!(location("a:b:c"), None);
+    }
+
+    #[test]
+    fn runtime_and_library_frames_are_external() {
+        for f in [
+            "node:internal/timers",
+            "/tmp/p/node_modules/tape/lib/test.js",
+            "../node_modules/esbuild/lib/main.js",
+            "/root/.pyenv/versions/3.11.7/lib/python3.11/json/decoder.py",
+            "/usr/lib/python3/dist-packages/x.py",
+            "<frozen importlib._bootstrap>",
+            "/rustc/5980761/library/core/src/num/mod.rs",
+            "/usr/lib/go-1.19/src/testing/testing.go",
+        ] {
+            assert!(external(f), "{f}");
+        }
+        for f in [
+            "src/lib.rs",
+            "test_x.py",
+            "/tmp/p/js/bun/math.test.ts",
+            "./src/lib.rs",
+        ] {
+            assert!(!external(f), "{f}");
+        }
     }
 
     #[test]
