@@ -40,6 +40,8 @@ pub enum Format {
     NodeTest,
     /// TAP version 13 (tape, node-tap, mocha's TAP reporter, ...).
     Tap,
+    /// mocha's default `spec` reporter.
+    Mocha,
     /// `bun test`.
     BunTest,
     /// vitest.
@@ -56,7 +58,7 @@ pub enum Format {
 
 impl Format {
     /// Every format name `--format` accepts, in documentation order.
-    pub const ALL: [Format; 14] = [
+    pub const ALL: [Format; 15] = [
         Format::CargoTest,
         Format::Nextest,
         Format::CargoBuild,
@@ -65,6 +67,7 @@ impl Format {
         Format::GoTest,
         Format::NodeTest,
         Format::Tap,
+        Format::Mocha,
         Format::BunTest,
         Format::Vitest,
         Format::Jest,
@@ -84,6 +87,7 @@ impl Format {
             Format::GoTest => "go-test",
             Format::NodeTest => "node-test",
             Format::Tap => "tap",
+            Format::Mocha => "mocha",
             Format::BunTest => "bun-test",
             Format::Vitest => "vitest",
             Format::Jest => "jest",
