@@ -48,7 +48,7 @@ fn a_failing_cargo_test_file_prints_its_compact_digest() {
     assert_eq!(out.status.code(), Some(0));
     insta::assert_snapshot!(text(&out.stdout), @r"
     exit 101 · cargo-test · 1 passed, 4 failed, 1 skipped
-    FAIL tests::adds (src/lib.rs:17): assertion `left == right` failed
+    FAIL tests::adds (src/lib.rs:17): assertion `left == right` failed; left: 3; right: 4
     FAIL tests::prints_then_fails (src/lib.rs:42): zero plus zero was 0
     FAIL tests::should_panic_but_does_not (src/lib.rs:33): test did not panic as expected
     FAIL tests::unwraps_none (src/lib.rs:28): value must be present
