@@ -7,7 +7,7 @@
 //! it), its location from the innermost stack frame in the project (outside `node_modules` and
 //! the runtime); a file that failed to load is located by the error's own `file:line`.
 
-use super::util::{append, clip, counts, error_line, external, location};
+use super::util::{LoadErrors, append, clip, counts, error_line, external, location};
 use super::{Bounded, Claim, Limits, Line, Parser, Report, Wake};
 use crate::model::{Failure, Format, Summary};
 
@@ -45,6 +45,8 @@ pub(crate) struct Jest {
     bun_unhandled: bool,
     /// bun: the test file whose results follow.
     bun_file: Option<String>,
+    /// node: errors that kept a test file from loading, printed before its result.
+    load_errors: LoadErrors,
 }
 
 impl Jest {
@@ -72,6 +74,7 @@ impl Jest {
             suites: Vec::new(),
             bun_unhandled: false,
             bun_file: None,
+            load_errors: LoadErrors::default(),
         }
     }
 
@@ -452,6 +455,7 @@ impl Jest {
 
     fn node_spec(&mut self, line: &str, t: &str) -> Claim {
         let indent = line.len() - line.trim_start().len();
+        self.load_errors.line(t, self.limits.max_text);
         if let Some(rest) = t.strip_prefix("ℹ ") {
             self.active = true;
             let (k, v) = rest.split_once(' ').unwrap_or((rest, ""));
@@ -583,7 +587,7 @@ fn frame(t: &str) -> Option<(String, u32)> {
 
 impl Parser for Jest {
     fn interested(&self, l: &Line<'_>) -> bool {
-        self.active || self.wake().first.contains(&l.first)
+        self.engaged() || self.wake().first.contains(&l.first)
     }
 
     fn wake(&self) -> Wake {
@@ -591,12 +595,13 @@ impl Parser for Jest {
             Runner::Jest => b"FP",
             Runner::Vitest => b"R",
             Runner::Bun => b"b",
-            Runner::NodeSpec => b"\xE2\xEF-",
+            // `f` and `/`: the place of a load error (`file:///p/x.test.mjs:5`).
+            Runner::NodeSpec => b"\xE2\xEF-f/",
         })
     }
 
     fn engaged(&self) -> bool {
-        self.active
+        self.active || self.load_errors.waiting()
     }
 
     fn line(&mut self, l: &Line<'_>) -> Claim {
@@ -611,6 +616,9 @@ impl Parser for Jest {
     }
 
     fn finish(mut self: Box<Self>) -> Report {
+        if self.runner == Runner::NodeSpec {
+            self.load_errors.apply(&mut self.failures.items);
+        }
         if self.runner == Runner::NodeSpec && !self.node_section {
             // Without the closing list, a failed suite line is the container of its tests.
             let suites = std::mem::take(&mut self.suites);

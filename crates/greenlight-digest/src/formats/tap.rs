@@ -5,7 +5,7 @@
 //! One rule: a trailing plan or count comment is the terminal summary; a failing point whose
 //! own subtests failed is a container, and only the subtests are failures.
 
-use super::util::{clip, external, location};
+use super::util::{LoadErrors, clip, external, location};
 use super::{Bounded, Claim, Limits, Line, Parser, Report, Wake};
 use crate::model::{Failure, Format, Summary};
 
@@ -44,6 +44,8 @@ pub(crate) struct Tap {
     group: Option<String>,
     /// `# Subtest: name` headers still open, with their indent.
     subtests: Vec<(usize, String)>,
+    /// node: a test file's load error, echoed as comments before the file's point.
+    load_errors: LoadErrors,
 }
 
 impl Tap {
@@ -65,6 +67,7 @@ impl Tap {
             compare: Vec::new(),
             group: None,
             subtests: Vec::new(),
+            load_errors: LoadErrors::default(),
         }
     }
 
@@ -324,6 +327,7 @@ impl Parser for Tap {
             if indent == 0 {
                 self.close_block();
             }
+            self.load_errors.line(c.trim(), self.limits.max_text);
             if let Some(name) = c.strip_prefix("Subtest: ") {
                 self.subtests.retain(|(at, _)| *at < indent);
                 if self.subtests.len() < 64 {
@@ -415,13 +419,14 @@ impl Parser for Tap {
         let plan_met = self
             .plan
             .is_none_or(|p| p == self.top_ok + self.top_not_ok + self.top_skip);
-        let failures: Vec<Failure> = self
+        let mut failures: Vec<Failure> = self
             .failures
             .items
             .into_iter()
             .filter(|p| !p.container)
             .map(|p| p.failure)
             .collect();
+        self.load_errors.apply(&mut failures);
         let expected = summary.as_ref().and_then(|s| s.failed).unwrap_or(0);
         let success = summary
             .as_ref()

@@ -106,6 +106,77 @@ pub(crate) fn error_line(t: &str) -> Option<&str> {
     (ident && (name.ends_with("Error") || name.ends_with("Exception"))).then_some(t)
 }
 
+/// Errors that stopped a test file from loading, as a runtime prints them before its test
+/// runner reports the file: a line that is only `file:///p/x.test.mjs:5` (the place), then, a
+/// few lines on, the error (`SyntaxError: missing ) after argument list`).
+#[derive(Debug, Default)]
+pub(crate) struct LoadErrors {
+    /// The place just seen, with how many more lines may pass before its error.
+    pending: Option<(String, u32, u8)>,
+    /// (file, line, error) of each load error, in output order.
+    found: Vec<(String, u32, String)>,
+}
+
+impl LoadErrors {
+    /// Whether a place is waiting for its error line (the next lines matter).
+    pub(crate) fn waiting(&self) -> bool {
+        self.pending.is_some()
+    }
+
+    /// Reads one trimmed line.
+    pub(crate) fn line(&mut self, t: &str, max: usize) {
+        let bare = t.strip_prefix("file://").unwrap_or(t);
+        if !t.contains(' ')
+            && bare.starts_with('/')
+            && let Some((file, l, _)) = location(bare)
+            && !external(file)
+        {
+            self.pending = Some((clip(file, max), l, 8));
+            return;
+        }
+        let Some((file, l, ttl)) = self.pending.take() else {
+            return;
+        };
+        if let Some(msg) = error_line(t) {
+            if self.found.len() < 64 {
+                self.found.push((file, l, clip(msg, max)));
+            }
+        } else if ttl > 0 {
+            self.pending = Some((file, l, ttl - 1));
+        }
+    }
+
+    /// Gives each failure that stands for a whole test file which failed to load (named by the
+    /// file's path, with no message but the runner's "test failed") the error's own place and
+    /// text.
+    pub(crate) fn apply(&self, failures: &mut [crate::model::Failure]) {
+        for f in failures {
+            let generic = f
+                .message
+                .as_deref()
+                .is_none_or(|m| m.trim_matches(['\'', '"']) == "test failed");
+            if !generic {
+                continue;
+            }
+            if let Some((file, l, msg)) = self
+                .found
+                .iter()
+                .find(|(file, _, _)| *file == f.name || file.ends_with(&format!("/{}", f.name)))
+            {
+                f.file = Some(file.clone());
+                f.line = Some(*l);
+                f.message = Some(msg.clone());
+            } else if f.name.contains('/') && f.message.is_some() {
+                // A whole file failed and its error was not found: "test failed" at the file's
+                // first line explains nothing, so the failure stays without a diagnostic.
+                f.file = None;
+                f.line = None;
+                f.message = None;
+            }
+        }
+    }
+}
+
 /// The first unsigned integer in `s`.
 pub(crate) fn first_number(s: &str) -> Option<u64> {
     let start = s.find(|c: char| c.is_ascii_digit())?;
