@@ -79,6 +79,22 @@ impl Parser for Libtest {
             // The bulk of a long run, nothing to keep: decided first, with fixed-size compares.
             return Claim::Yes;
         }
+        if self.active
+            && let Some(name) = line.strip_suffix(" --- FAILED")
+            && !name.starts_with(' ')
+        {
+            // `cargo test -q`: one `name --- FAILED` line per failing test.
+            let name = test_name(name);
+            if self.find(name).is_none() {
+                self.failures.push(Failure {
+                    name: clip(name, self.limits.max_text),
+                    file: None,
+                    line: None,
+                    message: None,
+                });
+            }
+            return Claim::Yes;
+        }
         // Cheap first-byte filter: every libtest line we read starts with one of these.
         match b[0] {
             b'r' | b't' | b'f' | b'-' | b'n' | b'e' | b' ' | b'\t' => {}
@@ -154,21 +170,6 @@ impl Parser for Libtest {
                         message: None,
                     });
                 }
-            }
-            return Claim::Yes;
-        }
-        if let Some(name) = line.strip_suffix(" --- FAILED")
-            && !name.starts_with(' ')
-        {
-            // `cargo test -q`: one `name --- FAILED` line per failing test.
-            let name = test_name(name);
-            if self.find(name).is_none() {
-                self.failures.push(Failure {
-                    name: clip(name, self.limits.max_text),
-                    file: None,
-                    line: None,
-                    message: None,
-                });
             }
             return Claim::Yes;
         }
