@@ -11,14 +11,18 @@
 # Projects are copied to a fixed working directory first, so the paths tools print are the same
 # on every machine that runs this script.
 #
-# Usage: scripts/capture-fixtures.sh [FILTER]   (FILTER: substring of "<format>/<case>")
-# Needs: cargo, cargo-nextest, clippy, python3 with pytest, go, node 20 + npm.
+# Usage: scripts/capture-fixtures.sh [FILTER...]   (each FILTER: a substring of "<format>/<case>";
+#        a case is captured when any FILTER matches, every case when none is given)
+# Needs: cargo, cargo-nextest, clippy (rustup component), python3 with pytest (`pip install
+# pytest`, which brings iniconfig), go (`apt-get install golang-go`), node 20 + npm (the npm
+# install below brings jest, vitest, mocha, tape, tap, eslint, typescript and bun, whose npm
+# package ships the binary), and `script` from util-linux for the pseudo-terminal captures.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 OUT="$ROOT/crates/greenlight-digest/tests/fixtures"
 WORK="${GREENLIGHT_FIXTURE_WORKDIR:-/tmp/greenlight-fixtures}"
-FILTER="${1:-}"
+FILTERS=("$@")
 DATE="$(date -u +%Y-%m-%d)"
 
 export GOFLAGS=-count=1
@@ -28,7 +32,25 @@ rm -rf "$WORK"
 mkdir -p "$WORK"
 cp -R "$ROOT/fixtures/projects/." "$WORK/"
 
-if [[ -z "$FILTER" || "$FILTER" == *js* || "$FILTER" == node* || "$FILTER" == tap* || "$FILTER" == bun* || "$FILTER" == vitest* || "$FILTER" == jest* || "$FILTER" == tsc* || "$FILTER" == eslint* ]]; then
+# wanted ID: whether case ID is selected by the filters.
+wanted() {
+  local f
+  [[ ${#FILTERS[@]} -eq 0 ]] && return 0
+  for f in "${FILTERS[@]}"; do
+    [[ "$1" == *"$f"* ]] && return 0
+  done
+  return 1
+}
+
+# The npm install is skipped only when every filter names a Rust, Python or Go format.
+needs_js=$((${#FILTERS[@]} == 0))
+for f in "${FILTERS[@]}"; do
+  case "$f" in
+    cargo* | nextest* | pytest* | unittest* | go*) ;;
+    *) needs_js=1 ;;
+  esac
+done
+if [[ $needs_js -eq 1 ]]; then
   (cd "$WORK/js" && npm install --no-audit --no-fund --loglevel=error >/dev/null)
 fi
 JSBIN="$WORK/js/node_modules/.bin"
@@ -43,7 +65,7 @@ capture() {
   local format="$1" case="$2" dir="$3" tool="$4" version_cmd="$5" report="$6"
   shift 7
   local id="$format/$case"
-  if [[ -n "$FILTER" && "$id" != *"$FILTER"* ]]; then
+  if ! wanted "$id"; then
     return 0
   fi
   local dest="$OUT/$format/$case"
@@ -102,6 +124,17 @@ capture cargo-build warn rust/warn cargo "$CARGO_V" "" -- cargo build
 capture cargo-build clippy rust/warn cargo-clippy "cargo clippy --version" "" -- cargo clippy
 capture cargo-build compile-error-color rust/compile-error cargo "$CARGO_V" "" -- cargo build --color=always
 
+# Failures whose values must reach the message, std-library panic locations, a doctest
+# section after the unit tests, `-q`, and cargo's closing lines after a failed build.
+capture cargo-test values rust/fail-more cargo "$CARGO_V" "" -- RUST_BACKTRACE=0 cargo test --no-fail-fast
+capture cargo-test values-backtrace rust/fail-more cargo "$CARGO_V" "" -- RUST_BACKTRACE=1 cargo test --lib
+capture cargo-test values-q rust/fail-more cargo "$CARGO_V" "" -- RUST_BACKTRACE=0 cargo test -q --no-fail-fast
+capture cargo-test rerun-trailer rust/fail cargo "$CARGO_V" "" -- RUST_BACKTRACE=0 cargo test --lib
+capture nextest values rust/fail-more cargo-nextest "$NEXTEST_V" "$NEXTEST_JUNIT" -- RUST_BACKTRACE=0 cargo nextest run --no-fail-fast
+capture cargo-build nextest-compile-error rust/compile-error cargo-nextest "$NEXTEST_V" "" -- cargo nextest run
+capture cargo-build clippy-lints rust/clippy-lints cargo-clippy "cargo clippy --version" "" -- cargo clippy
+capture cargo-build clippy-lints-color rust/clippy-lints cargo-clippy "cargo clippy --version" "" -- cargo clippy --color=always
+
 # ---- Python: pytest and unittest ----
 # A virtualenv inside the working directory, so the interpreter path pytest -v prints is the
 # same everywhere; it reuses the pytest installed for the system interpreter.
@@ -116,15 +149,21 @@ capture pytest fail-ra python/fail pytest "$PYTEST_V" report.xml -- python3 -m p
 capture pytest fail-color python/fail pytest "$PYTEST_V" report.xml -- python3 -m pytest -p no:cacheprovider --color=yes --junitxml=report.xml
 capture pytest collection-error python/collection-error pytest "$PYTEST_V" report.xml -- python3 -m pytest -p no:cacheprovider --junitxml=report.xml
 capture pytest large python/large pytest "$PYTEST_V" report.xml -- python3 -m pytest -p no:cacheprovider -v --junitxml=report.xml
+capture pytest syntax-error python/syntax-error pytest "$PYTEST_V" report.xml -- python3 -m pytest -p no:cacheprovider --junitxml=report.xml
+capture pytest syntax-error-color python/syntax-error pytest "$PYTEST_V" report.xml -- python3 -m pytest -p no:cacheprovider --color=yes --junitxml=report.xml
+capture pytest lib-frames python/lib-frames pytest "$PYTEST_V" report.xml -- python3 -m pytest -p no:cacheprovider --junitxml=report.xml
+capture pytest tb-line python/fail pytest "$PYTEST_V" report.xml -- python3 -m pytest -p no:cacheprovider --tb=line --junitxml=report.xml
+capture pytest tb-short python/lib-frames pytest "$PYTEST_V" report.xml -- python3 -m pytest -p no:cacheprovider --tb=short --junitxml=report.xml
 capture unittest fail python/unittest-fail python3 "python3 --version" "" -- python3 -m unittest
 capture unittest fail-v python/unittest-fail python3 "python3 --version" "" -- python3 -m unittest -v
 capture unittest pass python/unittest-pass python3 "python3 --version" "" -- python3 -m unittest
 
 # ---- Go: go test (plain, -v, -json) and build failures; go test -json is the report ----
 GO_V="go version"
-for proj in pass fail build-fail large; do
+for proj in pass fail build-fail large lib-panic; do
   report_only "go/$proj" report.json -- go test -json ./...
 done
+report_only go/timeout report.json -- go test -json -timeout 2s ./...
 capture go-test pass go/pass go "$GO_V" report.json -- go test ./...
 capture go-test pass-v go/pass go "$GO_V" report.json -- go test -v ./...
 capture go-test fail go/fail go "$GO_V" report.json -- go test ./...
@@ -132,6 +171,9 @@ capture go-test fail-v go/fail go "$GO_V" report.json -- go test -v ./...
 capture go-test fail-json go/fail go "$GO_V" "" -- go test -json ./...
 capture go-test build-fail go/build-fail go "$GO_V" report.json -- go test ./...
 capture go-test large go/large go "$GO_V" report.json -- go test -v ./...
+capture go-test timeout go/timeout go "$GO_V" report.json -- go test -timeout 2s ./...
+capture go-test timeout-v go/timeout go "$GO_V" report.json -- go test -v -timeout 2s ./...
+capture go-test lib-panic go/lib-panic go "$GO_V" report.json -- go test ./...
 
 # ---- JavaScript / TypeScript ----
 NODE_V="node --version"
@@ -143,6 +185,28 @@ capture tap tape js/tape tape "node -p \"require('tape/package.json').version\""
 # not load next to TypeScript 7).
 capture tap node-tap js/node-tap tap "$JSBIN/tap --version" "" -- node math.test.js
 capture tap mocha js/mocha mocha "$JSBIN/mocha --version" "" -- "$JSBIN/mocha" --reporter tap math.test.js
+capture tap tape-groups js/tape-groups tape "node -p \"require('tape/package.json').version\"" "" -- node test.js
+capture tap node-tap-sub js/node-tap-sub tap "$JSBIN/tap --version" "" -- node math.test.js
+report_only js/mocha-spec report.json -- "$JSBIN/mocha" --reporter json math.test.js
+capture mocha spec js/mocha-spec mocha "$JSBIN/mocha --version" report.json -- "$JSBIN/mocha" math.test.js
+capture mocha spec-color js/mocha-spec mocha "$JSBIN/mocha --version" report.json -- "$JSBIN/mocha" --color math.test.js
+capture mocha spec-pty js/mocha-spec mocha "$JSBIN/mocha --version" report.json -- script -qec "'$JSBIN/mocha math.test.js'" /dev/null
+capture mocha pass js/mocha mocha "$JSBIN/mocha --version" "" -- "$JSBIN/mocha" --grep 'adds$' math.test.js
+capture tap mocha-spec js/mocha-spec mocha "$JSBIN/mocha --version" "" -- "$JSBIN/mocha" --reporter tap math.test.js
+capture node-test syntax-error js/node-syntax node "$NODE_V" report.xml -- node --test --test-reporter=spec --test-reporter-destination=stdout --test-reporter=junit --test-reporter-destination=report.xml
+capture node-test syntax-error-tap js/node-syntax node "$NODE_V" "" -- node --test --test-reporter=tap
+capture vitest syntax-error js/vitest-syntax vitest "$JSBIN/vitest --version" report.xml -- "$JSBIN/vitest" run --reporter=default --reporter=junit --outputFile.junit=report.xml
+capture jest syntax-error js/jest-syntax jest "$JSBIN/jest --version" report.json -- "$JSBIN/jest" --ci --json --outputFile=report.json
+capture jest syntax-error-color js/jest-syntax jest "$JSBIN/jest --version" report.json -- FORCE_COLOR=1 "$JSBIN/jest" --ci --json --outputFile=report.json
+BUN_V="$JSBIN/bun --version"
+BUN_JUNIT="--reporter=junit --reporter-outfile=report.xml"
+capture bun-test more js/bun-more bun "$BUN_V" report.xml -- "$JSBIN/bun" test $BUN_JUNIT
+capture bun-test more-color js/bun-more bun "$BUN_V" report.xml -- FORCE_COLOR=1 "$JSBIN/bun" test $BUN_JUNIT
+capture bun-test more-pty js/bun-more bun "$BUN_V" report.xml -- script -qec "'$JSBIN/bun test $BUN_JUNIT'" /dev/null
+capture bun-test syntax-error js/bun-syntax bun "$BUN_V" report.xml -- "$JSBIN/bun" test $BUN_JUNIT
+capture bun-test syntax-error-pty js/bun-syntax bun "$BUN_V" report.xml -- script -qec "'$JSBIN/bun test $BUN_JUNIT'" /dev/null
+capture bun-test pass js/bun-pass bun "$BUN_V" report.xml -- "$JSBIN/bun" test $BUN_JUNIT
+capture bun-test pass-pty js/bun-pass bun "$BUN_V" report.xml -- script -qec "'$JSBIN/bun test $BUN_JUNIT'" /dev/null
 capture bun-test fail js/bun bun "$JSBIN/bun --version" report.xml -- "$JSBIN/bun" test --reporter=junit --reporter-outfile=report.xml
 capture vitest fail js/vitest vitest "$JSBIN/vitest --version" report.xml -- "$JSBIN/vitest" run --reporter=default --reporter=junit --outputFile.junit=report.xml
 capture vitest fail-color js/vitest vitest "$JSBIN/vitest --version" report.xml -- FORCE_COLOR=1 "$JSBIN/vitest" run --reporter=default --reporter=junit --outputFile.junit=report.xml

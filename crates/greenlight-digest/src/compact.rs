@@ -17,7 +17,8 @@ pub(crate) fn render(d: &Digest, budget: usize) -> Option<String> {
         Some(code) => {
             let _ = write!(out, "exit {code}");
         }
-        None => out.push_str("killed"),
+        None if d.exit_code_given => out.push_str("killed"),
+        None => out.push_str("exit ?"),
     }
     if let Some(format) = d.format {
         let _ = write!(out, " · {format}");

@@ -196,7 +196,14 @@ impl StreamingDigester {
     /// timed out.
     pub fn finish(mut self, exit_code: Option<i32>) -> Digest {
         self.splitter.finish(&mut self.state);
-        self.state.judge(exit_code)
+        self.state.judge(exit_code, true)
+    }
+
+    /// Ends output whose exit code nobody gave (a saved log): the run's own summary decides
+    /// success, and the digest says the exit code was not given.
+    pub fn finish_without_exit_code(mut self) -> Digest {
+        self.splitter.finish(&mut self.state);
+        self.state.judge(None, false)
     }
 }
 
@@ -292,7 +299,9 @@ impl LineSink for State {
 }
 
 impl State {
-    fn judge(self, exit_code: Option<i32>) -> Digest {
+    /// `given`: whether the caller knew the exit status at all; `exit_code: None` with `given`
+    /// means the process was killed.
+    fn judge(self, exit_code: Option<i32>, given: bool) -> Digest {
         let mut global = Vec::new();
         if self.scan_cut {
             global.push(Reason::ScanBudgetExceeded);
@@ -300,7 +309,7 @@ impl State {
         if self.line_cut {
             global.push(Reason::LineTooLong);
         }
-        if exit_code.is_none() {
+        if given && exit_code.is_none() {
             global.push(Reason::NoExitCode);
         }
         let skip = self.tail.len().saturating_sub(self.options.tail_lines);
@@ -332,6 +341,7 @@ impl State {
             format: None,
             formats: Vec::new(),
             exit_code,
+            exit_code_given: given,
             summary: None,
             failures: Vec::new(),
             diagnostics: Vec::new(),

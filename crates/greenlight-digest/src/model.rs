@@ -40,6 +40,8 @@ pub enum Format {
     NodeTest,
     /// TAP version 13 (tape, node-tap, mocha's TAP reporter, ...).
     Tap,
+    /// mocha's default `spec` reporter.
+    Mocha,
     /// `bun test`.
     BunTest,
     /// vitest.
@@ -56,7 +58,7 @@ pub enum Format {
 
 impl Format {
     /// Every format name `--format` accepts, in documentation order.
-    pub const ALL: [Format; 14] = [
+    pub const ALL: [Format; 15] = [
         Format::CargoTest,
         Format::Nextest,
         Format::CargoBuild,
@@ -65,6 +67,7 @@ impl Format {
         Format::GoTest,
         Format::NodeTest,
         Format::Tap,
+        Format::Mocha,
         Format::BunTest,
         Format::Vitest,
         Format::Jest,
@@ -84,6 +87,7 @@ impl Format {
             Format::GoTest => "go-test",
             Format::NodeTest => "node-test",
             Format::Tap => "tap",
+            Format::Mocha => "mocha",
             Format::BunTest => "bun-test",
             Format::Vitest => "vitest",
             Format::Jest => "jest",
@@ -244,8 +248,11 @@ pub struct Digest {
     pub format: Option<Format>,
     /// The formats seen, when `format` is `mixed` (empty otherwise).
     pub formats: Vec<Format>,
-    /// The process exit code; `None` when it was killed or timed out.
+    /// The process exit code; `None` when it was killed or timed out, or not given.
     pub exit_code: Option<i32>,
+    /// Whether the caller gave an exit status at all. `false` for a saved log digested without
+    /// one: `exit_code` is then `None` and the run's own summary alone decides success.
+    pub exit_code_given: bool,
     /// Counts from the terminal summary (summed over several test binaries or packages); `None`
     /// when no summary was seen.
     pub summary: Option<Summary>,

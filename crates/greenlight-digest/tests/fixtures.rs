@@ -72,3 +72,60 @@ fn recognised_digests_explain_every_counted_failure() {
         }
     }
 }
+
+/// Every file under `dir`, as paths relative to it.
+fn files_under(dir: &std::path::Path, prefix: &str, out: &mut Vec<String>) {
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let name = format!("{prefix}{}", e.file_name().to_string_lossy());
+        if e.path().is_dir() {
+            files_under(&e.path(), &format!("{name}/"), out);
+        } else {
+            out.push(name);
+        }
+    }
+}
+
+/// A recognised digest is evidence an agent acts on: every failure it lists points into the
+/// project that was tested (a file of it, never the runtime, a library or the runner), or
+/// nowhere, and says what went wrong in words, not with a bare location.
+#[test]
+fn recognised_failures_point_into_the_project_and_say_what_broke() {
+    let projects = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    for fixture in common::all() {
+        let d = fixture.digest();
+        if d.classification != Classification::Recognised {
+            continue;
+        }
+        let project = fixture.meta["project"].as_str().unwrap_or_default();
+        let dir = projects.join(project);
+        let captured_at = format!(
+            "/tmp/greenlight-fixtures/{}/",
+            project.trim_start_matches("fixtures/projects/")
+        );
+        let mut files = Vec::new();
+        files_under(&dir, "", &mut files);
+        for f in &d.failures {
+            let message = f.message.as_deref().unwrap_or_default().trim();
+            assert!(!message.is_empty(), "{}: {f:?} has no message", fixture.id);
+            assert!(
+                !message.starts_with("File \"") && !message.starts_with("at "),
+                "{}: {f:?}: the message is a location",
+                fixture.id
+            );
+            let Some(file) = &f.file else { continue };
+            let rel = file.strip_prefix(&captured_at).unwrap_or(file);
+            assert!(
+                !rel.starts_with('/') && !rel.starts_with(".."),
+                "{}: {f:?} is located outside the project",
+                fixture.id
+            );
+            assert!(
+                files
+                    .iter()
+                    .any(|p| p == rel || p.ends_with(&format!("/{rel}"))),
+                "{}: {f:?} names no file of {project}",
+                fixture.id
+            );
+        }
+    }
+}

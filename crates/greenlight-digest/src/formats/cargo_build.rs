@@ -127,6 +127,9 @@ impl Parser for CargoBuild {
             }
             if (line.starts_with("warning: `") && line.contains(" generated "))
                 || line.starts_with("warning: build failed, waiting for other jobs")
+                || (self.failed
+                    && line.starts_with("error: command `")
+                    && line.contains("` exited with code "))
             {
                 self.in_block = None;
                 return Claim::Yes;
@@ -187,6 +190,18 @@ impl Parser for CargoBuild {
                     && let Some((lint, _)) = lint.split_once(')')
                 {
                     d.code = Some(lint.to_owned());
+                }
+                // clippy names the lint in its note only the first time; its help link names
+                // it every time (`…/index.html#implicit_saturating_sub`).
+                if let Some(help) = t.strip_prefix("= help: for further information visit ")
+                    && help.contains("rust-clippy")
+                    && let Some((_, lint)) = help.rsplit_once('#')
+                    && let Some(i) = idx
+                    && let Some(d) = self.diagnostics.items.get_mut(i)
+                    && d.code.is_none()
+                    && !lint.is_empty()
+                {
+                    d.code = Some(format!("clippy::{}", lint.trim()));
                 }
                 return Claim::Yes;
             }

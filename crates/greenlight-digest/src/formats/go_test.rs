@@ -8,7 +8,7 @@ use std::collections::HashMap;
 
 use serde::Deserialize;
 
-use super::util::{clip, location};
+use super::util::{clip, external, location};
 use super::{Bounded, Claim, Limits, Line, Parser, Report, Wake};
 use crate::model::{Diagnostic, Failure, Severity, Summary};
 
@@ -47,6 +47,13 @@ pub(crate) struct GoTest {
     in_build: bool,
     /// `-json`: an `Output` that did not end in a newline yet.
     json_partial: String,
+    /// `panic: test timed out after …`: the message for the test that was running.
+    timeout: Option<String>,
+    /// Inside the timeout's `running tests:` list.
+    timeout_list: bool,
+    /// A goroutine frame of a test function (`pkg.TestSlow(…)`): its name; the next line is
+    /// its place.
+    timeout_frame: Option<String>,
 }
 
 impl GoTest {
@@ -71,6 +78,67 @@ impl GoTest {
             in_panic: false,
             in_build: false,
             json_partial: String::new(),
+            timeout: None,
+            timeout_list: false,
+            timeout_frame: None,
+        }
+    }
+
+    /// Reads a line of a `go test` timeout panic: the running test is the failure, named by
+    /// the `running tests:` list (go 1.20 and later) or by its goroutine's frame, and located
+    /// by that frame.
+    fn timeout_line(&mut self, t: &str, indent: usize) {
+        let Some(msg) = self.timeout.clone() else {
+            return;
+        };
+        if t == "running tests:" {
+            self.timeout_list = true;
+            return;
+        }
+        if self.timeout_list {
+            if indent > 0 && !t.is_empty() {
+                let name = t.split(" (").next().unwrap_or(t);
+                self.timed_out(name, &msg, None);
+                return;
+            }
+            self.timeout_list = false;
+        }
+        if let Some(name) = self.timeout_frame.take() {
+            let loc = location(t)
+                .filter(|(file, _, _)| !external(file))
+                .map(|(file, l, _)| (file.to_owned(), l));
+            self.timed_out(&name, &msg, loc);
+            return;
+        }
+        if indent == 0
+            && let Some((func, _)) = t.split_once('(')
+            && let Some((_, name)) = func.rsplit_once('.')
+            && name.starts_with("Test")
+            && !func.starts_with("testing.")
+        {
+            self.timeout_frame = Some(name.to_owned());
+        }
+    }
+
+    /// Records `name` as the test a timeout ended (once), or locates it.
+    fn timed_out(&mut self, name: &str, msg: &str, loc: Option<(String, u32)>) {
+        let max = self.limits.max_text;
+        let i = match self.failures.items.iter().position(|f| f.name == name) {
+            Some(i) => Some(i),
+            None => self.failures.push(Failure {
+                name: clip(name, max),
+                file: None,
+                line: None,
+                message: Some(clip(msg, max)),
+            }),
+        };
+        self.explained_in_package = true;
+        if let (Some(i), Some((file, l))) = (i, loc)
+            && let Some(f) = self.failures.items.get_mut(i)
+            && f.file.is_none()
+        {
+            f.file = Some(file);
+            f.line = Some(l);
         }
     }
 
@@ -143,6 +211,9 @@ impl GoTest {
             self.in_panic = false;
             self.in_build = false;
             self.current = None;
+            self.timeout = None;
+            self.timeout_list = false;
+            self.timeout_frame = None;
             return Claim::Summary;
         }
         if t == "FAIL" || t == "PASS" {
@@ -179,6 +250,13 @@ impl GoTest {
                 return Claim::Yes;
             }
         }
+        if indent == 0 && t.starts_with("panic: test timed out after ") {
+            self.active = true;
+            self.timeout = Some(clip(t, self.limits.max_text));
+            self.in_panic = true;
+            self.block = None;
+            return Claim::Yes;
+        }
         if indent == 0 && t.starts_with("panic: ") && (self.active || self.last_fail.is_some()) {
             if let Some(i) = self.last_fail
                 && let Some(f) = self.failures.items.get_mut(i)
@@ -191,11 +269,17 @@ impl GoTest {
             return Claim::Yes;
         }
         if self.in_panic {
+            if self.timeout.is_some() {
+                self.timeout_line(t, indent);
+                return Claim::Yes;
+            }
+            // Frames run innermost first: the first in the project is where it panicked.
             if let Some(i) = self.last_fail
                 && let Some(f) = self.failures.items.get_mut(i)
                 && f.file.is_none()
                 && let Some((file, l, _)) = location(t)
-                && file.ends_with("_test.go")
+                && file.ends_with(".go")
+                && !external(file)
             {
                 f.file = Some(file.to_owned());
                 f.line = Some(l);
@@ -280,6 +364,7 @@ impl Parser for GoTest {
             || self.block.is_some()
             || !self.json_partial.is_empty()
             || self.last_fail.is_some()
+            || self.timeout.is_some()
     }
 
     fn line(&mut self, l: &Line<'_>) -> Claim {

@@ -3,10 +3,11 @@
 //! and a counts block at the end.
 //!
 //! One rule: a failure's name comes from the runner's failure header, its message from the
-//! first non-blank line the runner prints for it, its location from the first stack frame
-//! outside `node_modules` and the runtime.
+//! first non-blank line the runner prints for it (with the `Expected` / `Received` lines under
+//! it), its location from the innermost stack frame in the project (outside `node_modules` and
+//! the runtime); a file that failed to load is located by the error's own `file:line`.
 
-use super::util::{clip, counts, location};
+use super::util::{LoadErrors, append, clip, counts, error_line, external, location};
 use super::{Bounded, Claim, Limits, Line, Parser, Report, Wake};
 use crate::model::{Failure, Format, Summary};
 
@@ -40,6 +41,12 @@ pub(crate) struct Jest {
     node_section: bool,
     node_location: Option<(String, u32)>,
     suites: Vec<String>,
+    /// bun: inside `# Unhandled error between tests`.
+    bun_unhandled: bool,
+    /// bun: the test file whose results follow.
+    bun_file: Option<String>,
+    /// node: errors that kept a test file from loading, printed before its result.
+    load_errors: LoadErrors,
 }
 
 impl Jest {
@@ -65,6 +72,9 @@ impl Jest {
             node_section: false,
             node_location: None,
             suites: Vec::new(),
+            bun_unhandled: false,
+            bun_file: None,
+            load_errors: LoadErrors::default(),
         }
     }
 
@@ -91,6 +101,23 @@ impl Jest {
         if self.want_message {
             self.want_message = false;
             f.message = Some(clip(t, max));
+            if f.file.is_none()
+                && let Some((file, l)) = message_location(t)
+            {
+                f.file = Some(file);
+                f.line = Some(l);
+            }
+            return;
+        }
+        if let Some((file, l, text)) = esbuild_error(t) {
+            // A file that did not transform: the wrapper's message names no place, this does.
+            if f.file.is_none() {
+                f.file = Some(file);
+                f.line = Some(l);
+            }
+            if f.message.as_deref().is_some_and(|m| m.ends_with(':')) {
+                f.message = Some(clip(text, max));
+            }
             return;
         }
         if f.file.is_none()
@@ -98,6 +125,13 @@ impl Jest {
         {
             f.file = Some(file);
             f.line = Some(l);
+            return;
+        }
+        if f.file.is_none()
+            && (t.starts_with("Expected") || t.starts_with("Received"))
+            && let Some(m) = &mut f.message
+        {
+            append(m, t, max);
         }
     }
 
@@ -245,14 +279,18 @@ impl Jest {
                 self.push(name);
                 return Claim::Yes;
             }
-            if let Some(loc) = t.strip_prefix("❯ ")
-                && let Some(i) = self.block
-                && let Some(f) = self.failures.items.get_mut(i)
-                && f.file.is_none()
-                && let Some((file, l, _)) = location(loc)
-            {
-                f.file = Some(file.to_owned());
-                f.line = Some(l);
+            if let Some(loc) = t.strip_prefix("❯ ") {
+                // `❯ fn path:12:3` or `❯ path:12:3`: the location is the last word.
+                let loc = loc.rsplit(' ').next().unwrap_or(loc);
+                if let Some(i) = self.block
+                    && let Some(f) = self.failures.items.get_mut(i)
+                    && f.file.is_none()
+                    && let Some((file, l, _)) = location(loc)
+                    && !external(file)
+                {
+                    f.file = Some(file.to_owned());
+                    f.line = Some(l);
+                }
                 return Claim::Yes;
             }
             self.block_line(t);
@@ -278,7 +316,24 @@ impl Jest {
         if !self.active {
             return Claim::No;
         }
-        if let Some(rest) = t.strip_prefix("(fail) ") {
+        // `(fail) name [1ms]` plain, `✗ name [1ms]` with colour.
+        let status = [
+            ("(fail) ", false),
+            ("✗ ", false),
+            ("(pass) ", true),
+            ("(skip) ", true),
+            ("(todo) ", true),
+            ("✓ ", true),
+            ("» ", true),
+            ("✎ ", true),
+        ]
+        .into_iter()
+        .find_map(|(p, ok)| t.strip_prefix(p).map(|r| (r, ok)));
+        if let Some((rest, ok)) = status {
+            if ok {
+                self.pending = None;
+                return Claim::Yes;
+            }
             let name = rest.rsplit_once(" [").map_or(rest, |(n, _)| n);
             self.push(name);
             self.want_message = false;
@@ -294,11 +349,35 @@ impl Jest {
             self.block = None;
             return Claim::Yes;
         }
-        if t.starts_with("(pass) ") || t.starts_with("(skip) ") || t.starts_with("(todo) ") {
+        if t == "# Unhandled error between tests" {
+            self.bun_unhandled = true;
             self.pending = None;
             return Claim::Yes;
         }
-        if let Some(msg) = t.strip_prefix("error: ") {
+        if self.bun_unhandled && t.starts_with("---") && self.pending.is_some() {
+            // The closing rule of an error outside any test (a file that does not load): the
+            // file is the failure, located where the error says.
+            self.bun_unhandled = false;
+            let name = self
+                .bun_file
+                .clone()
+                .unwrap_or_else(|| "unhandled error".into());
+            self.push(&name);
+            if let (Some(i), Some((msg, loc))) = (self.block, self.pending.take())
+                && let Some(f) = self.failures.items.get_mut(i)
+            {
+                f.message = Some(msg);
+                if let Some((file, l)) = loc {
+                    f.file = Some(file);
+                    f.line = Some(l);
+                }
+            }
+            self.block = None;
+            return Claim::Yes;
+        }
+        if !line.starts_with(' ')
+            && let Some(msg) = error_line(t)
+        {
             if self.pending.is_none() {
                 self.pending = Some((clip(msg, self.limits.max_text), None));
             }
@@ -306,10 +385,20 @@ impl Jest {
         }
         if let Some(p) = &mut self.pending
             && p.1.is_none()
-            && let Some(loc) = frame(t)
         {
-            p.1 = Some(loc);
-            return Claim::Yes;
+            if let Some(loc) = frame(t) {
+                p.1 = Some(loc);
+                return Claim::Yes;
+            }
+            // The values: `Expected: 5` / `Received: 4`, or a diff's `- 3,` / `+ 2,` lines (not
+            // its `- Expected  - 1` tally).
+            let diff = (t.starts_with("- ") || t.starts_with("+ "))
+                && !t.starts_with("- Expected")
+                && !t.starts_with("+ Received");
+            if t.starts_with("Expected:") || t.starts_with("Received:") || diff {
+                append(&mut p.0, t, self.limits.max_text);
+                return Claim::Yes;
+            }
         }
         if t.starts_with("Ran ") && (t.contains(" tests across ") || t.contains(" test across ")) {
             return Claim::Summary;
@@ -331,8 +420,18 @@ impl Jest {
                     self.failed_count = n;
                 }
                 "skip" | "todo" => s.skipped = Some(s.skipped.unwrap_or(0) + n),
+                "error" | "errors" => s.errors = Some(n),
                 _ => {}
             }
+            return Claim::Yes;
+        }
+        if !line.starts_with(' ')
+            && let Some(file) = t.strip_suffix(':')
+            && !file.contains(' ')
+            && file.contains('.')
+        {
+            // The header before a test file's results.
+            self.bun_file = Some(clip(file, self.limits.max_text));
             return Claim::Yes;
         }
         let code_frame = t
@@ -344,6 +443,9 @@ impl Jest {
             || t.ends_with(':')
             || t.starts_with("Expected")
             || t.starts_with("Received")
+            || t.starts_with("- ")
+            || t.starts_with("+ ")
+            || t.starts_with("---")
             || t == "^"
         {
             return Claim::Yes;
@@ -353,6 +455,7 @@ impl Jest {
 
     fn node_spec(&mut self, line: &str, t: &str) -> Claim {
         let indent = line.len() - line.trim_start().len();
+        self.load_errors.line(t, self.limits.max_text);
         if let Some(rest) = t.strip_prefix("ℹ ") {
             self.active = true;
             let (k, v) = rest.split_once(' ').unwrap_or((rest, ""));
@@ -442,6 +545,30 @@ impl Jest {
     }
 }
 
+/// A parse error's own place inside its message: `SyntaxError: /p/x.test.js: Unexpected
+/// token (4:22)` (babel) → (`/p/x.test.js`, 4).
+fn message_location(t: &str) -> Option<(String, u32)> {
+    let (_, rest) = t.split_once(": ")?;
+    let (file, rest) = rest.split_once(": ")?;
+    if external(file) || !file.contains('.') || file.contains(' ') {
+        return None;
+    }
+    let pos = rest.strip_suffix(')')?.rsplit_once('(')?.1;
+    let (l, c) = pos.split_once(':')?;
+    c.parse::<u32>().ok()?;
+    Some((file.to_owned(), l.parse().ok()?))
+}
+
+/// esbuild's error line: `/p/x.test.ts:5:23: ERROR: Expected ")" but found ";"`.
+fn esbuild_error(t: &str) -> Option<(String, u32, &str)> {
+    let (loc, text) = t.split_once(": ERROR: ")?;
+    let (file, l, _) = location(loc)?;
+    if external(file) {
+        return None;
+    }
+    Some((file.to_owned(), l, text))
+}
+
 /// A stack frame's location: `at fn (path:12:3)`, `at path:12:3`, `❯ path:12:3`, skipping
 /// frames inside `node_modules` and the runtime.
 fn frame(t: &str) -> Option<(String, u32)> {
@@ -450,17 +577,17 @@ fn frame(t: &str) -> Option<(String, u32)> {
         Some((_, r)) => r.trim_end_matches(')'),
         None => rest,
     };
-    if inner.starts_with("node:") || inner.contains("node_modules") || inner.starts_with("native") {
+    let inner = inner.strip_prefix("file://").unwrap_or(inner);
+    if external(inner) {
         return None;
     }
-    let inner = inner.strip_prefix("file://").unwrap_or(inner);
     let (file, l, _) = location(inner)?;
     Some((file.to_owned(), l))
 }
 
 impl Parser for Jest {
     fn interested(&self, l: &Line<'_>) -> bool {
-        self.active || self.wake().first.contains(&l.first)
+        self.engaged() || self.wake().first.contains(&l.first)
     }
 
     fn wake(&self) -> Wake {
@@ -468,12 +595,13 @@ impl Parser for Jest {
             Runner::Jest => b"FP",
             Runner::Vitest => b"R",
             Runner::Bun => b"b",
-            Runner::NodeSpec => b"\xE2\xEF-",
+            // `f` and `/`: the place of a load error (`file:///p/x.test.mjs:5`).
+            Runner::NodeSpec => b"\xE2\xEF-f/",
         })
     }
 
     fn engaged(&self) -> bool {
-        self.active
+        self.active || self.load_errors.waiting()
     }
 
     fn line(&mut self, l: &Line<'_>) -> Claim {
@@ -488,6 +616,9 @@ impl Parser for Jest {
     }
 
     fn finish(mut self: Box<Self>) -> Report {
+        if self.runner == Runner::NodeSpec {
+            self.load_errors.apply(&mut self.failures.items);
+        }
         if self.runner == Runner::NodeSpec && !self.node_section {
             // Without the closing list, a failed suite line is the container of its tests.
             let suites = std::mem::take(&mut self.suites);

@@ -4,7 +4,7 @@
 //! One rule: libtest's own lines start in column 0; indented copies (nextest's captured
 //! output) are never ours.
 
-use super::util::{clip, counts, location};
+use super::util::{append, clip, counts, external, location};
 use super::{Bounded, Claim, Limits, Line, Parser, Report, Wake};
 use crate::model::{Failure, Summary};
 
@@ -19,8 +19,8 @@ pub(crate) struct Libtest {
     section_start: usize,
     /// The `---- name stdout ----` block being read: index of its failure.
     block: Option<usize>,
-    /// The next line is the panic message of `block`.
-    want_message: bool,
+    /// Where the panic block of `block` is being read.
+    panic: PanicBlock,
     in_failures: bool,
 }
 
@@ -34,7 +34,7 @@ impl Libtest {
             failures: Bounded::new(limits.max_items),
             section_start: 0,
             block: None,
-            want_message: false,
+            panic: PanicBlock::default(),
             in_failures: false,
         }
     }
@@ -77,6 +77,22 @@ impl Parser for Libtest {
             && !b.starts_with(b"test result: ")
         {
             // The bulk of a long run, nothing to keep: decided first, with fixed-size compares.
+            return Claim::Yes;
+        }
+        if self.active
+            && let Some(name) = line.strip_suffix(" --- FAILED")
+            && !name.starts_with(' ')
+        {
+            // `cargo test -q`: one `name --- FAILED` line per failing test.
+            let name = test_name(name);
+            if self.find(name).is_none() {
+                self.failures.push(Failure {
+                    name: clip(name, self.limits.max_text),
+                    file: None,
+                    line: None,
+                    message: None,
+                });
+            }
             return Claim::Yes;
         }
         // Cheap first-byte filter: every libtest line we read starts with one of these.
@@ -168,7 +184,7 @@ impl Parser for Libtest {
                 .or_else(|| rest.strip_suffix(" stderr ----"))
         {
             self.block = self.find(test_name(name));
-            self.want_message = false;
+            self.panic = PanicBlock::default();
             return Claim::Yes;
         }
         if let Some(i) = self.block {
@@ -206,44 +222,93 @@ impl Libtest {
             return;
         };
         let t = line.trim();
-        if self.want_message {
-            self.want_message = false;
-            if !t.is_empty() {
-                f.message = Some(clip(t, max));
-            }
-            return;
-        }
-        if let Some(at) = panicked_at(t) {
-            // Before Rust 1.73: `thread 'x' panicked at 'message', src/lib.rs:17:9`.
-            if let Some(quoted) = at.strip_prefix('\'')
-                && let Some((msg, loc)) = quoted.rsplit_once("', ")
-            {
-                if let Some((file, l, _)) = location(loc) {
-                    f.file = Some(file.to_owned());
-                    f.line = Some(l);
-                }
-                f.message = Some(clip(msg, max));
-                return;
-            }
-            // Since Rust 1.73: `thread 'x' panicked at src/lib.rs:17:9:` then the message.
-            if let Some((file, l, _)) = location(at) {
-                f.file = Some(file.to_owned());
-                f.line = Some(l);
-            }
-            self.want_message = true;
-            return;
-        }
-        if let Some(rest) = t.strip_prefix("note: test did not panic as expected") {
-            if let Some((file, l, _)) = rest.strip_prefix(" at ").and_then(location) {
-                f.file = Some(file.to_owned());
-                f.line = Some(l);
-            }
-            f.message = Some("test did not panic as expected".to_owned());
+        if panic_block_line(f, t, &mut self.panic, max) {
             return;
         }
         if f.message.is_none() && !t.is_empty() && !t.starts_with("note:") {
             f.message = Some(clip(t, max));
         }
+    }
+}
+
+/// Where a panic block's reading is: the message line is next, or its value lines are.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct PanicBlock {
+    want_message: bool,
+    in_values: bool,
+}
+
+/// Reads one trimmed line of a test's captured panic output into `f`: the panic's location
+/// when it is in the project (else the innermost project frame of the backtrace), the
+/// message, and the `left:` / `right:` value lines under it. Returns whether the line was one
+/// of these.
+pub(crate) fn panic_block_line(
+    f: &mut Failure,
+    t: &str,
+    state: &mut PanicBlock,
+    max: usize,
+) -> bool {
+    if state.want_message {
+        state.want_message = false;
+        if !t.is_empty() {
+            f.message = Some(clip(t, max));
+            state.in_values = true;
+        }
+        return true;
+    }
+    if state.in_values {
+        let key = t
+            .split_once(':')
+            .map(|(k, _)| k.trim().to_ascii_lowercase());
+        if matches!(
+            key.as_deref(),
+            Some("left" | "right" | "expected" | "actual" | "found" | "got")
+        ) && let Some(m) = &mut f.message
+        {
+            append(m, t, max);
+            return true;
+        }
+        state.in_values = false;
+    }
+    if let Some(at) = panicked_at(t) {
+        // Before Rust 1.73: `thread 'x' panicked at 'message', src/lib.rs:17:9`.
+        if let Some(quoted) = at.strip_prefix('\'')
+            && let Some((msg, loc)) = quoted.rsplit_once("', ")
+        {
+            set_project_location(f, loc);
+            f.message = Some(clip(msg, max));
+            return true;
+        }
+        // Since Rust 1.73: `thread 'x' panicked at src/lib.rs:17:9:` then the message.
+        set_project_location(f, at);
+        state.want_message = true;
+        return true;
+    }
+    if let Some(rest) = t.strip_prefix("note: test did not panic as expected") {
+        if let Some(loc) = rest.strip_prefix(" at ") {
+            set_project_location(f, loc);
+        }
+        f.message = Some("test did not panic as expected".to_owned());
+        return true;
+    }
+    if let Some(loc) = t.strip_prefix("at ") {
+        // A backtrace frame (`at ./src/lib.rs:17:9`): innermost first, so the first one in
+        // the project locates a panic raised inside the standard library.
+        if f.file.is_none() {
+            set_project_location(f, loc);
+        }
+        return true;
+    }
+    false
+}
+
+/// Sets `f`'s location from `loc` (`file:line:col`) unless the file is outside the project.
+fn set_project_location(f: &mut Failure, loc: &str) {
+    if let Some((file, l, _)) = location(loc)
+        && !external(file)
+    {
+        f.file = Some(file.strip_prefix("./").unwrap_or(file).to_owned());
+        f.line = Some(l);
     }
 }
 

@@ -11,6 +11,7 @@ pub(crate) mod eslint;
 pub(crate) mod go_test;
 pub(crate) mod jest;
 pub(crate) mod libtest;
+pub(crate) mod mocha;
 pub(crate) mod nextest;
 pub(crate) mod pytest;
 pub(crate) mod tap;
@@ -156,6 +157,7 @@ pub(crate) fn all(limits: Limits) -> Vec<(Format, Box<dyn Parser>)> {
         (Format::Unittest, Box::new(unittest::Unittest::new(limits))),
         (Format::GoTest, Box::new(go_test::GoTest::new(limits))),
         (Format::Tap, Box::new(tap::Tap::new(limits))),
+        (Format::Mocha, Box::new(mocha::Mocha::new(limits))),
         (
             Format::NodeTest,
             Box::new(jest::Jest::new(limits, Format::NodeTest)),

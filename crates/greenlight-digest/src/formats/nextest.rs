@@ -4,8 +4,8 @@
 //! One rule: status lines after the summary repeat failures already seen; they never add new
 //! ones.
 
-use super::libtest::panicked_at;
-use super::util::{clip, counts, location};
+use super::libtest::{PanicBlock, panic_block_line};
+use super::util::{clip, counts};
 use super::{Bounded, Claim, Limits, Line, Parser, Report, Wake};
 use crate::model::{Failure, Summary};
 
@@ -22,7 +22,7 @@ pub(crate) struct Nextest {
     failures: Bounded<Failure>,
     /// The failure whose captured output is being read.
     block: Option<usize>,
-    want_message: bool,
+    panic: PanicBlock,
 }
 
 impl Nextest {
@@ -34,7 +34,7 @@ impl Nextest {
             after_summary: false,
             failures: Bounded::new(limits.max_items),
             block: None,
-            want_message: false,
+            panic: PanicBlock::default(),
         }
     }
 
@@ -43,28 +43,14 @@ impl Nextest {
         let Some(f) = self.failures.items.get_mut(i) else {
             return;
         };
-        if self.want_message {
-            self.want_message = false;
-            if !t.is_empty() {
-                f.message = Some(clip(t, max));
-            }
+        if panic_block_line(f, t, &mut self.panic, max) {
             return;
         }
-        if f.message.is_some() {
-            return;
-        }
-        if let Some(at) = panicked_at(t) {
-            if let Some((file, l, _)) = location(at) {
-                f.file = Some(file.to_owned());
-                f.line = Some(l);
-            }
-            self.want_message = true;
-        } else if let Some(rest) = t.strip_prefix("note: test did not panic as expected") {
-            if let Some((file, l, _)) = rest.strip_prefix(" at ").and_then(location) {
-                f.file = Some(file.to_owned());
-                f.line = Some(l);
-            }
-            f.message = Some("test did not panic as expected".to_owned());
+        if f.message.is_none()
+            && let Some(err) = t.strip_prefix("Error: ")
+        {
+            // A test returning `Err`: libtest prints the error and no panic.
+            f.message = Some(clip(&format!("Error: {err}"), max));
         }
     }
 }
@@ -151,7 +137,7 @@ impl Parser for Nextest {
                     message: None,
                 });
                 self.block = idx;
-                self.want_message = false;
+                self.panic = PanicBlock::default();
             }
             return Claim::Yes;
         }

@@ -4,7 +4,7 @@
 //! One rule: everything between a section rule and the next belongs to that section, so user
 //! output inside a failure block is never mistaken for pytest's own lines.
 
-use super::util::{clip, counts, location};
+use super::util::{clip, counts, external, location};
 use super::{Bounded, Claim, Limits, Line, Parser, Report, Wake};
 use crate::model::{Failure, Summary};
 
@@ -29,6 +29,14 @@ pub(crate) struct Pytest {
     block: Option<usize>,
     /// An `E   ` line was seen in the current block (the first one is the message).
     block_has_e: bool,
+    /// The directory pytest names as `rootdir:`; absolute paths under it are the project's.
+    rootdir: Option<String>,
+    /// `--tb=line`: `path.py:N: message` lines, matched to the short summary's entries by file.
+    tb_lines: Vec<(String, u32, bool)>,
+    /// The current block's location came from a quoted `File "…", line N`.
+    located_by_e: bool,
+    /// Indent of the current block's message line among its `E` lines.
+    e_indent: Option<usize>,
 }
 
 impl Pytest {
@@ -41,7 +49,25 @@ impl Pytest {
             failures: Bounded::new(limits.max_items),
             block: None,
             block_has_e: false,
+            rootdir: None,
+            tb_lines: Vec::new(),
+            located_by_e: false,
+            e_indent: None,
         }
+    }
+
+    /// `file` relative to the rootdir when it lies under it; `None` when it is outside the
+    /// project (the standard library, site-packages, another absolute path).
+    fn project_file(&self, file: &str) -> Option<String> {
+        if external(file) || file.starts_with("..") {
+            return None;
+        }
+        if file.starts_with('/') {
+            let root = self.rootdir.as_deref()?;
+            let rel = file.strip_prefix(root)?.strip_prefix('/')?;
+            return Some(rel.to_owned());
+        }
+        Some(file.to_owned())
     }
 
     /// The index of the failure named `id` (a node id) or whose block name ends it.
@@ -182,25 +208,66 @@ impl Parser for Pytest {
                         message: None,
                     });
                     self.block_has_e = false;
+                    self.located_by_e = false;
+                    self.e_indent = None;
                     return Claim::Yes;
                 }
-                if let Some(i) = self.block
-                    && let Some(f) = self.failures.items.get_mut(i)
-                {
-                    if let Some(e) = t.strip_prefix("E ") {
-                        if !self.block_has_e {
-                            self.block_has_e = true;
-                            f.message = Some(clip(e.trim(), self.limits.max_text));
-                        }
-                    } else if !t.starts_with(' ')
+                let Some(i) = self.block else {
+                    // `--tb=line`: one `path.py:N: message` line per failure, no blocks.
+                    if !t.starts_with(' ')
                         && let Some((file, l, _)) = location(t)
                         && file.ends_with(".py")
                         && t.contains(": ")
+                        && self.tb_lines.len() < self.limits.max_items
+                        && let Some(file) = self.project_file(file)
                     {
-                        // The last `path.py:N: …` line of a block is where it failed.
-                        f.file = Some(file.to_owned());
-                        f.line = Some(l);
+                        self.tb_lines.push((file, l, false));
                     }
+                    return Claim::Yes;
+                };
+                let max = self.limits.max_text;
+                if let Some(e) = t.strip_prefix('E').filter(|e| e.starts_with(' ')) {
+                    // pytest pads `E` lines to the source's indent; within one error the least
+                    // indented line is the exception itself, deeper ones continue a value or
+                    // quote a traceback (`File "…", line N` and its source).
+                    let indent = e.len() - e.trim_start().len();
+                    let body = e.trim();
+                    if let Some(q) = body.strip_prefix("File \"")
+                        && let Some((file, rest)) = q.split_once("\", line ")
+                    {
+                        // A SyntaxError while importing: this is where the error is, when the
+                        // file is the project's.
+                        let n = rest
+                            .split(|c: char| !c.is_ascii_digit())
+                            .next()
+                            .unwrap_or("");
+                        if let (Some(file), Ok(n)) = (self.project_file(file), n.parse::<u32>())
+                            && let Some(f) = self.failures.items.get_mut(i)
+                        {
+                            f.file = Some(file);
+                            f.line = Some(n);
+                            self.located_by_e = true;
+                        }
+                    } else if !body.is_empty()
+                        && self.e_indent.is_none_or(|m| indent < m)
+                        && let Some(f) = self.failures.items.get_mut(i)
+                    {
+                        self.e_indent = Some(indent);
+                        self.block_has_e = true;
+                        f.message = Some(clip(body, max));
+                    }
+                } else if !t.starts_with(' ')
+                    && let Some((file, l, _)) = location(t)
+                    && file.ends_with(".py")
+                    && (t.contains(": ") || t.ends_with(':'))
+                    && !self.located_by_e
+                    && let Some(file) = self.project_file(file)
+                    && let Some(f) = self.failures.items.get_mut(i)
+                {
+                    // The last `path.py:N: …` line of a block in the project is where it
+                    // failed (frames run outermost first).
+                    f.file = Some(file);
+                    f.line = Some(l);
                 }
                 Claim::Yes
             }
@@ -212,6 +279,15 @@ impl Parser for Pytest {
                             None => (rest, None),
                         };
                         let max = self.limits.max_text;
+                        let module = id.split("::").next().unwrap_or(id);
+                        let tb = self
+                            .tb_lines
+                            .iter_mut()
+                            .find(|(file, _, used)| !*used && file.ends_with(module))
+                            .map(|e| {
+                                e.2 = true;
+                                (e.0.clone(), e.1)
+                            });
                         match self.find(id) {
                             Some(i) => {
                                 if let Some(f) = self.failures.items.get_mut(i) {
@@ -222,10 +298,12 @@ impl Parser for Pytest {
                                 }
                             }
                             None => {
+                                let (file, line) =
+                                    tb.map_or((None, None), |(f, l)| (Some(f), Some(l)));
                                 self.failures.push(Failure {
                                     name: clip(id, max),
-                                    file: None,
-                                    line: None,
+                                    file,
+                                    line,
                                     message: msg.map(|m| clip(m, max)),
                                 });
                             }
@@ -236,6 +314,10 @@ impl Parser for Pytest {
             }
             Section::Other => Claim::Yes,
             Section::None => {
+                if let Some(root) = t.strip_prefix("rootdir: ") {
+                    let root = root.split(',').next().unwrap_or(root).trim();
+                    self.rootdir = Some(clip(root, 4096));
+                }
                 let claimed = t.is_empty()
                     || t.starts_with("platform ")
                     || t.starts_with("rootdir: ")

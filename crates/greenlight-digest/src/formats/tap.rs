@@ -5,7 +5,7 @@
 //! One rule: a trailing plan or count comment is the terminal summary; a failing point whose
 //! own subtests failed is a container, and only the subtests are failures.
 
-use super::util::{clip, location};
+use super::util::{LoadErrors, clip, external, location};
 use super::{Bounded, Claim, Limits, Line, Parser, Report, Wake};
 use crate::model::{Failure, Format, Summary};
 
@@ -18,6 +18,8 @@ struct Point {
     want_error_line: bool,
     /// Inside a `---` YAML block (otherwise indented lines are a plain message).
     in_yaml: bool,
+    /// A block scalar (`expected: |-`) being read: its key and the key line's indent.
+    scalar: Option<(&'static str, usize)>,
 }
 
 #[derive(Debug)]
@@ -38,6 +40,12 @@ pub(crate) struct Tap {
     block: Option<usize>,
     /// tape: `operator`, `expected`, `actual` of the block, joined when there is no `error`.
     compare: Vec<String>,
+    /// tape: the last `# name` comment, the group of the assertions after it.
+    group: Option<String>,
+    /// `# Subtest: name` headers still open, with their indent.
+    subtests: Vec<(usize, String)>,
+    /// node: a test file's load error, echoed as comments before the file's point.
+    load_errors: LoadErrors,
 }
 
 impl Tap {
@@ -57,6 +65,9 @@ impl Tap {
             failures: Bounded::new(limits.max_items),
             block: None,
             compare: Vec::new(),
+            group: None,
+            subtests: Vec::new(),
+            load_errors: LoadErrors::default(),
         }
     }
 
@@ -71,11 +82,29 @@ impl Tap {
         self.compare.clear();
     }
 
-    fn yaml(&mut self, i: usize, t: &str) {
+    fn yaml(&mut self, i: usize, t: &str, indent: usize) {
         let max = self.limits.max_text;
         let Some(p) = self.failures.items.get_mut(i) else {
             return;
         };
+        if let Some((key, at)) = p.scalar {
+            if indent > at || t.is_empty() {
+                // A block scalar's lines: `expected`/`actual` keep their first line, a diff
+                // its first removed and added lines.
+                let keep = match key {
+                    "diff" => {
+                        (t.starts_with('-') && !t.starts_with("---"))
+                            || (t.starts_with('+') && !t.starts_with("+++"))
+                    }
+                    _ => !t.is_empty() && !self.compare.iter().any(|c| c.starts_with(key)),
+                };
+                if keep && self.compare.len() < 4 {
+                    self.compare.push(format!("{key}: {t}"));
+                }
+                return;
+            }
+            p.scalar = None;
+        }
         let f = &mut p.failure;
         if p.want_error_line {
             p.want_error_line = false;
@@ -108,6 +137,7 @@ impl Tap {
             if f.file.is_none()
                 && let Some(inner) = v.rsplit_once('(').map(|(_, r)| r.trim_end_matches(')'))
                 && let Some((file, l, _)) = location(inner)
+                && !external(file)
             {
                 f.file = Some(file.to_owned());
                 f.line = Some(l);
@@ -121,18 +151,29 @@ impl Tap {
                 f.line = v.trim().parse().ok();
             }
         } else if t.starts_with("operator: ")
+            || t.starts_with("compare: ")
             || t.starts_with("expected: ")
             || t.starts_with("actual: ")
+            || t.starts_with("diff: ")
         {
-            if self.compare.len() < 3 {
-                let (k, v) = t.split_once(':').unwrap_or((t, ""));
-                self.compare.push(format!("{k}: {}", v.trim()));
+            let (k, v) = t.split_once(':').unwrap_or((t, ""));
+            let v = v.trim();
+            if v.starts_with('|') || v.starts_with('>') {
+                // A block scalar: the value is on the lines below, indented deeper.
+                p.scalar = match k {
+                    "expected" => Some(("expected", indent)),
+                    "actual" => Some(("actual", indent)),
+                    "diff" => Some(("diff", indent)),
+                    _ => None,
+                };
+            } else if self.compare.len() < 4 && k != "diff" {
+                self.compare.push(format!("{k}: {v}"));
             }
         } else if t.starts_with("at ") && f.file.is_none() {
             // mocha: an indented stack after the message.
             if let Some(inner) = t.rsplit_once('(').map(|(_, r)| r.trim_end_matches(')'))
-                && !inner.starts_with("node:")
                 && let Some((file, l, _)) = location(inner)
+                && !external(file)
             {
                 f.file = Some(file.to_owned());
                 f.line = Some(l);
@@ -201,6 +242,8 @@ impl Parser for Tap {
                 return Claim::No;
             }
             self.active = true;
+            // A point closes the subtest of its own indent and any deeper.
+            self.subtests.retain(|(at, _)| *at < indent);
             self.close_block();
             self.points += 1;
             let dir = directive.map(str::to_ascii_lowercase);
@@ -221,9 +264,23 @@ impl Parser for Tap {
                     .items
                     .last()
                     .is_some_and(|p| p.indent > indent);
+                // The full name: open subtests around this point, tape's group, the point.
+                let mut parts: Vec<&str> = self
+                    .subtests
+                    .iter()
+                    .filter(|(at, _)| *at < indent)
+                    .map(|(_, n)| n.as_str())
+                    .collect();
+                if let Some(g) = &self.group
+                    && g != name
+                {
+                    parts.push(g);
+                }
+                parts.push(name);
+                let full = parts.join(" › ");
                 self.block = self.failures.push(Point {
                     failure: Failure {
-                        name: clip(name, self.limits.max_text),
+                        name: clip(&full, self.limits.max_text),
                         file: None,
                         line: None,
                         message: None,
@@ -232,6 +289,7 @@ impl Parser for Tap {
                     container,
                     want_error_line: false,
                     in_yaml: false,
+                    scalar: None,
                 });
             }
             return if self.plan.is_some() && indent == 0 {
@@ -268,6 +326,16 @@ impl Parser for Tap {
         if let Some(c) = t.strip_prefix("# ") {
             if indent == 0 {
                 self.close_block();
+            }
+            self.load_errors.line(c.trim(), self.limits.max_text);
+            if let Some(name) = c.strip_prefix("Subtest: ") {
+                self.subtests.retain(|(at, _)| *at < indent);
+                if self.subtests.len() < 64 {
+                    self.subtests
+                        .push((indent, clip(name, self.limits.max_text)));
+                }
+                self.group = None;
+                return Claim::Yes;
             }
             let mut words = c.split_whitespace();
             if let (Some(k), Some(v), None) = (words.next(), words.next(), words.next())
@@ -306,6 +374,10 @@ impl Parser for Tap {
                 self.node = true;
                 return Claim::Summary;
             }
+            if indent == 0 && self.plan.is_none() {
+                // tape: `# name` heads the assertions of the test named so.
+                self.group = Some(clip(c, self.limits.max_text));
+            }
             return Claim::Yes;
         }
         if let Some(i) = self.block {
@@ -318,7 +390,7 @@ impl Parser for Tap {
                 return Claim::Yes;
             }
             if indent > 0 || t.is_empty() {
-                self.yaml(i, t);
+                self.yaml(i, t, indent);
                 return Claim::Yes;
             }
         }
@@ -347,13 +419,14 @@ impl Parser for Tap {
         let plan_met = self
             .plan
             .is_none_or(|p| p == self.top_ok + self.top_not_ok + self.top_skip);
-        let failures: Vec<Failure> = self
+        let mut failures: Vec<Failure> = self
             .failures
             .items
             .into_iter()
             .filter(|p| !p.container)
             .map(|p| p.failure)
             .collect();
+        self.load_errors.apply(&mut failures);
         let expected = summary.as_ref().and_then(|s| s.failed).unwrap_or(0);
         let success = summary
             .as_ref()

@@ -24,7 +24,8 @@ const TIMED_OUT: i32 = 124;
 /// Arguments of `greenlight digest`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Exit code of the process that produced the input (default 0 for a file or stdin).
+    /// Exit code of the process that produced the input. Without it the run's own summary
+    /// decides success, and the JSON says the exit code was not given.
     #[arg(
         long,
         value_name = "N",
@@ -146,7 +147,10 @@ fn read_input(args: &Args, options: DigestOptions) -> Result<Digest, String> {
             Err(e) => return Err(format!("reading {name} failed: {e}")),
         }
     }
-    Ok(digester.finish(Some(args.exit_code.unwrap_or(0))))
+    Ok(match args.exit_code {
+        Some(code) => digester.finish(Some(code)),
+        None => digester.finish_without_exit_code(),
+    })
 }
 
 /// Feeds the command's output to the digester as it arrives.
@@ -244,9 +248,11 @@ fn render(d: &Digest) -> String {
         return c.clone();
     }
     let mut out = String::new();
-    let exit = d
-        .exit_code
-        .map_or("killed".to_owned(), |c| format!("exit {c}"));
+    let exit = match d.exit_code {
+        Some(c) => format!("exit {c}"),
+        None if d.exit_code_given => "killed".to_owned(),
+        None => "exit ?".to_owned(),
+    };
     let format = d
         .format
         .map_or("no known format".to_owned(), |f| f.name().to_owned());

@@ -48,7 +48,7 @@ fn a_failing_cargo_test_file_prints_its_compact_digest() {
     assert_eq!(out.status.code(), Some(0));
     insta::assert_snapshot!(text(&out.stdout), @r"
     exit 101 · cargo-test · 1 passed, 4 failed, 1 skipped
-    FAIL tests::adds (src/lib.rs:17): assertion `left == right` failed
+    FAIL tests::adds (src/lib.rs:17): assertion `left == right` failed; left: 3; right: 4
     FAIL tests::prints_then_fails (src/lib.rs:42): zero plus zero was 0
     FAIL tests::should_panic_but_does_not (src/lib.rs:33): test did not panic as expected
     FAIL tests::unwraps_none (src/lib.rs:28): value must be present
@@ -78,6 +78,49 @@ fn json_from_stdin_carries_the_contract_fields() {
     assert_eq!(v["diagnostics"][0]["code"], "TS2322");
     assert_eq!(v["diagnostics"][0]["line"], 2);
     assert_eq!(v["diagnostics"][0]["column"], 9);
+}
+
+/// A saved log of a failing run, digested without `--exit-code`, used to come out
+/// `partial (summary-contradicts-exit-code)` because a missing exit code was taken for 0.
+#[test]
+fn without_exit_code_the_runs_own_summary_decides() {
+    for (args, stdin) in [
+        (vec!["digest", "--json", "-"], true),
+        (vec!["digest", "--json"], true),
+        (vec!["digest", "--json", "FILE"], false),
+    ] {
+        let path = fixture("pytest/fail");
+        let bytes = std::fs::read(&path).expect("fixture exists");
+        let args: Vec<&str> = args
+            .iter()
+            .map(|a| {
+                if *a == "FILE" {
+                    path.to_str().unwrap_or_default()
+                } else {
+                    a
+                }
+            })
+            .collect();
+        let out = greenlight(&args, stdin.then_some(bytes.as_slice()));
+        assert_eq!(out.status.code(), Some(0), "{args:?}");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+        assert_eq!(v["classification"], "recognised", "{args:?}: {v}");
+        assert_eq!(v["exit_code"], serde_json::Value::Null, "{args:?}");
+        assert_eq!(v["exit_code_given"], false, "{args:?}");
+        assert!(
+            v["compact"]
+                .as_str()
+                .is_some_and(|c| c.starts_with("exit ? · pytest · ")),
+            "{v}"
+        );
+    }
+    let out = greenlight(
+        &["digest", "--json", "--exit-code", "1", "-"],
+        Some(&std::fs::read(fixture("pytest/fail")).expect("fixture exists")),
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    assert_eq!(v["exit_code_given"], true);
+    assert_eq!(v["exit_code"], 1);
 }
 
 #[test]
