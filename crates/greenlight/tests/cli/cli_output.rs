@@ -12,15 +12,19 @@ use greenlight_testkit::TempRepo;
 
 use crate::goal_support::{Fixture, alive, pid_in, wait_code};
 
-/// Runs `cmd` with stdout a pipe whose reader is closed before greenlight writes anything.
+/// Runs `cmd` with stdout a pipe whose reader is closed before greenlight starts, so its first
+/// write fails with EPIPE however fast it is (closing the reader after the spawn raced a quick
+/// command's whole output into the pipe's buffer on a loaded machine).
 fn with_closed_stdout(mut cmd: Command) -> (i32, String) {
-    let mut child = cmd
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let child = cmd
         .stdin(Stdio::null())
-        .stdout(Stdio::piped())
+        .stdout(writer)
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    drop(child.stdout.take());
+    // The parent's copy of the writer went into the command and is closed with it.
     let (code, _, stderr) = wait_code(child);
     (code, stderr)
 }
