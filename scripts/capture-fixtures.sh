@@ -156,6 +156,7 @@ capture pytest tb-line python/fail pytest "$PYTEST_V" report.xml -- python3 -m p
 capture pytest tb-short python/lib-frames pytest "$PYTEST_V" report.xml -- python3 -m pytest -p no:cacheprovider --tb=short --junitxml=report.xml
 capture unittest fail python/unittest-fail python3 "python3 --version" "" -- python3 -m unittest
 capture unittest fail-v python/unittest-fail python3 "python3 --version" "" -- python3 -m unittest -v
+capture unittest lib-frames python/unittest-lib python3 "python3 --version" "" -- python3 -m unittest
 capture unittest pass python/unittest-pass python3 "python3 --version" "" -- python3 -m unittest
 
 # ---- Go: go test (plain, -v, -json) and build failures; go test -json is the report ----

@@ -146,6 +146,12 @@ fn library_frames_never_locate_a_failure() {
         ),
         ("go-test/lib-panic", "TestCompile", "parse_test.go", 11),
         ("go-test/fail", "TestDivPanics", "sub.go", 4),
+        (
+            "unittest/lib-frames",
+            "test_json_in_helper",
+            "test_lib.py",
+            6,
+        ),
     ] {
         let failures = recognised(id);
         let f = failures

@@ -63,7 +63,11 @@ impl Pytest {
             return None;
         }
         if file.starts_with('/') {
-            let root = self.rootdir.as_deref()?;
+            // `-q` prints no rootdir: an absolute path outside the known library places is
+            // then the best evidence there is.
+            let Some(root) = self.rootdir.as_deref() else {
+                return Some(file.to_owned());
+            };
             let rel = file.strip_prefix(root)?.strip_prefix('/')?;
             return Some(rel.to_owned());
         }

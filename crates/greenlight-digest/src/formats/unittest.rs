@@ -128,7 +128,11 @@ impl Parser for Unittest {
                 if t.starts_with("Traceback (most recent call last)") {
                     self.in_traceback = true;
                 } else if let Some(rest) = t.strip_prefix("  File \"") {
-                    if let Some((file, after)) = rest.split_once("\", line ") {
+                    // Frames run outermost first: the last one in the project is where it
+                    // failed; the standard library's and installed packages' are skipped.
+                    if let Some((file, after)) = rest.split_once("\", line ")
+                        && !super::util::external(file)
+                    {
                         f.file = Some(file.to_owned());
                         f.line = after.split(',').next().and_then(|n| n.parse().ok());
                     }
