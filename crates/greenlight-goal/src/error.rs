@@ -9,6 +9,14 @@ pub enum Error {
     /// The goal id is unknown.
     #[error("goal {0} does not exist; `greenlight goal status` lists the goals")]
     NoSuchGoal(i64),
+    /// The directory of machine-wide gate locks cannot be used.
+    #[error("cannot take a gate lock under {}: {source}; check that directory is writable (CM_VERIFY_LOCK_ROOT chooses it)", root.display())]
+    LockRoot {
+        /// The lock root.
+        root: std::path::PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
     /// A gate could not even be started (`/bin/sh` itself failed).
     #[error("cannot start gate `{command}`: {source}")]
     GateSpawn {

@@ -136,6 +136,16 @@ CREATE TABLE hook_sessions (
     r#"
 ALTER TABLE dispatches ADD COLUMN step TEXT NOT NULL DEFAULT 'agent' CHECK (step IN ('agent', 'judge'));
 "#,
+    // Version 3: what a resume needs to carry on exactly: the reply of each dispatch (the judge
+    // after a crash judges the agent's real reply, and its failure streaks are read back from
+    // the ledger), each gate's own time limit and mutex (verify.yaml's `timeoutSec` and
+    // `mutex`), and the model id the start-of-goal probe found answering.
+    r#"
+ALTER TABLE dispatches ADD COLUMN reply TEXT;
+ALTER TABLE gates ADD COLUMN timeout_sec INTEGER CHECK (timeout_sec IS NULL OR timeout_sec >= 1);
+ALTER TABLE gates ADD COLUMN mutex TEXT CHECK (mutex IS NULL OR mutex <> '');
+ALTER TABLE goals ADD COLUMN model_probed TEXT;
+"#,
 ];
 
 /// The schema version this binary writes.

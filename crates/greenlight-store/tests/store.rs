@@ -314,6 +314,7 @@ fn tokens_not_reported_stay_null_and_reported_zero_stays_zero() {
                     tokens: Tokens::default(),
                     reason: Some("dispatch-timeout".into()),
                     detail: Some("no answer in 600s".into()),
+                    reply: None,
                 },
             )?;
             tx.finish_dispatch(
@@ -331,6 +332,7 @@ fn tokens_not_reported_stay_null_and_reported_zero_stays_zero() {
                     },
                     reason: None,
                     detail: None,
+                    reply: None,
                 },
             )
         })
@@ -361,6 +363,7 @@ fn tokens_not_reported_stay_null_and_reported_zero_stays_zero() {
                 tokens: Tokens::default(),
                 reason: None,
                 detail: None,
+                reply: None,
             },
         )
     });
@@ -545,8 +548,33 @@ fn gate_remove_addresses_the_nth_live_gate_and_keeps_the_row() {
         all.iter()
             .any(|g| g.id == removed && g.removed && g.number.is_none())
     );
-    assert_eq!(store.write(|tx| tx.clear_gates(id)).expect("clear"), 1);
-    assert!(store.gates(id).expect("gates").is_empty());
+}
+
+/// `goal gate clear` on a paused goal, then `goal resume`, marked the goal done with no gates.
+#[test]
+fn the_last_gate_of_a_goal_that_is_not_done_cannot_be_removed() {
+    let fx = Fixture::new();
+    let wt = fx.worktree("wt");
+    let mut store = fx.open();
+    let id = store
+        .write(|tx| tx.create_goal(&new_goal(&wt)))
+        .expect("create");
+    let err = store.write(|tx| tx.clear_gates(id)).expect_err("clear");
+    assert!(matches!(err, Error::LastGate { .. }), "{err:?}");
+    store
+        .write(|tx| tx.remove_gate(id, 1))
+        .expect("remove 1 of 2");
+    let err = store.write(|tx| tx.remove_gate(id, 1)).expect_err("last");
+    assert!(matches!(err, Error::LastGate { .. }), "{err:?}");
+    assert!(
+        err.to_string().contains("greenlight goal gate add"),
+        "{err}"
+    );
+    assert_eq!(store.gates(id).expect("gates").len(), 1);
+    for blank in ["", "  \t"] {
+        let err = store.write(|tx| tx.add_gate(id, blank)).expect_err("blank");
+        assert!(matches!(err, Error::EmptyGateCommand { .. }), "{err:?}");
+    }
 }
 
 #[test]
@@ -798,6 +826,7 @@ fn an_open_turn_whose_dispatch_finished_ok_is_kept_open_as_owing_its_gates() {
                     tokens: Tokens::default(),
                     reason: None,
                     detail: None,
+                    reply: None,
                 },
             )?;
             Ok::<_, Error>(g)

@@ -110,15 +110,7 @@ fn demo(args: &Args) -> Result<i32, String> {
     let loop_args = LoopArgs {
         agent_timeout: Duration::from_secs(60),
     };
-    let mut show = |p: greenlight_goal::Progress<'_>| {
-        if let greenlight_goal::Progress::Dispatched { result, .. } = &p
-            && let Some(text) = &result.text
-        {
-            println!("   agent says: {}", text.trim());
-        }
-        render_progress(p);
-    };
-    let code = drive(&mut store, id, &loop_args, &mut show).map_err(|(_, m)| m)?;
+    let code = drive(&mut store, id, &loop_args, None, &mut render_progress).map_err(|(_, m)| m)?;
     if args.keep {
         let kept = dir.keep();
         println!(

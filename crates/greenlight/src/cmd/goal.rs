@@ -11,7 +11,7 @@ use std::time::Duration;
 use greenlight_agent::{AdapterOptions, Dispatcher, Family};
 use greenlight_gate::exec::{self, Interrupt};
 use greenlight_goal::{Engine, Finish, Progress, Settings};
-use greenlight_store::{AgentSpec, Goal, GoalState, NewGoal, Reads, Store};
+use greenlight_store::{AgentSpec, Goal, GoalState, NewGate, NewGoal, Reads, Store};
 
 /// Exit codes of `greenlight goal`.
 pub mod exit {
@@ -229,8 +229,19 @@ pub const RUN_MARKER_VAR: &str = "GREENLIGHT_GOAL";
 
 /// The marker of `goal` in the state database at `state`: goal ids are per database.
 pub fn run_marker(state: &Path, goal: greenlight_store::GoalId) -> (String, String) {
+    // Canonical, so a process that names the same file another way carries the same marker.
+    let state = state.canonicalize().unwrap_or_else(|_| state.to_path_buf());
     let db = blake3::hash(state.to_string_lossy().as_bytes()).to_hex();
     (RUN_MARKER_VAR.to_owned(), format!("{}:{goal}", &db[..16]))
+}
+
+/// The executable a stored goal's agent starts from: the family's CLI name, or the template's
+/// program.
+pub fn agent_bin(agent: &AgentSpec) -> Option<PathBuf> {
+    match &agent.argv_template {
+        Some(template) => template.first().map(PathBuf::from),
+        None => Some(PathBuf::from(agent.family.as_str())),
+    }
 }
 
 /// Builds the dispatcher a stored goal's agent runs through; `marker` joins its environment.
@@ -280,16 +291,33 @@ fn worktree(common: &Common) -> PathBuf {
     dir.canonicalize().unwrap_or(dir)
 }
 
-fn live_goal(store: &Store, worktree: &Path) -> Result<Goal, String> {
+fn live_goal(store: &Store, worktree: &Path) -> Result<Goal, (i32, String)> {
     store
         .live_goal(worktree)
-        .map_err(|e| e.to_string())?
+        .map_err(|e| (exit::ERROR, e.to_string()))?
         .ok_or_else(|| {
-            format!(
+            usage(format!(
                 "{} has no active or paused goal; start one with `greenlight goal run \"<goal>\"`",
                 worktree.display()
-            )
+            ))
         })
+}
+
+/// A store error as an exit: what the user asked for that cannot be (usage), or the database
+/// itself failing (error).
+fn store_err(e: greenlight_store::Error) -> (i32, String) {
+    use greenlight_store::Error as E;
+    let code = match &e {
+        E::GoalAlreadyLive { .. }
+        | E::Worktree { .. }
+        | E::NoSuchGoal(_)
+        | E::InvalidTransition { .. }
+        | E::NoSuchGate { .. }
+        | E::LastGate { .. }
+        | E::EmptyGateCommand { .. } => exit::USAGE,
+        _ => exit::ERROR,
+    };
+    (code, e.to_string())
 }
 
 /// Runs the subcommand and returns the process exit code.
@@ -315,10 +343,22 @@ fn dispatch(args: Args) -> CliResult {
     match args.command {
         Command::Run(run) => {
             let agent = parse_agent(&run.agent, run.model.clone()).map_err(usage)?;
+            // `--gate "$UNSET"` would be `sh -c ''`, which exits 0: a gate that always passes.
+            if run.gates.iter().any(|g| g.trim().is_empty()) {
+                return Err(usage(
+                    "--gate needs a command: an empty or whitespace-only gate (an unset $VAR?) would pass without judging anything".into(),
+                ));
+            }
             let (gates, declared_timeout) = if run.gates.is_empty() {
                 gates_from_verify_yaml(&worktree).map_err(usage)?
             } else {
-                (run.gates.clone(), None)
+                (
+                    run.gates
+                        .iter()
+                        .map(|g| NewGate::from(g.as_str()))
+                        .collect(),
+                    None,
+                )
             };
             let gate_timeout = run
                 .gate_timeout
@@ -341,27 +381,27 @@ fn dispatch(args: Args) -> CliResult {
                 gate_timeout_sec: u32::try_from(gate_timeout.as_secs().max(1)).unwrap_or(u32::MAX),
                 gates,
             };
-            let id = store
-                .write(|tx| tx.create_goal(&new))
-                .map_err(|e| usage(e.to_string()))?;
+            let id = store.write(|tx| tx.create_goal(&new)).map_err(store_err)?;
             println!("greenlight: goal {id} for {}", worktree.display());
-            drive(&mut store, id, &run.loop_args, &mut render_progress)
+            drive(&mut store, id, &run.loop_args, None, &mut render_progress)
         }
         Command::Resume(loop_args) => {
-            let goal = live_goal(&store, &worktree).map_err(usage)?;
-            if goal.state == GoalState::Paused {
-                store
-                    .write(|tx| tx.resume_goal(goal.id))
-                    .map_err(|e| (exit::ERROR, e.to_string()))?;
-            }
-            println!(
+            let goal = live_goal(&store, &worktree)?;
+            // Said once the run holds the goal's lock: a refused resume must not claim to resume.
+            let announce = format!(
                 "greenlight: resuming goal {} (turn budget {} again; gate attempts kept)",
                 goal.id, goal.max_turns
             );
-            drive(&mut store, goal.id, &loop_args, &mut render_progress)
+            drive(
+                &mut store,
+                goal.id,
+                &loop_args,
+                Some(&announce),
+                &mut render_progress,
+            )
         }
         Command::Pause => {
-            let goal = live_goal(&store, &worktree).map_err(usage)?;
+            let goal = live_goal(&store, &worktree)?;
             if goal.state == GoalState::Paused {
                 println!("greenlight: goal {} is already paused", goal.id);
                 return Ok(exit::DONE);
@@ -373,7 +413,7 @@ fn dispatch(args: Args) -> CliResult {
             Ok(exit::DONE)
         }
         Command::Clear => {
-            let goal = live_goal(&store, &worktree).map_err(usage)?;
+            let goal = live_goal(&store, &worktree)?;
             store
                 .write(|tx| tx.clear_goal(goal.id))
                 .map_err(|e| (exit::ERROR, e.to_string()))?;
@@ -392,9 +432,9 @@ fn dispatch(args: Args) -> CliResult {
 /// A goal gate's time limit when neither `--gate-timeout` nor a verify.yaml says otherwise.
 pub const DEFAULT_GATE_TIMEOUT: Duration = Duration::from_secs(300);
 
-/// The gate commands of the worktree's verify.yaml, and the largest `timeoutSec` among them (a
-/// goal has one time limit for all its gates; the largest keeps every gate within its own).
-fn gates_from_verify_yaml(worktree: &Path) -> Result<(Vec<String>, Option<Duration>), String> {
+/// The gates of the worktree's verify.yaml, each with its own `timeoutSec` and `mutex`, and the
+/// largest `timeoutSec` among them (the goal's time limit for gates added later).
+fn gates_from_verify_yaml(worktree: &Path) -> Result<(Vec<NewGate>, Option<Duration>), String> {
     let path = worktree.join(".commandmate").join("verify.yaml");
     let path = camino::Utf8PathBuf::from_path_buf(path)
         .map_err(|p| format!("{}: not a UTF-8 path", p.display()))?;
@@ -403,8 +443,16 @@ fn gates_from_verify_yaml(worktree: &Path) -> Result<(Vec<String>, Option<Durati
     }
     let config = greenlight_gate::config::load(&path).map_err(|e| e.to_string())?;
     let longest = config.gates.iter().map(|g| g.timeout_sec).max();
-    let commands = config.gates.into_iter().map(|g| g.command).collect();
-    Ok((commands, longest.map(|s| Duration::from_secs(u64::from(s)))))
+    let gates = config
+        .gates
+        .into_iter()
+        .map(|g| NewGate {
+            command: g.command,
+            timeout_sec: Some(g.timeout_sec),
+            mutex: g.mutex,
+        })
+        .collect();
+    Ok((gates, longest.map(|s| Duration::from_secs(u64::from(s)))))
 }
 
 /// Runs the loop for `goal` in the foreground, with Ctrl-C / SIGTERM pausing it cleanly.
@@ -412,6 +460,7 @@ pub fn drive(
     store: &mut Store,
     goal: greenlight_store::GoalId,
     loop_args: &LoopArgs,
+    announce: Option<&str>,
     on_progress: &mut dyn FnMut(Progress<'_>),
 ) -> CliResult {
     let record = store
@@ -433,6 +482,9 @@ pub fn drive(
         dispatch_timeout: loop_args.agent_timeout,
         kill_grace: super::verify::kill_grace(),
         gate_env: vec![marker.clone()],
+        agent_bin: agent_bin(&record.agent),
+        probe: matches!(family, Family::Claude | Family::Codex),
+        lock_root: greenlight_gate::lock::lock_root(),
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -453,6 +505,14 @@ pub fn drive(
             Ok(greenlight_gate::lock::Acquired::Interrupted(_)) => return Err((exit::ERROR, "interrupted".into())),
             Err(e) => return Err((exit::ERROR, format!("{}: {e}", lock_root.display()))),
         };
+        if record.state == GoalState::Paused {
+            store
+                .write(|tx| tx.resume_goal(goal))
+                .map_err(store_err)?;
+        }
+        if let Some(announce) = announce {
+            println!("{announce}");
+        }
         // We hold the goal's runner lock, so any process still marked with this goal belongs to
         // an earlier runner that died without cleaning up (kill -9): end it before going on.
         let (var, value) = &marker;
@@ -498,8 +558,14 @@ pub fn drive(
 pub fn render_progress(progress: Progress<'_>) {
     match progress {
         Progress::TurnStarted { turn, .. } => println!("── turn {turn}: agent working"),
+        Progress::GatesFirst { turn } => println!(
+            "── turn {turn}: the worktree changed since the last failure; running the gates first"
+        ),
         Progress::Dispatched { result, .. } => {
             let secs = result.wall_ms as f64 / 1000.0;
+            if let Some(text) = &result.text {
+                println!("   agent says: {}", text.trim());
+            }
             match &result.failure {
                 None => println!("   agent finished in {secs:.1}s"),
                 Some(f) => println!(
@@ -517,6 +583,7 @@ pub fn render_progress(progress: Progress<'_>) {
             exit_code,
             replayed,
             evidence,
+            last_attempt,
         } => {
             let code = exit_code
                 .map(|c| c.to_string())
@@ -529,7 +596,11 @@ pub fn render_progress(progress: Progress<'_>) {
             };
             println!("   gate {number} {word} exit={code}  $ {command}{note}");
             if let Some(evidence) = evidence {
-                println!("   evidence for the next turn:");
+                if last_attempt {
+                    println!("   its last attempt; what it reported:");
+                } else {
+                    println!("   evidence for the next turn:");
+                }
                 for line in evidence.lines() {
                     println!("   │ {line}");
                 }
@@ -656,27 +727,41 @@ fn live_or_last(store: &Store, worktree: &Path) -> Result<Goal, (i32, String)> {
 }
 
 fn gate(store: &mut Store, worktree: &Path, command: GateCommand) -> CliResult {
-    let goal = live_goal(store, worktree).map_err(usage)?;
+    let goal = store
+        .live_goal(worktree)
+        .map_err(store_err)?
+        .ok_or_else(|| {
+            usage(format!(
+                "`goal gate` works on the gates of a worktree's active or paused goal, and {} has none; start one with `greenlight goal run \"<goal>\" --gate CMD`",
+                worktree.display()
+            ))
+        })?;
     let id = goal.id;
+    if !matches!(command, GateCommand::List) {
+        // The agent's own processes carry the goal's run marker: the gates judge the agent, so
+        // the agent must not change them.
+        let (var, value) = run_marker(store.path(), id);
+        if std::env::var_os(&var).is_some_and(|v| v == value.as_str()) {
+            return Err(usage(format!(
+                "goal {id}'s gates cannot be changed from inside its own run ({var} is set): the gates judge the agent; a person changes them from another terminal"
+            )));
+        }
+    }
     match command {
         GateCommand::List => {}
         GateCommand::Add { command } => {
             store
                 .write(|tx| tx.add_gate(id, &command))
-                .map_err(|e| usage(e.to_string()))?;
+                .map_err(store_err)?;
         }
         GateCommand::Remove { n } => {
-            store
-                .write(|tx| tx.remove_gate(id, n))
-                .map_err(|e| usage(e.to_string()))?;
+            store.write(|tx| tx.remove_gate(id, n)).map_err(store_err)?;
         }
         GateCommand::Clear => {
-            store
-                .write(|tx| tx.clear_gates(id))
-                .map_err(|e| usage(e.to_string()))?;
+            store.write(|tx| tx.clear_gates(id)).map_err(store_err)?;
         }
     }
-    for gate in store.gates(id).map_err(|e| (exit::ERROR, e.to_string()))? {
+    for gate in store.gates(id).map_err(store_err)? {
         println!("{}. {}", gate.number.unwrap_or(0), gate.command);
     }
     Ok(exit::DONE)

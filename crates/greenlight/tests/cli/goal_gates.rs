@@ -1,0 +1,166 @@
+//! Who may change a goal's gates, and when: a goal without gates is never done, the agent's own
+//! processes cannot touch them, and a person's change while the loop runs applies at the next
+//! turn boundary without crashing it.
+
+#![allow(clippy::unwrap_used)]
+
+use std::time::Duration;
+
+use greenlight_testkit::greenlight_bin;
+
+use crate::goal_support::{Fixture, GATE, wait_code, wait_for};
+
+/// An agent ran `greenlight goal gate clear` during its turn: the loop then died with `gate id 1
+/// is not a live gate` (exit 1) and `goal resume` said `done: every gate is green` with no gate.
+#[test]
+fn an_agent_cannot_clear_add_or_remove_its_own_goals_gates() {
+    let fx = Fixture::new();
+    let bin = greenlight_bin();
+    let state = fx.state();
+    let body = format!(
+        "for a in clear 'add true' 'remove 1'; do '{}' goal gate $a --state '{}' >> \"$S/edits.out\" 2>&1; echo \"exit $?\" >> \"$S/edits.out\"; done\n[ $N -ge 2 ] && echo good > value.txt\necho edited",
+        bin.display(),
+        state.display()
+    );
+    let agent = fx.script("agent.sh", &body);
+    let out = fx.goal(&[
+        "run",
+        "fix it",
+        "--agent",
+        &fx.agent(&agent),
+        "--gate",
+        GATE,
+    ]);
+    assert_eq!(out.code, 0, "{}", out.render());
+    assert!(
+        out.stdout.contains("every gate is green"),
+        "{}",
+        out.render()
+    );
+    let edits = std::fs::read_to_string(fx.scratch().join("edits.out")).unwrap();
+    assert_eq!(edits.matches("exit 2").count(), 6, "{edits}");
+    assert!(
+        edits.contains("cannot be changed from inside its own run"),
+        "{edits}"
+    );
+    let status = fx.status();
+    let gates = status["gates"].as_array().unwrap();
+    assert_eq!(gates.len(), 1, "{status}");
+    assert_eq!(gates[0]["command"], GATE);
+    // The one gate judged both turns: red, then green.
+    let runs = crate::goal_support::of_kind(&fx.log(), "gate-run");
+    assert_eq!(runs.len(), 2);
+}
+
+/// `goal gate clear` (or removing the last gate) on a paused goal, then `goal resume`: the
+/// empty gate phase marked the goal done.
+#[test]
+fn the_last_gate_of_a_paused_goal_cannot_be_removed_so_resume_is_never_done_without_gates() {
+    let fx = Fixture::new();
+    let agent = fx.script("agent.sh", "echo looked");
+    let out = fx.goal(&[
+        "run",
+        "fix it",
+        "--agent",
+        &fx.agent(&agent),
+        "--gate",
+        GATE,
+        "--retries",
+        "1",
+    ]);
+    assert_eq!(out.code, 75, "{}", out.render());
+    for args in [&["gate", "clear"][..], &["gate", "remove", "1"][..]] {
+        let out = fx.goal(args);
+        assert_eq!(out.code, 2, "{}", out.render());
+        assert!(
+            out.stderr.contains("must keep at least one gate"),
+            "{}",
+            out.render()
+        );
+    }
+    // Replacing it works: add the new gate first, then remove the old one.
+    assert_eq!(fx.goal(&["gate", "add", "true"]).code, 0);
+    let out = fx.goal(&["gate", "remove", "1"]);
+    assert_eq!(out.code, 0, "{}", out.render());
+    assert_eq!(out.stdout, "1. true\n");
+}
+
+/// A person removing the failing gate from another terminal while the agent works: the gate
+/// phase that follows uses the gates as they are then, and nothing crashes.
+#[test]
+fn a_gate_changed_by_a_person_while_the_agent_works_applies_at_the_turn_boundary() {
+    let fx = Fixture::new();
+    let agent = fx.script(
+        "agent.sh",
+        "touch \"$S/working\"\nwhile [ ! -f \"$S/go\" ]; do sleep 0.05; done\necho waited",
+    );
+    let child = fx.spawn_goal(&[
+        "run",
+        "fix it",
+        "--agent",
+        &fx.agent(&agent),
+        "--gate",
+        GATE,
+    ]);
+    wait_for(&fx.scratch().join("working"), Duration::from_secs(20));
+    assert_eq!(fx.goal(&["gate", "add", "true"]).code, 0);
+    let out = fx.goal(&["gate", "remove", "1"]);
+    assert_eq!(out.code, 0, "{}", out.render());
+    std::fs::write(fx.scratch().join("go"), "").unwrap();
+    let (code, stdout, stderr) = wait_code(child);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(stdout.contains("gate 1 PASS exit=0  $ true"), "{stdout}");
+    assert!(
+        !stdout.contains("check.sh"),
+        "the removed gate ran: {stdout}"
+    );
+}
+
+/// `--gate "$UNSET"` finished at once with "every gate is green": `sh -c ''` exits 0.
+#[test]
+fn an_empty_or_blank_gate_command_is_a_usage_error() {
+    let fx = Fixture::new();
+    let agent = fx.script("agent.sh", "echo hi");
+    for blank in ["", "   ", "\t"] {
+        let out = fx.goal(&["run", "g", "--agent", &fx.agent(&agent), "--gate", blank]);
+        assert_eq!(out.code, 2, "{}", out.render());
+        assert!(
+            out.stderr.contains("--gate needs a command"),
+            "{}",
+            out.render()
+        );
+    }
+    assert_eq!(fx.calls("agent.sh"), 0);
+    let out = fx.goal(&["status"]);
+    assert_eq!(out.code, 2, "no goal was created: {}", out.render());
+
+    let out = fx.goal(&[
+        "run",
+        "g",
+        "--agent",
+        &fx.agent(&agent),
+        "--gate",
+        GATE,
+        "--retries",
+        "1",
+    ]);
+    assert_eq!(out.code, 75, "{}", out.render());
+    let out = fx.goal(&["gate", "add", " "]);
+    assert_eq!(out.code, 2, "{}", out.render());
+    assert!(out.stderr.contains("must not be empty"), "{}", out.render());
+}
+
+/// `goal gate list` in a worktree without a goal says what it needs.
+#[test]
+fn gate_commands_without_a_goal_say_they_need_one() {
+    let fx = Fixture::new();
+    let out = fx.goal(&["gate", "list"]);
+    assert_eq!(out.code, 2, "{}", out.render());
+    assert!(
+        out.stderr
+            .contains("`goal gate` works on the gates of a worktree's active or paused goal")
+            && out.stderr.contains("greenlight goal run"),
+        "{}",
+        out.render()
+    );
+}
