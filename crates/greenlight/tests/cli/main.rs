@@ -6,6 +6,7 @@ mod goal_crash;
 mod goal_gates;
 mod goal_judge_dispatch;
 mod goal_loop;
+mod goal_resume;
 mod goal_support;
 mod goal_worktrees_demo;
 mod hook_install_cli;
