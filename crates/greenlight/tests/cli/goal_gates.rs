@@ -164,3 +164,69 @@ fn gate_commands_without_a_goal_say_they_need_one() {
         out.render()
     );
 }
+
+/// With verify.yaml's gates, one time limit (the largest `timeoutSec`) applied to all of them:
+/// a gate declared with 1 s ran for 600.
+#[test]
+fn verify_yaml_gates_keep_their_own_time_limit() {
+    let fx = Fixture::new();
+    fx.repo.verify_yaml(
+        "version: 1\ngates:\n  - id: slow\n    command: sleep 5\n    timeoutSec: 1\n  - id: long\n    command: \"true\"\n    timeoutSec: 600\n",
+    );
+    let agent = fx.script("agent.sh", "echo looked");
+    let out = fx.goal(&["run", "g", "--agent", &fx.agent(&agent), "--retries", "1"]);
+    assert_eq!(out.code, 75, "{}", out.render());
+    let status = fx.status();
+    assert_eq!(status["goal"]["gate_timeout_sec"], 600);
+    assert_eq!(status["gates"][0]["timeout_sec"], 1);
+    assert_eq!(status["gates"][1]["timeout_sec"], 600);
+    let runs = crate::goal_support::of_kind(&fx.log(), "gate-run");
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0]["payload"]["verdict"], "timeout", "{:?}", runs[0]);
+}
+
+/// With verify.yaml's gates, `mutex` was dropped: a goal's gate ran while `verify` (or another
+/// goal) held the machine-wide lock it must share.
+#[test]
+fn verify_yaml_gates_run_under_their_mutex() {
+    let fx = Fixture::new();
+    fx.repo.verify_yaml(
+        "version: 1\ngates:\n  - id: e2e\n    command: \"true\"\n    timeoutSec: 1\n    mutex: e2e-port\n",
+    );
+    // A live holder: this test process, on this host.
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    let lock = fx.repo.lock_root().join("e2e-port.lock");
+    std::fs::create_dir_all(&lock).unwrap();
+    std::fs::write(
+        lock.join("owner"),
+        format!(
+            "{{\"pid\":{},\"host\":\"{}\",\"token\":\"held-by-the-test\",\"acquiredAt\":0}}\n",
+            std::process::id(),
+            host.trim()
+        ),
+    )
+    .unwrap();
+    let agent = fx.script("agent.sh", "echo looked");
+    let out = fx.goal(&["run", "g", "--agent", &fx.agent(&agent), "--retries", "1"]);
+    assert_eq!(
+        out.code,
+        75,
+        "the gate ran without its lock: {}",
+        out.render()
+    );
+    let status = fx.status();
+    assert_eq!(status["gates"][0]["mutex"], "e2e-port");
+    let last = &status["gates"][0]["last"];
+    assert_eq!(last["verdict"], "timeout", "{status}");
+    let evidence = last["evidence"].as_str().unwrap();
+    assert!(
+        evidence.contains("machine-wide lock `e2e-port` (held by pid"),
+        "{evidence}"
+    );
+    // Released by its holder, the lock is taken and the gate runs.
+    std::fs::remove_dir_all(&lock).unwrap();
+    assert_eq!(fx.goal(&["gate", "list"]).code, 0);
+    let out = fx.goal(&["resume"]);
+    assert_eq!(out.code, 0, "{}", out.render());
+    assert!(!lock.exists(), "the goal left the lock behind");
+}
