@@ -27,8 +27,8 @@ pub enum Error {
 
     /// SQLite refused to open the file or to apply the connection settings.
     #[error(
-        "cannot open the state database {path}: {source}; check the file is a greenlight state \
-         database you can write, or pass --state PATH"
+        "cannot open the state database {path}: {source}; {}",
+        sql_advice(source)
     )]
     Open {
         /// The database file.
@@ -246,7 +246,10 @@ fn sql_advice(source: &rusqlite::Error) -> &'static str {
         Some(C::DatabaseBusy | C::DatabaseLocked) => {
             "another greenlight held the database too long; run the command again"
         }
-        _ => "check the file, or pass --state PATH to use another state database",
+        _ => {
+            "check the file is a greenlight state database you can write, or pass --state PATH \
+             to use another one"
+        }
     }
 }
 
