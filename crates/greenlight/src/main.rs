@@ -2,6 +2,8 @@
 //! a library crate.
 
 mod cmd;
+mod duration;
+mod goal_run;
 
 use clap::{Parser, Subcommand};
 

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use greenlight_store::{AgentSpec, NewGoal, Store};
 
-use super::goal::{LoopArgs, drive, render_progress};
+use crate::goal_run::{LoopArgs, drive, exit, render_progress};
 
 const CALC: &str = include_str!("../../demo/calc.sh");
 const TEST: &str = include_str!("../../demo/test.sh");
@@ -57,7 +57,7 @@ pub fn run(args: Args) -> i32 {
         Ok(code) => code,
         Err(message) => {
             eprintln!("greenlight demo: {message}");
-            super::goal::exit::ERROR
+            exit::ERROR
         }
     }
 }

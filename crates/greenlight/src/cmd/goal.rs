@@ -1,29 +1,19 @@
 //! `greenlight goal …`: create, run, inspect and steer the goal of a worktree.
 //!
 //! Every decision lives in `greenlight-goal` and `greenlight-store`; this module parses
-//! arguments, builds the agent's dispatcher, and renders progress and state.
+//! arguments and renders state (a running loop is rendered by `crate::goal_run`).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
-use greenlight_agent::{AdapterOptions, Dispatcher, Family};
-use greenlight_gate::exec::{self, Interrupt};
-use greenlight_goal::{Engine, Finish, Progress, Settings};
-use greenlight_store::{AgentSpec, Goal, GoalState, NewGate, NewGoal, Reads, Store};
+use greenlight_goal::drive::{
+    DEFAULT_GATE_TIMEOUT, gates_from_verify_yaml, inside_run_of, parse_agent,
+};
+use greenlight_store::{Goal, GoalState, NewGate, NewGoal, Reads, Store};
 
-/// Exit codes of `greenlight goal`.
-pub mod exit {
-    /// Done: every gate passed (and the judge agreed).
-    pub const DONE: i32 = 0;
-    /// Something went wrong outside the goal (state database, agent setup).
-    pub const ERROR: i32 = 1;
-    /// Usage: bad arguments, no goal, a goal already live.
-    pub const USAGE: i32 = 2;
-    /// The goal paused; its reason says what to do (`greenlight goal status`).
-    pub const PAUSED: i32 = 75;
-}
+use crate::duration::parse_duration;
+use crate::goal_run::{CliResult, LoopArgs, drive, exit, render_progress};
 
 /// Options shared by every `goal` subcommand.
 #[derive(Debug, Clone, clap::Args)]
@@ -95,14 +85,6 @@ pub enum GateCommand {
     Clear,
 }
 
-/// Knobs of a running loop.
-#[derive(Debug, Clone, clap::Args)]
-pub struct LoopArgs {
-    /// How long one agent turn may run.
-    #[arg(long, value_name = "DURATION", default_value = "30m", value_parser = parse_duration)]
-    pub agent_timeout: Duration,
-}
-
 /// Arguments of `greenlight goal run`.
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
@@ -133,149 +115,6 @@ pub struct RunArgs {
     pub judge: String,
     #[command(flatten)]
     pub loop_args: LoopArgs,
-}
-
-/// Parses `300s`, `5m`, `2h`, `1500ms` or a bare number of seconds.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let (digits, unit) = text.split_at(
-        text.find(|c: char| !c.is_ascii_digit())
-            .unwrap_or(text.len()),
-    );
-    let n: u64 = digits
-        .parse()
-        .map_err(|_| format!("`{text}` is not a duration; write e.g. 300s, 5m or 2h"))?;
-    let secs = match unit {
-        "" | "s" => n,
-        "m" => n * 60,
-        "h" => n * 3600,
-        "ms" => return Ok(Duration::from_millis(n)),
-        _ => {
-            return Err(format!(
-                "`{text}`: unknown unit `{unit}`; use ms, s, m or h"
-            ));
-        }
-    };
-    Ok(Duration::from_secs(secs))
-}
-
-/// Splits an argv template on spaces, honouring single and double quotes.
-pub fn split_template(template: &str) -> Result<Vec<String>, String> {
-    let mut args = Vec::new();
-    let mut current = String::new();
-    let mut quote: Option<char> = None;
-    let mut started = false;
-    for c in template.chars() {
-        match (quote, c) {
-            (Some(q), c) if c == q => quote = None,
-            (Some(_), c) => current.push(c),
-            (None, '\'' | '"') => {
-                quote = Some(c);
-                started = true;
-            }
-            (None, c) if c.is_whitespace() => {
-                if started || !current.is_empty() {
-                    args.push(std::mem::take(&mut current));
-                    started = false;
-                }
-            }
-            (None, c) => current.push(c),
-        }
-    }
-    if quote.is_some() {
-        return Err(format!("unclosed quote in the agent template `{template}`"));
-    }
-    if started || !current.is_empty() {
-        args.push(current);
-    }
-    if args.is_empty() {
-        return Err(
-            "the agent template is empty; write e.g. --agent 'command:my-agent {prompt_file}'"
-                .into(),
-        );
-    }
-    Ok(args)
-}
-
-/// Parses `--agent`.
-pub fn parse_agent(agent: &str, model: Option<String>) -> Result<AgentSpec, String> {
-    let (family, template) = match agent {
-        "claude" => ("claude", None),
-        "codex" => ("codex", None),
-        other => match other.strip_prefix("command:") {
-            Some(t) => ("command", Some(split_template(t)?)),
-            None => {
-                return Err(format!(
-                    "--agent `{other}`: use claude, codex, or command:<argv template>"
-                ));
-            }
-        },
-    };
-    let model = match (family, model) {
-        (_, Some(m)) => m,
-        ("claude", None) => "sonnet".into(),
-        ("command", None) => "default".into(),
-        _ => return Err("--agent codex needs --model (the model id codex should run)".into()),
-    };
-    Ok(AgentSpec {
-        family: family.into(),
-        model: Some(model),
-        argv_template: template,
-    })
-}
-
-/// The variable every process of a goal's run carries, so that a later runner of the same goal
-/// can find and end what a runner killed with SIGKILL left behind.
-pub const RUN_MARKER_VAR: &str = "GREENLIGHT_GOAL";
-
-/// The marker of `goal` in the state database at `state`: goal ids are per database.
-pub fn run_marker(state: &Path, goal: greenlight_store::GoalId) -> (String, String) {
-    // Canonical, so a process that names the same file another way carries the same marker.
-    let state = state.canonicalize().unwrap_or_else(|_| state.to_path_buf());
-    let db = blake3::hash(state.to_string_lossy().as_bytes()).to_hex();
-    (RUN_MARKER_VAR.to_owned(), format!("{}:{goal}", &db[..16]))
-}
-
-/// The executable a stored goal's agent starts from: the family's CLI name, or the template's
-/// program.
-pub fn agent_bin(agent: &AgentSpec) -> Option<PathBuf> {
-    match &agent.argv_template {
-        Some(template) => template.first().map(PathBuf::from),
-        None => Some(PathBuf::from(agent.family.as_str())),
-    }
-}
-
-/// Builds the dispatcher a stored goal's agent runs through; `marker` joins its environment.
-pub fn dispatcher_for(
-    agent: &AgentSpec,
-    marker: Option<&(String, String)>,
-) -> Result<(Arc<dyn Dispatcher>, Family), String> {
-    let family = match agent.family.as_str() {
-        "claude" => Family::Claude,
-        "codex" => Family::Codex,
-        "command" => Family::Command,
-        other => {
-            return Err(format!(
-                "unknown agent family `{other}` in the state database"
-            ));
-        }
-    };
-    let mut options = AdapterOptions::default();
-    if let Some((var, value)) = marker {
-        let mut env: Vec<(std::ffi::OsString, std::ffi::OsString)> = std::env::vars_os()
-            .filter(|(k, _)| k != var.as_str())
-            .collect();
-        env.push((var.into(), value.into()));
-        options.base_env = Some(env);
-    }
-    if let Some(template) = &agent.argv_template {
-        let (bin, args) = template
-            .split_first()
-            .ok_or("the stored agent template is empty")?;
-        options.bin = Some(PathBuf::from(bin));
-        options.command_args = args.to_vec();
-    }
-    let dispatcher = greenlight_agent::dispatcher(family, options).map_err(|e| e.to_string())?;
-    Ok((Arc::from(dispatcher), family))
 }
 
 fn open_store(common: &Common) -> Result<Store, String> {
@@ -330,8 +169,6 @@ pub fn run(args: Args) -> i32 {
         }
     }
 }
-
-type CliResult = Result<i32, (i32, String)>;
 
 fn usage(message: String) -> (i32, String) {
     (exit::USAGE, message)
@@ -427,190 +264,6 @@ fn dispatch(args: Args) -> CliResult {
         Command::Log { follow, json } => log(&store, &worktree, follow, json),
         Command::Gate(command) => gate(&mut store, &worktree, command),
     }
-}
-
-/// A goal gate's time limit when neither `--gate-timeout` nor a verify.yaml says otherwise.
-pub const DEFAULT_GATE_TIMEOUT: Duration = Duration::from_secs(300);
-
-/// The gates of the worktree's verify.yaml, each with its own `timeoutSec` and `mutex`, and the
-/// largest `timeoutSec` among them (the goal's time limit for gates added later).
-fn gates_from_verify_yaml(worktree: &Path) -> Result<(Vec<NewGate>, Option<Duration>), String> {
-    let path = worktree.join(".commandmate").join("verify.yaml");
-    let path = camino::Utf8PathBuf::from_path_buf(path)
-        .map_err(|p| format!("{}: not a UTF-8 path", p.display()))?;
-    if !path.exists() {
-        return Ok((Vec::new(), None));
-    }
-    let config = greenlight_gate::config::load(&path).map_err(|e| e.to_string())?;
-    let longest = config.gates.iter().map(|g| g.timeout_sec).max();
-    let gates = config
-        .gates
-        .into_iter()
-        .map(|g| NewGate {
-            command: g.command,
-            timeout_sec: Some(g.timeout_sec),
-            mutex: g.mutex,
-        })
-        .collect();
-    Ok((gates, longest.map(|s| Duration::from_secs(u64::from(s)))))
-}
-
-/// Runs the loop for `goal` in the foreground, with Ctrl-C / SIGTERM pausing it cleanly.
-pub fn drive(
-    store: &mut Store,
-    goal: greenlight_store::GoalId,
-    loop_args: &LoopArgs,
-    announce: Option<&str>,
-    on_progress: &mut dyn FnMut(Progress<'_>),
-) -> CliResult {
-    let record = store
-        .goal(goal)
-        .map_err(|e| (exit::ERROR, e.to_string()))?
-        .ok_or((exit::ERROR, format!("goal {goal} vanished")))?;
-    let marker = run_marker(store.path(), goal);
-    let (agent, family) =
-        dispatcher_for(&record.agent, Some(&marker)).map_err(|e| (exit::ERROR, e))?;
-    let settings = Settings {
-        agent,
-        family,
-        model: record
-            .agent
-            .model
-            .clone()
-            .unwrap_or_else(|| "default".into()),
-        judge: record.judge.clone(),
-        dispatch_timeout: loop_args.agent_timeout,
-        kill_grace: super::verify::kill_grace(),
-        gate_env: vec![marker.clone()],
-        agent_bin: agent_bin(&record.agent),
-        probe: matches!(family, Family::Claude | Family::Codex),
-        lock_root: greenlight_gate::lock::lock_root(),
-    };
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| (exit::ERROR, format!("cannot start the async runtime: {e}")))?;
-    runtime.block_on(async {
-        exec::become_subreaper();
-        let lock_root = store.path().with_extension("runners");
-        let (tx, mut interrupt) = tokio::sync::watch::channel(None);
-        tokio::spawn(super::verify::forward_signals(tx));
-        // One runner per goal: a second `resume` must not drive the same goal at once.
-        let guard = match greenlight_gate::lock::acquire(&lock_root, &format!("goal-{goal}"), Duration::ZERO, &mut interrupt).await {
-            Ok(greenlight_gate::lock::Acquired::Held { guard, .. }) => guard,
-            Ok(greenlight_gate::lock::Acquired::GaveUp { holder, .. }) => {
-                let who = holder.map(|h| format!(" (pid {} on {})", h.pid, h.host)).unwrap_or_default();
-                return Err((exit::USAGE, format!("goal {goal} is already running{who}; watch it with `greenlight goal log --follow`")));
-            }
-            Ok(greenlight_gate::lock::Acquired::Interrupted(_)) => return Err((exit::ERROR, "interrupted".into())),
-            Err(e) => return Err((exit::ERROR, format!("{}: {e}", lock_root.display()))),
-        };
-        if record.state == GoalState::Paused {
-            store
-                .write(|tx| tx.resume_goal(goal))
-                .map_err(store_err)?;
-        }
-        if let Some(announce) = announce {
-            println!("{announce}");
-        }
-        // We hold the goal's runner lock, so any process still marked with this goal belongs to
-        // an earlier runner that died without cleaning up (kill -9): end it before going on.
-        let (var, value) = &marker;
-        let leftovers = exec::sweep_marked(var, value);
-        if !leftovers.is_empty() {
-            println!("greenlight: ended {} process(es) an earlier run of goal {goal} left running:", leftovers.len());
-            for p in &leftovers {
-                println!("  pid {} {}", p.pid, p.command);
-            }
-        }
-        let finish = Engine::new(store, goal, &settings, on_progress).run(&mut interrupt).await;
-        guard.release();
-        let finish = finish.map_err(|e| (exit::ERROR, e.to_string()))?;
-        let _ = std::io::stdout().flush();
-        Ok(match finish {
-            Finish::Done => {
-                println!("greenlight: goal {goal} done: every gate is green");
-                exit::DONE
-            }
-            Finish::Paused { reason, detail } => {
-                println!("greenlight: goal {goal} paused ({}): {detail}", reason.as_str());
-                match *interrupt.borrow() {
-                    Some(signal @ (Interrupt::Int | Interrupt::Term)) if reason == greenlight_agent::Reason::PausedByUser => signal.exit_code(),
-                    _ => exit::PAUSED,
-                }
-            }
-            Finish::NotActive(state) => {
-                let why = store
-                    .goal(goal)
-                    .ok()
-                    .flatten()
-                    .and_then(|g| g.pause)
-                    .map(|p| format!(" ({}): {}", p.reason, p.detail.unwrap_or_default()))
-                    .unwrap_or_default();
-                println!("greenlight: goal {goal} is {state}{why}; this run stops here");
-                if state == GoalState::Done { exit::DONE } else { exit::PAUSED }
-            }
-        })
-    })
-}
-
-/// Renders loop progress for a person at a terminal.
-pub fn render_progress(progress: Progress<'_>) {
-    match progress {
-        Progress::TurnStarted { turn, .. } => println!("── turn {turn}: agent working"),
-        Progress::GatesFirst { turn } => println!(
-            "── turn {turn}: the worktree changed since the last failure; running the gates first"
-        ),
-        Progress::Dispatched { result, .. } => {
-            let secs = result.wall_ms as f64 / 1000.0;
-            if let Some(text) = &result.text {
-                println!("   agent says: {}", text.trim());
-            }
-            match &result.failure {
-                None => println!("   agent finished in {secs:.1}s"),
-                Some(f) => println!(
-                    "   agent failed in {secs:.1}s: {} ({})",
-                    f.reason.as_str(),
-                    f.detail
-                ),
-            }
-        }
-        Progress::GateStarted { .. } => {}
-        Progress::GateFinished {
-            number,
-            command,
-            passed,
-            exit_code,
-            replayed,
-            evidence,
-            last_attempt,
-        } => {
-            let code = exit_code
-                .map(|c| c.to_string())
-                .unwrap_or_else(|| "-".into());
-            let word = if passed { "PASS" } else { "FAIL" };
-            let note = if replayed {
-                " (not re-run: nothing changed since it failed)"
-            } else {
-                ""
-            };
-            println!("   gate {number} {word} exit={code}  $ {command}{note}");
-            if let Some(evidence) = evidence {
-                if last_attempt {
-                    println!("   its last attempt; what it reported:");
-                } else {
-                    println!("   evidence for the next turn:");
-                }
-                for line in evidence.lines() {
-                    println!("   │ {line}");
-                }
-            }
-        }
-        Progress::Judged { passed, .. } => {
-            println!("   judge: {}", if passed { "PASS" } else { "FAIL" })
-        }
-    }
-    let _ = std::io::stdout().flush();
 }
 
 fn status(store: &Store, worktree: &Path, json: bool) -> CliResult {
@@ -740,10 +393,10 @@ fn gate(store: &mut Store, worktree: &Path, command: GateCommand) -> CliResult {
     if !matches!(command, GateCommand::List) {
         // The agent's own processes carry the goal's run marker: the gates judge the agent, so
         // the agent must not change them.
-        let (var, value) = run_marker(store.path(), id);
-        if std::env::var_os(&var).is_some_and(|v| v == value.as_str()) {
+        if inside_run_of(store.path(), id) {
             return Err(usage(format!(
-                "goal {id}'s gates cannot be changed from inside its own run ({var} is set): the gates judge the agent; a person changes them from another terminal"
+                "goal {id}'s gates cannot be changed from inside its own run ({} is set): the gates judge the agent; a person changes them from another terminal",
+                greenlight_goal::drive::RUN_MARKER_VAR
             )));
         }
     }
@@ -765,30 +418,4 @@ fn gate(store: &mut Store, worktree: &Path, command: GateCommand) -> CliResult {
         println!("{}. {}", gate.number.unwrap_or(0), gate.command);
     }
     Ok(exit::DONE)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn templates_split_on_spaces_and_keep_quoted_words() {
-        assert_eq!(
-            split_template("my-agent --x 'a b' \"{prompt}\"").unwrap(),
-            ["my-agent", "--x", "a b", "{prompt}"]
-        );
-        assert!(split_template("agent 'open").is_err());
-        assert!(split_template("   ").is_err());
-        assert_eq!(split_template("a ''").unwrap(), ["a", ""]);
-    }
-
-    #[test]
-    fn durations_take_units() {
-        assert_eq!(parse_duration("300s").unwrap(), Duration::from_secs(300));
-        assert_eq!(parse_duration("5m").unwrap(), Duration::from_secs(300));
-        assert_eq!(parse_duration("90").unwrap(), Duration::from_secs(90));
-        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
-        assert!(parse_duration("5 min").is_err());
-        assert!(parse_duration("").is_err());
-    }
 }
