@@ -24,3 +24,6 @@ pub use drive::{DriveOptions, Driven, Started, drive};
 pub use engine::{Engine, Finish, Settings};
 pub use error::Error;
 pub use progress::Progress;
+
+#[cfg(test)]
+mod tests;
