@@ -227,7 +227,7 @@ mod tests {
         out
     }
 
-    /// `judge-blocked` sat in this list for months with nothing producing it. A member that no
+    /// `judge-blocked` was in this list with nothing producing it. A member that no
     /// code outside this file (and outside tests) names is a promise nobody keeps.
     #[test]
     fn every_reason_has_a_reachable_producer_in_the_code() {
