@@ -13,7 +13,7 @@ use greenlight_agent::{AdapterOptions, Dispatcher, Family};
 use greenlight_gate::exec::{self, InterruptWatch};
 use greenlight_gate::lock::{self, Acquired};
 use greenlight_gate::procs::LeftoverProcess;
-use greenlight_store::{AgentSpec, GoalId, GoalState, NewGate, Reads, Store};
+use greenlight_store::{AgentSpec, GoalId, GoalState, NewGate, NewGoal, Reads, Store};
 
 use crate::engine::{Engine, Finish, Settings};
 use crate::error::Error;
@@ -170,6 +170,78 @@ pub fn gates_from_verify_yaml(worktree: &Path) -> Result<(Vec<NewGate>, Option<D
         })
         .collect();
     Ok((gates, longest.map(|s| Duration::from_secs(u64::from(s)))))
+}
+
+/// What `goal run` asks for, as given on the command line.
+#[derive(Debug, Clone)]
+pub struct GoalRequest {
+    /// The worktree (canonicalised by the store).
+    pub worktree: PathBuf,
+    /// What the agent must achieve.
+    pub text: String,
+    /// `--agent`: claude, codex, or `command:<argv template>`.
+    pub agent: String,
+    /// `--model`.
+    pub model: Option<String>,
+    /// `--gate`, in order; empty = verify.yaml's gates.
+    pub gates: Vec<String>,
+    /// `--max-turns`.
+    pub max_turns: u32,
+    /// `--retries`.
+    pub retries: u32,
+    /// `--gate-timeout`.
+    pub gate_timeout: Option<Duration>,
+    /// `--judge`; `none` = no judge.
+    pub judge: String,
+}
+
+/// The goal to create for a request, or what is wrong with it (a usage error).
+pub fn plan_goal(request: GoalRequest) -> Result<NewGoal, String> {
+    let agent = parse_agent(&request.agent, request.model)?;
+    // `--gate "$UNSET"` would be `sh -c ''`, which exits 0: a gate that always passes.
+    if request.gates.iter().any(|g| g.trim().is_empty()) {
+        return Err("--gate needs a command: an empty or whitespace-only gate (an unset $VAR?) would pass without judging anything".into());
+    }
+    let (gates, declared_timeout) = if request.gates.is_empty() {
+        gates_from_verify_yaml(&request.worktree)?
+    } else {
+        (request.gates.into_iter().map(NewGate::from).collect(), None)
+    };
+    if gates.is_empty() {
+        return Err(
+            "no gates: pass --gate CMD, or declare gates in .commandmate/verify.yaml".into(),
+        );
+    }
+    let gate_timeout = request
+        .gate_timeout
+        .or(declared_timeout)
+        .unwrap_or(DEFAULT_GATE_TIMEOUT);
+    Ok(NewGoal {
+        worktree: request.worktree,
+        text: request.text,
+        agent,
+        judge: (request.judge != "none").then_some(request.judge),
+        max_turns: request.max_turns,
+        retries: request.retries,
+        gate_timeout_sec: u32::try_from(gate_timeout.as_secs().max(1)).unwrap_or(u32::MAX),
+        gates,
+    })
+}
+
+/// Pauses `goal` because a person asked (`greenlight goal pause`); a loop running it stops at
+/// its next step. Returns false when it was already paused.
+pub fn pause_by_user(store: &mut Store, goal: &greenlight_store::Goal) -> Result<bool, Error> {
+    if goal.state == GoalState::Paused {
+        return Ok(false);
+    }
+    store.write(|tx| {
+        tx.pause_goal(
+            goal.id,
+            greenlight_agent::Reason::PausedByUser.as_str(),
+            Some("paused with `greenlight goal pause`; `greenlight goal resume` continues"),
+        )
+    })?;
+    Ok(true)
 }
 
 /// The knobs of one run of a goal.

@@ -7,10 +7,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use greenlight_goal::drive::{
-    DEFAULT_GATE_TIMEOUT, gates_from_verify_yaml, inside_run_of, parse_agent,
-};
-use greenlight_store::{Goal, GoalState, NewGate, NewGoal, Reads, Store};
+use greenlight_goal::drive::{GoalRequest, inside_run_of, pause_by_user, plan_goal};
+use greenlight_store::{Goal, GoalState, Reads, Store};
 
 use crate::duration::parse_duration;
 use crate::goal_run::{CliResult, LoopArgs, drive, exit, render_progress};
@@ -179,45 +177,18 @@ fn dispatch(args: Args) -> CliResult {
     let worktree = worktree(&args.common);
     match args.command {
         Command::Run(run) => {
-            let agent = parse_agent(&run.agent, run.model.clone()).map_err(usage)?;
-            // `--gate "$UNSET"` would be `sh -c ''`, which exits 0: a gate that always passes.
-            if run.gates.iter().any(|g| g.trim().is_empty()) {
-                return Err(usage(
-                    "--gate needs a command: an empty or whitespace-only gate (an unset $VAR?) would pass without judging anything".into(),
-                ));
-            }
-            let (gates, declared_timeout) = if run.gates.is_empty() {
-                gates_from_verify_yaml(&worktree).map_err(usage)?
-            } else {
-                (
-                    run.gates
-                        .iter()
-                        .map(|g| NewGate::from(g.as_str()))
-                        .collect(),
-                    None,
-                )
-            };
-            let gate_timeout = run
-                .gate_timeout
-                .or(declared_timeout)
-                .unwrap_or(DEFAULT_GATE_TIMEOUT);
-            if gates.is_empty() {
-                return Err(usage(
-                    "no gates: pass --gate CMD, or declare gates in .commandmate/verify.yaml"
-                        .into(),
-                ));
-            }
-            let judge = (run.judge != "none").then(|| run.judge.clone());
-            let new = NewGoal {
+            let new = plan_goal(GoalRequest {
                 worktree: worktree.clone(),
-                text: run.goal.clone(),
-                agent,
-                judge,
+                text: run.goal,
+                agent: run.agent,
+                model: run.model,
+                gates: run.gates,
                 max_turns: run.max_turns,
                 retries: run.retries,
-                gate_timeout_sec: u32::try_from(gate_timeout.as_secs().max(1)).unwrap_or(u32::MAX),
-                gates,
-            };
+                gate_timeout: run.gate_timeout,
+                judge: run.judge,
+            })
+            .map_err(usage)?;
             let id = store.write(|tx| tx.create_goal(&new)).map_err(store_err)?;
             println!("greenlight: goal {id} for {}", worktree.display());
             drive(&mut store, id, &run.loop_args, None, &mut render_progress)
@@ -239,13 +210,10 @@ fn dispatch(args: Args) -> CliResult {
         }
         Command::Pause => {
             let goal = live_goal(&store, &worktree)?;
-            if goal.state == GoalState::Paused {
+            if !pause_by_user(&mut store, &goal).map_err(|e| (exit::ERROR, e.to_string()))? {
                 println!("greenlight: goal {} is already paused", goal.id);
                 return Ok(exit::DONE);
             }
-            store
-                .write(|tx| tx.pause_goal(goal.id, greenlight_agent::Reason::PausedByUser.as_str(), Some("paused with `greenlight goal pause`; `greenlight goal resume` continues")))
-                .map_err(|e| (exit::ERROR, e.to_string()))?;
             println!("greenlight: goal {} paused", goal.id);
             Ok(exit::DONE)
         }
