@@ -198,3 +198,50 @@ pub(crate) fn migrate(conn: &mut Connection, path: &Path) -> Result<(), Error> {
         tx.commit().map_err(failed)?;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A file written by a version-2 greenlight keeps its rows; the new columns read as NULL.
+    #[test]
+    fn a_version_2_file_migrates_to_3_with_its_rows_intact() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("v2.db");
+        let mut conn = Connection::open(&path).expect("open");
+        for step in &MIGRATIONS[..2] {
+            conn.execute_batch(step).expect("old step");
+        }
+        conn.pragma_update(None, "user_version", 2)
+            .expect("version");
+        conn.execute_batch(
+            "INSERT INTO goals (worktree, text, state, agent_family, max_turns, retries, \
+             gate_timeout_sec, created_at, updated_at) VALUES (x'2f77', 'g', 'active', 'command', 3, 2, 300, 1, 1); \
+             INSERT INTO gates (goal_id, position, command, created_at) VALUES (1, 1, 'make', 1); \
+             INSERT INTO turns (goal_id, number, started_at) VALUES (1, 1, 1); \
+             INSERT INTO dispatches (goal_id, turn, attempt, family, outcome, started_at) \
+             VALUES (1, 1, 1, 'command', 'in-flight', 1);",
+        )
+        .expect("rows");
+        migrate(&mut conn, &path).expect("migrate");
+        let version: i64 = conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .expect("version");
+        assert_eq!(version, 3);
+        let row: (
+            String,
+            Option<u32>,
+            Option<String>,
+            Option<String>,
+            Option<String>,
+        ) = conn
+            .query_row(
+                "SELECT g.command, g.timeout_sec, g.mutex, d.reply, o.model_probed \
+                 FROM gates g, dispatches d, goals o",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+            )
+            .expect("row");
+        assert_eq!(row, ("make".to_owned(), None, None, None, None));
+    }
+}

@@ -884,3 +884,79 @@ fn an_interrupted_dispatch_is_recorded_with_its_reason() {
     let row = store.dispatch(d).expect("read").expect("row");
     assert_eq!(row.reason.as_deref(), Some("dispatch-interrupted"));
 }
+
+/// Schema 3: a reply, a gate's own limit and mutex, and the probed model survive a reopen.
+#[test]
+fn replies_gate_settings_and_the_probed_model_round_trip() {
+    let fx = Fixture::new();
+    let wt = fx.worktree("wt");
+    let mut store = fx.open();
+    let mut goal = new_goal(&wt);
+    goal.gates = vec![greenlight_store::NewGate {
+        command: "npm run e2e".into(),
+        timeout_sec: Some(1800),
+        mutex: Some("e2e-port".into()),
+    }];
+    let id = store.write(|tx| tx.create_goal(&goal)).expect("create");
+    let turn = store.write(|tx| tx.begin_turn(id)).expect("turn");
+    let dispatch = store
+        .write(|tx| {
+            tx.begin_dispatch(&NewDispatch {
+                goal: id,
+                step: DispatchStep::Agent,
+                turn,
+                attempt: 1,
+                family: "command".into(),
+                model: None,
+            })
+        })
+        .expect("begin");
+    store
+        .write(|tx| {
+            tx.finish_dispatch(
+                dispatch,
+                &DispatchEnd {
+                    outcome: DispatchOutcome::Ok,
+                    wall_ms: Some(3),
+                    tokens: Tokens::default(),
+                    reason: None,
+                    detail: None,
+                    reply: Some("fixed the parser".into()),
+                },
+            )?;
+            tx.record_probe(id, "sonnet")
+        })
+        .expect("finish");
+    drop(store);
+    let store = fx.open();
+    assert_eq!(
+        store
+            .dispatch(dispatch)
+            .expect("read")
+            .expect("row")
+            .reply
+            .as_deref(),
+        Some("fixed the parser")
+    );
+    let gate = &store.gates(id).expect("gates")[0];
+    assert_eq!(
+        (gate.timeout_sec, gate.mutex.as_deref()),
+        (Some(1800), Some("e2e-port"))
+    );
+    assert_eq!(
+        store
+            .goal(id)
+            .expect("goal")
+            .expect("row")
+            .model_probed
+            .as_deref(),
+        Some("sonnet")
+    );
+    let kinds: Vec<String> = store
+        .events_after(Some(id), 0, usize::MAX)
+        .expect("events")
+        .into_iter()
+        .map(|e| e.kind)
+        .collect();
+    assert!(kinds.contains(&"model-probed".to_owned()), "{kinds:?}");
+}
