@@ -35,10 +35,53 @@ pub fn run_marker(state: &Path, goal: GoalId) -> (String, String) {
     (RUN_MARKER_VAR.to_owned(), format!("{}:{goal}", &db[..16]))
 }
 
-/// Whether this process runs inside `goal`'s own run (it carries the goal's marker).
+/// Where the runner lock of the goals of the database at `state` lives.
+fn runners_dir(state: &Path) -> PathBuf {
+    state.with_extension("runners")
+}
+
+/// Whether this process runs inside `goal`'s own run: it carries the goal's marker, or the
+/// goal's runner is one of its ancestors (an agent that cleared its environment is still the
+/// runner's descendant: the runner is a child subreaper, so even a double fork is adopted by it).
 pub fn inside_run_of(state: &Path, goal: GoalId) -> bool {
     let (var, value) = run_marker(state, goal);
-    std::env::var_os(var).is_some_and(|v| v == value.as_str())
+    if std::env::var_os(var).is_some_and(|v| v == value.as_str()) {
+        return true;
+    }
+    let owner = runners_dir(state)
+        .join(format!("goal-{goal}.lock"))
+        .join("owner");
+    let Some(runner) = std::fs::read_to_string(owner)
+        .ok()
+        .and_then(|text| serde_json::from_str::<lock::Owner>(text.trim()).ok())
+        .filter(|o| o.host == lock::host_name())
+        .and_then(|o| u32::try_from(o.pid).ok())
+    else {
+        return false;
+    };
+    let mut pid = std::process::id();
+    // A chain of parents ends at pid 1 (or 0); the bound only guards against a /proc that lies.
+    for _ in 0..4096 {
+        let Some(parent) = parent_of(pid) else {
+            return false;
+        };
+        if parent == runner {
+            return true;
+        }
+        if parent <= 1 {
+            return false;
+        }
+        pid = parent;
+    }
+    false
+}
+
+/// The parent pid of `pid`, from `/proc/<pid>/stat` (after the command name, which may hold
+/// spaces and parentheses: the last `)` ends it).
+fn parent_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// Splits an argv template on spaces, honouring single and double quotes.
@@ -301,7 +344,7 @@ pub async fn drive(
         probe: matches!(family, Family::Claude | Family::Codex),
         lock_root: lock::lock_root(),
     };
-    let runners = store.path().with_extension("runners");
+    let runners = runners_dir(store.path());
     let guard =
         match lock::acquire(&runners, &format!("goal-{goal}"), Duration::ZERO, interrupt).await {
             Ok(Acquired::Held { guard, .. }) => guard,
@@ -367,6 +410,14 @@ mod tests {
         assert_eq!(
             split_template("a ''").ok(),
             Some(vec!["a".to_owned(), String::new()])
+        );
+    }
+
+    #[test]
+    fn the_parent_chain_is_read_from_proc() {
+        assert_eq!(
+            parent_of(std::process::id()),
+            Some(std::os::unix::process::parent_id())
         );
     }
 

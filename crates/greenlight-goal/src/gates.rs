@@ -1,8 +1,10 @@
 //! The gate phase of a turn: every live gate in order, the first failure ends it.
 //!
 //! The gates are read from the store when the phase starts (the turn boundary), so a gate added
-//! or removed by a person while the agent worked applies to this phase; a gate removed while the
-//! phase runs makes the phase start over with the gates as they are now, never crash the loop.
+//! or removed by a person while the agent worked applies to this phase. A gate removed while the
+//! phase runs makes the phase start over with the gates as they are now (never a crash); a gate
+//! added while it runs makes a passing phase start over, so no goal is done before every live
+//! gate has passed.
 //!
 //! The replay rule: a failed gate whose result key (the worktree's content, the command, its
 //! time limit) is unchanged is not run again, its failure is replayed — but at most once in a
@@ -84,7 +86,13 @@ impl Engine<'_> {
                 return Ok(step);
             }
         }
-        // Every gate passed.
+        // Every gate passed — every gate that was live when the phase began. One added since
+        // (by a person, from another terminal) has judged nothing yet: run the phase again
+        // rather than call the goal done without it.
+        let live: Vec<_> = self.store.gates(self.goal)?.iter().map(|g| g.id).collect();
+        if live.iter().any(|id| !gates.iter().any(|g| g.id == *id)) {
+            return Ok(Step::Gates(turn));
+        }
         if self.settings.judge.is_some() {
             return Ok(Step::Judge(turn));
         }

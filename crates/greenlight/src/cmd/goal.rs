@@ -359,11 +359,10 @@ fn gate(store: &mut Store, worktree: &Path, command: GateCommand) -> CliResult {
         })?;
     let id = goal.id;
     if !matches!(command, GateCommand::List) {
-        // The agent's own processes carry the goal's run marker: the gates judge the agent, so
-        // the agent must not change them.
+        // The gates judge the agent, so the agent's own processes must not change them.
         if inside_run_of(store.path(), id) {
             return Err(usage(format!(
-                "goal {id}'s gates cannot be changed from inside its own run ({} is set): the gates judge the agent; a person changes them from another terminal",
+                "goal {id}'s gates cannot be changed from inside its own run (this process carries {} or descends from the goal's runner): the gates judge the agent; a person changes them from another terminal",
                 greenlight_goal::drive::RUN_MARKER_VAR
             )));
         }

@@ -17,8 +17,10 @@ fn an_agent_cannot_clear_add_or_remove_its_own_goals_gates() {
     let fx = Fixture::new();
     let bin = greenlight_bin();
     let state = fx.state();
+    // The last two edits clear the environment first: the marker is gone, but the agent is
+    // still a descendant of the goal's runner.
     let body = format!(
-        "for a in clear 'add true' 'remove 1'; do '{}' goal gate $a --state '{}' >> \"$S/edits.out\" 2>&1; echo \"exit $?\" >> \"$S/edits.out\"; done\n[ $N -ge 2 ] && echo good > value.txt\necho edited",
+        "for a in clear 'add true' 'remove 1'; do '{0}' goal gate $a --state '{1}' >> \"$S/edits.out\" 2>&1; echo \"exit $?\" >> \"$S/edits.out\"; done\nfor a in 'add true' 'remove 1'; do env -i '{0}' goal gate $a --state '{1}' >> \"$S/edits.out\" 2>&1; echo \"exit $?\" >> \"$S/edits.out\"; done\n[ $N -ge 2 ] && echo good > value.txt\necho edited",
         bin.display(),
         state.display()
     );
@@ -38,7 +40,8 @@ fn an_agent_cannot_clear_add_or_remove_its_own_goals_gates() {
         out.render()
     );
     let edits = std::fs::read_to_string(fx.scratch().join("edits.out")).unwrap();
-    assert_eq!(edits.matches("exit 2").count(), 6, "{edits}");
+    assert_eq!(edits.matches("exit 2").count(), 10, "{edits}");
+    assert!(!edits.contains("exit 0"), "{edits}");
     assert!(
         edits.contains("cannot be changed from inside its own run"),
         "{edits}"
@@ -229,4 +232,37 @@ fn verify_yaml_gates_run_under_their_mutex() {
     let out = fx.goal(&["resume"]);
     assert_eq!(out.code, 0, "{}", out.render());
     assert!(!lock.exists(), "the goal left the lock behind");
+}
+
+/// A gate added from another terminal while the gate phase ran was never run: the phase passed
+/// the gates it had read and the goal was done without the new one.
+#[test]
+fn a_gate_added_while_the_gates_run_judges_before_the_goal_is_done() {
+    let fx = Fixture::new();
+    // The first gate waits, on its first run, for the test to add a second gate.
+    let waiter = fx.script(
+        "waiter.sh",
+        "if [ $N -eq 1 ]; then touch \"$S/gating\"; while [ ! -f \"$S/go\" ]; do sleep 0.05; done; fi\nexit 0",
+    );
+    let agent = fx.script("agent.sh", "echo looked");
+    let waiter_gate = format!("sh {}", waiter.display());
+    let child = fx.spawn_goal(&[
+        "run",
+        "fix it",
+        "--agent",
+        &fx.agent(&agent),
+        "--gate",
+        &waiter_gate,
+        "--retries",
+        "1",
+    ]);
+    wait_for(&fx.scratch().join("gating"), Duration::from_secs(20));
+    let out = fx.goal(&["gate", "add", GATE]);
+    assert_eq!(out.code, 0, "{}", out.render());
+    std::fs::write(fx.scratch().join("go"), "").unwrap();
+    let (code, stdout, stderr) = wait_code(child);
+    assert_eq!(code, 75, "done without the added gate: {stdout}\n{stderr}");
+    let status = fx.status();
+    assert_eq!(status["gates"][1]["command"], GATE);
+    assert_eq!(status["gates"][1]["last"]["verdict"], "fail", "{status}");
 }
