@@ -17,11 +17,13 @@ use std::time::{Duration, Instant};
 use greenlight_agent::Reason;
 use greenlight_gate::exec::InterruptWatch;
 use greenlight_gate::lock::{self, Acquired};
-use greenlight_store::{Gate, GateRun, Goal, GoalState, NewGateRun, Reads, Verdict as RunVerdict};
+use greenlight_store::{
+    Gate, GateRun, Goal, GoalState, LastResult, NewGateRun, Reads, Verdict as RunVerdict,
+};
 
 use crate::engine::{Engine, Finish, Step, gate_timeout_sec};
 use crate::error::Error;
-use crate::gate_phase::{self, result_key};
+use crate::gate_phase::{self, GateResult, result_key};
 use crate::progress::Progress;
 use crate::prompt::{self, GateFailure, OutputEvidence};
 
@@ -63,10 +65,14 @@ impl Engine<'_> {
                 command: &gate.command,
             });
             let last_run = runs.iter().rev().find(|r| r.gate == gate.id);
-            let decided = match self
-                .decide_gate(&goal, gate, number, gates.len(), turn, last_run, interrupt)
-                .await?
-            {
+            let at = GateAt {
+                goal: &goal,
+                gate,
+                number,
+                of: gates.len(),
+                turn,
+            };
+            let decided = match self.decide_gate(&at, last_run, interrupt).await? {
                 Ok(decided) => decided,
                 Err(step) => return Ok(step),
             };
@@ -152,71 +158,30 @@ impl Engine<'_> {
         Ok(Step::Turn)
     }
 
-    /// Runs `gate`, or replays its last failure when nothing it can see changed. `Err` carries
-    /// the step that ends the phase early (interrupted, worktree gone).
-    #[allow(clippy::too_many_arguments)] // one gate's whole context; a struct would only rename it
+    /// Runs the gate, or replays its last failure when nothing it can see changed. `Err`
+    /// carries the step that ends the phase early (interrupted, worktree gone).
     async fn decide_gate(
         &mut self,
-        goal: &Goal,
-        gate: &Gate,
-        number: usize,
-        of: usize,
-        turn: u32,
+        at: &GateAt<'_>,
         last_run: Option<&GateRun>,
         interrupt: &mut InterruptWatch,
     ) -> Result<Result<Decided, Step>, Error> {
-        let timeout_sec = gate_timeout_sec(goal, gate);
-        let key = result_key(&goal.worktree, &gate.command, timeout_sec);
-        let failure = |exit_code, timed_out, output| GateFailure {
-            number,
-            of,
-            command: &gate.command,
-            exit_code,
-            timed_out,
-            attempt: gate.attempts + 1,
-            max_attempts: goal.retries,
-            output,
-        };
+        let timeout_sec = gate_timeout_sec(at.goal, at.gate);
+        let key = result_key(&at.goal.worktree, &at.gate.command, timeout_sec);
         let replayed_last = last_run.is_some_and(|r| r.replayed);
-        let unchanged = gate.last.as_ref().filter(|last| {
+        let unchanged = at.gate.last.as_ref().filter(|last| {
             last.verdict != RunVerdict::Pass
                 && key.is_some()
                 && last.workspace_key == key
                 && !replayed_last
         });
         if let Some(last) = unchanged {
-            let previous = last.evidence.clone().unwrap_or_default();
-            let text = prompt::evidence(&failure(
-                last.exit_code,
-                last.verdict == RunVerdict::Timeout,
-                OutputEvidence::Unchanged {
-                    previous: previous.clone(),
-                },
-            ));
-            let run = NewGateRun {
-                goal: self.goal,
-                gate: gate.id,
-                turn: Some(turn),
-                verdict: last.verdict,
-                exit_code: last.exit_code,
-                duration_ms: 0,
-                workspace_key: key,
-                replayed: true,
-                digest: None,
-                // What the gate still waits on stays the original failure, so a second
-                // unchanged turn quotes the tool's output, not this notice.
-                evidence: Some(previous),
-            };
-            return Ok(Ok(Decided {
-                run,
-                text: Some(text),
-            }));
+            return Ok(Ok(at.replay(last, key)));
         }
-
         let timeout = Duration::from_secs(u64::from(timeout_sec));
         // A gate with a mutex runs under the same machine-wide lock `verify` takes, waiting up
         // to its own time limit as `verify` does.
-        let _guard = match &gate.mutex {
+        let _guard = match &at.gate.mutex {
             None => None,
             Some(name) => {
                 let acquired = lock::acquire(&self.settings.lock_root, name, timeout, interrupt)
@@ -231,44 +196,15 @@ impl Engine<'_> {
                         return Ok(Err(Step::Finish(self.interrupted(signal, None)?)));
                     }
                     Acquired::GaveUp { waited, holder, .. } => {
-                        let who = holder
-                            .map(|h| format!(" (held by pid {} on {})", h.pid, h.host))
-                            .unwrap_or_default();
-                        let note = format!(
-                            "greenlight waited {}s for the machine-wide lock `{name}`{who} and gave up; the gate did not run",
-                            waited.as_secs()
-                        );
-                        let output = OutputEvidence::Excerpt {
-                            head: note.clone(),
-                            tail: String::new(),
-                            cut: 0,
-                        };
-                        let text = prompt::evidence(&failure(None, true, output));
-                        let run = NewGateRun {
-                            goal: self.goal,
-                            gate: gate.id,
-                            turn: Some(turn),
-                            verdict: RunVerdict::Timeout,
-                            exit_code: None,
-                            duration_ms: u64::try_from(waited.as_millis()).unwrap_or(u64::MAX),
-                            // Not a judgement of this content: never replayed.
-                            workspace_key: None,
-                            replayed: false,
-                            digest: None,
-                            evidence: Some(text.clone()),
-                        };
-                        return Ok(Ok(Decided {
-                            run,
-                            text: Some(text),
-                        }));
+                        return Ok(Ok(at.lock_given_up(name, waited, holder)));
                     }
                 }
             }
         };
         let started = Instant::now();
         let result = gate_phase::run_gate(
-            &goal.worktree,
-            &gate.command,
+            &at.goal.worktree,
+            &at.gate.command,
             timeout,
             self.settings.kill_grace,
             &self.settings.gate_env,
@@ -278,10 +214,12 @@ impl Engine<'_> {
         let result = match result {
             Ok(result) => result,
             // Removed while an earlier gate ran: the same pause, not a machine error.
-            Err(_) if !goal.worktree.is_dir() => return Ok(Err(self.worktree_missing(goal)?)),
+            Err(_) if !at.goal.worktree.is_dir() => {
+                return Ok(Err(self.worktree_missing(at.goal)?));
+            }
             Err(source) => {
                 return Err(Error::GateSpawn {
-                    command: gate.command.clone(),
+                    command: at.gate.command.clone(),
                     source,
                 });
             }
@@ -291,31 +229,117 @@ impl Engine<'_> {
             // rather than a new dispatch.
             return Ok(Err(Step::Finish(self.interrupted(signal, None)?)));
         }
-        let text = (!result.passed).then(|| {
-            prompt::evidence(&failure(
-                result.exit_code,
-                result.timed_out,
-                result.output.clone(),
-            ))
-        });
-        let run = NewGateRun {
-            goal: self.goal,
-            gate: gate.id,
-            turn: Some(turn),
-            verdict: if result.passed {
-                RunVerdict::Pass
-            } else if result.timed_out {
-                RunVerdict::Timeout
-            } else {
-                RunVerdict::Fail
-            },
-            exit_code: result.exit_code,
-            duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-            workspace_key: key,
+        Ok(Ok(at.ran(&result, started.elapsed(), key)))
+    }
+}
+
+/// One gate at its place in one turn's phase: what every record of its result shares.
+struct GateAt<'g> {
+    goal: &'g Goal,
+    gate: &'g Gate,
+    /// 1-based, and the number of gates in the phase.
+    number: usize,
+    of: usize,
+    turn: u32,
+}
+
+impl GateAt<'_> {
+    /// The evidence of a failure of this gate (this failure counted in its attempt).
+    fn evidence(&self, exit_code: Option<i32>, timed_out: bool, output: OutputEvidence) -> String {
+        prompt::evidence(&GateFailure {
+            number: self.number,
+            of: self.of,
+            command: &self.gate.command,
+            exit_code,
+            timed_out,
+            attempt: self.gate.attempts + 1,
+            max_attempts: self.goal.retries,
+            output,
+        })
+    }
+
+    fn run(&self, verdict: RunVerdict, exit_code: Option<i32>, duration: Duration) -> NewGateRun {
+        NewGateRun {
+            goal: self.goal.id,
+            gate: self.gate.id,
+            turn: Some(self.turn),
+            verdict,
+            exit_code,
+            duration_ms: u64::try_from(duration.as_millis()).unwrap_or(u64::MAX),
+            workspace_key: None,
             replayed: false,
+            digest: None,
+            evidence: None,
+        }
+    }
+
+    /// The last failure again: nothing the key sees changed since.
+    fn replay(&self, last: &LastResult, key: Option<String>) -> Decided {
+        let previous = last.evidence.clone().unwrap_or_default();
+        let text = self.evidence(
+            last.exit_code,
+            last.verdict == RunVerdict::Timeout,
+            OutputEvidence::Unchanged {
+                previous: previous.clone(),
+            },
+        );
+        let run = NewGateRun {
+            workspace_key: key,
+            replayed: true,
+            // What the gate still waits on stays the original failure, so a second unchanged
+            // turn quotes the tool's output, not this notice.
+            evidence: Some(previous),
+            ..self.run(last.verdict, last.exit_code, Duration::ZERO)
+        };
+        Decided {
+            run,
+            text: Some(text),
+        }
+    }
+
+    /// The gate's mutex stayed held for its whole time limit: a timeout naming the holder.
+    fn lock_given_up(&self, name: &str, waited: Duration, holder: Option<lock::Owner>) -> Decided {
+        let who = holder
+            .map(|h| format!(" (held by pid {} on {})", h.pid, h.host))
+            .unwrap_or_default();
+        let note = format!(
+            "greenlight waited {}s for the machine-wide lock `{name}`{who} and gave up; the gate did not run",
+            waited.as_secs()
+        );
+        let output = OutputEvidence::Excerpt {
+            head: note,
+            tail: String::new(),
+            cut: 0,
+        };
+        let text = self.evidence(None, true, output);
+        // No workspace key: not a judgement of this content, so never replayed.
+        let run = NewGateRun {
+            evidence: Some(text.clone()),
+            ..self.run(RunVerdict::Timeout, None, waited)
+        };
+        Decided {
+            run,
+            text: Some(text),
+        }
+    }
+
+    /// What a real run of the gate came to.
+    fn ran(&self, result: &GateResult, took: Duration, key: Option<String>) -> Decided {
+        let text = (!result.passed)
+            .then(|| self.evidence(result.exit_code, result.timed_out, result.output.clone()));
+        let verdict = if result.passed {
+            RunVerdict::Pass
+        } else if result.timed_out {
+            RunVerdict::Timeout
+        } else {
+            RunVerdict::Fail
+        };
+        let run = NewGateRun {
+            workspace_key: key,
             digest: serde_json::to_value(&result.digest).ok(),
             evidence: text.clone(),
+            ..self.run(verdict, result.exit_code, took)
         };
-        Ok(Ok(Decided { run, text }))
+        Decided { run, text }
     }
 }

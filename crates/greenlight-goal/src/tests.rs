@@ -82,7 +82,13 @@ fn dead() -> DispatchResult {
     )
 }
 
+/// The gate runner treats every child of this process as the running gate's (the goal loop
+/// runs one thing at a time) and ends leftovers: a `git` another test thread spawned meanwhile
+/// would be killed as one. So these tests run one at a time.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
 struct Fixture {
+    _serial: std::sync::MutexGuard<'static, ()>,
     dir: tempfile::TempDir,
     store: Store,
 }
@@ -90,12 +96,15 @@ struct Fixture {
 impl Fixture {
     /// A git worktree whose `value.txt` says `bad`, and a store beside it.
     fn new() -> Self {
+        let serial = ONE_AT_A_TIME
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let dir = tempfile::tempdir().unwrap();
         let wt = dir.path().join("wt");
         std::fs::create_dir(&wt).unwrap();
         std::fs::write(wt.join("value.txt"), "bad\n").unwrap();
         let git = |args: &[&str]| {
-            let ok = Command::new("git")
+            let out = Command::new("git")
                 .arg("-C")
                 .arg(&wt)
                 .args([
@@ -111,16 +120,22 @@ impl Fixture {
                 .env_remove("GIT_WORK_TREE")
                 .env_remove("GIT_INDEX_FILE")
                 .output()
-                .unwrap()
-                .status
-                .success();
-            assert!(ok, "git {args:?}");
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "git {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
         };
         git(&["init", "-q"]);
         git(&["add", "-A"]);
         git(&["commit", "-q", "-m", "bad value"]);
         let store = Store::open(&dir.path().join("state.db")).unwrap();
-        Self { dir, store }
+        Self {
+            _serial: serial,
+            dir,
+            store,
+        }
     }
 
     fn worktree(&self) -> PathBuf {
