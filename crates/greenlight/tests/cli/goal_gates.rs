@@ -266,3 +266,36 @@ fn a_gate_added_while_the_gates_run_judges_before_the_goal_is_done() {
     assert_eq!(status["gates"][1]["command"], GATE);
     assert_eq!(status["gates"][1]["last"]["verdict"], "fail", "{status}");
 }
+
+/// A gate removed by a person while it runs: its result has no live gate to land on, and the
+/// loop died with `gate id 1 is not a live gate`. The phase now starts over with the gates as
+/// they are.
+#[test]
+fn a_gate_removed_while_it_runs_restarts_the_phase_instead_of_crashing() {
+    let fx = Fixture::new();
+    let waiter = fx.script(
+        "waiter.sh",
+        "touch \"$S/gating\"; while [ ! -f \"$S/go\" ]; do sleep 0.05; done\nexit 1",
+    );
+    let agent = fx.script("agent.sh", "echo looked");
+    let waiter_gate = format!("sh {}", waiter.display());
+    let child = fx.spawn_goal(&[
+        "run",
+        "fix it",
+        "--agent",
+        &fx.agent(&agent),
+        "--gate",
+        &waiter_gate,
+    ]);
+    wait_for(&fx.scratch().join("gating"), Duration::from_secs(20));
+    assert_eq!(fx.goal(&["gate", "add", "true"]).code, 0);
+    let out = fx.goal(&["gate", "remove", "1"]);
+    assert_eq!(out.code, 0, "{}", out.render());
+    std::fs::write(fx.scratch().join("go"), "").unwrap();
+    let (code, stdout, stderr) = wait_code(child);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(stdout.contains("gate 1 PASS exit=0  $ true"), "{stdout}");
+    assert_eq!(fx.calls("agent.sh"), 1);
+    let runs = crate::goal_support::of_kind(&fx.log(), "gate-run");
+    assert_eq!(runs.len(), 1, "only the live gate's result was recorded");
+}
