@@ -56,6 +56,12 @@ pub fn inside_run_of(state: &Path, goal: GoalId) -> bool {
         .and_then(|text| serde_json::from_str::<lock::Owner>(text.trim()).ok())
         .filter(|o| o.host == lock::host_name())
         .and_then(|o| u32::try_from(o.pid).ok())
+        // A runner killed with SIGKILL leaves its record; its pid may name another program by
+        // now (a person's terminal, say), which must not be refused.
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .is_ok_and(|comm| comm.trim() == "greenlight")
+        })
     else {
         return false;
     };

@@ -22,6 +22,7 @@ impl Engine<'_> {
         turn: u32,
         interrupt: &mut InterruptWatch,
     ) -> Result<Step, Error> {
+        // The gate phase asks for the judge only when there is one; without, its gates decide.
         let Some(judge) = self.settings.judge.clone() else {
             return Ok(Step::Gates(turn));
         };
