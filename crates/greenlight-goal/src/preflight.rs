@@ -15,17 +15,19 @@ use greenlight_store::Goal;
 use crate::engine::{Engine, Finish};
 use crate::error::Error;
 
-/// Where `bin` starts from: itself when it names a path, else the first executable of that name
-/// on `PATH`. The error says what is missing.
-pub fn resolve_bin(bin: &Path) -> Result<PathBuf, String> {
+/// Where `bin` starts from: itself when it names a path (a relative one from `cwd`, where the
+/// agent runs), else the first executable of that name on `PATH`. The error says what is
+/// missing.
+pub fn resolve_bin(bin: &Path, cwd: &Path) -> Result<PathBuf, String> {
     let executable = |p: &Path| {
         p.metadata()
             .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
     };
     if bin.components().count() > 1 || bin.is_absolute() {
-        return if executable(bin) {
-            Ok(bin.to_path_buf())
-        } else if bin.exists() {
+        let path = cwd.join(bin);
+        return if executable(&path) {
+            Ok(path)
+        } else if path.exists() {
             Err(format!("`{}` is not an executable file", bin.display()))
         } else {
             Err(format!("`{}` does not exist", bin.display()))
@@ -47,7 +49,7 @@ impl Engine<'_> {
         interrupt: &mut InterruptWatch,
     ) -> Result<Option<Finish>, Error> {
         if let Some(bin) = &self.settings.agent_bin
-            && let Err(why) = resolve_bin(bin)
+            && let Err(why) = resolve_bin(bin, &goal.worktree)
         {
             let detail = format!(
                 "the agent cannot start: {why}; install it or choose another agent, then `greenlight goal resume`"
@@ -89,5 +91,27 @@ impl Engine<'_> {
                 Ok(Some(self.pause(Reason::ProbeFailed, detail, None)?))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_relative_agent_path_is_found_from_the_worktree_and_a_name_on_path() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let agent = dir.path().join("agent.sh");
+        std::fs::write(&agent, "#!/bin/sh\n").expect("write");
+        let err = resolve_bin(Path::new("./agent.sh"), dir.path()).expect_err("not executable");
+        assert!(err.contains("not an executable file"), "{err}");
+        std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        assert_eq!(
+            resolve_bin(Path::new("./agent.sh"), dir.path()).ok(),
+            Some(dir.path().join("./agent.sh"))
+        );
+        assert!(resolve_bin(Path::new("sh"), dir.path()).is_ok());
+        let err = resolve_bin(Path::new("no-such-agent-cli"), dir.path()).expect_err("missing");
+        assert!(err.contains("not installed"), "{err}");
     }
 }
