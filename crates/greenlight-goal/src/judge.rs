@@ -4,13 +4,15 @@
 //! It judges the agent's last reply as the ledger recorded it, and its failure streaks are read
 //! back from the ledger, so a judge after a crash and resume sees exactly what it would have.
 
-use greenlight_agent::{Deliverable, DispatchRequest, Outcome, Reason, Verdict, parse_verdict};
+use greenlight_agent::{
+    Deliverable, DispatchRequest, DispatchResult, Outcome, Reason, Verdict, parse_verdict,
+};
 use greenlight_gate::exec::{Interrupt, InterruptWatch};
-use greenlight_store::{DispatchEnd, DispatchOutcome, DispatchStep, NewDispatch, Tokens};
+use greenlight_store::{DispatchStep, NewDispatch};
 
 use crate::engine::{Engine, Finish, JUDGE_FAILED_LIMIT, JUDGE_UNPARSEABLE_LIMIT, Step};
 use crate::error::Error;
-use crate::ledger::{judge_streaks, last_reply, ledger_end, next_attempt};
+use crate::ledger::{interrupted_end, judge_streaks, last_reply, ledger_end, next_attempt};
 use crate::progress::Progress;
 use crate::prompt;
 
@@ -52,14 +54,7 @@ impl Engine<'_> {
         let reply = tokio::select! {
             r = self.settings.agent.dispatch(&request) => r,
             _ = interrupt.changed() => {
-                let end = DispatchEnd {
-                    outcome: DispatchOutcome::Interrupted,
-                    wall_ms: None,
-                    tokens: Tokens::default(),
-                    reason: Some(Reason::DispatchInterrupted.as_str().to_owned()),
-                    detail: Some("greenlight was interrupted while the judge worked".to_owned()),
-                    reply: None,
-                };
+                let end = interrupted_end("the judge");
                 self.store.write(|tx| tx.finish_dispatch(dispatch, &end))?;
                 // Left open like a cut gate phase: resume re-runs the gates, then the judge.
                 let signal = (*interrupt.borrow()).unwrap_or(Interrupt::Int);
@@ -68,6 +63,13 @@ impl Engine<'_> {
         };
         self.store
             .write(|tx| tx.finish_dispatch(dispatch, &ledger_end(&reply)))?;
+        self.judged(turn, &reply)
+    }
+
+    /// What the judge's answer (now in the ledger) means: done, its reply as the next turn's
+    /// evidence, another turn after a failed call, or a pause when a streak reached its limit.
+    fn judged(&mut self, turn: u32, reply: &DispatchResult) -> Result<Step, Error> {
+        let goal_id = self.goal;
         // This answer is in the ledger now, so the streaks include it.
         let streaks = judge_streaks(self.store, goal_id)?;
         let (problem, reply_text) = match (&reply.outcome, reply.text.as_deref()) {

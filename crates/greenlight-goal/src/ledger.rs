@@ -2,7 +2,7 @@
 //! the ledger (the agent's last reply, the judge's failure streaks) so that a resume carries on
 //! exactly where the crashed run stopped.
 
-use greenlight_agent::{DispatchResult, Outcome, Verdict, parse_verdict};
+use greenlight_agent::{DispatchResult, Outcome, Reason, Verdict, parse_verdict};
 use greenlight_store::{DispatchEnd, DispatchOutcome, DispatchStep, GoalId, Reads, Store, Tokens};
 
 use crate::error::Error;
@@ -36,6 +36,19 @@ pub(crate) fn ledger_end(result: &DispatchResult) -> DispatchEnd {
             .map(|f| f.reason.as_str().to_owned()),
         detail: result.failure.as_ref().map(|f| f.detail.clone()),
         reply: result.text.clone(),
+    }
+}
+
+/// The ledger completion of a dispatch greenlight cut short (Ctrl-C, SIGTERM): `who` was
+/// working, its result is unknown.
+pub(crate) fn interrupted_end(who: &str) -> DispatchEnd {
+    DispatchEnd {
+        outcome: DispatchOutcome::Interrupted,
+        wall_ms: None,
+        tokens: Tokens::default(),
+        reason: Some(Reason::DispatchInterrupted.as_str().to_owned()),
+        detail: Some(format!("greenlight was interrupted while {who} worked")),
+        reply: None,
     }
 }
 

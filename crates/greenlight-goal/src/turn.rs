@@ -6,13 +6,11 @@
 
 use greenlight_agent::{Deliverable, DispatchRequest, Outcome, Reason};
 use greenlight_gate::exec::{Interrupt, InterruptWatch};
-use greenlight_store::{
-    DispatchEnd, DispatchOutcome, DispatchStep, GoalState, NewDispatch, Reads, Tokens,
-};
+use greenlight_store::{DispatchStep, GoalState, NewDispatch, Reads};
 
 use crate::engine::{Engine, Finish, Step};
 use crate::error::Error;
-use crate::ledger::{ledger_end, next_attempt};
+use crate::ledger::{interrupted_end, ledger_end, next_attempt};
 use crate::progress::Progress;
 use crate::prompt;
 
@@ -93,14 +91,7 @@ impl Engine<'_> {
             _ = interrupt.changed() => {
                 // Dropping the dispatch ends the agent's process group.
                 let signal = (*interrupt.borrow()).unwrap_or(Interrupt::Int);
-                let end = DispatchEnd {
-                    outcome: DispatchOutcome::Interrupted,
-                    wall_ms: None,
-                    tokens: Tokens::default(),
-                    reason: Some(Reason::DispatchInterrupted.as_str().to_owned()),
-                    detail: Some("greenlight was interrupted while the agent worked".to_owned()),
-                    reply: None,
-                };
+                let end = interrupted_end("the agent");
                 self.store.write(|tx| tx.finish_dispatch(dispatch_id, &end))?;
                 return Ok(Step::Finish(self.interrupted(signal, Some((turn, "interrupted")))?));
             }
