@@ -21,7 +21,8 @@ pub enum Reason {
     /// The assembled prompt is longer than the runtime's ceiling; it was refused before any
     /// process started, never truncated.
     PromptOverCeiling,
-    /// No candidate model id answered the liveness probe.
+    /// No candidate model id answered the liveness probe, or the agent's executable cannot be
+    /// started at all (not installed).
     ProbeFailed,
     /// A model id does not match the family's safe grammar (claude and codex:
     /// `^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`; command also allows `:` and `/`) and so could be
@@ -47,12 +48,12 @@ pub enum Reason {
     JudgeFailed,
     /// The judge answered, but not in its grammar, too many times in a row.
     JudgeUnparseable,
-    /// The judge said the goal is blocked; a person has to look.
-    JudgeBlocked,
     /// A dispatch was in flight when greenlight stopped; on resume its result is unknown.
     DispatchInterrupted,
     /// A person paused the goal (`greenlight goal pause`, Ctrl-C or SIGTERM during `goal run`).
     PausedByUser,
+    /// The goal has no gate left, so nothing could say it is done; it pauses until one is added.
+    NoGates,
 }
 
 /// The part of greenlight that may emit a reason. Used to keep the reason list honest: every
@@ -93,9 +94,9 @@ impl Reason {
         Reason::WorktreeMissing,
         Reason::JudgeFailed,
         Reason::JudgeUnparseable,
-        Reason::JudgeBlocked,
         Reason::DispatchInterrupted,
         Reason::PausedByUser,
+        Reason::NoGates,
     ];
 
     /// The kebab-case name, as serialised.
@@ -115,9 +116,9 @@ impl Reason {
             Reason::WorktreeMissing => "worktree-missing",
             Reason::JudgeFailed => "judge-failed",
             Reason::JudgeUnparseable => "judge-unparseable",
-            Reason::JudgeBlocked => "judge-blocked",
             Reason::DispatchInterrupted => "dispatch-interrupted",
             Reason::PausedByUser => "paused-by-user",
+            Reason::NoGates => "no-gates",
         }
     }
 
@@ -127,7 +128,8 @@ impl Reason {
             Reason::DispatchTimeout | Reason::DispatchDead | Reason::PromptOverCeiling => {
                 &[Producer::Adapter]
             }
-            Reason::ProbeFailed => &[Producer::Probe],
+            // The goal loop's start-of-run check finds an agent that cannot start.
+            Reason::ProbeFailed => &[Producer::Probe, Producer::GoalLoop],
             Reason::ModelIdInvalid => &[Producer::Adapter],
             Reason::PathEscapesRoot => &[Producer::Containment],
             Reason::DeliverableNotLanded => &[Producer::LandedBarrier],
@@ -137,10 +139,9 @@ impl Reason {
             | Reason::TurnBudgetExhausted
             | Reason::WorktreeMissing
             | Reason::DispatchInterrupted
-            | Reason::PausedByUser => &[Producer::GoalLoop],
-            Reason::JudgeFailed | Reason::JudgeUnparseable | Reason::JudgeBlocked => {
-                &[Producer::Judge]
-            }
+            | Reason::PausedByUser
+            | Reason::NoGates => &[Producer::GoalLoop],
+            Reason::JudgeFailed | Reason::JudgeUnparseable => &[Producer::Judge],
         }
     }
 
@@ -196,6 +197,54 @@ mod tests {
         );
         assert_eq!(produced_by(Producer::Probe), vec![Reason::ProbeFailed]);
         assert!(!Reason::GateFailed.may_be_produced_by(Producer::Adapter));
+    }
+
+    /// Every source file of the workspace's crates, without its trailing `#[cfg(test)]` part.
+    fn workspace_sources() -> Vec<(std::path::PathBuf, String)> {
+        fn walk(dir: &std::path::Path, out: &mut Vec<(std::path::PathBuf, String)>) {
+            let Ok(entries) = std::fs::read_dir(dir) else {
+                return;
+            };
+            for entry in entries.flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    walk(&path, out);
+                } else if path.extension().is_some_and(|e| e == "rs") {
+                    let text = std::fs::read_to_string(&path).unwrap_or_default();
+                    let code = text.split("#[cfg(test)]").next().unwrap_or("").to_owned();
+                    out.push((path, code));
+                }
+            }
+        }
+        let crates = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir(&crates)
+            .expect("the crates directory")
+            .flatten()
+        {
+            walk(&entry.path().join("src"), &mut out);
+        }
+        out
+    }
+
+    /// `judge-blocked` was in this list with nothing producing it. A member that no
+    /// code outside this file (and outside tests) names is a promise nobody keeps.
+    #[test]
+    fn every_reason_has_a_reachable_producer_in_the_code() {
+        let sources = workspace_sources();
+        assert!(sources.len() > 20, "the workspace sources were not found");
+        for reason in Reason::ALL {
+            let needle = format!("Reason::{reason:?}");
+            let producers: Vec<_> = sources
+                .iter()
+                .filter(|(path, code)| !path.ends_with("reason.rs") && code.contains(&needle))
+                .map(|(path, _)| path.display().to_string())
+                .collect();
+            assert!(
+                !producers.is_empty(),
+                "{reason} is in the closed list but no code outside tests produces it: produce it or remove it"
+            );
+        }
     }
 
     #[test]

@@ -17,6 +17,17 @@ use crate::tail::TailBuffer;
 /// what CommandMate's runner gives (`KILL_GRACE_SEC=5`), so a gate behaves the same under either.
 pub const KILL_GRACE: Duration = Duration::from_secs(5);
 
+/// The grace this run uses: `GREENLIGHT_KILL_GRACE_MS` when set to a number of milliseconds
+/// (tests and impatient users), else [`KILL_GRACE`]. Every subcommand reads it here, so gates,
+/// agents and `digest --` agree.
+pub fn kill_grace() -> Duration {
+    std::env::var("GREENLIGHT_KILL_GRACE_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map(Duration::from_millis)
+        .unwrap_or(KILL_GRACE)
+}
+
 /// How long processes may outlive their leader before they count as leftovers. Long enough for
 /// a pipeline's last member to finish exiting, short enough not to slow a run of many gates;
 /// nextest waits 100 ms by default before calling a test leaky.

@@ -27,8 +27,8 @@ pub enum Error {
 
     /// SQLite refused to open the file or to apply the connection settings.
     #[error(
-        "cannot open the state database {path}: {source}; check the file is a greenlight state \
-         database you can write, or pass --state PATH"
+        "cannot open the state database {path}: {source}; {}",
+        sql_advice(source)
     )]
     Open {
         /// The database file.
@@ -66,7 +66,7 @@ pub enum Error {
     },
 
     /// Any other SQLite failure while reading or writing.
-    #[error("state database {path}: {source}")]
+    #[error("state database {path}: {source}; {}", sql_advice(source))]
     Sql {
         /// The database file.
         path: PathBuf,
@@ -140,6 +140,27 @@ pub enum Error {
         live: usize,
     },
 
+    /// Removing this gate (or all of them) would leave a goal that is not done without gates.
+    #[error(
+        "goal #{goal} must keep at least one gate: with none, nothing could say it is done; \
+         add the replacement first (`greenlight goal gate add CMD`), or end the goal with \
+         `greenlight goal clear`"
+    )]
+    LastGate {
+        /// The goal.
+        goal: GoalId,
+    },
+
+    /// A gate command that is empty or only whitespace (`sh -c ''` exits 0 without judging).
+    #[error(
+        "goal #{goal}: a gate command must not be empty or only whitespace (an unset $VAR?); \
+         give the shell command that judges the work"
+    )]
+    EmptyGateCommand {
+        /// The goal.
+        goal: GoalId,
+    },
+
     /// A gate id that does not belong to the goal, or was removed.
     #[error(
         "gate id {gate} is not a live gate of goal #{goal}; `greenlight goal gate list` shows them"
@@ -208,6 +229,28 @@ pub enum Error {
         /// What serde_json said.
         source: serde_json::Error,
     },
+}
+
+/// What to do about a SQLite failure, by its kind.
+fn sql_advice(source: &rusqlite::Error) -> &'static str {
+    use rusqlite::ErrorCode as C;
+    match source.sqlite_error_code() {
+        Some(C::DatabaseCorrupt | C::NotADatabase) => {
+            "the file is damaged; move it (and its -wal and -shm files) aside to start a new \
+             state database, or pass --state PATH to use another one"
+        }
+        Some(C::DiskFull) => "the disk is full; free space, then run the command again",
+        Some(C::ReadOnly | C::PermissionDenied | C::CannotOpen) => {
+            "the file or its directory is not writable; fix its permissions or pass --state PATH"
+        }
+        Some(C::DatabaseBusy | C::DatabaseLocked) => {
+            "another greenlight held the database too long; run the command again"
+        }
+        _ => {
+            "check the file is a greenlight state database you can write, or pass --state PATH \
+             to use another one"
+        }
+    }
 }
 
 impl Error {

@@ -56,7 +56,7 @@ use rusqlite::{Connection, TransactionBehavior};
 pub use error::Error;
 pub use model::{
     AgentSpec, Dispatch, DispatchEnd, DispatchId, DispatchOutcome, DispatchStep, Event, Gate,
-    GateId, GateRun, GateRunId, Goal, GoalId, GoalState, LastResult, Millis, NewDispatch,
+    GateId, GateRun, GateRunId, Goal, GoalId, GoalState, LastResult, Millis, NewDispatch, NewGate,
     NewGateRun, NewGoal, Pause, Recovered, Tokens, Turn, Verdict,
 };
 pub use read::Reads;

@@ -152,8 +152,37 @@ pub struct NewGoal {
     pub retries: u32,
     /// Per-gate timeout.
     pub gate_timeout_sec: u32,
-    /// Gate commands, in order.
-    pub gates: Vec<String>,
+    /// The gates, in order.
+    pub gates: Vec<NewGate>,
+}
+
+/// A gate to create: its command, and optionally its own time limit and machine-wide mutex.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct NewGate {
+    /// The shell command.
+    pub command: String,
+    /// Its time limit in seconds; `None` = the goal's `gate_timeout_sec`.
+    pub timeout_sec: Option<u32>,
+    /// The name of the machine-wide lock it runs under (verify.yaml's `mutex`).
+    pub mutex: Option<String>,
+}
+
+impl From<&str> for NewGate {
+    fn from(command: &str) -> Self {
+        NewGate {
+            command: command.to_owned(),
+            ..NewGate::default()
+        }
+    }
+}
+
+impl From<String> for NewGate {
+    fn from(command: String) -> Self {
+        NewGate {
+            command,
+            ..NewGate::default()
+        }
+    }
 }
 
 /// Why a goal is paused.
@@ -187,8 +216,11 @@ pub struct Goal {
     pub max_turns: u32,
     /// The retry bound per gate.
     pub retries: u32,
-    /// Per-gate timeout in seconds.
+    /// Per-gate timeout in seconds (for gates without their own).
     pub gate_timeout_sec: u32,
+    /// The model id the start-of-goal probe found answering; `None` until probed (and for the
+    /// command family, whose programs are not chat models and are not probed).
+    pub model_probed: Option<String>,
     /// Turns started since creation or the last resume.
     pub turns_used: u32,
     /// Creation time.
@@ -224,6 +256,10 @@ pub struct Gate {
     pub number: Option<usize>,
     /// The shell command.
     pub command: String,
+    /// Its own time limit in seconds; `None` = the goal's `gate_timeout_sec`.
+    pub timeout_sec: Option<u32>,
+    /// The machine-wide lock it runs under, if any.
+    pub mutex: Option<String>,
     /// Consecutive failures; a pass resets it to 0.
     pub attempts: u32,
     /// The last recorded run, if any.
@@ -351,6 +387,8 @@ pub struct DispatchEnd {
     pub reason: Option<String>,
     /// Detail for people.
     pub detail: Option<String>,
+    /// What the agent (or judge) answered, when it answered.
+    pub reply: Option<String>,
 }
 
 /// A dispatch ledger row.
@@ -380,6 +418,8 @@ pub struct Dispatch {
     pub reason: Option<String>,
     /// Detail.
     pub detail: Option<String>,
+    /// The reply, when there was one.
+    pub reply: Option<String>,
     /// Start time.
     pub started_at: Millis,
     /// End time.

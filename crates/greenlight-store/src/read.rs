@@ -26,17 +26,17 @@ pub(crate) mod sealed {
 
 pub(crate) const GOAL_COLUMNS: &str = "id, worktree, text, state, pause_reason, pause_detail, \
      agent_family, agent_model, agent_argv, judge, max_turns, retries, gate_timeout_sec, \
-     turns_used, created_at, updated_at";
+     turns_used, created_at, updated_at, model_probed";
 
 const GATE_COLUMNS: &str = "id, goal_id, command, attempts, last_verdict, last_exit_code, \
-     last_workspace_key, last_evidence, last_at, removed";
+     last_workspace_key, last_evidence, last_at, removed, timeout_sec, mutex";
 
 const GATE_RUN_COLUMNS: &str = "id, goal_id, gate_id, turn, attempt, verdict, exit_code, \
      duration_ms, workspace_key, replayed, digest, evidence, created_at";
 
 const DISPATCH_COLUMNS: &str = "id, goal_id, turn, attempt, family, model, outcome, wall_ms, \
      tokens_in, tokens_out, cache_read_tokens, cache_write_tokens, cost_usd, token_source, \
-     reason, detail, started_at, ended_at, step";
+     reason, detail, started_at, ended_at, step, reply";
 
 /// Read access to the state. Implemented by [`Store`](crate::Store) and [`Tx`](crate::Tx).
 pub trait Reads: sealed::Access {
@@ -291,6 +291,7 @@ pub(crate) struct RawGoal {
     turns_used: u32,
     created_at: i64,
     updated_at: i64,
+    model_probed: Option<String>,
 }
 
 impl RawGoal {
@@ -312,6 +313,7 @@ impl RawGoal {
             turns_used: r.get(13)?,
             created_at: r.get(14)?,
             updated_at: r.get(15)?,
+            model_probed: r.get(16)?,
         })
     }
 
@@ -342,6 +344,7 @@ impl RawGoal {
             max_turns: self.max_turns,
             retries: self.retries,
             gate_timeout_sec: self.gate_timeout_sec,
+            model_probed: self.model_probed,
             turns_used: self.turns_used,
             created_at: self.created_at,
             updated_at: self.updated_at,
@@ -360,6 +363,8 @@ struct RawGate {
     evidence: Option<String>,
     at: Option<i64>,
     removed: bool,
+    timeout_sec: Option<u32>,
+    mutex: Option<String>,
 }
 
 impl RawGate {
@@ -375,6 +380,8 @@ impl RawGate {
             evidence: r.get(7)?,
             at: r.get(8)?,
             removed: r.get(9)?,
+            timeout_sec: r.get(10)?,
+            mutex: r.get(11)?,
         })
     }
 
@@ -394,6 +401,8 @@ impl RawGate {
             goal: GoalId(self.goal),
             number,
             command: self.command,
+            timeout_sec: self.timeout_sec,
+            mutex: self.mutex,
             attempts: self.attempts,
             last,
             removed: self.removed,
@@ -482,6 +491,7 @@ pub(crate) struct RawDispatch {
     started_at: i64,
     ended_at: Option<i64>,
     step: String,
+    reply: Option<String>,
 }
 
 impl RawDispatch {
@@ -506,6 +516,7 @@ impl RawDispatch {
             started_at: r.get(16)?,
             ended_at: r.get(17)?,
             step: r.get(18)?,
+            reply: r.get(19)?,
         })
     }
 
@@ -535,6 +546,7 @@ impl RawDispatch {
             },
             reason: self.reason,
             detail: self.detail,
+            reply: self.reply,
             started_at: self.started_at,
             ended_at: self.ended_at,
         })

@@ -136,7 +136,17 @@ CREATE TABLE hook_sessions (
     r#"
 ALTER TABLE dispatches ADD COLUMN step TEXT NOT NULL DEFAULT 'agent' CHECK (step IN ('agent', 'judge'));
 "#,
-    // Version 3: the Stop hook's per-session base commit, recorded once (at SessionStart, else
+    // Version 3: what a resume needs to carry on exactly: the reply of each dispatch (the judge
+    // after a crash judges the agent's real reply, and its failure streaks are read back from
+    // the ledger), each gate's own time limit and mutex (verify.yaml's `timeoutSec` and
+    // `mutex`), and the model id the start-of-goal probe found answering.
+    r#"
+ALTER TABLE dispatches ADD COLUMN reply TEXT;
+ALTER TABLE gates ADD COLUMN timeout_sec INTEGER CHECK (timeout_sec IS NULL OR timeout_sec >= 1);
+ALTER TABLE gates ADD COLUMN mutex TEXT CHECK (mutex IS NULL OR mutex <> '');
+ALTER TABLE goals ADD COLUMN model_probed TEXT;
+"#,
+    // Version 4: the Stop hook's per-session base commit, recorded once (at SessionStart, else
     // at the session's first Stop) so that a later push or fetch cannot move where the
     // session's work is counted from. Self-contained: no other table refers to it.
     r#"
@@ -198,5 +208,52 @@ pub(crate) fn migrate(conn: &mut Connection, path: &Path) -> Result<(), Error> {
         tx.pragma_update(None, "user_version", next)
             .map_err(failed)?;
         tx.commit().map_err(failed)?;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A file written by a version-2 greenlight keeps its rows; the new columns read as NULL.
+    #[test]
+    fn a_version_2_file_migrates_to_the_current_version_with_its_rows_intact() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("v2.db");
+        let mut conn = Connection::open(&path).expect("open");
+        for step in &MIGRATIONS[..2] {
+            conn.execute_batch(step).expect("old step");
+        }
+        conn.pragma_update(None, "user_version", 2)
+            .expect("version");
+        conn.execute_batch(
+            "INSERT INTO goals (worktree, text, state, agent_family, max_turns, retries, \
+             gate_timeout_sec, created_at, updated_at) VALUES (x'2f77', 'g', 'active', 'command', 3, 2, 300, 1, 1); \
+             INSERT INTO gates (goal_id, position, command, created_at) VALUES (1, 1, 'make', 1); \
+             INSERT INTO turns (goal_id, number, started_at) VALUES (1, 1, 1); \
+             INSERT INTO dispatches (goal_id, turn, attempt, family, outcome, started_at) \
+             VALUES (1, 1, 1, 'command', 'in-flight', 1);",
+        )
+        .expect("rows");
+        migrate(&mut conn, &path).expect("migrate");
+        let version: i64 = conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .expect("version");
+        assert_eq!(version, SCHEMA_VERSION);
+        let row: (
+            String,
+            Option<u32>,
+            Option<String>,
+            Option<String>,
+            Option<String>,
+        ) = conn
+            .query_row(
+                "SELECT g.command, g.timeout_sec, g.mutex, d.reply, o.model_probed \
+                 FROM gates g, dispatches d, goals o",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+            )
+            .expect("row");
+        assert_eq!(row, ("make".to_owned(), None, None, None, None));
     }
 }

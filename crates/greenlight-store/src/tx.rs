@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use crate::Error;
 use crate::model::{
     DispatchEnd, DispatchId, DispatchOutcome, GateId, GateRun, GoalId, GoalState, Millis,
-    NewDispatch, NewGateRun, NewGoal, Recovered, Tokens, Verdict, is_kebab,
+    NewDispatch, NewGate, NewGateRun, NewGoal, Recovered, Tokens, Verdict, is_kebab,
 };
 use crate::read::{self, Reads, sealed::Access};
 
@@ -190,8 +190,8 @@ impl<'a> Tx<'a> {
                 "gate_timeout_sec": new.gate_timeout_sec,
             }),
         )?;
-        for command in &new.gates {
-            self.add_gate(id, command)?;
+        for gate in &new.gates {
+            self.add_new_gate(id, gate)?;
         }
         Ok(id)
     }
@@ -261,22 +261,48 @@ impl<'a> Tx<'a> {
         Ok(())
     }
 
+    /// Record the model id the start-of-goal probe found answering.
+    pub fn record_probe(&self, goal: GoalId, model: &str) -> Result<(), Error> {
+        self.goal_state(goal)?;
+        self.exec(
+            "UPDATE goals SET model_probed = ?2, updated_at = ?3 WHERE id = ?1",
+            params![goal.0, model, self.now],
+        )?;
+        self.append_event(Some(goal), None, "model-probed", &json!({"model": model}))?;
+        Ok(())
+    }
+
     // ---- gates ----
 
     /// Append a gate to an active or paused goal; returns its id.
     pub fn add_gate(&self, goal: GoalId, command: &str) -> Result<GateId, Error> {
+        self.add_new_gate(goal, &NewGate::from(command))
+    }
+
+    /// Append a gate with its own time limit and mutex to an active or paused goal. An empty or
+    /// whitespace-only command is refused: `sh -c ''` exits 0, so it would pass without judging.
+    pub fn add_new_gate(&self, goal: GoalId, gate: &NewGate) -> Result<GateId, Error> {
         self.require_state(goal, &[GoalState::Active, GoalState::Paused], "given gates")?;
+        if gate.command.trim().is_empty() {
+            return Err(Error::EmptyGateCommand { goal });
+        }
         self.exec(
-            "INSERT INTO gates (goal_id, position, command, created_at) VALUES (?1, \
-             (SELECT COALESCE(MAX(position), 0) + 1 FROM gates WHERE goal_id = ?1), ?2, ?3)",
-            params![goal.0, command, self.now],
+            "INSERT INTO gates (goal_id, position, command, timeout_sec, mutex, created_at) \
+             VALUES (?1, (SELECT COALESCE(MAX(position), 0) + 1 FROM gates WHERE goal_id = ?1), \
+             ?2, ?3, ?4, ?5)",
+            params![goal.0, gate.command, gate.timeout_sec, gate.mutex, self.now],
         )?;
         let id = GateId(self.tx.last_insert_rowid());
         self.append_event(
             Some(goal),
             None,
             "gate-added",
-            &json!({"gate": id, "command": command}),
+            &json!({
+                "gate": id,
+                "command": gate.command,
+                "timeout_sec": gate.timeout_sec,
+                "mutex": gate.mutex,
+            }),
         )?;
         Ok(id)
     }
@@ -294,6 +320,10 @@ impl<'a> Tx<'a> {
                 n,
                 live: live.len(),
             })?;
+        // A goal is done only when its gates pass; with none left nothing could judge it.
+        if live.len() == 1 {
+            return Err(Error::LastGate { goal });
+        }
         self.exec(
             "UPDATE gates SET removed = 1, removed_at = ?2 WHERE id = ?1",
             params![gate.id.0, self.now],
@@ -307,9 +337,13 @@ impl<'a> Tx<'a> {
         Ok(gate.id)
     }
 
-    /// Remove every live gate; returns how many.
+    /// Remove every live gate; returns how many. Refused ([`Error::LastGate`]) while the goal
+    /// has any: an active or paused goal always keeps at least one gate.
     pub fn clear_gates(&self, goal: GoalId) -> Result<usize, Error> {
         self.require_state(goal, &[GoalState::Active, GoalState::Paused], "changed")?;
+        if !self.gates(goal)?.is_empty() {
+            return Err(Error::LastGate { goal });
+        }
         let n = self.exec(
             "UPDATE gates SET removed = 1, removed_at = ?2 WHERE goal_id = ?1 AND removed = 0",
             params![goal.0, self.now],
@@ -516,7 +550,7 @@ impl<'a> Tx<'a> {
         self.exec(
             "UPDATE dispatches SET outcome = ?2, wall_ms = ?3, tokens_in = ?4, tokens_out = ?5, \
              cache_read_tokens = ?6, cache_write_tokens = ?7, cost_usd = ?8, token_source = ?9, \
-             reason = ?10, detail = ?11, ended_at = ?12 WHERE id = ?1",
+             reason = ?10, detail = ?11, ended_at = ?12, reply = ?13 WHERE id = ?1",
             params![
                 id.0,
                 end.outcome.as_str(),
@@ -530,6 +564,7 @@ impl<'a> Tx<'a> {
                 end.reason,
                 end.detail,
                 self.now,
+                end.reply,
             ],
         )?;
         self.append_event(

@@ -315,6 +315,7 @@ fn tokens_not_reported_stay_null_and_reported_zero_stays_zero() {
                     tokens: Tokens::default(),
                     reason: Some("dispatch-timeout".into()),
                     detail: Some("no answer in 600s".into()),
+                    reply: None,
                 },
             )?;
             tx.finish_dispatch(
@@ -332,6 +333,7 @@ fn tokens_not_reported_stay_null_and_reported_zero_stays_zero() {
                     },
                     reason: None,
                     detail: None,
+                    reply: None,
                 },
             )
         })
@@ -362,6 +364,7 @@ fn tokens_not_reported_stay_null_and_reported_zero_stays_zero() {
                 tokens: Tokens::default(),
                 reason: None,
                 detail: None,
+                reply: None,
             },
         )
     });
@@ -546,8 +549,33 @@ fn gate_remove_addresses_the_nth_live_gate_and_keeps_the_row() {
         all.iter()
             .any(|g| g.id == removed && g.removed && g.number.is_none())
     );
-    assert_eq!(store.write(|tx| tx.clear_gates(id)).expect("clear"), 1);
-    assert!(store.gates(id).expect("gates").is_empty());
+}
+
+/// `goal gate clear` on a paused goal, then `goal resume`, marked the goal done with no gates.
+#[test]
+fn the_last_gate_of_a_goal_that_is_not_done_cannot_be_removed() {
+    let fx = Fixture::new();
+    let wt = fx.worktree("wt");
+    let mut store = fx.open();
+    let id = store
+        .write(|tx| tx.create_goal(&new_goal(&wt)))
+        .expect("create");
+    let err = store.write(|tx| tx.clear_gates(id)).expect_err("clear");
+    assert!(matches!(err, Error::LastGate { .. }), "{err:?}");
+    store
+        .write(|tx| tx.remove_gate(id, 1))
+        .expect("remove 1 of 2");
+    let err = store.write(|tx| tx.remove_gate(id, 1)).expect_err("last");
+    assert!(matches!(err, Error::LastGate { .. }), "{err:?}");
+    assert!(
+        err.to_string().contains("greenlight goal gate add"),
+        "{err}"
+    );
+    assert_eq!(store.gates(id).expect("gates").len(), 1);
+    for blank in ["", "  \t"] {
+        let err = store.write(|tx| tx.add_gate(id, blank)).expect_err("blank");
+        assert!(matches!(err, Error::EmptyGateCommand { .. }), "{err:?}");
+    }
 }
 
 #[test]
@@ -799,6 +827,7 @@ fn an_open_turn_whose_dispatch_finished_ok_is_kept_open_as_owing_its_gates() {
                     tokens: Tokens::default(),
                     reason: None,
                     detail: None,
+                    reply: None,
                 },
             )?;
             Ok::<_, Error>(g)
@@ -855,4 +884,80 @@ fn an_interrupted_dispatch_is_recorded_with_its_reason() {
     assert!(rec.gates_owed.is_empty());
     let row = store.dispatch(d).expect("read").expect("row");
     assert_eq!(row.reason.as_deref(), Some("dispatch-interrupted"));
+}
+
+/// Schema 3: a reply, a gate's own limit and mutex, and the probed model survive a reopen.
+#[test]
+fn replies_gate_settings_and_the_probed_model_round_trip() {
+    let fx = Fixture::new();
+    let wt = fx.worktree("wt");
+    let mut store = fx.open();
+    let mut goal = new_goal(&wt);
+    goal.gates = vec![greenlight_store::NewGate {
+        command: "npm run e2e".into(),
+        timeout_sec: Some(1800),
+        mutex: Some("e2e-port".into()),
+    }];
+    let id = store.write(|tx| tx.create_goal(&goal)).expect("create");
+    let turn = store.write(|tx| tx.begin_turn(id)).expect("turn");
+    let dispatch = store
+        .write(|tx| {
+            tx.begin_dispatch(&NewDispatch {
+                goal: id,
+                step: DispatchStep::Agent,
+                turn,
+                attempt: 1,
+                family: "command".into(),
+                model: None,
+            })
+        })
+        .expect("begin");
+    store
+        .write(|tx| {
+            tx.finish_dispatch(
+                dispatch,
+                &DispatchEnd {
+                    outcome: DispatchOutcome::Ok,
+                    wall_ms: Some(3),
+                    tokens: Tokens::default(),
+                    reason: None,
+                    detail: None,
+                    reply: Some("fixed the parser".into()),
+                },
+            )?;
+            tx.record_probe(id, "sonnet")
+        })
+        .expect("finish");
+    drop(store);
+    let store = fx.open();
+    assert_eq!(
+        store
+            .dispatch(dispatch)
+            .expect("read")
+            .expect("row")
+            .reply
+            .as_deref(),
+        Some("fixed the parser")
+    );
+    let gate = &store.gates(id).expect("gates")[0];
+    assert_eq!(
+        (gate.timeout_sec, gate.mutex.as_deref()),
+        (Some(1800), Some("e2e-port"))
+    );
+    assert_eq!(
+        store
+            .goal(id)
+            .expect("goal")
+            .expect("row")
+            .model_probed
+            .as_deref(),
+        Some("sonnet")
+    );
+    let kinds: Vec<String> = store
+        .events_after(Some(id), 0, usize::MAX)
+        .expect("events")
+        .into_iter()
+        .map(|e| e.kind)
+        .collect();
+    assert!(kinds.contains(&"model-probed".to_owned()), "{kinds:?}");
 }

@@ -6,6 +6,8 @@
 #[macro_use]
 mod out;
 mod cmd;
+mod duration;
+mod goal_run;
 
 use clap::{Parser, Subcommand};
 

@@ -9,6 +9,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::duration::parse_duration;
+
 use greenlight_agent::{
     AdapterOptions, Deliverable, DispatchRequest, DispatchResult, Failure, Family, MonotonicClock,
     Outcome, WriteBaseline, check_all, dispatcher,
@@ -285,31 +287,6 @@ fn parse_family(s: &str) -> Result<Family, String> {
 fn parse_deliverable(s: &str) -> Result<Deliverable, String> {
     s.parse()
         .map_err(|err: greenlight_agent::Error| err.to_string())
-}
-
-/// `500ms`, `90s`, `10m`, `1h`, or a bare number of seconds.
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("`{s}` is not a duration; use e.g. 500ms, 90s, 10m, 1h"))?;
-    let d = match unit {
-        "ms" => Duration::from_millis(n),
-        "" | "s" => Duration::from_secs(n),
-        "m" => Duration::from_secs(n.saturating_mul(60)),
-        "h" => Duration::from_secs(n.saturating_mul(3600)),
-        other => {
-            return Err(format!(
-                "unknown duration unit `{other}` in `{s}`; use ms, s, m or h"
-            ));
-        }
-    };
-    if d.is_zero() {
-        return Err(format!("`{s}` is zero; a deadline must be positive"));
-    }
-    Ok(d)
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use greenlight_store::{AgentSpec, NewGoal, Store};
 
-use super::goal::{LoopArgs, drive, render_progress};
+use crate::goal_run::{LoopArgs, drive, exit, render_progress};
 
 const CALC: &str = include_str!("../../demo/calc.sh");
 const TEST: &str = include_str!("../../demo/test.sh");
@@ -54,7 +54,7 @@ pub fn run(args: Args) -> i32 {
         Ok(code) => code,
         Err(message) => {
             errln!("greenlight demo: {message}");
-            super::goal::exit::ERROR
+            exit::ERROR
         }
     }
 }
@@ -107,15 +107,7 @@ fn demo(args: &Args) -> Result<i32, String> {
     let loop_args = LoopArgs {
         agent_timeout: Duration::from_secs(60),
     };
-    let mut show = |p: greenlight_goal::Progress<'_>| {
-        if let greenlight_goal::Progress::Dispatched { result, .. } = &p
-            && let Some(text) = &result.text
-        {
-            outln!("   agent says: {}", text.trim());
-        }
-        render_progress(p);
-    };
-    let code = drive(&mut store, id, &loop_args, &mut show).map_err(|(_, m)| m)?;
+    let code = drive(&mut store, id, &loop_args, None, &mut render_progress).map_err(|(_, m)| m)?;
     if args.keep {
         let kept = dir.keep();
         outln!(

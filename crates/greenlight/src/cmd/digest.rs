@@ -52,24 +52,12 @@ pub struct Args {
 
     /// With a command: end its whole process group after this long (SIGTERM, then SIGKILL 5 s
     /// later) and exit 124. Write e.g. 90s, 5m or 1500ms.
-    #[arg(long, value_name = "DURATION", value_parser = parse_timeout, requires = "command")]
+    #[arg(long, value_name = "DURATION", value_parser = crate::duration::parse_duration, requires = "command")]
     timeout: Option<Duration>,
 
     /// Run this command and digest its combined stdout and stderr.
     #[arg(last = true, value_name = "CMD")]
     command: Vec<String>,
-}
-
-/// `--timeout`: the duration grammar of `goal run`, refusing values no run could reach (which
-/// would otherwise overflow).
-fn parse_timeout(text: &str) -> Result<Duration, String> {
-    let digits = text.chars().take_while(char::is_ascii_digit).count();
-    if digits > 9 {
-        return Err(format!(
-            "`{text}` is longer than any run; write e.g. 90s, 5m or 2h"
-        ));
-    }
-    super::goal::parse_duration(text)
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -181,7 +169,7 @@ fn run_command(
     spec.input = Input::Null;
     spec.output = Output::Interleaved;
     spec.deadline = timeout;
-    spec.grace = super::verify::kill_grace();
+    spec.grace = greenlight_proc::kill_grace();
     // The digester keeps its own tail; the runner's is not used.
     spec.tail_bytes = 0;
     // Nothing else spawns while the command runs, so every adopted process is its.

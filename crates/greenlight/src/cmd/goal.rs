@@ -1,28 +1,16 @@
 //! `greenlight goal …`: create, run, inspect and steer the goal of a worktree.
 //!
 //! Every decision lives in `greenlight-goal` and `greenlight-store`; this module parses
-//! arguments, builds the agent's dispatcher, and renders progress and state.
+//! arguments and renders state (a running loop is rendered by `crate::goal_run`).
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
-use greenlight_agent::{AdapterOptions, Dispatcher, Family};
-use greenlight_gate::exec::{self, Interrupt};
-use greenlight_goal::{Engine, Finish, Progress, Settings};
-use greenlight_store::{AgentSpec, Goal, GoalState, NewGoal, Reads, Store};
+use greenlight_goal::drive::{GoalRequest, inside_run_of, pause_by_user, plan_goal};
+use greenlight_store::{Goal, GoalState, Reads, Store};
 
-/// Exit codes of `greenlight goal`.
-pub mod exit {
-    /// Done: every gate passed (and the judge agreed).
-    pub const DONE: i32 = 0;
-    /// Something went wrong outside the goal (state database, agent setup).
-    pub const ERROR: i32 = 1;
-    /// Usage: bad arguments, no goal, a goal already live.
-    pub const USAGE: i32 = 2;
-    /// The goal paused; its reason says what to do (`greenlight goal status`).
-    pub const PAUSED: i32 = 75;
-}
+use crate::duration::parse_duration;
+use crate::goal_run::{CliResult, LoopArgs, drive, exit, render_progress};
 
 /// Options shared by every `goal` subcommand.
 #[derive(Debug, Clone, clap::Args)]
@@ -94,14 +82,6 @@ pub enum GateCommand {
     Clear,
 }
 
-/// Knobs of a running loop.
-#[derive(Debug, Clone, clap::Args)]
-pub struct LoopArgs {
-    /// How long one agent turn may run.
-    #[arg(long, value_name = "DURATION", default_value = "30m", value_parser = parse_duration)]
-    pub agent_timeout: Duration,
-}
-
 /// Arguments of `greenlight goal run`.
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
@@ -134,138 +114,6 @@ pub struct RunArgs {
     pub loop_args: LoopArgs,
 }
 
-/// Parses `300s`, `5m`, `2h`, `1500ms` or a bare number of seconds.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let (digits, unit) = text.split_at(
-        text.find(|c: char| !c.is_ascii_digit())
-            .unwrap_or(text.len()),
-    );
-    let n: u64 = digits
-        .parse()
-        .map_err(|_| format!("`{text}` is not a duration; write e.g. 300s, 5m or 2h"))?;
-    let secs = match unit {
-        "" | "s" => n,
-        "m" => n * 60,
-        "h" => n * 3600,
-        "ms" => return Ok(Duration::from_millis(n)),
-        _ => {
-            return Err(format!(
-                "`{text}`: unknown unit `{unit}`; use ms, s, m or h"
-            ));
-        }
-    };
-    Ok(Duration::from_secs(secs))
-}
-
-/// Splits an argv template on spaces, honouring single and double quotes.
-pub fn split_template(template: &str) -> Result<Vec<String>, String> {
-    let mut args = Vec::new();
-    let mut current = String::new();
-    let mut quote: Option<char> = None;
-    let mut started = false;
-    for c in template.chars() {
-        match (quote, c) {
-            (Some(q), c) if c == q => quote = None,
-            (Some(_), c) => current.push(c),
-            (None, '\'' | '"') => {
-                quote = Some(c);
-                started = true;
-            }
-            (None, c) if c.is_whitespace() => {
-                if started || !current.is_empty() {
-                    args.push(std::mem::take(&mut current));
-                    started = false;
-                }
-            }
-            (None, c) => current.push(c),
-        }
-    }
-    if quote.is_some() {
-        return Err(format!("unclosed quote in the agent template `{template}`"));
-    }
-    if started || !current.is_empty() {
-        args.push(current);
-    }
-    if args.is_empty() {
-        return Err(
-            "the agent template is empty; write e.g. --agent 'command:my-agent {prompt_file}'"
-                .into(),
-        );
-    }
-    Ok(args)
-}
-
-/// Parses `--agent`.
-pub fn parse_agent(agent: &str, model: Option<String>) -> Result<AgentSpec, String> {
-    let (family, template) = match agent {
-        "claude" => ("claude", None),
-        "codex" => ("codex", None),
-        other => match other.strip_prefix("command:") {
-            Some(t) => ("command", Some(split_template(t)?)),
-            None => {
-                return Err(format!(
-                    "--agent `{other}`: use claude, codex, or command:<argv template>"
-                ));
-            }
-        },
-    };
-    let model = match (family, model) {
-        (_, Some(m)) => m,
-        ("claude", None) => "sonnet".into(),
-        ("command", None) => "default".into(),
-        _ => return Err("--agent codex needs --model (the model id codex should run)".into()),
-    };
-    Ok(AgentSpec {
-        family: family.into(),
-        model: Some(model),
-        argv_template: template,
-    })
-}
-
-/// The variable every process of a goal's run carries, so that a later runner of the same goal
-/// can find and end what a runner killed with SIGKILL left behind.
-pub const RUN_MARKER_VAR: &str = "GREENLIGHT_GOAL";
-
-/// The marker of `goal` in the state database at `state`: goal ids are per database.
-pub fn run_marker(state: &Path, goal: greenlight_store::GoalId) -> (String, String) {
-    let db = blake3::hash(state.to_string_lossy().as_bytes()).to_hex();
-    (RUN_MARKER_VAR.to_owned(), format!("{}:{goal}", &db[..16]))
-}
-
-/// Builds the dispatcher a stored goal's agent runs through; `marker` joins its environment.
-pub fn dispatcher_for(
-    agent: &AgentSpec,
-    marker: Option<&(String, String)>,
-) -> Result<(Arc<dyn Dispatcher>, Family), String> {
-    let family = match agent.family.as_str() {
-        "claude" => Family::Claude,
-        "codex" => Family::Codex,
-        "command" => Family::Command,
-        other => {
-            return Err(format!(
-                "unknown agent family `{other}` in the state database"
-            ));
-        }
-    };
-    let mut options = AdapterOptions::default();
-    if let Some((var, value)) = marker {
-        let mut env: Vec<(std::ffi::OsString, std::ffi::OsString)> = std::env::vars_os()
-            .filter(|(k, _)| k != var.as_str())
-            .collect();
-        env.push((var.into(), value.into()));
-        options.base_env = Some(env);
-    }
-    if let Some(template) = &agent.argv_template {
-        let (bin, args) = template
-            .split_first()
-            .ok_or("the stored agent template is empty")?;
-        options.bin = Some(PathBuf::from(bin));
-        options.command_args = args.to_vec();
-    }
-    let dispatcher = greenlight_agent::dispatcher(family, options).map_err(|e| e.to_string())?;
-    Ok((Arc::from(dispatcher), family))
-}
-
 fn open_store(common: &Common) -> Result<Store, String> {
     let path = match &common.state {
         Some(p) => p.clone(),
@@ -279,16 +127,33 @@ fn worktree(common: &Common) -> PathBuf {
     dir.canonicalize().unwrap_or(dir)
 }
 
-fn live_goal(store: &Store, worktree: &Path) -> Result<Goal, String> {
+fn live_goal(store: &Store, worktree: &Path) -> Result<Goal, (i32, String)> {
     store
         .live_goal(worktree)
-        .map_err(|e| e.to_string())?
+        .map_err(|e| (exit::ERROR, e.to_string()))?
         .ok_or_else(|| {
-            format!(
+            usage(format!(
                 "{} has no active or paused goal; start one with `greenlight goal run \"<goal>\"`",
                 worktree.display()
-            )
+            ))
         })
+}
+
+/// A store error as an exit: what the user asked for that cannot be (usage), or the database
+/// itself failing (error).
+fn store_err(e: greenlight_store::Error) -> (i32, String) {
+    use greenlight_store::Error as E;
+    let code = match &e {
+        E::GoalAlreadyLive { .. }
+        | E::Worktree { .. }
+        | E::NoSuchGoal(_)
+        | E::InvalidTransition { .. }
+        | E::NoSuchGate { .. }
+        | E::LastGate { .. }
+        | E::EmptyGateCommand { .. } => exit::USAGE,
+        _ => exit::ERROR,
+    };
+    (code, e.to_string())
 }
 
 /// Runs the subcommand and returns the process exit code.
@@ -302,8 +167,6 @@ pub fn run(args: Args) -> i32 {
     }
 }
 
-type CliResult = Result<i32, (i32, String)>;
-
 fn usage(message: String) -> (i32, String) {
     (exit::USAGE, message)
 }
@@ -313,67 +176,48 @@ fn dispatch(args: Args) -> CliResult {
     let worktree = worktree(&args.common);
     match args.command {
         Command::Run(run) => {
-            let agent = parse_agent(&run.agent, run.model.clone()).map_err(usage)?;
-            let (gates, declared_timeout) = if run.gates.is_empty() {
-                gates_from_verify_yaml(&worktree).map_err(usage)?
-            } else {
-                (run.gates.clone(), None)
-            };
-            let gate_timeout = run
-                .gate_timeout
-                .or(declared_timeout)
-                .unwrap_or(DEFAULT_GATE_TIMEOUT);
-            if gates.is_empty() {
-                return Err(usage(
-                    "no gates: pass --gate CMD, or declare gates in .commandmate/verify.yaml"
-                        .into(),
-                ));
-            }
-            let judge = (run.judge != "none").then(|| run.judge.clone());
-            let new = NewGoal {
+            let new = plan_goal(GoalRequest {
                 worktree: worktree.clone(),
-                text: run.goal.clone(),
-                agent,
-                judge,
+                text: run.goal,
+                agent: run.agent,
+                model: run.model,
+                gates: run.gates,
                 max_turns: run.max_turns,
                 retries: run.retries,
-                gate_timeout_sec: u32::try_from(gate_timeout.as_secs().max(1)).unwrap_or(u32::MAX),
-                gates,
-            };
-            let id = store
-                .write(|tx| tx.create_goal(&new))
-                .map_err(|e| usage(e.to_string()))?;
+                gate_timeout: run.gate_timeout,
+                judge: run.judge,
+            })
+            .map_err(usage)?;
+            let id = store.write(|tx| tx.create_goal(&new)).map_err(store_err)?;
             outln!("greenlight: goal {id} for {}", worktree.display());
-            drive(&mut store, id, &run.loop_args, &mut render_progress)
+            drive(&mut store, id, &run.loop_args, None, &mut render_progress)
         }
         Command::Resume(loop_args) => {
-            let goal = live_goal(&store, &worktree).map_err(usage)?;
-            if goal.state == GoalState::Paused {
-                store
-                    .write(|tx| tx.resume_goal(goal.id))
-                    .map_err(|e| (exit::ERROR, e.to_string()))?;
-            }
-            outln!(
+            let goal = live_goal(&store, &worktree)?;
+            // Said once the run holds the goal's lock: a refused resume must not claim to resume.
+            let announce = format!(
                 "greenlight: resuming goal {} (turn budget {} again; gate attempts kept)",
-                goal.id,
-                goal.max_turns
+                goal.id, goal.max_turns
             );
-            drive(&mut store, goal.id, &loop_args, &mut render_progress)
+            drive(
+                &mut store,
+                goal.id,
+                &loop_args,
+                Some(&announce),
+                &mut render_progress,
+            )
         }
         Command::Pause => {
-            let goal = live_goal(&store, &worktree).map_err(usage)?;
-            if goal.state == GoalState::Paused {
+            let goal = live_goal(&store, &worktree)?;
+            if !pause_by_user(&mut store, &goal).map_err(|e| (exit::ERROR, e.to_string()))? {
                 outln!("greenlight: goal {} is already paused", goal.id);
                 return Ok(exit::DONE);
             }
-            store
-                .write(|tx| tx.pause_goal(goal.id, greenlight_agent::Reason::PausedByUser.as_str(), Some("paused with `greenlight goal pause`; `greenlight goal resume` continues")))
-                .map_err(|e| (exit::ERROR, e.to_string()))?;
             outln!("greenlight: goal {} paused", goal.id);
             Ok(exit::DONE)
         }
         Command::Clear => {
-            let goal = live_goal(&store, &worktree).map_err(usage)?;
+            let goal = live_goal(&store, &worktree)?;
             store
                 .write(|tx| tx.clear_goal(goal.id))
                 .map_err(|e| (exit::ERROR, e.to_string()))?;
@@ -386,154 +230,6 @@ fn dispatch(args: Args) -> CliResult {
         Command::Status { json } => status(&store, &worktree, json),
         Command::Log { follow, json } => log(&store, &worktree, follow, json),
         Command::Gate(command) => gate(&mut store, &worktree, command),
-    }
-}
-
-/// A goal gate's time limit when neither `--gate-timeout` nor a verify.yaml says otherwise.
-pub const DEFAULT_GATE_TIMEOUT: Duration = Duration::from_secs(300);
-
-/// The gate commands of the worktree's verify.yaml, and the largest `timeoutSec` among them (a
-/// goal has one time limit for all its gates; the largest keeps every gate within its own).
-fn gates_from_verify_yaml(worktree: &Path) -> Result<(Vec<String>, Option<Duration>), String> {
-    let path = worktree.join(".commandmate").join("verify.yaml");
-    let path = camino::Utf8PathBuf::from_path_buf(path)
-        .map_err(|p| format!("{}: not a UTF-8 path", p.display()))?;
-    if !path.exists() {
-        return Ok((Vec::new(), None));
-    }
-    let config = greenlight_gate::config::load(&path).map_err(|e| e.to_string())?;
-    let longest = config.gates.iter().map(|g| g.timeout_sec).max();
-    let commands = config.gates.into_iter().map(|g| g.command).collect();
-    Ok((commands, longest.map(|s| Duration::from_secs(u64::from(s)))))
-}
-
-/// Runs the loop for `goal` in the foreground, with Ctrl-C / SIGTERM pausing it cleanly.
-pub fn drive(
-    store: &mut Store,
-    goal: greenlight_store::GoalId,
-    loop_args: &LoopArgs,
-    on_progress: &mut dyn FnMut(Progress<'_>),
-) -> CliResult {
-    let record = store
-        .goal(goal)
-        .map_err(|e| (exit::ERROR, e.to_string()))?
-        .ok_or((exit::ERROR, format!("goal {goal} vanished")))?;
-    let marker = run_marker(store.path(), goal);
-    let (agent, family) =
-        dispatcher_for(&record.agent, Some(&marker)).map_err(|e| (exit::ERROR, e))?;
-    let settings = Settings {
-        agent,
-        family,
-        model: record
-            .agent
-            .model
-            .clone()
-            .unwrap_or_else(|| "default".into()),
-        judge: record.judge.clone(),
-        dispatch_timeout: loop_args.agent_timeout,
-        kill_grace: super::verify::kill_grace(),
-        gate_env: vec![marker.clone()],
-    };
-    greenlight_proc::run_main(|interrupt| async move {
-        let lock_root = store.path().with_extension("runners");
-        // A closed stdout (`| head`) ends the run as SIGTERM does: the goal paused, the agent's
-        // processes ended.
-        let mut interrupt = crate::out::interrupt_with_closed_stdout(interrupt);
-        // One runner per goal: a second `resume` must not drive the same goal at once.
-        let guard = match greenlight_gate::lock::acquire(&lock_root, &format!("goal-{goal}"), Duration::ZERO, &mut interrupt).await {
-            Ok(greenlight_gate::lock::Acquired::Held { guard, .. }) => guard,
-            Ok(greenlight_gate::lock::Acquired::GaveUp { holder, .. }) => {
-                let who = holder.map(|h| format!(" (pid {} on {})", h.pid, h.host)).unwrap_or_default();
-                return Err((exit::USAGE, format!("goal {goal} is already running{who}; watch it with `greenlight goal log --follow`")));
-            }
-            Ok(greenlight_gate::lock::Acquired::Interrupted(_)) => return Err((exit::ERROR, "interrupted".into())),
-            Err(e) => return Err((exit::ERROR, format!("{}: {e}", lock_root.display()))),
-        };
-        // We hold the goal's runner lock, so any process still marked with this goal belongs to
-        // an earlier runner that died without cleaning up (kill -9): end it before going on.
-        let (var, value) = &marker;
-        let leftovers = exec::sweep_marked(var, value);
-        if !leftovers.is_empty() {
-            outln!("greenlight: ended {} process(es) an earlier run of goal {goal} left running:", leftovers.len());
-            for p in &leftovers {
-                outln!("  pid {} {}", p.pid, p.command);
-            }
-        }
-        let finish = Engine::new(store, goal, &settings, on_progress).run(&mut interrupt).await;
-        guard.release();
-        let finish = finish.map_err(|e| (exit::ERROR, e.to_string()))?;
-        Ok(match finish {
-            Finish::Done => {
-                outln!("greenlight: goal {goal} done: every gate is green");
-                exit::DONE
-            }
-            Finish::Paused { reason, detail } => {
-                outln!("greenlight: goal {goal} paused ({}): {detail}", reason.as_str());
-                match *interrupt.borrow() {
-                    Some(signal @ (Interrupt::Int | Interrupt::Term)) if reason == greenlight_agent::Reason::PausedByUser => signal.exit_code(),
-                    _ => exit::PAUSED,
-                }
-            }
-            Finish::NotActive(state) => {
-                let why = store
-                    .goal(goal)
-                    .ok()
-                    .flatten()
-                    .and_then(|g| g.pause)
-                    .map(|p| format!(" ({}): {}", p.reason, p.detail.unwrap_or_default()))
-                    .unwrap_or_default();
-                outln!("greenlight: goal {goal} is {state}{why}; this run stops here");
-                if state == GoalState::Done { exit::DONE } else { exit::PAUSED }
-            }
-        })
-    })
-    .map_err(|e| (exit::ERROR, format!("cannot start the async runtime: {e}")))?
-}
-
-/// Renders loop progress for a person at a terminal.
-pub fn render_progress(progress: Progress<'_>) {
-    match progress {
-        Progress::TurnStarted { turn, .. } => outln!("── turn {turn}: agent working"),
-        Progress::Dispatched { result, .. } => {
-            let secs = result.wall_ms as f64 / 1000.0;
-            match &result.failure {
-                None => outln!("   agent finished in {secs:.1}s"),
-                Some(f) => outln!(
-                    "   agent failed in {secs:.1}s: {} ({})",
-                    f.reason.as_str(),
-                    f.detail
-                ),
-            }
-        }
-        Progress::GateStarted { .. } => {}
-        Progress::GateFinished {
-            number,
-            command,
-            passed,
-            exit_code,
-            replayed,
-            evidence,
-        } => {
-            let code = exit_code
-                .map(|c| c.to_string())
-                .unwrap_or_else(|| "-".into());
-            let word = if passed { "PASS" } else { "FAIL" };
-            let note = if replayed {
-                " (not re-run: nothing changed since it failed)"
-            } else {
-                ""
-            };
-            outln!("   gate {number} {word} exit={code}  $ {command}{note}");
-            if let Some(evidence) = evidence {
-                outln!("   evidence for the next turn:");
-                for line in evidence.lines() {
-                    outln!("   │ {line}");
-                }
-            }
-        }
-        Progress::Judged { passed, .. } => {
-            outln!("   judge: {}", if passed { "PASS" } else { "FAIL" })
-        }
     }
 }
 
@@ -650,54 +346,41 @@ fn live_or_last(store: &Store, worktree: &Path) -> Result<Goal, (i32, String)> {
 }
 
 fn gate(store: &mut Store, worktree: &Path, command: GateCommand) -> CliResult {
-    let goal = live_goal(store, worktree).map_err(usage)?;
+    let goal = store
+        .live_goal(worktree)
+        .map_err(store_err)?
+        .ok_or_else(|| {
+            usage(format!(
+                "`goal gate` works on the gates of a worktree's active or paused goal, and {} has none; start one with `greenlight goal run \"<goal>\" --gate CMD`",
+                worktree.display()
+            ))
+        })?;
     let id = goal.id;
+    if !matches!(command, GateCommand::List) {
+        // The gates judge the agent, so the agent's own processes must not change them.
+        if inside_run_of(store.path(), id) {
+            return Err(usage(format!(
+                "goal {id}'s gates cannot be changed from inside its own run (this process carries {} or descends from the goal's runner): the gates judge the agent; a person changes them from another terminal",
+                greenlight_goal::drive::RUN_MARKER_VAR
+            )));
+        }
+    }
     match command {
         GateCommand::List => {}
         GateCommand::Add { command } => {
             store
                 .write(|tx| tx.add_gate(id, &command))
-                .map_err(|e| usage(e.to_string()))?;
+                .map_err(store_err)?;
         }
         GateCommand::Remove { n } => {
-            store
-                .write(|tx| tx.remove_gate(id, n))
-                .map_err(|e| usage(e.to_string()))?;
+            store.write(|tx| tx.remove_gate(id, n)).map_err(store_err)?;
         }
         GateCommand::Clear => {
-            store
-                .write(|tx| tx.clear_gates(id))
-                .map_err(|e| usage(e.to_string()))?;
+            store.write(|tx| tx.clear_gates(id)).map_err(store_err)?;
         }
     }
-    for gate in store.gates(id).map_err(|e| (exit::ERROR, e.to_string()))? {
+    for gate in store.gates(id).map_err(store_err)? {
         outln!("{}. {}", gate.number.unwrap_or(0), gate.command);
     }
     Ok(exit::DONE)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn templates_split_on_spaces_and_keep_quoted_words() {
-        assert_eq!(
-            split_template("my-agent --x 'a b' \"{prompt}\"").unwrap(),
-            ["my-agent", "--x", "a b", "{prompt}"]
-        );
-        assert!(split_template("agent 'open").is_err());
-        assert!(split_template("   ").is_err());
-        assert_eq!(split_template("a ''").unwrap(), ["a", ""]);
-    }
-
-    #[test]
-    fn durations_take_units() {
-        assert_eq!(parse_duration("300s").unwrap(), Duration::from_secs(300));
-        assert_eq!(parse_duration("5m").unwrap(), Duration::from_secs(300));
-        assert_eq!(parse_duration("90").unwrap(), Duration::from_secs(90));
-        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
-        assert!(parse_duration("5 min").is_err());
-        assert!(parse_duration("").is_err());
-    }
 }

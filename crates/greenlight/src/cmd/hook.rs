@@ -171,7 +171,7 @@ fn run_stop(max_blocks: u32, state: Option<PathBuf>) -> i32 {
     let options = stop::StopOptions {
         max_blocks,
         state_path: state,
-        kill_grace: super::verify::kill_grace(),
+        kill_grace: greenlight_proc::kill_grace(),
         lock_root: greenlight_gate::lock::lock_root(),
         reason_budget: stop::REASON_BUDGET,
     };
@@ -243,7 +243,7 @@ fn run_session_start(state: Option<PathBuf>) -> i32 {
     let options = stop::StopOptions {
         max_blocks: stop::DEFAULT_MAX_BLOCKS,
         state_path: state,
-        kill_grace: super::verify::kill_grace(),
+        kill_grace: greenlight_proc::kill_grace(),
         lock_root: greenlight_gate::lock::lock_root(),
         reason_budget: stop::REASON_BUDGET,
     };

@@ -10,7 +10,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use camino::Utf8PathBuf;
-use greenlight_gate::exec;
 use greenlight_gate::report::{RunReport, exit};
 use greenlight_gate::runner::{self, Event, RunOptions};
 use greenlight_gate::{config, render};
@@ -70,16 +69,6 @@ pub fn run(args: Args) -> i32 {
     }
 }
 
-/// The gates' SIGTERM → SIGKILL grace: `GREENLIGHT_KILL_GRACE_MS`, else the default.
-pub fn kill_grace() -> Duration {
-    // For tests and impatient users; the default matches CommandMate's runner.
-    std::env::var("GREENLIGHT_KILL_GRACE_MS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .map(Duration::from_millis)
-        .unwrap_or(exec::KILL_GRACE)
-}
-
 async fn verify(args: Args, interrupt: greenlight_proc::InterruptWatch) -> i32 {
     let json = args.format == Format::Json;
     let cwd = args.cwd.clone().unwrap_or_else(|| PathBuf::from("."));
@@ -136,7 +125,7 @@ async fn verify(args: Args, interrupt: greenlight_proc::InterruptWatch) -> i32 {
         base_ref: args.base_ref.clone(),
         only: args.gates.clone(),
         skip_work_evidence: args.skip_work_evidence,
-        kill_grace: kill_grace(),
+        kill_grace: greenlight_proc::kill_grace(),
         lock_root: greenlight_gate::lock::lock_root(),
     };
     let progress = Progress::start();

@@ -393,6 +393,8 @@ fn a_second_runner_of_the_same_goal_is_refused() {
         "{}",
         second.render()
     );
+    // It said "resuming goal N…" before it was refused.
+    assert!(!second.stdout.contains("resuming"), "{}", second.render());
     kill("-TERM", child.id() as i32);
     assert_eq!(wait_code(child).0, 143);
 }
@@ -438,4 +440,113 @@ fn goal_pause_from_another_terminal_stops_the_running_loop_at_its_next_step() {
         1,
         "the finished dispatch was not repeated"
     );
+}
+
+/// `kill -9` of `goal run` with a `{prompt_file}` agent left `greenlight-prompt-*` in the temp
+/// dir (0644, holding the prompt) forever: one more per crash.
+#[test]
+fn a_prompt_file_is_private_and_a_kill_9_leaves_none_after_the_next_run() {
+    use std::os::unix::fs::PermissionsExt;
+    let fx = Fixture::new();
+    let tmp = fx.scratch().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let agent = hanging_then_fixing(&fx);
+    let agent_arg = fx.agent(&agent);
+    let state = fx.state();
+    let child = fx
+        .repo
+        .command([
+            "goal",
+            "run",
+            "fix the value",
+            "--agent",
+            &agent_arg,
+            "--gate",
+            GATE,
+            "--state",
+            state.to_str().unwrap(),
+        ])
+        .env("TMPDIR", &tmp)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let runner = child.id();
+    wait_for(&fx.scratch().join("agent.pid"), WAIT);
+    let dirs: Vec<_> = std::fs::read_dir(&tmp)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert_eq!(dirs.len(), 1, "{dirs:?}");
+    let name = dirs[0].file_name().unwrap().to_str().unwrap().to_owned();
+    assert!(
+        name.starts_with(&format!("greenlight-prompt-{runner}-")),
+        "{name}"
+    );
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&dirs[0]), 0o700);
+    assert_eq!(mode(&dirs[0].join("prompt.txt")), 0o600);
+    kill("-KILL", runner as i32);
+    let _ = wait_code(child);
+    assert!(
+        dirs[0].exists(),
+        "SIGKILL cannot clean up; the next run must"
+    );
+
+    let out = fx.goal_env(&["resume"], &[("TMPDIR", tmp.as_os_str())]);
+    assert_eq!(out.code, 0, "{}", out.render());
+    let left: Vec<_> = std::fs::read_dir(&tmp)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+/// A database write error exited 2 (usage) with a raw `Error: stepping, database disk image is
+/// malformed (11)`; docs/state.md says 1, and the user needs the file and what to do.
+#[test]
+fn a_damaged_state_database_exits_1_naming_the_file_and_what_to_do() {
+    use std::io::{Seek, SeekFrom, Write};
+    let fx = Fixture::new();
+    // Creates the database (no goal yet: a usage error).
+    assert_eq!(fx.goal(&["status"]).code, 2);
+    let state = fx.state();
+    // The page of the `goals` table (SQLite's own reader says which), damaged: the file opens,
+    // and the first write to that table fails.
+    let root = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute(\"select rootpage from sqlite_schema where name = 'goals'\").fetchone()[0])",
+            state.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    let page: u64 = String::from_utf8_lossy(&root.stdout)
+        .trim()
+        .parse()
+        .unwrap();
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&state)
+        .unwrap();
+    file.seek(SeekFrom::Start((page - 1) * 4096)).unwrap();
+    file.write_all(&[0xA5; 4096]).unwrap();
+    drop(file);
+    let agent = fx.script("agent.sh", "echo hi");
+    let out = fx.goal(&["run", "g", "--agent", &fx.agent(&agent), "--gate", GATE]);
+    assert_eq!(out.code, 1, "{}", out.render());
+    assert!(
+        out.stderr.contains(state.to_str().unwrap()),
+        "{}",
+        out.render()
+    );
+    assert!(
+        out.stderr
+            .contains("the file is damaged; move it (and its -wal and -shm files) aside"),
+        "{}",
+        out.render()
+    );
+    assert_eq!(fx.calls("agent.sh"), 0);
 }

@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used)] // a test that cannot set up its fixture should stop loudly
 
 use crate::goal_support::{Fixture, GATE, kinds, of_kind};
+use serde_json::json;
 
 const FIX: &str = "echo good > value.txt\necho 'fixed value.txt'";
 
@@ -262,11 +263,13 @@ fn an_unchanged_workspace_is_not_regated_the_attempt_advances_and_the_prompt_say
         "{}",
         out.render()
     );
+    // Turn 2 replays turn 1's failure; after one replay the gate runs for real again (the key
+    // cannot see git-ignored files the gate may read), so it ran twice in three turns.
     let gate_runs = std::fs::read_to_string(fx.scratch().join("gate.runs")).unwrap();
     assert_eq!(
         gate_runs.lines().count(),
-        1,
-        "the gate ran again on an unchanged workspace"
+        2,
+        "an unchanged workspace is replayed once, then the gate runs again"
     );
     assert_eq!(fx.calls("agent.sh"), 3);
 
@@ -299,7 +302,7 @@ fn an_unchanged_workspace_is_not_regated_the_attempt_advances_and_the_prompt_say
         .iter()
         .map(|r| r["payload"]["replayed"].clone())
         .collect();
-    assert_eq!(replayed, [false, true, true]);
+    assert_eq!(replayed, [false, true, false]);
     let attempts: Vec<_> = runs
         .iter()
         .map(|r| r["payload"]["attempt"].clone())
@@ -514,5 +517,48 @@ fn without_gate_flags_or_a_verify_yaml_the_goal_is_refused() {
         fx.calls("agent.sh"),
         0,
         "no agent may run without a gate to judge it"
+    );
+}
+
+/// The unchanged-workspace key cannot see git-ignored files: an agent that fixed `build/ok`
+/// (ignored) had its failure replayed forever and the goal paused although the gate passed.
+#[test]
+fn an_ignored_file_the_agent_fixes_is_seen_after_at_most_one_replay() {
+    let fx = Fixture::new();
+    fx.repo.write(".gitignore", "build/\n");
+    fx.repo.commit_all("ignore build output");
+    let agent = fx.script(
+        "agent.sh",
+        "if [ $N -eq 2 ]; then mkdir -p build && touch build/ok; echo 'built it'; else echo 'looked'; fi",
+    );
+    let gate = "test -f build/ok || { echo 'build/ok is missing'; exit 1; }";
+    let out = fx.goal(&[
+        "run",
+        "build it",
+        "--agent",
+        &fx.agent(&agent),
+        "--gate",
+        gate,
+        "--retries",
+        "3",
+    ]);
+    assert_eq!(out.code, 0, "{}", out.render());
+    let runs = of_kind(&fx.log(), "gate-run");
+    let seen: Vec<_> = runs
+        .iter()
+        .map(|r| {
+            (
+                r["payload"]["verdict"].clone(),
+                r["payload"]["replayed"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (json!("fail"), json!(false)),
+            (json!("fail"), json!(true)),
+            (json!("pass"), json!(false)),
+        ]
     );
 }

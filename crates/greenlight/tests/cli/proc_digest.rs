@@ -134,7 +134,7 @@ fn a_signal_to_digest_ends_the_commands_group() {
 fn a_bad_timeout_is_refused_naming_the_value() {
     for (value, says) in [
         ("soon", "`soon` is not a duration"),
-        ("99999999999h", "`99999999999h` is longer than any run"),
+        ("99999999999h", "`99999999999h` is too long a duration"),
     ] {
         let out = Command::new(greenlight_bin())
             .args(["digest", "--timeout", value, "--", "true"])

@@ -90,6 +90,19 @@ impl Fixture {
         self.repo.greenlight(all)
     }
 
+    /// Runs `greenlight goal <args> --state <state>` in the worktree with extra environment.
+    pub fn goal_env(&self, args: &[&str], env: &[(&str, &std::ffi::OsStr)]) -> Run {
+        let mut all = vec!["goal"];
+        all.extend_from_slice(args);
+        let state = self.state();
+        all.extend(["--state", state.to_str().unwrap()]);
+        let mut cmd = self.repo.command(all);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        Run::from_output(cmd.output().unwrap(), &[])
+    }
+
     /// Starts `greenlight goal <args> --state <state>` without waiting.
     pub fn spawn_goal(&self, args: &[&str]) -> Child {
         let mut all = vec!["goal"];

@@ -1,0 +1,439 @@
+//! Running a stored goal: everything between "the user asked to run goal N" and the engine.
+//!
+//! Which agent runs it (`--agent` parsed, the dispatcher built from what the store recorded),
+//! which gates it starts with (`--gate`, else verify.yaml's, each with its own limit and mutex),
+//! the goal's run marker, the one-runner-per-goal lock and the sweep of what a killed runner
+//! left. The binary owns the async runtime and the signals, and renders what this reports.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use greenlight_agent::{AdapterOptions, Dispatcher, Family};
+use greenlight_gate::exec::{self, InterruptWatch};
+use greenlight_gate::lock::{self, Acquired};
+use greenlight_gate::procs::LeftoverProcess;
+use greenlight_store::{AgentSpec, GoalId, GoalState, NewGate, NewGoal, Reads, Store};
+
+use crate::engine::{Engine, Finish, Settings};
+use crate::error::Error;
+use crate::progress::Progress;
+
+/// A goal gate's time limit when neither `--gate-timeout` nor a verify.yaml says otherwise.
+pub const DEFAULT_GATE_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// The variable every process of a goal's run carries, so that a later runner of the same goal
+/// can find and end what a runner killed with SIGKILL left behind, and so that `goal gate`
+/// commands can tell they run inside the goal's own agent.
+pub const RUN_MARKER_VAR: &str = "GREENLIGHT_GOAL";
+
+/// The marker of `goal` in the state database at `state`: goal ids are per database.
+pub fn run_marker(state: &Path, goal: GoalId) -> (String, String) {
+    // Canonical, so a process that names the same file another way carries the same marker.
+    let state = state.canonicalize().unwrap_or_else(|_| state.to_path_buf());
+    let db = blake3::hash(state.to_string_lossy().as_bytes()).to_hex();
+    (RUN_MARKER_VAR.to_owned(), format!("{}:{goal}", &db[..16]))
+}
+
+/// Where the runner lock of the goals of the database at `state` lives.
+fn runners_dir(state: &Path) -> PathBuf {
+    state.with_extension("runners")
+}
+
+/// Whether this process runs inside `goal`'s own run: it carries the goal's marker, or the
+/// goal's runner is one of its ancestors (an agent that cleared its environment is still the
+/// runner's descendant: the runner is a child subreaper, so even a double fork is adopted by it).
+pub fn inside_run_of(state: &Path, goal: GoalId) -> bool {
+    let (var, value) = run_marker(state, goal);
+    if std::env::var_os(var).is_some_and(|v| v == value.as_str()) {
+        return true;
+    }
+    let owner = runners_dir(state)
+        .join(format!("goal-{goal}.lock"))
+        .join("owner");
+    let Some(runner) = std::fs::read_to_string(owner)
+        .ok()
+        .and_then(|text| serde_json::from_str::<lock::Owner>(text.trim()).ok())
+        .filter(|o| o.host == lock::host_name())
+        .and_then(|o| u32::try_from(o.pid).ok())
+        // A runner killed with SIGKILL leaves its record; its pid may name another program by
+        // now (a person's terminal, say), which must not be refused.
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .is_ok_and(|comm| comm.trim() == "greenlight")
+        })
+    else {
+        return false;
+    };
+    let mut pid = std::process::id();
+    // A chain of parents ends at pid 1 (or 0); the bound only guards against a /proc that lies.
+    for _ in 0..4096 {
+        let Some(parent) = parent_of(pid) else {
+            return false;
+        };
+        if parent == runner {
+            return true;
+        }
+        if parent <= 1 {
+            return false;
+        }
+        pid = parent;
+    }
+    false
+}
+
+/// The parent pid of `pid`, from `/proc/<pid>/stat` (after the command name, which may hold
+/// spaces and parentheses: the last `)` ends it).
+fn parent_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Splits an argv template on spaces, honouring single and double quotes.
+pub fn split_template(template: &str) -> Result<Vec<String>, String> {
+    let mut args = Vec::new();
+    let mut current = String::new();
+    let mut quote: Option<char> = None;
+    let mut started = false;
+    for c in template.chars() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), c) => current.push(c),
+            (None, '\'' | '"') => {
+                quote = Some(c);
+                started = true;
+            }
+            (None, c) if c.is_whitespace() => {
+                if started || !current.is_empty() {
+                    args.push(std::mem::take(&mut current));
+                    started = false;
+                }
+            }
+            (None, c) => current.push(c),
+        }
+    }
+    if quote.is_some() {
+        return Err(format!("unclosed quote in the agent template `{template}`"));
+    }
+    if started || !current.is_empty() {
+        args.push(current);
+    }
+    if args.is_empty() {
+        return Err(
+            "the agent template is empty; write e.g. --agent 'command:my-agent {prompt_file}'"
+                .into(),
+        );
+    }
+    Ok(args)
+}
+
+/// Parses `--agent` (and `--model`) into what the store records.
+pub fn parse_agent(agent: &str, model: Option<String>) -> Result<AgentSpec, String> {
+    let (family, template) = match agent {
+        "claude" => ("claude", None),
+        "codex" => ("codex", None),
+        other => match other.strip_prefix("command:") {
+            Some(t) => ("command", Some(split_template(t)?)),
+            None => {
+                return Err(format!(
+                    "--agent `{other}`: use claude, codex, or command:<argv template>"
+                ));
+            }
+        },
+    };
+    let model = match (family, model) {
+        (_, Some(m)) => m,
+        ("claude", None) => "sonnet".into(),
+        ("command", None) => "default".into(),
+        _ => return Err("--agent codex needs --model (the model id codex should run)".into()),
+    };
+    Ok(AgentSpec {
+        family: family.into(),
+        model: Some(model),
+        argv_template: template,
+    })
+}
+
+/// The executable a stored goal's agent starts from: the family's CLI name, or the template's
+/// program.
+pub fn agent_bin(agent: &AgentSpec) -> Option<PathBuf> {
+    match &agent.argv_template {
+        Some(template) => template.first().map(PathBuf::from),
+        None => Some(PathBuf::from(agent.family.as_str())),
+    }
+}
+
+/// Builds the dispatcher a stored goal's agent runs through; `marker` joins its environment.
+pub fn dispatcher_for(
+    agent: &AgentSpec,
+    marker: Option<&(String, String)>,
+) -> Result<(Arc<dyn Dispatcher>, Family), String> {
+    let family = match agent.family.as_str() {
+        "claude" => Family::Claude,
+        "codex" => Family::Codex,
+        "command" => Family::Command,
+        other => {
+            return Err(format!(
+                "unknown agent family `{other}` in the state database"
+            ));
+        }
+    };
+    let mut options = AdapterOptions::default();
+    if let Some((var, value)) = marker {
+        let mut env: Vec<(std::ffi::OsString, std::ffi::OsString)> = std::env::vars_os()
+            .filter(|(k, _)| k != var.as_str())
+            .collect();
+        env.push((var.into(), value.into()));
+        options.base_env = Some(env);
+    }
+    if let Some(template) = &agent.argv_template {
+        let (bin, args) = template
+            .split_first()
+            .ok_or("the stored agent template is empty")?;
+        options.bin = Some(PathBuf::from(bin));
+        options.command_args = args.to_vec();
+    }
+    let dispatcher = greenlight_agent::dispatcher(family, options).map_err(|e| e.to_string())?;
+    Ok((Arc::from(dispatcher), family))
+}
+
+/// The gates of the worktree's verify.yaml, each with its own `timeoutSec` and `mutex`, and the
+/// largest `timeoutSec` among them (the goal's time limit for gates added later). No file: none.
+pub fn gates_from_verify_yaml(worktree: &Path) -> Result<(Vec<NewGate>, Option<Duration>), String> {
+    let path = worktree.join(".commandmate").join("verify.yaml");
+    let path = camino::Utf8PathBuf::from_path_buf(path)
+        .map_err(|p| format!("{}: not a UTF-8 path", p.display()))?;
+    if !path.exists() {
+        return Ok((Vec::new(), None));
+    }
+    let config = greenlight_gate::config::load(&path).map_err(|e| e.to_string())?;
+    let longest = config.gates.iter().map(|g| g.timeout_sec).max();
+    let gates = config
+        .gates
+        .into_iter()
+        .map(|g| NewGate {
+            command: g.command,
+            timeout_sec: Some(g.timeout_sec),
+            mutex: g.mutex,
+        })
+        .collect();
+    Ok((gates, longest.map(|s| Duration::from_secs(u64::from(s)))))
+}
+
+/// What `goal run` asks for, as given on the command line.
+#[derive(Debug, Clone)]
+pub struct GoalRequest {
+    /// The worktree (canonicalised by the store).
+    pub worktree: PathBuf,
+    /// What the agent must achieve.
+    pub text: String,
+    /// `--agent`: claude, codex, or `command:<argv template>`.
+    pub agent: String,
+    /// `--model`.
+    pub model: Option<String>,
+    /// `--gate`, in order; empty = verify.yaml's gates.
+    pub gates: Vec<String>,
+    /// `--max-turns`.
+    pub max_turns: u32,
+    /// `--retries`.
+    pub retries: u32,
+    /// `--gate-timeout`.
+    pub gate_timeout: Option<Duration>,
+    /// `--judge`; `none` = no judge.
+    pub judge: String,
+}
+
+/// The goal to create for a request, or what is wrong with it (a usage error).
+pub fn plan_goal(request: GoalRequest) -> Result<NewGoal, String> {
+    let agent = parse_agent(&request.agent, request.model)?;
+    // `--gate "$UNSET"` would be `sh -c ''`, which exits 0: a gate that always passes.
+    if request.gates.iter().any(|g| g.trim().is_empty()) {
+        return Err("--gate needs a command: an empty or whitespace-only gate (an unset $VAR?) would pass without judging anything".into());
+    }
+    let (gates, declared_timeout) = if request.gates.is_empty() {
+        gates_from_verify_yaml(&request.worktree)?
+    } else {
+        (request.gates.into_iter().map(NewGate::from).collect(), None)
+    };
+    if gates.is_empty() {
+        return Err(
+            "no gates: pass --gate CMD, or declare gates in .commandmate/verify.yaml".into(),
+        );
+    }
+    let gate_timeout = request
+        .gate_timeout
+        .or(declared_timeout)
+        .unwrap_or(DEFAULT_GATE_TIMEOUT);
+    Ok(NewGoal {
+        worktree: request.worktree,
+        text: request.text,
+        agent,
+        judge: (request.judge != "none").then_some(request.judge),
+        max_turns: request.max_turns,
+        retries: request.retries,
+        gate_timeout_sec: u32::try_from(gate_timeout.as_secs().max(1)).unwrap_or(u32::MAX),
+        gates,
+    })
+}
+
+/// Pauses `goal` because a person asked (`greenlight goal pause`); a loop running it stops at
+/// its next step. Returns false when it was already paused.
+pub fn pause_by_user(store: &mut Store, goal: &greenlight_store::Goal) -> Result<bool, Error> {
+    if goal.state == GoalState::Paused {
+        return Ok(false);
+    }
+    store.write(|tx| {
+        tx.pause_goal(
+            goal.id,
+            greenlight_agent::Reason::PausedByUser.as_str(),
+            Some("paused with `greenlight goal pause`; `greenlight goal resume` continues"),
+        )
+    })?;
+    Ok(true)
+}
+
+/// The knobs of one run of a goal.
+#[derive(Debug, Clone)]
+pub struct DriveOptions {
+    /// How long one agent turn (and one judge question) may take.
+    pub agent_timeout: Duration,
+    /// SIGTERM → SIGKILL grace for gates.
+    pub kill_grace: Duration,
+}
+
+/// Something the run reports before the loop starts, for the binary to render.
+#[derive(Debug)]
+pub enum Started<'a> {
+    /// The run holds the goal's lock (and un-paused it): nothing can refuse it any more.
+    Running,
+    /// An earlier runner of this goal died (`kill -9`) and left these processes; they are gone.
+    LeftoversEnded(&'a [LeftoverProcess]),
+}
+
+/// How a run of a goal ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Driven {
+    /// The loop's outcome.
+    pub finish: Finish,
+    /// For [`Finish::NotActive`]: the pause the goal is in, as `(reason, detail)`, when some
+    /// other process paused it.
+    pub pause: Option<(String, String)>,
+}
+
+/// Runs `goal` until it is done or paused: one runner per goal (a second is refused with
+/// [`Error::AlreadyRunning`]), what an earlier runner left is ended, then the engine runs.
+pub async fn drive(
+    store: &mut Store,
+    goal: GoalId,
+    options: &DriveOptions,
+    interrupt: &mut InterruptWatch,
+    on_started: &mut dyn FnMut(Started<'_>),
+    on_progress: &mut dyn FnMut(Progress<'_>),
+) -> Result<Driven, Error> {
+    let record = store.goal(goal)?.ok_or(Error::NoSuchGoal(goal.0))?;
+    let marker = run_marker(store.path(), goal);
+    let (agent, family) = dispatcher_for(&record.agent, Some(&marker)).map_err(Error::Agent)?;
+    let settings = Settings {
+        agent,
+        family,
+        model: record
+            .agent
+            .model
+            .clone()
+            .unwrap_or_else(|| "default".into()),
+        judge: record.judge.clone(),
+        dispatch_timeout: options.agent_timeout,
+        kill_grace: options.kill_grace,
+        gate_env: vec![marker.clone()],
+        agent_bin: agent_bin(&record.agent),
+        probe: matches!(family, Family::Claude | Family::Codex),
+        lock_root: lock::lock_root(),
+    };
+    let runners = runners_dir(store.path());
+    let guard =
+        match lock::acquire(&runners, &format!("goal-{goal}"), Duration::ZERO, interrupt).await {
+            Ok(Acquired::Held { guard, .. }) => guard,
+            Ok(Acquired::GaveUp { holder, .. }) => {
+                return Err(Error::AlreadyRunning {
+                    goal: goal.0,
+                    holder: holder.map(|h| format!(" (pid {} on {})", h.pid, h.host)),
+                });
+            }
+            Ok(Acquired::Interrupted(signal)) => return Err(Error::Interrupted(signal)),
+            Err(source) => {
+                return Err(Error::LockRoot {
+                    root: runners,
+                    source,
+                });
+            }
+        };
+    if record.state == GoalState::Paused {
+        store.write(|tx| tx.resume_goal(goal))?;
+    }
+    on_started(Started::Running);
+    // We hold the goal's runner lock, so any process still marked with this goal belongs to an
+    // earlier runner that died without cleaning up (kill -9): end it before going on.
+    let (var, value) = &marker;
+    let leftovers = exec::sweep_marked(var, value);
+    if !leftovers.is_empty() {
+        on_started(Started::LeftoversEnded(&leftovers));
+    }
+    let finish = Engine::new(store, goal, &settings, on_progress)
+        .run(interrupt)
+        .await;
+    guard.release();
+    let finish = finish?;
+    let pause = match &finish {
+        Finish::NotActive(_) => store
+            .goal(goal)
+            .ok()
+            .flatten()
+            .and_then(|g| g.pause)
+            .map(|p| (p.reason, p.detail.unwrap_or_default())),
+        _ => None,
+    };
+    Ok(Driven { finish, pause })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn templates_split_on_spaces_and_keep_quoted_words() {
+        assert_eq!(
+            split_template("my-agent --x 'a b' \"{prompt}\"").ok(),
+            Some(vec![
+                "my-agent".into(),
+                "--x".into(),
+                "a b".into(),
+                "{prompt}".into()
+            ])
+        );
+        assert!(split_template("agent 'open").is_err());
+        assert!(split_template("   ").is_err());
+        assert_eq!(
+            split_template("a ''").ok(),
+            Some(vec!["a".to_owned(), String::new()])
+        );
+    }
+
+    #[test]
+    fn the_parent_chain_is_read_from_proc() {
+        assert_eq!(
+            parent_of(std::process::id()),
+            Some(std::os::unix::process::parent_id())
+        );
+    }
+
+    #[test]
+    fn the_marker_names_the_same_file_the_same_way() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let db = dir.path().join("state.db");
+        std::fs::write(&db, "").expect("touch");
+        let odd = dir.path().join(".").join("state.db");
+        assert_eq!(run_marker(&db, GoalId(3)), run_marker(&odd, GoalId(3)));
+        assert_ne!(run_marker(&db, GoalId(3)).1, run_marker(&db, GoalId(4)).1);
+    }
+}

@@ -1,0 +1,345 @@
+//! The gate phase of a turn: every live gate in order, the first failure ends it.
+//!
+//! The gates are read from the store when the phase starts (the turn boundary), so a gate added
+//! or removed by a person while the agent worked applies to this phase. A gate removed while the
+//! phase runs makes the phase start over with the gates as they are now (never a crash); a gate
+//! added while it runs makes a passing phase start over, so no goal is done before every live
+//! gate has passed.
+//!
+//! The replay rule: a failed gate whose result key (the worktree's content, the command, its
+//! time limit) is unchanged is not run again, its failure is replayed — but at most once in a
+//! row. After a replay the gate runs for real, because the key cannot see everything a gate may
+//! read (git-ignored files such as `build/`): an agent that fixed only an ignored file loses one
+//! turn, never the goal.
+
+use std::time::{Duration, Instant};
+
+use greenlight_agent::Reason;
+use greenlight_gate::exec::InterruptWatch;
+use greenlight_gate::lock::{self, Acquired};
+use greenlight_store::{
+    Gate, GateRun, Goal, GoalState, LastResult, NewGateRun, Reads, Verdict as RunVerdict,
+};
+
+use crate::engine::{Engine, Finish, Step, gate_timeout_sec};
+use crate::error::Error;
+use crate::gate_phase::{self, GateResult, result_key};
+use crate::progress::Progress;
+use crate::prompt::{self, GateFailure, OutputEvidence};
+
+/// One gate's result, ready to record.
+struct Decided {
+    run: NewGateRun,
+    /// The evidence of a failure.
+    text: Option<String>,
+}
+
+impl Engine<'_> {
+    /// Runs the gate phase of open turn `turn`; next is the judge, another turn, or the end.
+    pub(crate) async fn gate_phase(
+        &mut self,
+        turn: u32,
+        interrupt: &mut InterruptWatch,
+    ) -> Result<Step, Error> {
+        let goal = self.goal_row()?;
+        // Paused or cleared from elsewhere while the agent worked: stop before the gates.
+        // The turn stays open, so a resume runs its gates without dispatching again.
+        if goal.state != GoalState::Active {
+            return Ok(Step::Finish(Finish::NotActive(goal.state)));
+        }
+        // The agent may have removed its own worktree. No gate can run there, and no attempt is
+        // charged: the turn stays open, so once the worktree is back, resume runs its gates.
+        if !goal.worktree.is_dir() {
+            return self.worktree_missing(&goal);
+        }
+        let gates = self.store.gates(self.goal)?;
+        if gates.is_empty() {
+            return self.no_gates();
+        }
+        let runs = self.store.gate_runs(self.goal)?;
+        for (index, gate) in gates.iter().enumerate() {
+            let number = index + 1;
+            (self.on_progress)(Progress::GateStarted {
+                number,
+                of: gates.len(),
+                command: &gate.command,
+            });
+            let last_run = runs.iter().rev().find(|r| r.gate == gate.id);
+            let at = GateAt {
+                goal: &goal,
+                gate,
+                number,
+                of: gates.len(),
+                turn,
+            };
+            let decided = match self.decide_gate(&at, last_run, interrupt).await? {
+                Ok(decided) => decided,
+                Err(step) => return Ok(step),
+            };
+            let passed = decided.run.verdict == RunVerdict::Pass;
+            let last_attempt = !passed && gate.attempts + 1 >= goal.retries;
+            (self.on_progress)(Progress::GateFinished {
+                number,
+                command: &gate.command,
+                passed,
+                exit_code: decided.run.exit_code,
+                replayed: decided.run.replayed,
+                evidence: decided.text.as_deref(),
+                last_attempt,
+            });
+            let step = self.record(&goal, gate, number, turn, decided)?;
+            if step != Step::Gates(turn) || !passed {
+                return Ok(step);
+            }
+        }
+        // Every gate passed — every gate that was live when the phase began. One added since
+        // (by a person, from another terminal) has judged nothing yet: run the phase again
+        // rather than call the goal done without it.
+        let live: Vec<_> = self.store.gates(self.goal)?.iter().map(|g| g.id).collect();
+        if live.iter().any(|id| !gates.iter().any(|g| g.id == *id)) {
+            return Ok(Step::Gates(turn));
+        }
+        if self.settings.judge.is_some() {
+            return Ok(Step::Judge(turn));
+        }
+        let goal_id = self.goal;
+        self.store.write(|tx| {
+            tx.end_turn(goal_id, turn, "done")?;
+            tx.complete_goal(goal_id)
+        })?;
+        Ok(Step::Finish(Finish::Done))
+    }
+
+    /// Records one gate's result. Returns `Step::Gates(turn)` to go on with the next gate (after
+    /// a pass) or to start the phase over (the gate was removed meanwhile); else what follows a
+    /// failure.
+    fn record(
+        &mut self,
+        goal: &Goal,
+        gate: &Gate,
+        number: usize,
+        turn: u32,
+        decided: Decided,
+    ) -> Result<Step, Error> {
+        let goal_id = self.goal;
+        let retries = goal.retries;
+        let detail = format!(
+            "gate {number} (`{}`) failed {retries} time(s) in a row; fix it by hand and `greenlight goal resume`, or drop it with `greenlight goal gate remove {number}`",
+            gate.command
+        );
+        let passed = decided.run.verdict == RunVerdict::Pass;
+        let written = self.store.write(|tx| {
+            let recorded = tx.record_gate_run(&decided.run)?;
+            if !passed {
+                tx.end_turn(goal_id, turn, Reason::GateFailed.as_str())?;
+                if recorded.attempt >= retries {
+                    tx.pause_goal(goal_id, Reason::RetriesExhausted.as_str(), Some(&detail))?;
+                }
+            }
+            Ok::<_, greenlight_store::Error>(recorded)
+        });
+        let recorded = match written {
+            Ok(recorded) => recorded,
+            // Removed (by a person, from another terminal) while it ran: nothing was written;
+            // the phase starts over with the gates as they are now.
+            Err(greenlight_store::Error::GateNotLive { .. }) => return Ok(Step::Gates(turn)),
+            Err(e) => return Err(e.into()),
+        };
+        if passed {
+            return Ok(Step::Gates(turn));
+        }
+        if recorded.attempt >= retries {
+            return Ok(Step::Finish(Finish::Paused {
+                reason: Reason::RetriesExhausted,
+                detail,
+            }));
+        }
+        self.evidence = decided.text;
+        Ok(Step::Turn)
+    }
+
+    /// Runs the gate, or replays its last failure when nothing it can see changed. `Err`
+    /// carries the step that ends the phase early (interrupted, worktree gone).
+    async fn decide_gate(
+        &mut self,
+        at: &GateAt<'_>,
+        last_run: Option<&GateRun>,
+        interrupt: &mut InterruptWatch,
+    ) -> Result<Result<Decided, Step>, Error> {
+        let timeout_sec = gate_timeout_sec(at.goal, at.gate);
+        let key = result_key(&at.goal.worktree, &at.gate.command, timeout_sec);
+        let replayed_last = last_run.is_some_and(|r| r.replayed);
+        let unchanged = at.gate.last.as_ref().filter(|last| {
+            last.verdict != RunVerdict::Pass
+                && key.is_some()
+                && last.workspace_key == key
+                && !replayed_last
+        });
+        if let Some(last) = unchanged {
+            return Ok(Ok(at.replay(last, key)));
+        }
+        let timeout = Duration::from_secs(u64::from(timeout_sec));
+        // A gate with a mutex runs under the same machine-wide lock `verify` takes, waiting up
+        // to its own time limit as `verify` does.
+        let _guard = match &at.gate.mutex {
+            None => None,
+            Some(name) => {
+                let acquired = lock::acquire(&self.settings.lock_root, name, timeout, interrupt)
+                    .await
+                    .map_err(|source| Error::LockRoot {
+                        root: self.settings.lock_root.clone(),
+                        source,
+                    })?;
+                match acquired {
+                    Acquired::Held { guard, .. } => Some(guard),
+                    Acquired::Interrupted(signal) => {
+                        return Ok(Err(Step::Finish(self.interrupted(signal, None)?)));
+                    }
+                    Acquired::GaveUp { waited, holder, .. } => {
+                        return Ok(Ok(at.lock_given_up(name, waited, holder)));
+                    }
+                }
+            }
+        };
+        let started = Instant::now();
+        let result = gate_phase::run_gate(
+            &at.goal.worktree,
+            &at.gate.command,
+            timeout,
+            self.settings.kill_grace,
+            &self.settings.gate_env,
+            interrupt,
+        )
+        .await;
+        let result = match result {
+            Ok(result) => result,
+            // Removed while an earlier gate ran: the same pause, not a machine error.
+            Err(_) if !at.goal.worktree.is_dir() => {
+                return Ok(Err(self.worktree_missing(at.goal)?));
+            }
+            Err(source) => {
+                return Err(Error::GateSpawn {
+                    command: at.gate.command.clone(),
+                    source,
+                });
+            }
+        };
+        if let Some(signal) = result.interrupted {
+            // The turn stays open: its dispatch finished, so resume owes it this gate phase
+            // rather than a new dispatch.
+            return Ok(Err(Step::Finish(self.interrupted(signal, None)?)));
+        }
+        Ok(Ok(at.ran(&result, started.elapsed(), key)))
+    }
+}
+
+/// One gate at its place in one turn's phase: what every record of its result shares.
+struct GateAt<'g> {
+    goal: &'g Goal,
+    gate: &'g Gate,
+    /// 1-based, and the number of gates in the phase.
+    number: usize,
+    of: usize,
+    turn: u32,
+}
+
+impl GateAt<'_> {
+    /// The evidence of a failure of this gate (this failure counted in its attempt).
+    fn evidence(&self, exit_code: Option<i32>, timed_out: bool, output: OutputEvidence) -> String {
+        prompt::evidence(&GateFailure {
+            number: self.number,
+            of: self.of,
+            command: &self.gate.command,
+            exit_code,
+            timed_out,
+            attempt: self.gate.attempts + 1,
+            max_attempts: self.goal.retries,
+            output,
+        })
+    }
+
+    fn run(&self, verdict: RunVerdict, exit_code: Option<i32>, duration: Duration) -> NewGateRun {
+        NewGateRun {
+            goal: self.goal.id,
+            gate: self.gate.id,
+            turn: Some(self.turn),
+            verdict,
+            exit_code,
+            duration_ms: u64::try_from(duration.as_millis()).unwrap_or(u64::MAX),
+            workspace_key: None,
+            replayed: false,
+            digest: None,
+            evidence: None,
+        }
+    }
+
+    /// The last failure again: nothing the key sees changed since.
+    fn replay(&self, last: &LastResult, key: Option<String>) -> Decided {
+        let previous = last.evidence.clone().unwrap_or_default();
+        let text = self.evidence(
+            last.exit_code,
+            last.verdict == RunVerdict::Timeout,
+            OutputEvidence::Unchanged {
+                previous: previous.clone(),
+            },
+        );
+        let run = NewGateRun {
+            workspace_key: key,
+            replayed: true,
+            // What the gate still waits on stays the original failure, so a second unchanged
+            // turn quotes the tool's output, not this notice.
+            evidence: Some(previous),
+            ..self.run(last.verdict, last.exit_code, Duration::ZERO)
+        };
+        Decided {
+            run,
+            text: Some(text),
+        }
+    }
+
+    /// The gate's mutex stayed held for its whole time limit: a timeout naming the holder.
+    fn lock_given_up(&self, name: &str, waited: Duration, holder: Option<lock::Owner>) -> Decided {
+        let who = holder
+            .map(|h| format!(" (held by pid {} on {})", h.pid, h.host))
+            .unwrap_or_default();
+        let note = format!(
+            "greenlight waited {}s for the machine-wide lock `{name}`{who} and gave up; the gate did not run",
+            waited.as_secs()
+        );
+        let output = OutputEvidence::Excerpt {
+            head: note,
+            tail: String::new(),
+            cut: 0,
+        };
+        let text = self.evidence(None, true, output);
+        // No workspace key: not a judgement of this content, so never replayed.
+        let run = NewGateRun {
+            evidence: Some(text.clone()),
+            ..self.run(RunVerdict::Timeout, None, waited)
+        };
+        Decided {
+            run,
+            text: Some(text),
+        }
+    }
+
+    /// What a real run of the gate came to.
+    fn ran(&self, result: &GateResult, took: Duration, key: Option<String>) -> Decided {
+        let text = (!result.passed)
+            .then(|| self.evidence(result.exit_code, result.timed_out, result.output.clone()));
+        let verdict = if result.passed {
+            RunVerdict::Pass
+        } else if result.timed_out {
+            RunVerdict::Timeout
+        } else {
+            RunVerdict::Fail
+        };
+        let run = NewGateRun {
+            workspace_key: key,
+            digest: serde_json::to_value(&result.digest).ok(),
+            evidence: text.clone(),
+            ..self.run(verdict, result.exit_code, took)
+        };
+        Decided { run, text }
+    }
+}

@@ -1,0 +1,131 @@
+//! The agent's turn: the prompt, one dispatch recorded in the ledger, and what comes next.
+//!
+//! A transport failure (the agent timed out or died) spends the turn and the next one retries
+//! within the budget; a refusal (bad model id, prompt over the ceiling, a path outside the
+//! worktree) would fail the same way again, so it pauses the goal.
+
+use greenlight_agent::{Deliverable, DispatchRequest, Outcome, Reason};
+use greenlight_gate::exec::{Interrupt, InterruptWatch};
+use greenlight_store::{DispatchStep, GoalState, NewDispatch, Reads};
+
+use crate::engine::{Engine, Finish, Step};
+use crate::error::Error;
+use crate::ledger::{interrupted_end, ledger_end, next_attempt};
+use crate::progress::Progress;
+use crate::prompt;
+
+fn is_transport(reason: Reason) -> bool {
+    matches!(reason, Reason::DispatchTimeout | Reason::DispatchDead)
+}
+
+impl Engine<'_> {
+    /// Starts a turn and dispatches the agent; next is the turn's gate phase, another turn, or
+    /// the end.
+    pub(crate) async fn turn(&mut self, interrupt: &mut InterruptWatch) -> Result<Step, Error> {
+        if let Some(signal) = *interrupt.borrow() {
+            return Ok(Step::Finish(self.interrupted(signal, None)?));
+        }
+        let goal = self.goal_row()?;
+        if goal.state != GoalState::Active {
+            return Ok(Step::Finish(Finish::NotActive(goal.state)));
+        }
+        if !goal.worktree.is_dir() {
+            return self.worktree_missing(&goal);
+        }
+        let gates = self.store.gates(self.goal)?;
+        if gates.is_empty() {
+            return self.no_gates();
+        }
+        let turn = match self.begin_turn(&goal)? {
+            Ok(turn) => turn,
+            Err(finish) => return Ok(Step::Finish(finish)),
+        };
+        let commands: Vec<String> = gates.iter().map(|g| g.command.clone()).collect();
+        let text = prompt::turn_prompt(&goal.text, &commands, self.evidence.as_deref());
+        (self.on_progress)(Progress::TurnStarted {
+            turn,
+            prompt: &text,
+        });
+        self.dispatch_turn(&goal, turn, &text, interrupt).await
+    }
+
+    /// Dispatches one agent turn and records it (and its reply) in the ledger.
+    async fn dispatch_turn(
+        &mut self,
+        goal: &greenlight_store::Goal,
+        turn: u32,
+        text: &str,
+        interrupt: &mut InterruptWatch,
+    ) -> Result<Step, Error> {
+        let goal_id = self.goal;
+        let attempt = next_attempt(self.store, goal_id, turn, DispatchStep::Agent)?;
+        let ledger = NewDispatch {
+            step: DispatchStep::Agent,
+            goal: goal_id,
+            turn,
+            attempt,
+            family: self.settings.family.as_str().to_owned(),
+            model: Some(self.settings.model.clone()),
+        };
+        let dispatch_id = self.store.write(|tx| {
+            tx.append_event(
+                Some(goal_id),
+                Some(turn),
+                "prompt",
+                &serde_json::json!({"prompt": text}),
+            )?;
+            tx.begin_dispatch(&ledger)
+        })?;
+        let mut request = DispatchRequest::new(
+            self.settings.family,
+            self.settings.model.clone(),
+            text,
+            goal.worktree.clone(),
+            self.settings.dispatch_timeout,
+        );
+        request.step_id = format!("turn-{turn}");
+        request.attempt = attempt;
+        request.deliverable = Deliverable::File;
+        let result = tokio::select! {
+            r = self.settings.agent.dispatch(&request) => r,
+            _ = interrupt.changed() => {
+                // Dropping the dispatch ends the agent's process group.
+                let signal = (*interrupt.borrow()).unwrap_or(Interrupt::Int);
+                let end = interrupted_end("the agent");
+                self.store.write(|tx| tx.finish_dispatch(dispatch_id, &end))?;
+                return Ok(Step::Finish(self.interrupted(signal, Some((turn, "interrupted")))?));
+            }
+        };
+        self.store
+            .write(|tx| tx.finish_dispatch(dispatch_id, &ledger_end(&result)))?;
+        (self.on_progress)(Progress::Dispatched {
+            turn,
+            result: &result,
+        });
+        match (&result.outcome, &result.failure) {
+            (Outcome::Ok, _) => Ok(Step::Gates(turn)),
+            (_, Some(failure)) if is_transport(failure.reason) => {
+                // The agent died or ran out of time: try again next turn, within the budget.
+                self.store
+                    .write(|tx| tx.end_turn(goal_id, turn, failure.reason.as_str()))?;
+                Ok(Step::Turn)
+            }
+            (_, failure) => {
+                let (reason, detail) = failure
+                    .as_ref()
+                    .map(|f| (f.reason, f.detail.clone()))
+                    .unwrap_or((
+                        Reason::DispatchDead,
+                        "the agent returned nothing".to_owned(),
+                    ));
+                let detail =
+                    format!("{detail}; fix the agent settings, then `greenlight goal resume`");
+                Ok(Step::Finish(self.pause(
+                    reason,
+                    detail,
+                    Some((turn, "dispatch-refused")),
+                )?))
+            }
+        }
+    }
+}
