@@ -66,9 +66,11 @@ mod tests {
         assert!(err.contains("too long"), "{err}");
         let minutes = u64::MAX / 60 + 1;
         assert!(parse_duration(&format!("{minutes}m")).is_err());
-        assert_eq!(
-            parse_duration(&format!("{}h", u64::MAX / 3600)),
-            Ok(Duration::from_secs(u64::MAX / 3600 * 3600))
-        );
+        // What fits a u64 but not a clock (an `Instant` plus it would overflow) is refused too.
+        assert!(parse_duration(&format!("{}h", u64::MAX / 3600)).is_err());
+        assert!(parse_duration(&format!("{}s", u64::MAX)).is_err());
+        // Ten years is the longest limit; a day past it is refused.
+        assert_eq!(parse_duration(&format!("{}h", 10 * 366 * 24)), Ok(MAX));
+        assert!(parse_duration(&format!("{}h", 10 * 366 * 24 + 24)).is_err());
     }
 }
