@@ -5,6 +5,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::cli::Cli;
 use crate::run::Run;
 
 /// A git repository (or linked worktree) in a temp dir that is removed on drop.
@@ -108,9 +109,7 @@ impl TempRepo {
 
     /// Writes a file (creating directories), relative to the root.
     pub fn write(&self, rel: &str, contents: impl AsRef<[u8]>) {
-        let path = self.root.join(rel);
-        fs::create_dir_all(path.parent().unwrap()).unwrap();
-        fs::write(path, contents).unwrap();
+        crate::files::write_file(&self.root.join(rel), contents);
     }
 
     /// Reads a file relative to the root, if it exists.
@@ -140,14 +139,19 @@ impl TempRepo {
         I: IntoIterator<Item = S>,
         S: AsRef<std::ffi::OsStr>,
     {
-        let mut cmd = self.command(args);
-        Run::from_output(
-            cmd.output().unwrap(),
-            &[
-                (&self.root, "[REPO]"),
-                (self.root.parent().unwrap(), "[TMP]"),
-            ],
-        )
+        self.cli(args).run()
+    }
+
+    /// The `greenlight` command as [`TempRepo::greenlight`] runs it, for tests that feed its
+    /// stdin, set its environment or bound its time before running it.
+    pub fn cli<I, S>(&self, args: I) -> Cli
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<std::ffi::OsStr>,
+    {
+        Cli::from_command(self.command(args))
+            .filter_path(&self.root, "[REPO]")
+            .filter_path(self.root.parent().unwrap(), "[TMP]")
     }
 
     /// The `greenlight` command, set up as [`TempRepo::greenlight`] runs it, for tests that
