@@ -7,17 +7,7 @@ use std::fs;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use greenlight_testkit::TempRepo;
-
-/// Alive means present in /proc and not a zombie.
-fn alive(pid: i32) -> bool {
-    match fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => stat
-            .rsplit_once(") ")
-            .is_some_and(|(_, rest)| !rest.starts_with('Z')),
-        Err(_) => false,
-    }
-}
+use greenlight_testkit::{TempRepo, procs};
 
 fn pids(repo: &TempRepo, file: &str) -> Vec<i32> {
     let text = repo
@@ -33,24 +23,9 @@ fn pids(repo: &TempRepo, file: &str) -> Vec<i32> {
 
 /// Waits until a gate has written its two pids to `pids` (it is running).
 fn wait_for_gate_pids(repo: &TempRepo) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while repo.read("pids").is_none_or(|p| p.lines().count() < 2) {
-        assert!(Instant::now() < deadline, "the gate never started");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn assert_all_dead(pids: &[i32]) {
-    let survivors: Vec<i32> = pids.iter().copied().filter(|&p| alive(p)).collect();
-    for &p in &survivors {
-        let _ = std::process::Command::new("kill")
-            .args(["-9", &p.to_string()])
-            .status();
-    }
-    assert!(
-        survivors.is_empty(),
-        "processes survived greenlight: {survivors:?}"
-    );
+    procs::wait_until(Duration::from_secs(10), "the gate never started", || {
+        repo.read("pids").filter(|p| p.lines().count() >= 2)
+    });
 }
 
 #[test]
@@ -78,7 +53,7 @@ fn a_timed_out_gate_whose_grandchild_ignores_sigterm_leaves_nothing() {
     assert!(started.elapsed() < Duration::from_secs(8));
     let found = pids(&repo, "pids");
     assert_eq!(found.len(), 3);
-    assert_all_dead(&found);
+    procs::assert_all_dead(&found, "processes survived greenlight");
 }
 
 #[test]
@@ -95,7 +70,7 @@ fn a_passing_gate_that_backgrounds_a_sleep_leaves_nothing_and_says_so() {
         "{}",
         out.stderr
     );
-    assert_all_dead(&pid);
+    procs::assert_all_dead(&pid, "processes survived greenlight");
 }
 
 #[test]
@@ -113,7 +88,7 @@ fn a_child_that_escapes_with_setsid_is_found_and_killed() {
         "{}",
         out.stderr
     );
-    assert_all_dead(&pid);
+    procs::assert_all_dead(&pid, "processes survived greenlight");
 }
 
 #[test]
@@ -132,7 +107,7 @@ fn a_double_fork_into_a_new_session_is_found_and_killed() {
         "{}",
         out.stderr
     );
-    assert_all_dead(&pid);
+    procs::assert_all_dead(&pid, "processes survived greenlight");
 }
 
 fn interrupt_during_a_gate(signal: &str, expected_code: i32) {
@@ -149,11 +124,7 @@ fn interrupt_during_a_gate(signal: &str, expected_code: i32) {
     wait_for_gate_pids(&repo);
     let lock = repo.lock_root().join("held.lock");
     assert!(lock.exists(), "the gate runs without its lock");
-    let status = std::process::Command::new("kill")
-        .args([signal, &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
+    procs::signal(signal, child.id());
     let started = Instant::now();
     let out = child.wait_with_output().unwrap();
     assert!(
@@ -170,7 +141,7 @@ fn interrupt_during_a_gate(signal: &str, expected_code: i32) {
     );
     assert!(stderr.contains("interrupted by"), "{stderr}");
     assert!(!lock.exists(), "the lock outlived the interrupted run");
-    assert_all_dead(&pids(&repo, "pids"));
+    procs::assert_all_dead(&pids(&repo, "pids"), "processes survived greenlight");
 }
 
 #[test]
@@ -254,7 +225,7 @@ fn sigkill_to_greenlight_leaves_gates_that_the_next_run_ends() {
     child.wait().unwrap();
     let orphans = pids(&repo, "pids");
     assert!(
-        orphans.iter().all(|&p| alive(p)),
+        orphans.iter().all(|&p| procs::alive(p)),
         "the gate should outlive a SIGKILLed greenlight"
     );
 
@@ -265,7 +236,7 @@ fn sigkill_to_greenlight_leaves_gates_that_the_next_run_ends() {
     let untouched = other.greenlight(["verify"]);
     assert!(!untouched.stderr.contains("ended"), "{}", untouched.stderr);
     assert!(
-        orphans.iter().all(|&p| alive(p)),
+        orphans.iter().all(|&p| procs::alive(p)),
         "a run with another lock root swept them"
     );
     let out = other
@@ -281,7 +252,7 @@ fn sigkill_to_greenlight_leaves_gates_that_the_next_run_ends() {
         "{}",
         out.stderr
     );
-    assert_all_dead(&orphans);
+    procs::assert_all_dead(&orphans, "processes survived greenlight");
 }
 
 #[test]
@@ -311,5 +282,5 @@ fn a_child_that_escapes_with_setsid_and_clears_its_environment_is_still_killed()
         "greenlight waited on the pipe: {:?}",
         started.elapsed()
     );
-    assert_all_dead(&pid);
+    procs::assert_all_dead(&pid, "processes survived greenlight");
 }
