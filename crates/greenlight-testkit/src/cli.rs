@@ -5,7 +5,7 @@
 use std::ffi::OsStr;
 use std::io::{ErrorKind, Read, Write as _};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -169,6 +169,20 @@ impl Cli {
     }
 }
 
+/// Sends `signal` (as `kill` spells it) to a spawned child, waits for it to end, and asserts it
+/// ended within `limit`: how a test checks that greenlight stops promptly when interrupted.
+pub fn signal_and_wait(child: Child, signal: &str, limit: Duration) -> Run {
+    crate::procs::signal(signal, child.id());
+    let started = Instant::now();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        started.elapsed() < limit,
+        "it took {:?} to stop after {signal}",
+        started.elapsed()
+    );
+    Run::from_output(out, &[])
+}
+
 fn read_all(pipe: Option<impl Read + Send + 'static>) -> JoinHandle<Vec<u8>> {
     std::thread::spawn(move || {
         let mut bytes = Vec::new();
@@ -222,6 +236,21 @@ mod tests {
             sh("exec sleep 30").within(Duration::from_millis(200)).run()
         });
         assert!(hung.is_err());
+    }
+
+    #[test]
+    fn a_signalled_child_is_waited_for_and_its_output_kept() {
+        let mut cmd = Command::new("sh");
+        cmd.args([
+            "-c",
+            "trap 'echo bye; exit 7' HUP; echo ready; while :; do sleep 0.05; done",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+        let child = cmd.spawn().unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        let run = signal_and_wait(child, "-HUP", Duration::from_secs(5));
+        assert_eq!((run.code, run.stdout.as_str()), (7, "ready\nbye\n"));
     }
 
     #[test]

@@ -21,6 +21,6 @@ pub mod procs;
 mod repo;
 mod run;
 
-pub use cli::Cli;
+pub use cli::{Cli, signal_and_wait};
 pub use repo::TempRepo;
 pub use run::{Run, greenlight_bin};

@@ -117,6 +117,19 @@ impl TempRepo {
         fs::read_to_string(self.root.join(rel)).ok()
     }
 
+    /// Waits up to `limit` until a fixture script has written at least `count` pids to `rel`
+    /// (one a line), and returns them all.
+    pub fn wait_for_pids(&self, rel: &str, count: usize, limit: std::time::Duration) -> Vec<i32> {
+        crate::procs::wait_until(
+            limit,
+            &format!("{rel} never held {count} pids (the script never started)"),
+            || {
+                let pids = crate::procs::pids_in(&self.read(rel).unwrap_or_default());
+                (pids.len() >= count).then_some(pids)
+            },
+        )
+    }
+
     /// Runs git in the checkout and returns its trimmed stdout.
     pub fn git(&self, args: &[&str]) -> String {
         git_at(&self.root, args)
