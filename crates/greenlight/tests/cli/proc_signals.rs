@@ -6,42 +6,23 @@
 
 use std::io::Write as _;
 use std::process::{Child, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use greenlight_testkit::{TempRepo, procs};
+use greenlight_testkit::{TempRepo, procs, signal_and_wait};
 
 /// A mutex gate that records its shell's pid and its background sleep's pid, then waits.
 const LONG_GATE: &str = "version: 1\ngates:\n  - id: long\n    command: sleep 600 & echo $! >> pids; echo $$ >> pids; wait\n    mutex: held\n";
 
-/// Waits until the gate has written both pids, and returns them.
-fn gate_pids(repo: &TempRepo) -> Vec<i32> {
-    procs::wait_until(Duration::from_secs(15), "the gate never started", || {
-        let pids = procs::pids_in(&repo.read("pids").unwrap_or_default());
-        (pids.len() >= 2).then_some(pids)
-    })
-}
-
 /// Sends SIGHUP once the gate runs; returns greenlight's exit code, stdout and stderr, after
 /// checking it stopped promptly, released the lock and left no gate process alive.
 fn hangup_during_the_gate(repo: &TempRepo, child: Child) -> (i32, String, String) {
-    let pids = gate_pids(repo);
+    let pids = repo.wait_for_pids("pids", 2, Duration::from_secs(15));
     let lock = repo.lock_root().join("held.lock");
     assert!(lock.exists(), "the gate runs without its lock");
-    procs::signal("-HUP", child.id());
-    let started = Instant::now();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        started.elapsed() < Duration::from_secs(8),
-        "greenlight took {:?} to stop",
-        started.elapsed()
-    );
+    let out = signal_and_wait(child, "-HUP", Duration::from_secs(8));
     procs::assert_all_dead(&pids, "the gate survived SIGHUP");
     assert!(!lock.exists(), "the lock outlived the hung-up run");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    (out.code, out.stdout, out.stderr)
 }
 
 #[test]

@@ -7,7 +7,7 @@ use std::fs;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use greenlight_testkit::{TempRepo, procs};
+use greenlight_testkit::{TempRepo, procs, signal_and_wait};
 
 fn pids(repo: &TempRepo, file: &str) -> Vec<i32> {
     let text = repo
@@ -19,13 +19,6 @@ fn pids(repo: &TempRepo, file: &str) -> Vec<i32> {
         .collect();
     assert!(!pids.is_empty(), "{file} is empty");
     pids
-}
-
-/// Waits until a gate has written its two pids to `pids` (it is running).
-fn wait_for_gate_pids(repo: &TempRepo) {
-    procs::wait_until(Duration::from_secs(10), "the gate never started", || {
-        repo.read("pids").filter(|p| p.lines().count() >= 2)
-    });
 }
 
 #[test]
@@ -121,20 +114,12 @@ fn interrupt_during_a_gate(signal: &str, expected_code: i32) {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    wait_for_gate_pids(&repo);
+    repo.wait_for_pids("pids", 2, Duration::from_secs(10));
     let lock = repo.lock_root().join("held.lock");
     assert!(lock.exists(), "the gate runs without its lock");
-    procs::signal(signal, child.id());
-    let started = Instant::now();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        started.elapsed() < Duration::from_secs(8),
-        "greenlight took {:?} to stop",
-        started.elapsed()
-    );
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(expected_code), "{stdout}\n{stderr}");
+    let out = signal_and_wait(child, signal, Duration::from_secs(8));
+    let (stdout, stderr) = (&out.stdout, &out.stderr);
+    assert_eq!(out.code, expected_code, "{stdout}\n{stderr}");
     assert!(
         !stdout.contains("RESULT"),
         "an interrupted run has no RESULT: {stdout}"
@@ -220,7 +205,7 @@ fn sigkill_to_greenlight_leaves_gates_that_the_next_run_ends() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    wait_for_gate_pids(&repo);
+    repo.wait_for_pids("pids", 2, Duration::from_secs(10));
     child.kill().unwrap(); // SIGKILL: nothing in greenlight can act on it
     child.wait().unwrap();
     let orphans = pids(&repo, "pids");
