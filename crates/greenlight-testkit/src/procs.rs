@@ -16,6 +16,14 @@ pub fn alive(pid: i32) -> bool {
     })
 }
 
+/// This machine's host name, as a lock owner record names it.
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .unwrap()
+        .trim()
+        .to_owned()
+}
+
 /// Sends `signal` (as `kill` spells it: "-TERM", "-HUP", "-9") to `pid` and asserts it was
 /// delivered.
 pub fn signal(signal: &str, pid: u32) {

@@ -112,6 +112,21 @@ impl TempRepo {
         crate::files::write_file(&self.root.join(rel), contents);
     }
 
+    /// Plants the mutex lock `name` under the lock root exactly as CommandMate's runner makes
+    /// one (`mkdir`, then an `owner` JSON record), held by `pid` on `host`; returns its directory.
+    pub fn plant_lock(&self, name: &str, pid: i64, host: &str, token: &str) -> PathBuf {
+        let dir = self.locks.join(format!("{name}.lock"));
+        fs::create_dir_all(&dir).unwrap();
+        fs::write(
+            dir.join("owner"),
+            format!(
+                "{{\"pid\":{pid},\"host\":\"{host}\",\"token\":\"{token}\",\"acquiredAt\":1700000000000}}\n"
+            ),
+        )
+        .unwrap();
+        dir
+    }
+
     /// Reads a file relative to the root, if it exists.
     pub fn read(&self, rel: &str) -> Option<String> {
         fs::read_to_string(self.root.join(rel)).ok()
