@@ -240,15 +240,21 @@ mod tests {
 
     #[test]
     fn a_signalled_child_is_waited_for_and_its_output_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let ready = dir.path().join("ready");
         let mut cmd = Command::new("sh");
-        cmd.args([
-            "-c",
-            "trap 'echo bye; exit 7' HUP; echo ready; while :; do sleep 0.05; done",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+        cmd.arg("-c")
+            .arg(format!(
+                "trap 'echo bye; exit 7' HUP; echo ready; touch '{}'; while :; do sleep 0.05; done",
+                ready.display()
+            ))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
         let child = cmd.spawn().unwrap();
-        std::thread::sleep(Duration::from_millis(300));
+        // The trap is set before the marker is made, so the signal cannot come too early.
+        crate::procs::wait_until(Duration::from_secs(10), "the script never started", || {
+            ready.exists().then_some(())
+        });
         let run = signal_and_wait(child, "-HUP", Duration::from_secs(5));
         assert_eq!((run.code, run.stdout.as_str()), (7, "ready\nbye\n"));
     }
