@@ -89,13 +89,19 @@ pub fn wait_for_pid(path: &Path) -> i32 {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_running_child_is_alive_and_a_reaped_one_is_not() {
-        let mut child = std::process::Command::new("sleep")
+    /// A child that runs until it is killed, and its pid.
+    fn sleeper() -> (std::process::Child, i32) {
+        let child = std::process::Command::new("sleep")
             .arg("30")
             .spawn()
             .unwrap();
         let pid = i32::try_from(child.id()).unwrap();
+        (child, pid)
+    }
+
+    #[test]
+    fn a_running_child_is_alive_and_a_reaped_one_is_not() {
+        let (mut child, pid) = sleeper();
         assert!(alive(pid));
         signal("-KILL", child.id());
         child.wait().unwrap();
@@ -117,11 +123,7 @@ mod tests {
 
     #[test]
     fn assert_all_dead_ends_a_survivor_before_failing() {
-        let mut child = std::process::Command::new("sleep")
-            .arg("30")
-            .spawn()
-            .unwrap();
-        let pid = i32::try_from(child.id()).unwrap();
+        let (mut child, pid) = sleeper();
         let failed = std::panic::catch_unwind(|| assert_all_dead(&[pid], "survived"));
         assert!(failed.is_err());
         child.wait().unwrap();
