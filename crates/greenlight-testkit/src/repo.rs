@@ -5,6 +5,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::cli::Cli;
 use crate::run::Run;
 
 /// A git repository (or linked worktree) in a temp dir that is removed on drop.
@@ -108,14 +109,40 @@ impl TempRepo {
 
     /// Writes a file (creating directories), relative to the root.
     pub fn write(&self, rel: &str, contents: impl AsRef<[u8]>) {
-        let path = self.root.join(rel);
-        fs::create_dir_all(path.parent().unwrap()).unwrap();
-        fs::write(path, contents).unwrap();
+        crate::files::write_file(&self.root.join(rel), contents);
+    }
+
+    /// Plants the mutex lock `name` under the lock root exactly as CommandMate's runner makes
+    /// one (`mkdir`, then an `owner` JSON record), held by `pid` on `host`; returns its directory.
+    pub fn plant_lock(&self, name: &str, pid: i64, host: &str, token: &str) -> PathBuf {
+        let dir = self.locks.join(format!("{name}.lock"));
+        fs::create_dir_all(&dir).unwrap();
+        fs::write(
+            dir.join("owner"),
+            format!(
+                "{{\"pid\":{pid},\"host\":\"{host}\",\"token\":\"{token}\",\"acquiredAt\":1700000000000}}\n"
+            ),
+        )
+        .unwrap();
+        dir
     }
 
     /// Reads a file relative to the root, if it exists.
     pub fn read(&self, rel: &str) -> Option<String> {
         fs::read_to_string(self.root.join(rel)).ok()
+    }
+
+    /// Waits up to `limit` until a fixture script has written at least `count` pids to `rel`
+    /// (one a line), and returns them all.
+    pub fn wait_for_pids(&self, rel: &str, count: usize, limit: std::time::Duration) -> Vec<i32> {
+        crate::procs::wait_until(
+            limit,
+            &format!("{rel} never held {count} pids (the script never started)"),
+            || {
+                let pids = crate::procs::pids_in(&self.read(rel).unwrap_or_default());
+                (pids.len() >= count).then_some(pids)
+            },
+        )
     }
 
     /// Runs git in the checkout and returns its trimmed stdout.
@@ -140,14 +167,19 @@ impl TempRepo {
         I: IntoIterator<Item = S>,
         S: AsRef<std::ffi::OsStr>,
     {
-        let mut cmd = self.command(args);
-        Run::from_output(
-            cmd.output().unwrap(),
-            &[
-                (&self.root, "[REPO]"),
-                (self.root.parent().unwrap(), "[TMP]"),
-            ],
-        )
+        self.cli(args).run()
+    }
+
+    /// The `greenlight` command as [`TempRepo::greenlight`] runs it, for tests that feed its
+    /// stdin, set its environment or bound its time before running it.
+    pub fn cli<I, S>(&self, args: I) -> Cli
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<std::ffi::OsStr>,
+    {
+        Cli::from_command(self.command(args))
+            .filter_path(&self.root, "[REPO]")
+            .filter_path(self.root.parent().unwrap(), "[TMP]")
     }
 
     /// The `greenlight` command, set up as [`TempRepo::greenlight`] runs it, for tests that

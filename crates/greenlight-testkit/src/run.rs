@@ -32,6 +32,8 @@ pub struct Run {
     pub stdout: String,
     /// stderr, decoded with replacement.
     pub stderr: String,
+    /// stdout as written, for parsers that must see the bytes themselves.
+    raw_stdout: Vec<u8>,
     filters: Vec<(String, String)>,
 }
 
@@ -46,6 +48,7 @@ impl Run {
             code: out.status.code().unwrap_or(-1),
             stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
             stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+            raw_stdout: out.stdout,
             filters,
         }
     }
@@ -53,6 +56,13 @@ impl Run {
     /// The stdout lines.
     pub fn lines(&self) -> Vec<&str> {
         self.stdout.lines().collect()
+    }
+
+    /// stdout parsed as one JSON value (from the bytes, so invalid UTF-8 is an error, not a
+    /// replacement character); panics with stdout when it is not JSON.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.raw_stdout)
+            .unwrap_or_else(|err| panic!("stdout is not JSON ({err}): {}", self.stdout))
     }
 
     /// Exit code, stdout and stderr in one block, filtered for stable snapshots.

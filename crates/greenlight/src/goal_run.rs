@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use greenlight_proc::Interrupt;
 use greenlight_goal::{DriveOptions, Finish, Progress, Started};
+use greenlight_proc::Interrupt;
 use greenlight_store::{GoalId, GoalState, Store};
 
 use crate::duration::parse_duration;

@@ -1,36 +1,8 @@
 //! `greenlight agent probe|dispatch` through the real binary against the fake agent CLIs.
 
-use std::io::Write;
-use std::path::Path;
-use std::process::{Command, Output, Stdio};
-
+use greenlight_testkit::Cli;
 use greenlight_testkit::fake_agent::{FakeAgent, FakeCli, Scenario};
 use serde_json::Value;
-
-fn greenlight(args: &[&str], stdin: &str, cwd: &Path) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_greenlight"))
-        .args(args)
-        .current_dir(cwd)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("greenlight starts");
-    let mut pipe = child.stdin.take().expect("stdin");
-    // A usage error exits before reading stdin; the broken pipe that follows is expected.
-    let _ = pipe.write_all(stdin.as_bytes());
-    drop(pipe);
-    child.wait_with_output().expect("greenlight finishes")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn json(out: &Output) -> Value {
-    serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|err| panic!("stdout is not JSON ({err}): {}", text(&out.stdout)))
-}
 
 fn bin(fake: &FakeAgent) -> String {
     fake.bin().to_string_lossy().into_owned()
@@ -43,22 +15,21 @@ fn dispatch_prints_the_answer_and_exits_0() {
         .install()
         .expect("install");
     let dir = tempfile::tempdir().expect("tempdir");
-    let out = greenlight(
-        &[
-            "agent",
-            "dispatch",
-            "--family",
-            "claude",
-            "--model",
-            "sonnet",
-            "--bin",
-            &bin(&fake),
-        ],
-        "hello",
-        dir.path(),
-    );
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    assert_eq!(text(&out.stdout), "hello back\n");
+    let out = Cli::new([
+        "agent",
+        "dispatch",
+        "--family",
+        "claude",
+        "--model",
+        "sonnet",
+        "--bin",
+        &bin(&fake),
+    ])
+    .current_dir(dir.path())
+    .offer_stdin("hello")
+    .run();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.stdout, "hello back\n");
     assert_eq!(fake.invocations()[0].stdin, "hello");
 }
 
@@ -66,23 +37,22 @@ fn dispatch_prints_the_answer_and_exits_0() {
 fn dispatch_json_prints_the_dispatch_result() {
     let fake = FakeAgent::install(FakeCli::Codex, Scenario::Ok).expect("install");
     let dir = tempfile::tempdir().expect("tempdir");
-    let out = greenlight(
-        &[
-            "agent",
-            "dispatch",
-            "--family",
-            "codex",
-            "--model",
-            "gpt-5",
-            "--bin",
-            &bin(&fake),
-            "--json",
-        ],
-        "q",
-        dir.path(),
-    );
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let v = json(&out);
+    let out = Cli::new([
+        "agent",
+        "dispatch",
+        "--family",
+        "codex",
+        "--model",
+        "gpt-5",
+        "--bin",
+        &bin(&fake),
+        "--json",
+    ])
+    .current_dir(dir.path())
+    .offer_stdin("q")
+    .run();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let v = out.json();
     assert_eq!(v["outcome"], "ok");
     assert_eq!(v["text"], "OK");
     assert_eq!(v["family"], "codex");
@@ -98,30 +68,29 @@ fn dispatch_json_prints_the_dispatch_result() {
 fn a_codex_that_never_exits_times_out_with_exit_1() {
     let fake = FakeAgent::install(FakeCli::Codex, Scenario::ErrorForever).expect("install");
     let dir = tempfile::tempdir().expect("tempdir");
-    let out = greenlight(
-        &[
-            "agent",
-            "dispatch",
-            "--family",
-            "codex",
-            "--model",
-            "gpt-5",
-            "--bin",
-            &bin(&fake),
-            "--timeout",
-            "1s",
-            "--grace",
-            "200ms",
-            "--json",
-        ],
-        "q",
-        dir.path(),
-    );
-    assert_eq!(out.status.code(), Some(1));
-    let v = json(&out);
+    let out = Cli::new([
+        "agent",
+        "dispatch",
+        "--family",
+        "codex",
+        "--model",
+        "gpt-5",
+        "--bin",
+        &bin(&fake),
+        "--timeout",
+        "1s",
+        "--grace",
+        "200ms",
+        "--json",
+    ])
+    .current_dir(dir.path())
+    .offer_stdin("q")
+    .run();
+    assert_eq!(out.code, 1);
+    let v = out.json();
     assert_eq!(v["outcome"], "null");
     assert_eq!(v["failure"]["reason"], "dispatch-timeout");
-    assert!(text(&out.stderr).contains("dispatch-timeout"));
+    assert!(out.stderr.contains("dispatch-timeout"));
     let call = fake.invocations().pop().expect("invoked");
     assert!(!greenlight_testkit::fake_agent::pid_alive(
         call.extra_pids[0]
@@ -132,29 +101,24 @@ fn a_codex_that_never_exits_times_out_with_exit_1() {
 fn a_prompt_over_the_ceiling_is_refused_without_running_anything() {
     let fake = FakeAgent::install(FakeCli::Codex, Scenario::Ok).expect("install");
     let dir = tempfile::tempdir().expect("tempdir");
-    let out = greenlight(
-        &[
-            "agent",
-            "dispatch",
-            "--family",
-            "codex",
-            "--model",
-            "gpt-5",
-            "--bin",
-            &bin(&fake),
-            "--prompt-ceiling",
-            "5",
-        ],
-        "too long",
-        dir.path(),
-    );
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        text(&out.stderr).contains("prompt-over-ceiling"),
-        "{}",
-        text(&out.stderr)
-    );
-    assert_eq!(text(&out.stdout), "");
+    let out = Cli::new([
+        "agent",
+        "dispatch",
+        "--family",
+        "codex",
+        "--model",
+        "gpt-5",
+        "--bin",
+        &bin(&fake),
+        "--prompt-ceiling",
+        "5",
+    ])
+    .current_dir(dir.path())
+    .offer_stdin("too long")
+    .run();
+    assert_eq!(out.code, 1);
+    assert!(out.stderr.contains("prompt-over-ceiling"), "{}", out.stderr);
+    assert_eq!(out.stdout, "");
     assert!(fake.invocations().is_empty());
 }
 
@@ -183,23 +147,21 @@ fn file_mode_passes_when_the_declared_write_lands_and_fails_when_it_does_not() {
         ]
     };
     let a = args(&writer);
-    let out = greenlight(
-        &a.iter().map(String::as_str).collect::<Vec<_>>(),
-        "write the report",
-        dir.path(),
-    );
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let out = Cli::new(&a)
+        .current_dir(dir.path())
+        .offer_stdin("write the report")
+        .run();
+    assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(dir.path().join("docs/report.md").exists());
 
     let idle = FakeAgent::install(FakeCli::Claude, Scenario::Ok).expect("install");
     let a = args(&idle);
-    let out = greenlight(
-        &a.iter().map(String::as_str).collect::<Vec<_>>(),
-        "write it again",
-        dir.path(),
-    );
-    assert_eq!(out.status.code(), Some(1));
-    let v = json(&out);
+    let out = Cli::new(&a)
+        .current_dir(dir.path())
+        .offer_stdin("write it again")
+        .run();
+    assert_eq!(out.code, 1);
+    let v = out.json();
     assert_eq!(v["failure"]["reason"], "deliverable-not-landed");
     assert_eq!(v["text"], "OK", "the answer is kept for a person to read");
 }
@@ -208,28 +170,27 @@ fn file_mode_passes_when_the_declared_write_lands_and_fails_when_it_does_not() {
 fn an_escaping_write_is_refused_at_preflight() {
     let fake = FakeAgent::install(FakeCli::Claude, Scenario::Ok).expect("install");
     let dir = tempfile::tempdir().expect("tempdir");
-    let out = greenlight(
-        &[
-            "agent",
-            "dispatch",
-            "--family",
-            "claude",
-            "--model",
-            "sonnet",
-            "--bin",
-            &bin(&fake),
-            "--deliverable",
-            "file",
-            "--write",
-            "../escape.txt",
-            "--json",
-        ],
-        "q",
-        dir.path(),
-    );
-    assert_eq!(out.status.code(), Some(1));
-    assert_eq!(json(&out)["failure"]["reason"], "path-escapes-root");
-    assert_eq!(json(&out)["outcome"], "error");
+    let out = Cli::new([
+        "agent",
+        "dispatch",
+        "--family",
+        "claude",
+        "--model",
+        "sonnet",
+        "--bin",
+        &bin(&fake),
+        "--deliverable",
+        "file",
+        "--write",
+        "../escape.txt",
+        "--json",
+    ])
+    .current_dir(dir.path())
+    .offer_stdin("q")
+    .run();
+    assert_eq!(out.code, 1);
+    assert_eq!(out.json()["failure"]["reason"], "path-escapes-root");
+    assert_eq!(out.json()["outcome"], "error");
     assert!(fake.invocations().is_empty());
 }
 
@@ -240,40 +201,38 @@ fn probe_prints_the_first_id_that_answers() {
         .install()
         .expect("install");
     let dir = tempfile::tempdir().expect("tempdir");
-    let out = greenlight(
-        &[
-            "agent",
-            "probe",
-            "--family",
-            "claude",
-            "--bin",
-            &bin(&fake),
-            "opus",
-            "haiku",
-            "sonnet",
-        ],
-        "",
-        dir.path(),
-    );
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    assert_eq!(text(&out.stdout), "haiku\n");
+    let out = Cli::new([
+        "agent",
+        "probe",
+        "--family",
+        "claude",
+        "--bin",
+        &bin(&fake),
+        "opus",
+        "haiku",
+        "sonnet",
+    ])
+    .current_dir(dir.path())
+    .offer_stdin("")
+    .run();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.stdout, "haiku\n");
 
-    let out = greenlight(
-        &[
-            "agent",
-            "probe",
-            "--family",
-            "claude",
-            "--bin",
-            &bin(&fake),
-            "--json",
-            "opus",
-        ],
-        "",
-        dir.path(),
-    );
-    assert_eq!(out.status.code(), Some(1));
-    let v = json(&out);
+    let out = Cli::new([
+        "agent",
+        "probe",
+        "--family",
+        "claude",
+        "--bin",
+        &bin(&fake),
+        "--json",
+        "opus",
+    ])
+    .current_dir(dir.path())
+    .offer_stdin("")
+    .run();
+    assert_eq!(out.code, 1);
+    let v = out.json();
     assert_eq!(v["id"], Value::Null);
     assert_eq!(v["failure"]["reason"], "probe-failed");
 }
@@ -281,51 +240,49 @@ fn probe_prints_the_first_id_that_answers() {
 #[test]
 fn the_command_family_runs_any_cli_through_an_argv_template() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let out = greenlight(
-        &[
-            "agent",
-            "dispatch",
-            "--family",
-            "command",
-            "--model",
-            "local:7b",
-            "--bin",
-            "/bin/sh",
-            "--arg",
-            "-c",
-            "--arg",
-            "printf '%s says: ' \"$1\"; cat",
-            "--arg",
-            "sh",
-            "--arg",
-            "{model}",
-        ],
-        "from stdin",
-        dir.path(),
-    );
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    assert_eq!(text(&out.stdout), "local:7b says: from stdin\n");
+    let out = Cli::new([
+        "agent",
+        "dispatch",
+        "--family",
+        "command",
+        "--model",
+        "local:7b",
+        "--bin",
+        "/bin/sh",
+        "--arg",
+        "-c",
+        "--arg",
+        "printf '%s says: ' \"$1\"; cat",
+        "--arg",
+        "sh",
+        "--arg",
+        "{model}",
+    ])
+    .current_dir(dir.path())
+    .offer_stdin("from stdin")
+    .run();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.stdout, "local:7b says: from stdin\n");
 }
 
 #[test]
 fn a_missing_binary_is_a_dead_dispatch() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let out = greenlight(
-        &[
-            "agent",
-            "dispatch",
-            "--family",
-            "codex",
-            "--model",
-            "gpt-5",
-            "--bin",
-            "/nonexistent/codex",
-        ],
-        "q",
-        dir.path(),
-    );
-    assert_eq!(out.status.code(), Some(1));
-    let err = text(&out.stderr);
+    let out = Cli::new([
+        "agent",
+        "dispatch",
+        "--family",
+        "codex",
+        "--model",
+        "gpt-5",
+        "--bin",
+        "/nonexistent/codex",
+    ])
+    .current_dir(dir.path())
+    .offer_stdin("q")
+    .run();
+    assert_eq!(out.code, 1);
+    let err = out.stderr;
     assert!(
         err.contains("dispatch-dead") && err.contains("/nonexistent/codex"),
         "{err}"
@@ -335,31 +292,28 @@ fn a_missing_binary_is_a_dead_dispatch() {
 #[test]
 fn usage_errors_exit_2_and_run_nothing() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let out = greenlight(
-        &["agent", "dispatch", "--family", "gemini", "--model", "m"],
-        "q",
-        dir.path(),
-    );
-    assert_eq!(out.status.code(), Some(2));
+    let out = Cli::new(["agent", "dispatch", "--family", "gemini", "--model", "m"])
+        .current_dir(dir.path())
+        .offer_stdin("q")
+        .run();
+    assert_eq!(out.code, 2);
     assert!(
-        text(&out.stderr).contains("unknown agent family `gemini`"),
+        out.stderr.contains("unknown agent family `gemini`"),
         "{}",
-        text(&out.stderr)
+        out.stderr
     );
 
-    let out = greenlight(
-        &["agent", "dispatch", "--family", "claude", "--model", "m"],
-        "  \n",
-        dir.path(),
-    );
-    assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out.stderr).contains("stdin was empty"));
+    let out = Cli::new(["agent", "dispatch", "--family", "claude", "--model", "m"])
+        .current_dir(dir.path())
+        .offer_stdin("  \n")
+        .run();
+    assert_eq!(out.code, 2);
+    assert!(out.stderr.contains("stdin was empty"));
 
-    let out = greenlight(
-        &["agent", "dispatch", "--family", "command", "--model", "m"],
-        "q",
-        dir.path(),
-    );
-    assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out.stderr).contains("--bin PATH"));
+    let out = Cli::new(["agent", "dispatch", "--family", "command", "--model", "m"])
+        .current_dir(dir.path())
+        .offer_stdin("q")
+        .run();
+    assert_eq!(out.code, 2);
+    assert!(out.stderr.contains("--bin PATH"));
 }

@@ -9,8 +9,9 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use greenlight_testkit::TempRepo;
+use greenlight_testkit::procs::alive;
 
-use crate::goal_support::{Fixture, alive, pid_in, wait_code};
+use crate::goal_support::{Fixture, pid_in, wait_code};
 
 /// Runs `cmd` with stdout a pipe whose reader is closed before greenlight starts, so its first
 /// write fails with EPIPE however fast it is (closing the reader after the spawn raced a quick

@@ -1,8 +1,8 @@
 //! `greenlight digest` through the real binary: file, stdin and command modes, text and JSON.
 
-use std::io::Write;
 use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+
+use greenlight_testkit::Cli;
 
 fn fixture(id: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -11,42 +11,18 @@ fn fixture(id: &str) -> PathBuf {
         .join("output.txt")
 }
 
-fn greenlight(args: &[&str], stdin: Option<&[u8]>) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_greenlight"))
-        .args(args)
-        .stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("greenlight runs");
-    if let (Some(bytes), Some(mut pipe)) = (stdin, child.stdin.take()) {
-        pipe.write_all(bytes).expect("stdin accepts the input");
-    }
-    child.wait_with_output().expect("greenlight exits")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
 #[test]
 fn a_failing_cargo_test_file_prints_its_compact_digest() {
     let path = fixture("cargo-test/fail");
-    let out = greenlight(
-        &[
-            "digest",
-            "--exit-code",
-            "101",
-            path.to_str().unwrap_or_default(),
-        ],
-        None,
-    );
-    assert_eq!(out.status.code(), Some(0));
-    insta::assert_snapshot!(text(&out.stdout), @r"
+    let out = Cli::new([
+        "digest",
+        "--exit-code",
+        "101",
+        path.to_str().unwrap_or_default(),
+    ])
+    .run();
+    assert_eq!(out.code, 0);
+    insta::assert_snapshot!(out.stdout, @r"
     exit 101 · cargo-test · 1 passed, 4 failed, 1 skipped
     FAIL tests::adds (src/lib.rs:17): assertion `left == right` failed; left: 3; right: 4
     FAIL tests::prints_then_fails (src/lib.rs:42): zero plus zero was 0
@@ -58,9 +34,11 @@ fn a_failing_cargo_test_file_prints_its_compact_digest() {
 #[test]
 fn json_from_stdin_carries_the_contract_fields() {
     let bytes = std::fs::read(fixture("tsc/plain")).expect("fixture exists");
-    let out = greenlight(&["digest", "--json", "--exit-code", "1", "-"], Some(&bytes));
-    assert_eq!(out.status.code(), Some(0));
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    let out = Cli::new(["digest", "--json", "--exit-code", "1", "-"])
+        .stdin(bytes)
+        .run();
+    assert_eq!(out.code, 0);
+    let v = out.json();
     for key in [
         "classification",
         "format",
@@ -126,18 +104,16 @@ fn without_exit_code_the_runs_own_summary_decides() {
 #[test]
 fn a_budget_too_small_falls_back_to_the_tail() {
     let path = fixture("pytest/fail");
-    let out = greenlight(
-        &[
-            "digest",
-            "--exit-code",
-            "1",
-            "--budget",
-            "40",
-            path.to_str().unwrap_or_default(),
-        ],
-        None,
-    );
-    let stdout = text(&out.stdout);
+    let out = Cli::new([
+        "digest",
+        "--exit-code",
+        "1",
+        "--budget",
+        "40",
+        path.to_str().unwrap_or_default(),
+    ])
+    .run();
+    let stdout = out.stdout;
     assert!(
         stdout
             .starts_with("exit 1 · pytest · recognised (the compact form does not fit the budget)"),
@@ -151,9 +127,9 @@ fn a_command_is_run_and_its_exit_code_passed_through() {
     let script = "printf 'running 1 test\\ntest a ... FAILED\\n\\nfailures:\\n\\n---- a stdout ----\\n' ; \
                   printf \"thread 'a' panicked at src/lib.rs:3:5:\\nboom\\n\" >&2 ; \
                   printf '\\nfailures:\\n    a\\n\\ntest result: FAILED. 0 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.00s\\n' ; exit 101";
-    let out = greenlight(&["digest", "--", "sh", "-c", script], None);
-    assert_eq!(out.status.code(), Some(101));
-    insta::assert_snapshot!(text(&out.stdout), @r"
+    let out = Cli::new(["digest", "--", "sh", "-c", script]).run();
+    assert_eq!(out.code, 101);
+    insta::assert_snapshot!(out.stdout, @r"
     exit 101 · cargo-test · 0 passed, 1 failed, 0 skipped
     FAIL a (src/lib.rs:3): boom
     ");
@@ -161,19 +137,17 @@ fn a_command_is_run_and_its_exit_code_passed_through() {
 
 #[test]
 fn a_command_killed_by_a_signal_is_never_recognised() {
-    let out = greenlight(
-        &[
-            "digest",
-            "--json",
-            "--",
-            "sh",
-            "-c",
-            "echo 'running 1 test'; kill -TERM $$",
-        ],
-        None,
-    );
-    assert_eq!(out.status.code(), Some(128 + 15));
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    let out = Cli::new([
+        "digest",
+        "--json",
+        "--",
+        "sh",
+        "-c",
+        "echo 'running 1 test'; kill -TERM $$",
+    ])
+    .run();
+    assert_eq!(out.code, 128 + 15);
+    let v = out.json();
     assert_eq!(v["exit_code"], serde_json::Value::Null);
     assert_eq!(v["classification"], "partial");
     assert!(
@@ -186,11 +160,10 @@ fn a_command_killed_by_a_signal_is_never_recognised() {
 
 #[test]
 fn unknown_output_passes_through_as_its_tail() {
-    let out = greenlight(
-        &["digest", "--exit-code", "3", "-"],
-        Some(b"gear slipped\r\n\x1b[31mwidget broke\x1b[0m\n"),
-    );
-    insta::assert_snapshot!(text(&out.stdout), @r"
+    let out = Cli::new(["digest", "--exit-code", "3", "-"])
+        .stdin(b"gear slipped\r\n\x1b[31mwidget broke\x1b[0m\n")
+        .run();
+    insta::assert_snapshot!(out.stdout, @r"
     exit 3 · no known format · unrecognised (no-known-format)
     --- last 2 lines of 2
     gear slipped
@@ -200,27 +173,31 @@ fn unknown_output_passes_through_as_its_tail() {
 
 #[test]
 fn bad_arguments_name_the_fault_and_the_way_out() {
-    let out = greenlight(&["digest", "--format", "maven", "-"], Some(b""));
-    assert_eq!(out.status.code(), Some(2));
+    let out = Cli::new(["digest", "--format", "maven", "-"])
+        .stdin(b"")
+        .run();
+    assert_eq!(out.code, 2);
     assert!(
-        text(&out.stderr).contains("unknown format `maven`; use auto or one of: cargo-test"),
+        out.stderr
+            .contains("unknown format `maven`; use auto or one of: cargo-test"),
         "{}",
-        text(&out.stderr)
+        out.stderr
     );
 
-    let out = greenlight(&["digest", "/nonexistent/output.txt"], None);
-    assert_eq!(out.status.code(), Some(2));
+    let out = Cli::new(["digest", "/nonexistent/output.txt"]).run();
+    assert_eq!(out.code, 2);
     assert!(
-        text(&out.stderr).contains("cannot read `/nonexistent/output.txt`"),
+        out.stderr.contains("cannot read `/nonexistent/output.txt`"),
         "{}",
-        text(&out.stderr)
+        out.stderr
     );
 
-    let out = greenlight(&["digest", "--", "greenlight-no-such-program"], None);
-    assert_eq!(out.status.code(), Some(2));
+    let out = Cli::new(["digest", "--", "greenlight-no-such-program"]).run();
+    assert_eq!(out.code, 2);
     assert!(
-        text(&out.stderr).contains("cannot run `greenlight-no-such-program`"),
+        out.stderr
+            .contains("cannot run `greenlight-no-such-program`"),
         "{}",
-        text(&out.stderr)
+        out.stderr
     );
 }

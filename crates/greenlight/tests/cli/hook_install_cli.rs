@@ -1,40 +1,19 @@
 //! `greenlight hook install|uninstall` through the real binary, in temporary directories.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
-const BIN: &str = env!("CARGO_BIN_EXE_greenlight");
+use greenlight_testkit::files::{read_file, temp_dir, write_file};
+use greenlight_testkit::{Cli, greenlight_bin};
 
-fn tmp() -> tempfile::TempDir {
-    tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"))
-}
-
-/// Runs the binary with a private HOME (so user scope never touches the real one) and no
-/// agent config overrides from the caller's environment.
-fn greenlight(home: &Path, cwd: &Path, args: &[&str]) -> Output {
-    Command::new(BIN)
-        .args(args)
+/// The binary with a private HOME (so user scope never touches the real one) and no agent
+/// config overrides from the caller's environment.
+fn cli(home: &Path, cwd: &Path, args: &[&str]) -> Cli {
+    Cli::new(args)
         .current_dir(cwd)
         .env("HOME", home)
         .env_remove("CLAUDE_CONFIG_DIR")
         .env_remove("CODEX_HOME")
-        .output()
-        .unwrap_or_else(|e| panic!("run greenlight: {e}"))
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn read(path: &Path) -> String {
-    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
-}
-
-fn write(path: &Path, content: &str) {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("mkdir: {e}"));
-    }
-    std::fs::write(path, content).unwrap_or_else(|e| panic!("write: {e}"));
 }
 
 fn backup(path: &Path) -> PathBuf {
@@ -66,17 +45,18 @@ const OTHER_HOOKS: &str = r#"{
 
 #[test]
 fn claude_project_install_writes_both_events_and_is_idempotent() {
-    let home = tmp();
-    let repo = tmp();
-    let out = greenlight(
+    let home = temp_dir();
+    let repo = temp_dir();
+    let out = cli(
         home.path(),
         repo.path(),
         &["hook", "install", "--agent", "claude"],
-    );
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    )
+    .run();
+    assert_eq!(out.code, 0, "{}", out.stderr);
     let path = repo.path().join(".claude/settings.json");
     let doc: serde_json::Value =
-        serde_json::from_str(&read(&path)).unwrap_or_else(|e| panic!("{e}"));
+        serde_json::from_str(&read_file(&path)).unwrap_or_else(|e| panic!("{e}"));
     for event in ["Stop", "SubagentStop"] {
         assert_eq!(
             doc["hooks"][event],
@@ -84,43 +64,41 @@ fn claude_project_install_writes_both_events_and_is_idempotent() {
             "{event}"
         );
     }
-    let stdout = text(&out.stdout);
+    let stdout = out.stdout;
     assert!(
         stdout.starts_with("installed greenlight's Stop, SubagentStop and SessionStart hooks in "),
         "{stdout}"
     );
     assert!(stdout.contains("/hooks"), "{stdout}");
 
-    let first = read(&path);
-    let again = greenlight(
+    let first = read_file(&path);
+    let again = cli(
         home.path(),
         repo.path(),
         &["hook", "install", "--agent", "claude"],
-    );
-    assert_eq!(again.status.code(), Some(0));
-    assert!(
-        text(&again.stdout).contains("already in"),
-        "{}",
-        text(&again.stdout)
-    );
-    assert_eq!(read(&path), first, "no duplicate, no rewrite");
+    )
+    .run();
+    assert_eq!(again.code, 0);
+    assert!(again.stdout.contains("already in"), "{}", again.stdout);
+    assert_eq!(read_file(&path), first, "no duplicate, no rewrite");
 }
 
 #[test]
 fn settings_with_other_hooks_keep_them_and_uninstall_restores_the_bytes() {
-    let home = tmp();
-    let repo = tmp();
+    let home = temp_dir();
+    let repo = temp_dir();
     let path = repo.path().join(".claude/settings.json");
-    write(&path, OTHER_HOOKS);
-    let out = greenlight(
+    write_file(&path, OTHER_HOOKS);
+    let out = cli(
         home.path(),
         repo.path(),
         &["hook", "install", "--agent", "claude"],
-    );
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    assert_eq!(read(&backup(&path)), OTHER_HOOKS);
+    )
+    .run();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(read_file(&backup(&path)), OTHER_HOOKS);
     let doc: serde_json::Value =
-        serde_json::from_str(&read(&path)).unwrap_or_else(|e| panic!("{e}"));
+        serde_json::from_str(&read_file(&path)).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(
         doc["hooks"]["Stop"][0]["hooks"][0]["command"],
         "lefthook run ai-stop"
@@ -131,84 +109,88 @@ fn settings_with_other_hooks_keep_them_and_uninstall_restores_the_bytes() {
     );
     assert_eq!(doc["permissions"]["allow"][0], "Bash(npm test:*)");
 
-    let out = greenlight(
+    let out = cli(
         home.path(),
         repo.path(),
         &["hook", "uninstall", "--agent", "claude"],
-    );
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    assert!(text(&out.stdout).starts_with("removed greenlight's hooks from "));
-    assert_eq!(read(&path), OTHER_HOOKS);
+    )
+    .run();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stdout.starts_with("removed greenlight's hooks from "));
+    assert_eq!(read_file(&path), OTHER_HOOKS);
 }
 
 #[test]
 fn an_existing_greenlight_entry_is_not_duplicated() {
-    let home = tmp();
-    let repo = tmp();
+    let home = temp_dir();
+    let repo = temp_dir();
     let path = repo.path().join(".codex/hooks.json");
-    write(
+    write_file(
         &path,
         r#"{"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "/usr/local/bin/greenlight hook stop", "timeout": 60}]}]}}"#,
     );
-    let out = greenlight(
+    let out = cli(
         home.path(),
         repo.path(),
         &["hook", "install", "--agent", "codex"],
-    );
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    )
+    .run();
+    assert_eq!(out.code, 0, "{}", out.stderr);
     let doc: serde_json::Value =
-        serde_json::from_str(&read(&path)).unwrap_or_else(|e| panic!("{e}"));
+        serde_json::from_str(&read_file(&path)).unwrap_or_else(|e| panic!("{e}"));
     let stop = doc["hooks"]["Stop"].as_array().cloned().unwrap_or_default();
     assert_eq!(stop.len(), 1);
     assert_eq!(stop[0]["hooks"].as_array().map(Vec::len), Some(1));
     assert_eq!(stop[0]["hooks"][0]["command"], "greenlight hook stop");
     assert_eq!(stop[0]["hooks"][0]["timeout"], 1800);
     assert!(
-        text(&out.stdout).contains("trust"),
+        out.stdout.contains("trust"),
         "Codex needs the hook trusted: {}",
-        text(&out.stdout)
+        out.stdout
     );
 }
 
 #[test]
 fn invalid_json_is_refused_and_left_byte_identical() {
-    let home = tmp();
-    let repo = tmp();
+    let home = temp_dir();
+    let repo = temp_dir();
     let path = repo.path().join(".claude/settings.json");
     let broken = "{\n  \"hooks\": {\n    \"Stop\": []\n  },\n}\n";
-    write(&path, broken);
+    write_file(&path, broken);
     for verb in ["install", "uninstall"] {
-        let out = greenlight(
+        let out = cli(
             home.path(),
             repo.path(),
             &["hook", verb, "--agent", "claude"],
-        );
-        assert_eq!(out.status.code(), Some(2), "{verb}");
-        let stderr = text(&out.stderr);
+        )
+        .run();
+        assert_eq!(out.code, 2, "{verb}");
+        let stderr = out.stderr;
         assert!(
             stderr.starts_with(&format!("greenlight hook {verb}: "))
                 && stderr.contains(".claude/settings.json:5:1: not valid JSON"),
             "{stderr}"
         );
         assert!(stderr.contains("left it untouched"), "{stderr}");
-        assert_eq!(read(&path), broken);
+        assert_eq!(read_file(&path), broken);
         assert!(!backup(&path).exists());
     }
 }
 
 #[test]
 fn dry_run_prints_a_diff_and_writes_nothing() {
-    let home = tmp();
-    let repo = tmp();
+    let home = temp_dir();
+    let repo = temp_dir();
     let path = repo.path().join(".claude/settings.json");
-    write(&path, OTHER_HOOKS);
-    let out = greenlight(
+    write_file(&path, OTHER_HOOKS);
+    let out = cli(
         home.path(),
         repo.path(),
         &["hook", "install", "--agent", "claude", "--dry-run"],
-    );
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let diff = text(&out.stdout);
+    )
+    .run();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let diff = out.stdout;
     assert!(diff.starts_with("--- "), "{diff}");
     assert!(diff.contains("+    \"SubagentStop\": [\n"), "{diff}");
     assert!(
@@ -217,47 +199,46 @@ fn dry_run_prints_a_diff_and_writes_nothing() {
             .all(|l| l.trim() == "-}" || l.trim_end().ends_with(']')),
         "only closing lines change: {diff}"
     );
-    assert_eq!(read(&path), OTHER_HOOKS);
+    assert_eq!(read_file(&path), OTHER_HOOKS);
     assert!(!backup(&path).exists());
 }
 
 #[test]
 fn user_scope_uses_home_and_names_this_binary_by_absolute_path() {
-    let home = tmp();
-    let repo = tmp();
-    let out = greenlight(
+    let home = temp_dir();
+    let repo = temp_dir();
+    let out = cli(
         home.path(),
         repo.path(),
         &["hook", "install", "--agent", "codex", "--scope", "user"],
-    );
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    )
+    .run();
+    assert_eq!(out.code, 0, "{}", out.stderr);
     let path = home.path().join(".codex/hooks.json");
     let doc: serde_json::Value =
-        serde_json::from_str(&read(&path)).unwrap_or_else(|e| panic!("{e}"));
+        serde_json::from_str(&read_file(&path)).unwrap_or_else(|e| panic!("{e}"));
     let command = doc["hooks"]["Stop"][0]["hooks"][0]["command"]
         .as_str()
         .unwrap_or("")
         .to_string();
-    let exe = std::fs::canonicalize(BIN).unwrap_or_else(|e| panic!("{e}"));
+    let exe = std::fs::canonicalize(greenlight_bin()).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(command, format!("{} hook stop", exe.display()));
     assert!(!repo.path().join(".codex").exists(), "project untouched");
 
     // CODEX_HOME moves the user-level file.
-    let codex_home = tmp();
-    let out = Command::new(BIN)
-        .args(["hook", "install", "--agent", "codex", "--scope", "user"])
+    let codex_home = temp_dir();
+    let out = Cli::new(["hook", "install", "--agent", "codex", "--scope", "user"])
         .env("HOME", home.path())
         .env("CODEX_HOME", codex_home.path())
-        .output()
-        .unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        .run();
+    assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(codex_home.path().join("hooks.json").is_file());
 }
 
 #[test]
 fn project_scope_finds_the_top_of_the_git_worktree() {
-    let home = tmp();
-    let repo = tmp();
+    let home = temp_dir();
+    let repo = temp_dir();
     let git = Command::new("git")
         .arg("init")
         .arg("-q")
@@ -266,17 +247,17 @@ fn project_scope_finds_the_top_of_the_git_worktree() {
     assert!(git.is_ok_and(|s| s.success()), "git init must work here");
     let sub = repo.path().join("crates/deep");
     std::fs::create_dir_all(&sub).unwrap_or_else(|e| panic!("{e}"));
-    let out = greenlight(home.path(), &sub, &["hook", "install", "--agent", "claude"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let out = cli(home.path(), &sub, &["hook", "install", "--agent", "claude"]).run();
+    assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(repo.path().join(".claude/settings.json").is_file());
     assert!(!sub.join(".claude").exists());
 }
 
 #[test]
 fn a_custom_command_and_timeout_are_written_as_given() {
-    let home = tmp();
-    let repo = tmp();
-    let out = greenlight(
+    let home = temp_dir();
+    let repo = temp_dir();
+    let out = cli(
         home.path(),
         repo.path(),
         &[
@@ -289,10 +270,11 @@ fn a_custom_command_and_timeout_are_written_as_given() {
             "--command",
             "greenlight hook stop --max-blocks 3",
         ],
-    );
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    )
+    .run();
+    assert_eq!(out.code, 0, "{}", out.stderr);
     let doc: serde_json::Value =
-        serde_json::from_str(&read(&repo.path().join(".claude/settings.json")))
+        serde_json::from_str(&read_file(&repo.path().join(".claude/settings.json")))
             .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(
         doc["hooks"]["SubagentStop"][0]["hooks"][0],
@@ -300,44 +282,32 @@ fn a_custom_command_and_timeout_are_written_as_given() {
     );
 }
 
-/// Runs the binary with `PATH` set to exactly `path`.
-fn greenlight_with_path(home: &Path, cwd: &Path, path: &str, args: &[&str]) -> Output {
-    Command::new(BIN)
-        .args(args)
-        .current_dir(cwd)
-        .env("HOME", home)
-        .env("PATH", path)
-        .env_remove("CLAUDE_CONFIG_DIR")
-        .env_remove("CODEX_HOME")
-        .output()
-        .unwrap_or_else(|e| panic!("run greenlight: {e}"))
-}
-
 /// A cloned repository can ship `settings.json.greenlight.bak` as a symlink to any file the
 /// user can write; the backup used to be written through it.
 #[test]
 fn a_symlinked_backup_path_is_refused_and_nothing_is_written_through_it() {
-    let home = tmp();
-    let repo = tmp();
+    let home = temp_dir();
+    let repo = temp_dir();
     let path = repo.path().join(".claude/settings.json");
-    write(&path, OTHER_HOOKS);
+    write_file(&path, OTHER_HOOKS);
     let victim = repo.path().join("victim.txt");
-    write(&victim, "precious\n");
+    write_file(&victim, "precious\n");
     std::os::unix::fs::symlink(&victim, backup(&path)).unwrap_or_else(|e| panic!("{e}"));
-    let out = greenlight(
+    let out = cli(
         home.path(),
         repo.path(),
         &["hook", "install", "--agent", "claude"],
-    );
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stdout));
-    let stderr = text(&out.stderr);
+    )
+    .run();
+    assert_eq!(out.code, 2, "{}", out.stdout);
+    let stderr = out.stderr;
     assert!(
         stderr.contains("settings.json.greenlight.bak exists and is not a regular file"),
         "{stderr}"
     );
-    assert_eq!(read(&victim), "precious\n");
+    assert_eq!(read_file(&victim), "precious\n");
     assert_eq!(
-        read(&path),
+        read_file(&path),
         OTHER_HOOKS,
         "the settings file is untouched too"
     );
@@ -347,18 +317,19 @@ fn a_symlinked_backup_path_is_refused_and_nothing_is_written_through_it() {
 #[test]
 fn the_backup_keeps_the_original_files_mode() {
     use std::os::unix::fs::PermissionsExt as _;
-    let home = tmp();
-    let repo = tmp();
+    let home = temp_dir();
+    let repo = temp_dir();
     let path = repo.path().join(".claude/settings.json");
-    write(&path, OTHER_HOOKS);
+    write_file(&path, OTHER_HOOKS);
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
         .unwrap_or_else(|e| panic!("{e}"));
-    let out = greenlight(
+    let out = cli(
         home.path(),
         repo.path(),
         &["hook", "install", "--agent", "claude"],
-    );
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    )
+    .run();
+    assert_eq!(out.code, 0, "{}", out.stderr);
     let mode = |p: &Path| {
         std::fs::metadata(p)
             .map(|m| m.permissions().mode() & 0o777)
@@ -372,32 +343,34 @@ fn the_backup_keeps_the_original_files_mode() {
 /// pretty-printed, so install + uninstall was not byte-identical.
 #[test]
 fn install_then_uninstall_is_byte_identical_for_compact_files_with_large_numbers() {
-    let home = tmp();
-    let repo = tmp();
+    let home = temp_dir();
+    let repo = temp_dir();
     let path = repo.path().join(".claude/settings.json");
     let original = "{\"budget\":123456789012345678901234567890,\"ratio\":1.50,\"name\":\"caf\\u00e9\",\"hooks\":{\"Stop\":[{\"hooks\":[{\"type\":\"command\",\"command\":\"lefthook run ai-stop\"}]}]}}";
-    write(&path, original);
-    let out = greenlight(
+    write_file(&path, original);
+    let out = cli(
         home.path(),
         repo.path(),
         &["hook", "install", "--agent", "claude"],
-    );
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let installed = read(&path);
+    )
+    .run();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let installed = read_file(&path);
     assert!(
         installed.starts_with("{\"budget\":123456789012345678901234567890,\"ratio\":1.50,\"name\":\"caf\\u00e9\",\"hooks\":{\"Stop\":[{\"hooks\":[{\"type\":\"command\",\"command\":\"lefthook run ai-stop\"}]},{\"hooks\":[{\"type\":\"command\",\"command\":\"greenlight hook stop\",\"timeout\":1800}]}]"),
         "{installed}"
     );
     assert!(!installed.contains('\n'), "still compact: {installed}");
-    let out = greenlight(
+    let out = cli(
         home.path(),
         repo.path(),
         &["hook", "uninstall", "--agent", "claude"],
-    );
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    assert_eq!(read(&path), original);
+    )
+    .run();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(read_file(&path), original);
     assert_eq!(
-        read(&backup(&path)),
+        read_file(&backup(&path)),
         original,
         "uninstall kept the install's backup of the original bytes"
     );
@@ -407,24 +380,25 @@ fn install_then_uninstall_is_byte_identical_for_compact_files_with_large_numbers
 #[test]
 fn a_read_only_settings_file_is_refused() {
     use std::os::unix::fs::PermissionsExt as _;
-    let home = tmp();
-    let repo = tmp();
+    let home = temp_dir();
+    let repo = temp_dir();
     let path = repo.path().join(".claude/settings.json");
-    write(&path, "{}\n");
+    write_file(&path, "{}\n");
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o444))
         .unwrap_or_else(|e| panic!("{e}"));
-    let out = greenlight(
+    let out = cli(
         home.path(),
         repo.path(),
         &["hook", "install", "--agent", "claude"],
-    );
-    assert_eq!(out.status.code(), Some(2));
-    let stderr = text(&out.stderr);
+    )
+    .run();
+    assert_eq!(out.code, 2);
+    let stderr = out.stderr;
     assert!(
         stderr.contains("settings.json is read-only") && stderr.contains("chmod u+w"),
         "{stderr}"
     );
-    assert_eq!(read(&path), "{}\n");
+    assert_eq!(read_file(&path), "{}\n");
     assert!(!backup(&path).exists());
 }
 
@@ -432,24 +406,25 @@ fn a_read_only_settings_file_is_refused() {
 /// silently dropped.
 #[test]
 fn a_duplicate_hooks_key_is_refused_with_its_line() {
-    let home = tmp();
-    let repo = tmp();
+    let home = temp_dir();
+    let repo = temp_dir();
     let path = repo.path().join(".codex/hooks.json");
     let text_before = "{\n  \"hooks\": {\"Stop\": [{\"hooks\": [{\"type\": \"command\", \"command\": \"./mine.sh\"}]}]},\n  \"hooks\": {}\n}\n";
-    write(&path, text_before);
+    write_file(&path, text_before);
     for verb in ["install", "uninstall"] {
-        let out = greenlight(
+        let out = cli(
             home.path(),
             repo.path(),
             &["hook", verb, "--agent", "codex"],
-        );
-        assert_eq!(out.status.code(), Some(2), "{verb}");
-        let stderr = text(&out.stderr);
+        )
+        .run();
+        assert_eq!(out.code, 2, "{verb}");
+        let stderr = out.stderr;
         assert!(
             stderr.contains("hooks.json:3:3: the key `hooks` appears twice"),
             "{stderr}"
         );
-        assert_eq!(read(&path), text_before);
+        assert_eq!(read_file(&path), text_before);
     }
 }
 
@@ -457,64 +432,60 @@ fn a_duplicate_hooks_key_is_refused_with_its_line() {
 /// agent's PATH: say so when it is not on ours.
 #[test]
 fn project_install_warns_when_greenlight_is_not_on_path() {
-    let home = tmp();
-    let repo = tmp();
-    let empty_bin = tmp();
+    let home = temp_dir();
+    let repo = temp_dir();
+    let empty_bin = temp_dir();
     let path_var = empty_bin.path().to_string_lossy().into_owned();
-    let out = greenlight_with_path(
+    let out = cli(
         home.path(),
         repo.path(),
-        &path_var,
         &["hook", "install", "--agent", "claude"],
-    );
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let stderr = text(&out.stderr);
+    )
+    .env("PATH", &path_var)
+    .run();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let stderr = out.stderr;
     assert!(
         stderr.contains("warning: `greenlight` is not on PATH") && stderr.contains("--scope user"),
         "{stderr}"
     );
     // On PATH (a symlink to this binary): no warning.
-    std::os::unix::fs::symlink(BIN, empty_bin.path().join("greenlight"))
+    std::os::unix::fs::symlink(greenlight_bin(), empty_bin.path().join("greenlight"))
         .unwrap_or_else(|e| panic!("{e}"));
-    let repo2 = tmp();
-    let out = greenlight_with_path(
+    let repo2 = temp_dir();
+    let out = cli(
         home.path(),
         repo2.path(),
-        &path_var,
         &["hook", "install", "--agent", "claude"],
-    );
-    assert_eq!(out.status.code(), Some(0));
-    assert!(
-        !text(&out.stderr).contains("warning"),
-        "{}",
-        text(&out.stderr)
-    );
+    )
+    .env("PATH", &path_var)
+    .run();
+    assert_eq!(out.code, 0);
+    assert!(!out.stderr.contains("warning"), "{}", out.stderr);
 }
 
 /// An install into a repository without a settings file, then an uninstall, left `{}` and a
 /// `.bak` behind.
 #[test]
 fn uninstall_after_install_into_a_repo_without_settings_leaves_no_file() {
-    let home = tmp();
-    let repo = tmp();
+    let home = temp_dir();
+    let repo = temp_dir();
     for agent in ["claude", "codex"] {
-        let out = greenlight(
+        let out = cli(
             home.path(),
             repo.path(),
             &["hook", "install", "--agent", agent],
-        );
-        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-        let out = greenlight(
+        )
+        .run();
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        let out = cli(
             home.path(),
             repo.path(),
             &["hook", "uninstall", "--agent", agent],
-        );
-        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-        assert!(
-            text(&out.stdout).contains("the file is gone"),
-            "{}",
-            text(&out.stdout)
-        );
+        )
+        .run();
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        assert!(out.stdout.contains("the file is gone"), "{}", out.stdout);
     }
     for file in [".claude/settings.json", ".codex/hooks.json"] {
         let path = repo.path().join(file);
@@ -532,9 +503,9 @@ fn uninstall_after_install_into_a_repo_without_settings_leaves_no_file() {
 /// Both agents get a SessionStart handler that records where the session's work begins.
 #[test]
 fn install_adds_a_session_start_handler_beside_the_stop_handlers() {
-    let home = tmp();
-    let repo = tmp();
-    let out = greenlight(
+    let home = temp_dir();
+    let repo = temp_dir();
+    let out = cli(
         home.path(),
         repo.path(),
         &[
@@ -545,10 +516,11 @@ fn install_adds_a_session_start_handler_beside_the_stop_handlers() {
             "--command",
             "greenlight hook stop --state /s/state.db",
         ],
-    );
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    )
+    .run();
+    assert_eq!(out.code, 0, "{}", out.stderr);
     let doc: serde_json::Value =
-        serde_json::from_str(&read(&repo.path().join(".codex/hooks.json")))
+        serde_json::from_str(&read_file(&repo.path().join(".codex/hooks.json")))
             .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(
         doc["hooks"]["SessionStart"],
@@ -560,10 +532,10 @@ fn install_adds_a_session_start_handler_beside_the_stop_handlers() {
 /// of the user's; a project install must not edit it.
 #[test]
 fn a_project_settings_symlink_leading_outside_the_project_is_refused() {
-    let home = tmp();
-    let repo = tmp();
+    let home = temp_dir();
+    let repo = temp_dir();
     let outside = home.path().join("victim.json");
-    write(&outside, "{}\n");
+    write_file(&outside, "{}\n");
     std::fs::create_dir_all(repo.path().join(".claude")).unwrap_or_else(|e| panic!("{e}"));
     std::os::unix::fs::symlink(&outside, repo.path().join(".claude/settings.json"))
         .unwrap_or_else(|e| panic!("{e}"));
@@ -573,18 +545,15 @@ fn a_project_settings_symlink_leading_outside_the_project_is_refused() {
     std::os::unix::fs::symlink(&outside_dir, repo.path().join(".codex"))
         .unwrap_or_else(|e| panic!("{e}"));
     for agent in ["claude", "codex"] {
-        let out = greenlight(
+        let out = cli(
             home.path(),
             repo.path(),
             &["hook", "install", "--agent", agent],
-        );
-        assert_eq!(out.status.code(), Some(2), "{agent}: {}", text(&out.stdout));
-        assert!(
-            text(&out.stderr).contains("outside the project"),
-            "{}",
-            text(&out.stderr)
-        );
+        )
+        .run();
+        assert_eq!(out.code, 2, "{agent}: {}", out.stdout);
+        assert!(out.stderr.contains("outside the project"), "{}", out.stderr);
     }
-    assert_eq!(read(&outside), "{}\n");
+    assert_eq!(read_file(&outside), "{}\n");
     assert!(!outside_dir.join("hooks.json").exists());
 }

@@ -5,11 +5,9 @@
 
 #![allow(clippy::unwrap_used)] // a test that cannot set up its fixture should stop loudly
 
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 
-use greenlight_testkit::TempRepo;
+use greenlight_testkit::{Cli, Run, TempRepo};
 use serde_json::{Value, json};
 
 const GREEN: &str = "version: 1\ngates:\n  - id: unit\n    command: echo all good\n";
@@ -88,17 +86,12 @@ fn hook_raw(repo: &TempRepo, stdin: &[u8], extra: &[&str]) -> HookRun {
         args.extend(["--state", state.to_str().unwrap()]);
     }
     args.extend_from_slice(extra);
-    let mut child = repo
-        .command(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(stdin).unwrap();
-    let out = child.wait_with_output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let Run {
+        code,
+        stdout,
+        stderr,
+        ..
+    } = repo.cli(args).stdin(stdin).run();
     let answer = if stdout.is_empty() {
         None
     } else {
@@ -112,7 +105,7 @@ fn hook_raw(repo: &TempRepo, stdin: &[u8], extra: &[&str]) -> HookRun {
         Some(value)
     };
     HookRun {
-        code: out.status.code().unwrap_or(-1),
+        code,
         answer,
         stdout,
         stderr,
@@ -402,25 +395,20 @@ fn session_start(repo: &TempRepo, session: &str) -> HookRun {
         "source": "startup"
     });
     let state = state(repo);
-    let mut child = repo
-        .command(["hook", "session-start", "--state", state.to_str().unwrap()])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(p.to_string().as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let Run {
+        code,
+        stdout,
+        stderr,
+        ..
+    } = repo
+        .cli(["hook", "session-start", "--state", state.to_str().unwrap()])
+        .stdin(p.to_string())
+        .run();
     let run = HookRun {
-        code: out.status.code().unwrap_or(-1),
+        code,
         answer: None,
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        stdout,
+        stderr,
     };
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert_eq!(run.stdout, "", "SessionStart output would reach the model");
@@ -531,23 +519,12 @@ fn a_repository_without_a_commit_is_not_trapped() {
     std::fs::write(root.join(".commandmate/verify.yaml"), RED).unwrap();
     let p = payload(Agent::Claude, "Stop", false, "s", &root);
     let state = root.join("state.db");
-    let mut child = std::process::Command::new(greenlight_testkit::greenlight_bin())
-        .args(["hook", "stop", "--state", state.to_str().unwrap()])
+    let out = Cli::new(["hook", "stop", "--state", state.to_str().unwrap()])
         .current_dir(&root)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(p.to_string().as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(0));
-    let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
+        .stdin(p.to_string())
+        .run();
+    assert_eq!(out.code, 0);
+    let answer = out.json();
     assert!(answer.get("decision").is_none(), "{answer}");
     assert!(
         answer["systemMessage"]

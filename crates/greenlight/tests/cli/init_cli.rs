@@ -1,38 +1,16 @@
 //! `greenlight init` through the real binary, on small repositories in temporary directories.
 
+use std::ffi::OsStr;
 use std::path::Path;
-use std::process::{Command, Output};
 
-const BIN: &str = env!("CARGO_BIN_EXE_greenlight");
-
-fn tmp() -> tempfile::TempDir {
-    tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"))
-}
-
-fn greenlight(args: &[&str]) -> Output {
-    Command::new(BIN)
-        .args(args)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("run greenlight: {e}"))
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn write(path: &Path, content: &str) {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("mkdir: {e}"));
-    }
-    std::fs::write(path, content).unwrap_or_else(|e| panic!("write: {e}"));
-}
+use greenlight_testkit::Cli;
+use greenlight_testkit::files::{temp_dir, write_executable, write_file};
 
 /// A small Node + Make repository: two scripts that are checks, one that deploys, one that
 /// never ends, a Makefile with a test target and a release target.
 fn node_repo() -> tempfile::TempDir {
-    let repo = tmp();
-    write(
+    let repo = temp_dir();
+    write_file(
         &repo.path().join("package.json"),
         r#"{
   "name": "shop",
@@ -45,8 +23,8 @@ fn node_repo() -> tempfile::TempDir {
 }
 "#,
     );
-    write(&repo.path().join("package-lock.json"), "{}\n");
-    write(
+    write_file(&repo.path().join("package-lock.json"), "{}\n");
+    write_file(
         &repo.path().join("Makefile"),
         "check:\n\tnpm run lint\n\ttrue\nrelease:\n\tnpm publish\n",
     );
@@ -73,9 +51,9 @@ gates:
 fn init_prints_each_gate_with_its_source_and_writes_nothing() {
     let repo = node_repo();
     let dir = repo.path().to_string_lossy().into_owned();
-    let out = greenlight(&["init", "--cwd", &dir]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let stdout = text(&out.stdout);
+    let out = Cli::new(["init", "--cwd", &dir]).run();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let stdout = out.stdout;
     let expected_head = "\
 3 gates drafted:
   lint   npm run lint
@@ -104,8 +82,8 @@ fn init_write_writes_the_config_runs_it_once_and_refuses_to_overwrite() {
     let dir = repo.path().to_string_lossy().into_owned();
     let config = repo.path().join(".commandmate/verify.yaml");
 
-    let out = greenlight(&["init", "--cwd", &dir, "--write"]);
-    let stdout = text(&out.stdout);
+    let out = Cli::new(["init", "--cwd", &dir, "--write"]).run();
+    let stdout = out.stdout;
     assert_eq!(
         std::fs::read_to_string(&config).ok().as_deref(),
         Some(NODE_YAML)
@@ -120,17 +98,17 @@ fn init_write_writes_the_config_runs_it_once_and_refuses_to_overwrite() {
     );
     // Outside git the first run cannot judge (exit 2); init reports it and exits with its
     // own code, 0: the config was written.
-    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert_eq!(out.code, 0, "{stdout}");
     assert!(stdout.contains("first run: exit 2 (no verdict"), "{stdout}");
 
     // Refuses to overwrite: exit 2, a clear message, the file unchanged.
-    write(
+    write_file(
         &config,
         "version: 1\ngates:\n  - id: mine\n    command: \"true\"\n",
     );
-    let out = greenlight(&["init", "--cwd", &dir, "--write"]);
-    assert_eq!(out.status.code(), Some(2));
-    let stderr = text(&out.stderr);
+    let out = Cli::new(["init", "--cwd", &dir, "--write"]).run();
+    assert_eq!(out.code, 2);
+    let stderr = out.stderr;
     assert!(
         stderr.contains("already exists; nothing was written. Pass --force"),
         "{stderr}"
@@ -141,12 +119,8 @@ fn init_write_writes_the_config_runs_it_once_and_refuses_to_overwrite() {
     );
 
     // --force replaces it and keeps the old one beside it.
-    let out = greenlight(&["init", "--cwd", &dir, "--write", "--force"]);
-    assert!(
-        text(&out.stdout).contains("wrote "),
-        "{}",
-        text(&out.stderr)
-    );
+    let out = Cli::new(["init", "--cwd", &dir, "--write", "--force"]).run();
+    assert!(out.stdout.contains("wrote "), "{}", out.stderr);
     assert_eq!(
         std::fs::read_to_string(&config).ok().as_deref(),
         Some(NODE_YAML)
@@ -162,54 +136,50 @@ fn init_write_writes_the_config_runs_it_once_and_refuses_to_overwrite() {
 fn force_without_write_is_a_usage_error() {
     let repo = node_repo();
     let dir = repo.path().to_string_lossy().into_owned();
-    let out = greenlight(&["init", "--cwd", &dir, "--force"]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        text(&out.stderr).contains("--write"),
-        "{}",
-        text(&out.stderr)
-    );
+    let out = Cli::new(["init", "--cwd", &dir, "--force"]).run();
+    assert_eq!(out.code, 2);
+    assert!(out.stderr.contains("--write"), "{}", out.stderr);
 }
 
 #[test]
 fn an_empty_repository_drafts_nothing_and_says_so() {
-    let repo = tmp();
-    write(&repo.path().join("README.md"), "# nothing to check\n");
+    let repo = temp_dir();
+    write_file(&repo.path().join("README.md"), "# nothing to check\n");
     let dir = repo.path().to_string_lossy().into_owned();
-    let out = greenlight(&["init", "--cwd", &dir, "--write"]);
-    assert_eq!(out.status.code(), Some(1));
+    let out = Cli::new(["init", "--cwd", &dir, "--write"]).run();
+    assert_eq!(out.code, 1);
     assert!(
-        text(&out.stderr).contains("found nothing to gate"),
+        out.stderr.contains("found nothing to gate"),
         "{}",
-        text(&out.stderr)
+        out.stderr
     );
     // Not "0 gates drafted:" followed by nothing.
-    assert_eq!(text(&out.stdout), "no gate drafted\n");
+    assert_eq!(out.stdout, "no gate drafted\n");
     assert!(!repo.path().join(".commandmate").exists());
 }
 
 #[test]
 fn a_missing_directory_is_refused_with_its_name() {
-    let out = greenlight(&["init", "--cwd", "/nonexistent/greenlight-init-test"]);
-    assert_eq!(out.status.code(), Some(2));
+    let out = Cli::new(["init", "--cwd", "/nonexistent/greenlight-init-test"]).run();
+    assert_eq!(out.code, 2);
     assert!(
-        text(&out.stderr).contains("/nonexistent/greenlight-init-test"),
+        out.stderr.contains("/nonexistent/greenlight-init-test"),
         "{}",
-        text(&out.stderr)
+        out.stderr
     );
 }
 
 #[test]
 fn skipped_commands_are_listed_with_their_reason() {
-    let repo = tmp();
-    write(
+    let repo = temp_dir();
+    write_file(
         &repo.path().join(".github/workflows/ci.yml"),
         "on: push\njobs:\n  test:\n    runs-on: ubuntu-latest\n    steps:\n      - uses: actions/checkout@v4\n      - run: npm ci\n      - run: npm test\n      - run: npx semantic-release\n",
     );
     let dir = repo.path().to_string_lossy().into_owned();
-    let out = greenlight(&["init", "--cwd", &dir]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let stdout = text(&out.stdout);
+    let out = Cli::new(["init", "--cwd", &dir]).run();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let stdout = out.stdout;
     assert!(stdout.starts_with("1 gate drafted:\n  test  npm test\n        from .github/workflows/ci.yml job test step 3\n"), "{stdout}");
     assert!(stdout.contains("\nnot drafted:\n"), "{stdout}");
     assert!(
@@ -330,7 +300,7 @@ fn init_write_exits_zero_when_the_first_run_is_red_and_reports_that_run() {
 
 /// A directory for `PATH` holding `git` and `sh` and the given fake tools (each exits 0).
 fn path_with(tools: &[&str]) -> tempfile::TempDir {
-    let bin = tmp();
+    let bin = temp_dir();
     for real in ["git", "sh"] {
         let found = ["/usr/bin", "/bin", "/usr/local/bin"]
             .iter()
@@ -340,25 +310,17 @@ fn path_with(tools: &[&str]) -> tempfile::TempDir {
         std::os::unix::fs::symlink(found, bin.path().join(real)).unwrap_or_else(|e| panic!("{e}"));
     }
     for tool in tools {
-        use std::os::unix::fs::PermissionsExt as _;
-        let path = bin.path().join(tool);
-        write(&path, "#!/bin/sh\nexit 0\n");
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
-            .unwrap_or_else(|e| panic!("{e}"));
+        write_executable(&bin.path().join(tool), "#!/bin/sh\nexit 0\n");
     }
     bin
 }
 
 fn init_with_path(repo: &Path, bin: &Path) -> String {
-    let out = Command::new(BIN)
-        .args(["init", "--cwd"])
-        .arg(repo)
+    let out = Cli::new([OsStr::new("init"), OsStr::new("--cwd"), repo.as_os_str()])
         .env("PATH", bin)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("run greenlight: {e}"));
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    text(&out.stdout)
+        .run();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    out.stdout
 }
 
 /// The Python package a newcomer tried: ids `exit` and `gate`, a multi-line step joined with
@@ -366,17 +328,17 @@ fn init_with_path(repo: &Path, bin: &Path) -> String {
 /// same "not drafted" line three times.
 #[test]
 fn python_drafts_name_gates_by_what_they_run_and_list_what_cannot_run_here() {
-    let repo = tmp();
-    write(
+    let repo = temp_dir();
+    write_file(
         &repo.path().join(".github/workflows/ci.yml"),
         "on: push\njobs:\n  test:\n    runs-on: ubuntu-latest\n    steps:\n      - run: |\n          uv sync\n          uv run pytest\n          sh ci/lint.sh || exit 1\n      - run: check-wheel-contents dist/*.whl\n      - run: pytest || exit 1\n",
     );
-    write(&repo.path().join("ci/lint.sh"), "exit 0\n");
-    write(
+    write_file(&repo.path().join("ci/lint.sh"), "exit 0\n");
+    write_file(
         &repo.path().join("pyproject.toml"),
         "[project]\nname = \"weather\"\n\n[tool.ruff]\nline-length = 100\n\n[tool.mypy]\nstrict = true\n",
     );
-    write(&repo.path().join("uv.lock"), "version = 1\n");
+    write_file(&repo.path().join("uv.lock"), "version = 1\n");
     // check-wheel-contents is not installed either: inspecting artifacts is the reason given.
     let bin = path_with(&["pytest"]);
     let stdout = init_with_path(repo.path(), bin.path());
@@ -405,12 +367,12 @@ fn python_drafts_name_gates_by_what_they_run_and_list_what_cannot_run_here() {
 /// was installed nor a dependency.
 #[test]
 fn ruff_and_mypy_need_a_dependency_or_an_install_not_just_a_tool_table() {
-    let repo = tmp();
-    write(
+    let repo = temp_dir();
+    write_file(
         &repo.path().join("pyproject.toml"),
         "[project]\nname = \"weather\"\n\n[tool.ruff]\nline-length = 100\n\n[tool.mypy]\nstrict = true\n",
     );
-    write(
+    write_file(
         &repo.path().join("tests/test_weather.py"),
         "def test_ok():\n    pass\n",
     );

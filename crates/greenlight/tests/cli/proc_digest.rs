@@ -8,38 +8,7 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use greenlight_testkit::greenlight_bin;
-
-fn alive(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-        stat.rsplit_once(") ")
-            .is_some_and(|(_, rest)| !rest.starts_with('Z'))
-    })
-}
-
-fn pid_in(path: &std::path::Path) -> i32 {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        if let Some(pid) = std::fs::read_to_string(path)
-            .ok()
-            .and_then(|t| t.trim().parse().ok())
-        {
-            return pid;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{} never written",
-            path.display()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn end(pid: i32) {
-    if alive(pid) {
-        let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
-    }
-}
+use greenlight_testkit::{Cli, greenlight_bin, procs};
 
 #[test]
 fn a_background_child_holding_the_pipe_neither_blocks_nor_outlives_digest() {
@@ -47,24 +16,20 @@ fn a_background_child_holding_the_pipe_neither_blocks_nor_outlives_digest() {
     let pidfile = dir.path().join("sleep.pid");
     let script = format!("sleep 60 & echo $! > '{}'; echo hi", pidfile.display());
     let started = Instant::now();
-    let out = Command::new(greenlight_bin())
-        .args(["digest", "--", "sh", "-c", &script])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let out = Cli::new(["digest", "--", "sh", "-c", &script]).run();
     let took = started.elapsed();
-    let sleep = pid_in(&pidfile);
-    let still_alive = alive(sleep);
-    end(sleep);
+    let sleep = procs::wait_for_pid(&pidfile);
+    let still_alive = procs::alive(sleep);
+    procs::end(sleep);
     assert!(took < Duration::from_secs(5), "digest took {took:?}");
     assert!(!still_alive, "the sleep (pid {sleep}) outlived digest");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let stderr = &out.stderr;
+    assert_eq!(out.code, 0, "{stderr}");
     assert!(
         stderr.contains(&format!("pid {sleep} sleep 60")),
         "the leftover is named: {stderr}"
     );
-    assert!(String::from_utf8_lossy(&out.stdout).contains("hi"));
+    assert!(out.stdout.contains("hi"));
 }
 
 #[test]
@@ -76,23 +41,20 @@ fn timeout_ends_the_whole_group_and_exits_124() {
         pidfile.display()
     );
     let started = Instant::now();
-    let out = Command::new(greenlight_bin())
-        .args(["digest", "--timeout", "500ms", "--", "sh", "-c", &script])
+    let out = Cli::new(["digest", "--timeout", "500ms", "--", "sh", "-c", &script])
         .env("GREENLIGHT_KILL_GRACE_MS", "300")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+        .run();
     let took = started.elapsed();
-    let sleep = pid_in(&pidfile);
-    let still_alive = alive(sleep);
-    end(sleep);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(124), "{stderr}");
+    let sleep = procs::wait_for_pid(&pidfile);
+    let still_alive = procs::alive(sleep);
+    procs::end(sleep);
+    let stderr = &out.stderr;
+    assert_eq!(out.code, 124, "{stderr}");
     assert!(took < Duration::from_secs(5), "digest took {took:?}");
     assert!(!still_alive, "the SIGTERM-proof child outlived the timeout");
     assert!(stderr.contains("ran out of its --timeout"), "{stderr}");
     assert!(
-        String::from_utf8_lossy(&out.stdout).contains("killed"),
+        out.stdout.contains("killed"),
         "a timed-out run is never a clean one"
     );
 }
@@ -111,15 +73,11 @@ fn a_signal_to_digest_ends_the_commands_group() {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let sleep = pid_in(&pidfile);
-        let sent = Command::new("kill")
-            .args([signal, &child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(sent.success());
+        let sleep = procs::wait_for_pid(&pidfile);
+        procs::signal(signal, child.id());
         let out = child.wait_with_output().unwrap();
-        let still_alive = alive(sleep);
-        end(sleep);
+        let still_alive = procs::alive(sleep);
+        procs::end(sleep);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(code), "{signal}: {stderr}");
         assert!(
@@ -136,13 +94,9 @@ fn a_bad_timeout_is_refused_naming_the_value() {
         ("soon", "`soon` is not a duration"),
         ("99999999999h", "`99999999999h` is too long a duration"),
     ] {
-        let out = Command::new(greenlight_bin())
-            .args(["digest", "--timeout", value, "--", "true"])
-            .stdin(Stdio::null())
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        let out = Cli::new(["digest", "--timeout", value, "--", "true"]).run();
+        let stderr = &out.stderr;
+        assert_eq!(out.code, 2, "{stderr}");
         assert!(stderr.contains(says), "{stderr}");
     }
 }

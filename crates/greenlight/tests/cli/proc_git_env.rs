@@ -6,11 +6,9 @@
 
 #![allow(clippy::unwrap_used)] // a test that cannot set up its fixture should stop loudly
 
-use std::io::Write as _;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 
-use greenlight_testkit::TempRepo;
+use greenlight_testkit::{Cli, Run, TempRepo};
 
 use crate::goal_support::{Fixture, GATE};
 
@@ -24,35 +22,28 @@ fn redirections(other: &TempRepo) -> Vec<(&'static str, PathBuf)> {
     ]
 }
 
-fn output(mut cmd: Command, stdin: &[u8]) -> (i32, String, String) {
-    let mut child = cmd
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(stdin).unwrap();
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
 #[test]
 fn verify_on_a_failing_gate_fails_whatever_git_variables_point_elsewhere() {
     let other = TempRepo::primary();
     let repo = TempRepo::worktree_with_commit();
     repo.verify_yaml("version: 1\ngates:\n  - id: unit\n    command: echo broken; exit 3\n");
-    let (code, unset, _) = output(repo.command(["verify"]), b"");
+    let Run {
+        code,
+        stdout: unset,
+        ..
+    } = Cli::from_command(repo.command(["verify"])).stdin("").run();
     assert_eq!(code, 20, "{unset}");
     assert!(unset.contains("GATE unit FAIL exit=3"), "{unset}");
     assert!(unset.ends_with("RESULT failed\n"), "{unset}");
     for (var, value) in redirections(&other) {
         let mut cmd = repo.command(["verify"]);
         cmd.env(var, &value);
-        let (code, stdout, stderr) = output(cmd, b"");
+        let Run {
+            code,
+            stdout,
+            stderr,
+            ..
+        } = Cli::from_command(cmd).stdin("").run();
         assert_eq!(code, 20, "{var}: {stdout}{stderr}");
         // The same work-evidence counts and the same verdicts, duration aside.
         let strip = |s: &str| s.replace(|c: char| c.is_ascii_digit(), "");
@@ -83,7 +74,12 @@ fn the_stop_hook_blocks_a_red_worktree_whatever_git_variables_point_elsewhere() 
         });
         let mut cmd = repo.command(["hook", "stop", "--state", state.to_str().unwrap()]);
         cmd.env(var, &value);
-        let (code, stdout, stderr) = output(cmd, payload.to_string().as_bytes());
+        let Run {
+            code,
+            stdout,
+            stderr,
+            ..
+        } = Cli::from_command(cmd).stdin(payload.to_string()).run();
         assert_eq!(code, 0, "{var}: {stderr}");
         let answer: serde_json::Value = serde_json::from_str(stdout.trim())
             .unwrap_or_else(|e| panic!("{var}: no JSON answer ({e}): {stdout:?} {stderr}"));
@@ -118,7 +114,12 @@ fn goal_run_with_a_command_agent_is_done_whatever_git_variables_point_elsewhere(
             state.to_str().unwrap(),
         ]);
         cmd.env(var, &value);
-        let (code, stdout, stderr) = output(cmd, b"");
+        let Run {
+            code,
+            stdout,
+            stderr,
+            ..
+        } = Cli::from_command(cmd).stdin("").run();
         assert_eq!(code, 0, "{var}: {stdout}{stderr}");
         assert!(
             stdout.contains("done: every gate is green"),
@@ -137,7 +138,12 @@ fn init_runs_its_first_verify_on_the_worktree_whatever_git_variables_point_elsew
         let dir = repo.path().to_str().unwrap().to_owned();
         let mut cmd = repo.command(["init", "--cwd", &dir, "--write"]);
         cmd.env(var, &value);
-        let (code, stdout, stderr) = output(cmd, b"");
+        let Run {
+            code,
+            stdout,
+            stderr,
+            ..
+        } = Cli::from_command(cmd).stdin("").run();
         let config = repo.read(".commandmate/verify.yaml").unwrap_or_default();
         assert!(
             config.contains("make test"),

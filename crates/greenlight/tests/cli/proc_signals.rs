@@ -6,76 +6,26 @@
 
 use std::io::Write as _;
 use std::process::{Child, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use greenlight_testkit::TempRepo;
+use greenlight_testkit::{TempRepo, procs, signal_and_wait};
 
 /// A mutex gate that records its shell's pid and its background sleep's pid, then waits.
 const LONG_GATE: &str = "version: 1\ngates:\n  - id: long\n    command: sleep 600 & echo $! >> pids; echo $$ >> pids; wait\n    mutex: held\n";
 
-/// Alive means present in /proc and not a zombie.
-fn alive(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-        stat.rsplit_once(") ")
-            .is_some_and(|(_, rest)| !rest.starts_with('Z'))
-    })
-}
-
-/// Waits until the gate has written both pids, and returns them.
-fn gate_pids(repo: &TempRepo) -> Vec<i32> {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        let text = repo.read("pids").unwrap_or_default();
-        let pids: Vec<i32> = text
-            .split_whitespace()
-            .filter_map(|p| p.parse().ok())
-            .collect();
-        if pids.len() >= 2 {
-            return pids;
-        }
-        assert!(Instant::now() < deadline, "the gate never started");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn send(signal: &str, child: &Child) {
-    let status = std::process::Command::new("kill")
-        .args([signal, &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-}
-
 /// Sends `signal` once the gate runs; returns greenlight's exit code, stdout and stderr, after
 /// checking it stopped promptly, released the lock and left no gate process alive.
 fn signal_during_the_gate(signal: &str, repo: &TempRepo, child: Child) -> (i32, String, String) {
-    let pids = gate_pids(repo);
+    let pids = repo.wait_for_pids("pids", 2, Duration::from_secs(15));
     let lock = repo.lock_root().join("held.lock");
     assert!(lock.exists(), "the gate runs without its lock");
-    send(signal, &child);
-    let started = Instant::now();
-    let out = child.wait_with_output().unwrap();
+    let out = signal_and_wait(child, signal, Duration::from_secs(8));
+    procs::assert_all_dead(&pids, &format!("the gate survived {signal}"));
     assert!(
-        started.elapsed() < Duration::from_secs(8),
-        "greenlight took {:?} to stop",
-        started.elapsed()
+        !lock.exists(),
+        "the lock outlived the run ended by {signal}"
     );
-    let survivors: Vec<i32> = pids.iter().copied().filter(|&p| alive(p)).collect();
-    for &p in &survivors {
-        let _ = std::process::Command::new("kill")
-            .args(["-9", &p.to_string()])
-            .status();
-    }
-    assert!(
-        survivors.is_empty(),
-        "the gate survived SIGHUP: {survivors:?}"
-    );
-    assert!(!lock.exists(), "the lock outlived the hung-up run");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    (out.code, out.stdout, out.stderr)
 }
 
 #[test]

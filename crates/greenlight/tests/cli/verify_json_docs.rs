@@ -7,6 +7,7 @@ use std::collections::BTreeSet;
 use std::fs;
 
 use greenlight_testkit::TempRepo;
+use greenlight_testkit::procs::hostname;
 use serde_json::Value;
 
 /// The README's text from the JSON table of `greenlight verify` to the config-error sentence
@@ -73,18 +74,7 @@ fn assert_documented(doc: &Value) {
 fn every_field_of_verifys_json_is_documented_in_the_readme() {
     let repo = TempRepo::worktree_with_commit();
     // A held lock (a live holder: this test) for the skipped gate's lock_holder.
-    let held = repo.lock_root().join("busy.lock");
-    fs::create_dir_all(&held).unwrap();
-    let host = fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
-    fs::write(
-        held.join("owner"),
-        format!(
-            "{{\"pid\":{},\"host\":\"{}\",\"token\":\"t\",\"acquiredAt\":1700000000000}}\n",
-            std::process::id(),
-            host.trim()
-        ),
-    )
-    .unwrap();
+    repo.plant_lock("busy", i64::from(std::process::id()), &hostname(), "t");
     repo.verify_yaml(
         "version: 1\ngates:\n  - id: flaky\n    command: test -f once || { touch once; exit 1; }\n    retryOnFail: 1\n    mutex: free\n  - id: leaks\n    command: sleep 30 &\n  - id: busy\n    command: \"true\"\n    mutex: busy\n    timeoutSec: 1\n  - id: moves\n    command: mv \"$PWD\" \"$PWD.moved\"\n  - id: gone\n    command: \"true\"\noptions:\n  requireEnvClean: true\n",
     );

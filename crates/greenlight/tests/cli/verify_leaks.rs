@@ -7,17 +7,7 @@ use std::fs;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use greenlight_testkit::TempRepo;
-
-/// Alive means present in /proc and not a zombie.
-fn alive(pid: i32) -> bool {
-    match fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => stat
-            .rsplit_once(") ")
-            .is_some_and(|(_, rest)| !rest.starts_with('Z')),
-        Err(_) => false,
-    }
-}
+use greenlight_testkit::{TempRepo, procs, signal_and_wait};
 
 fn pids(repo: &TempRepo, file: &str) -> Vec<i32> {
     let text = repo
@@ -29,28 +19,6 @@ fn pids(repo: &TempRepo, file: &str) -> Vec<i32> {
         .collect();
     assert!(!pids.is_empty(), "{file} is empty");
     pids
-}
-
-/// Waits until a gate has written its two pids to `pids` (it is running).
-fn wait_for_gate_pids(repo: &TempRepo) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while repo.read("pids").is_none_or(|p| p.lines().count() < 2) {
-        assert!(Instant::now() < deadline, "the gate never started");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn assert_all_dead(pids: &[i32]) {
-    let survivors: Vec<i32> = pids.iter().copied().filter(|&p| alive(p)).collect();
-    for &p in &survivors {
-        let _ = std::process::Command::new("kill")
-            .args(["-9", &p.to_string()])
-            .status();
-    }
-    assert!(
-        survivors.is_empty(),
-        "processes survived greenlight: {survivors:?}"
-    );
 }
 
 #[test]
@@ -78,7 +46,7 @@ fn a_timed_out_gate_whose_grandchild_ignores_sigterm_leaves_nothing() {
     assert!(started.elapsed() < Duration::from_secs(8));
     let found = pids(&repo, "pids");
     assert_eq!(found.len(), 3);
-    assert_all_dead(&found);
+    procs::assert_all_dead(&found, "processes survived greenlight");
 }
 
 #[test]
@@ -95,7 +63,7 @@ fn a_passing_gate_that_backgrounds_a_sleep_leaves_nothing_and_says_so() {
         "{}",
         out.stderr
     );
-    assert_all_dead(&pid);
+    procs::assert_all_dead(&pid, "processes survived greenlight");
 }
 
 #[test]
@@ -113,7 +81,7 @@ fn a_child_that_escapes_with_setsid_is_found_and_killed() {
         "{}",
         out.stderr
     );
-    assert_all_dead(&pid);
+    procs::assert_all_dead(&pid, "processes survived greenlight");
 }
 
 #[test]
@@ -132,7 +100,7 @@ fn a_double_fork_into_a_new_session_is_found_and_killed() {
         "{}",
         out.stderr
     );
-    assert_all_dead(&pid);
+    procs::assert_all_dead(&pid, "processes survived greenlight");
 }
 
 fn interrupt_during_a_gate(signal: &str, expected_code: i32) {
@@ -146,31 +114,19 @@ fn interrupt_during_a_gate(signal: &str, expected_code: i32) {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    wait_for_gate_pids(&repo);
+    repo.wait_for_pids("pids", 2, Duration::from_secs(10));
     let lock = repo.lock_root().join("held.lock");
     assert!(lock.exists(), "the gate runs without its lock");
-    let status = std::process::Command::new("kill")
-        .args([signal, &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let started = Instant::now();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        started.elapsed() < Duration::from_secs(8),
-        "greenlight took {:?} to stop",
-        started.elapsed()
-    );
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(expected_code), "{stdout}\n{stderr}");
+    let out = signal_and_wait(child, signal, Duration::from_secs(8));
+    let (stdout, stderr) = (&out.stdout, &out.stderr);
+    assert_eq!(out.code, expected_code, "{stdout}\n{stderr}");
     assert!(
         !stdout.contains("RESULT"),
         "an interrupted run has no RESULT: {stdout}"
     );
     assert!(stderr.contains("interrupted by"), "{stderr}");
     assert!(!lock.exists(), "the lock outlived the interrupted run");
-    assert_all_dead(&pids(&repo, "pids"));
+    procs::assert_all_dead(&pids(&repo, "pids"), "processes survived greenlight");
 }
 
 #[test]
@@ -249,12 +205,12 @@ fn sigkill_to_greenlight_leaves_gates_that_the_next_run_ends() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    wait_for_gate_pids(&repo);
+    repo.wait_for_pids("pids", 2, Duration::from_secs(10));
     child.kill().unwrap(); // SIGKILL: nothing in greenlight can act on it
     child.wait().unwrap();
     let orphans = pids(&repo, "pids");
     assert!(
-        orphans.iter().all(|&p| alive(p)),
+        orphans.iter().all(|&p| procs::alive(p)),
         "the gate should outlive a SIGKILLed greenlight"
     );
 
@@ -265,7 +221,7 @@ fn sigkill_to_greenlight_leaves_gates_that_the_next_run_ends() {
     let untouched = other.greenlight(["verify"]);
     assert!(!untouched.stderr.contains("ended"), "{}", untouched.stderr);
     assert!(
-        orphans.iter().all(|&p| alive(p)),
+        orphans.iter().all(|&p| procs::alive(p)),
         "a run with another lock root swept them"
     );
     let out = other
@@ -281,7 +237,7 @@ fn sigkill_to_greenlight_leaves_gates_that_the_next_run_ends() {
         "{}",
         out.stderr
     );
-    assert_all_dead(&orphans);
+    procs::assert_all_dead(&orphans, "processes survived greenlight");
 }
 
 #[test]
@@ -311,5 +267,5 @@ fn a_child_that_escapes_with_setsid_and_clears_its_environment_is_still_killed()
         "greenlight waited on the pipe: {:?}",
         started.elapsed()
     );
-    assert_all_dead(&pid);
+    procs::assert_all_dead(&pid, "processes survived greenlight");
 }

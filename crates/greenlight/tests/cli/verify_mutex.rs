@@ -4,26 +4,11 @@
 #![allow(clippy::unwrap_used)] // a test that cannot set up its fixture should stop loudly
 
 use std::fs;
-use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use greenlight_testkit::TempRepo;
-
-fn host() -> String {
-    fs::read_to_string("/proc/sys/kernel/hostname")
-        .unwrap()
-        .trim()
-        .to_owned()
-}
-
-/// Writes a lock exactly as CommandMate's runner does: `mkdir`, then `owner` JSON.
-fn plant_lock(root: &Path, name: &str, pid: i64, host: &str, token: &str) -> std::path::PathBuf {
-    let dir = root.join(format!("{name}.lock"));
-    fs::create_dir_all(&dir).unwrap();
-    fs::write(dir.join("owner"), format!("{{\"pid\":{pid},\"host\":\"{host}\",\"token\":\"{token}\",\"acquiredAt\":1700000000000}}\n")).unwrap();
-    dir
-}
+use greenlight_testkit::procs::hostname;
 
 const ONE_MUTEX_GATE: &str = "version: 1\ngates:\n  - id: e2e\n    command: \"true\"\n    mutex: e2e-port\n    timeoutSec: 5\n";
 
@@ -51,11 +36,10 @@ fn a_held_mutex_is_waited_for_and_the_wait_is_not_duration() {
     let repo = TempRepo::worktree_with_commit();
     repo.verify_yaml(ONE_MUTEX_GATE);
     // Held by a live process on this host (this test): greenlight must wait, not break it.
-    let dir = plant_lock(
-        repo.lock_root(),
+    let dir = repo.plant_lock(
         "e2e-port",
         i64::from(std::process::id()),
-        &host(),
+        &hostname(),
         "held-by-test",
     );
     let releaser = std::thread::spawn(move || {
@@ -75,7 +59,7 @@ fn a_dead_holder_on_this_host_is_taken_over() {
     let mut dead = std::process::Command::new("true").spawn().unwrap();
     let dead_pid = i64::from(dead.id());
     dead.wait().unwrap();
-    plant_lock(repo.lock_root(), "e2e-port", dead_pid, &host(), "stale");
+    repo.plant_lock("e2e-port", dead_pid, &hostname(), "stale");
     let started = Instant::now();
     let out = repo.greenlight(["verify"]);
     assert_eq!(out.code, 0, "{}", out.render());
@@ -96,13 +80,7 @@ fn a_foreign_host_lock_is_never_taken_and_the_run_is_skipped() {
     let repo = TempRepo::worktree_with_commit();
     repo.verify_yaml("version: 1\ngates:\n  - id: e2e\n    command: touch ran\n    mutex: e2e-port\n    timeoutSec: 1\n  - id: lint\n    command: \"true\"\n");
     // pid 1 is dead nowhere we can tell: another host's pid says nothing about this machine.
-    let dir = plant_lock(
-        repo.lock_root(),
-        "e2e-port",
-        999_999,
-        "elsewhere.invalid",
-        "foreign",
-    );
+    let dir = repo.plant_lock("e2e-port", 999_999, "elsewhere.invalid", "foreign");
     let before = fs::read_to_string(dir.join("owner")).unwrap();
     let out = repo.greenlight(["verify"]);
     assert_eq!(out.code, 22, "{}", out.render());
@@ -133,13 +111,7 @@ fn a_foreign_host_lock_is_never_taken_and_the_run_is_skipped() {
 fn a_real_failure_outranks_a_missing_verdict() {
     let repo = TempRepo::worktree_with_commit();
     repo.verify_yaml("version: 1\ngates:\n  - id: e2e\n    command: \"true\"\n    mutex: m\n    timeoutSec: 1\n  - id: unit\n    command: exit 1\n");
-    plant_lock(
-        repo.lock_root(),
-        "m",
-        999_999,
-        "elsewhere.invalid",
-        "foreign",
-    );
+    repo.plant_lock("m", 999_999, "elsewhere.invalid", "foreign");
     let out = repo.greenlight(["verify"]);
     assert_eq!(out.code, 20, "{}", out.render());
     assert_eq!(out.lines().last(), Some(&"RESULT failed"));
@@ -163,7 +135,7 @@ fn greenlight_holds_the_lock_in_commandmates_format_while_the_gate_runs() {
         at("pid") < at("host") && at("host") < at("token") && at("token") < at("acquiredAt"),
         "{raw}"
     );
-    assert_eq!(owner["host"], host());
+    assert_eq!(owner["host"], hostname());
     assert!(
         owner["pid"].as_i64().unwrap() > 0
             && owner["acquiredAt"].as_i64().unwrap() > 1_700_000_000_000
