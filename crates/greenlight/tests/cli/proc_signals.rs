@@ -28,8 +28,7 @@ fn signal_during_the_gate(signal: &str, repo: &TempRepo, child: Child) -> (i32, 
     (out.code, out.stdout, out.stderr)
 }
 
-#[test]
-fn sighup_to_verify_ends_the_gate_group_releases_the_lock_and_exits_143() {
+fn verify_ended_by(signal: &str) {
     let repo = TempRepo::worktree_with_commit();
     repo.verify_yaml(LONG_GATE);
     let child = repo
@@ -38,13 +37,30 @@ fn sighup_to_verify_ends_the_gate_group_releases_the_lock_and_exits_143() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let (code, stdout, stderr) = signal_during_the_gate("-HUP", &repo, child);
-    assert_eq!(code, 143, "{stdout}\n{stderr}");
+    let (code, stdout, stderr) = signal_during_the_gate(signal, &repo, child);
+    assert_eq!(code, 143, "{signal}: {stdout}\n{stderr}");
     assert!(
         !stdout.contains("RESULT"),
         "no RESULT when interrupted: {stdout}"
     );
-    assert!(stderr.contains("interrupted by SIGTERM"), "{stderr}");
+    assert!(
+        stderr.contains("interrupted by SIGTERM"),
+        "{signal}: {stderr}"
+    );
+}
+
+#[test]
+fn sighup_to_verify_ends_the_gate_group_releases_the_lock_and_exits_143() {
+    verify_ended_by("-HUP");
+}
+
+/// Their default action kills the process on the spot, leaving the gate and its lock: each is
+/// caught and ends the run like SIGTERM.
+#[test]
+fn sigquit_sigusr1_sigusr2_and_sigalrm_to_verify_end_it_like_sigterm() {
+    for signal in ["-QUIT", "-USR1", "-USR2", "-ALRM"] {
+        verify_ended_by(signal);
+    }
 }
 
 #[test]
