@@ -79,9 +79,13 @@ fn without_exit_code_the_runs_own_summary_decides() {
                 }
             })
             .collect();
-        let out = greenlight(&args, stdin.then_some(bytes.as_slice()));
-        assert_eq!(out.status.code(), Some(0), "{args:?}");
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+        let mut cli = Cli::new(&args);
+        if stdin {
+            cli = cli.stdin(bytes.clone());
+        }
+        let out = cli.run();
+        assert_eq!(out.code, 0, "{args:?}");
+        let v = out.json();
         assert_eq!(v["classification"], "recognised", "{args:?}: {v}");
         assert_eq!(v["exit_code"], serde_json::Value::Null, "{args:?}");
         assert_eq!(v["exit_code_given"], false, "{args:?}");
@@ -92,11 +96,10 @@ fn without_exit_code_the_runs_own_summary_decides() {
             "{v}"
         );
     }
-    let out = greenlight(
-        &["digest", "--json", "--exit-code", "1", "-"],
-        Some(&std::fs::read(fixture("pytest/fail")).expect("fixture exists")),
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    let out = Cli::new(["digest", "--json", "--exit-code", "1", "-"])
+        .stdin(std::fs::read(fixture("pytest/fail")).expect("fixture exists"))
+        .run();
+    let v = out.json();
     assert_eq!(v["exit_code_given"], true);
     assert_eq!(v["exit_code"], 1);
 }
