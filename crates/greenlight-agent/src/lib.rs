@@ -53,7 +53,7 @@ pub use dispatch::{
     says_ok,
 };
 pub use reason::{Producer, Reason, produced_by};
-pub use verdict::{DEFANG_MARKER, Verdict, defang, parse_verdict};
+pub use verdict::{DEFANG_MARKER, ReplyVerdict, defang, parse_verdict};
 
 /// Errors building a dispatcher or reading a name.
 #[derive(Debug, thiserror::Error)]

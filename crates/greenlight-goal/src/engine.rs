@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use greenlight_agent::{
-    Deliverable, DispatchRequest, DispatchResult, Dispatcher, Family, Outcome, Reason, Verdict,
-    parse_verdict,
+    Deliverable, DispatchRequest, DispatchResult, Dispatcher, Family, Outcome, Reason,
+    ReplyVerdict, parse_verdict,
 };
 use greenlight_gate::exec::{Interrupt, InterruptWatch};
 use greenlight_store::{
@@ -519,7 +519,7 @@ impl<'a> Engine<'a> {
                 .write(|tx| tx.finish_dispatch(judge_dispatch, &ledger_end(&reply)))?;
             let (problem, reply_text) = match (&reply.outcome, reply.text.as_deref()) {
                 (Outcome::Ok, Some(text)) => match parse_verdict(text) {
-                    Verdict::Pass => {
+                    ReplyVerdict::Pass => {
                         (self.on_progress)(Progress::Judged {
                             passed: true,
                             reply: text,
@@ -536,12 +536,12 @@ impl<'a> Engine<'a> {
                         })?;
                         return Ok(Finish::Done);
                     }
-                    Verdict::Fail => {
+                    ReplyVerdict::Fail => {
                         judge_unparseable = 0;
                         judge_failed = 0;
                         ("it answered GATE: FAIL".to_owned(), text.to_owned())
                     }
-                    Verdict::Unparseable(why) => {
+                    ReplyVerdict::Unparseable(why) => {
                         judge_unparseable += 1;
                         if judge_unparseable >= JUDGE_UNPARSEABLE_LIMIT {
                             return self.pause(
