@@ -14,8 +14,8 @@ use greenlight_agent::{
 };
 use greenlight_gate::exec::{Interrupt, InterruptWatch};
 use greenlight_store::{
-    DispatchEnd, DispatchOutcome, DispatchStep, GoalId, GoalState, NewDispatch, NewGateRun, Reads,
-    Store, Tokens, Verdict as RunVerdict,
+    DispatchEnd, DispatchOutcome, DispatchStep, GateRunVerdict as RunVerdict, GoalId, GoalState,
+    NewDispatch, NewGateRun, Reads, Store, Tokens,
 };
 
 use crate::error::Error;

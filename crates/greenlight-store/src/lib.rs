@@ -56,8 +56,8 @@ use rusqlite::{Connection, TransactionBehavior};
 pub use error::Error;
 pub use model::{
     AgentSpec, Dispatch, DispatchEnd, DispatchId, DispatchOutcome, DispatchStep, Event, Gate,
-    GateId, GateRun, GateRunId, Goal, GoalId, GoalState, LastResult, Millis, NewDispatch,
-    NewGateRun, NewGoal, Pause, Recovered, Tokens, Turn, Verdict,
+    GateId, GateRun, GateRunId, GateRunVerdict, Goal, GoalId, GoalState, LastResult, Millis,
+    NewDispatch, NewGateRun, NewGoal, Pause, Recovered, Tokens, Turn,
 };
 pub use read::Reads;
 pub use schema::SCHEMA_VERSION;
