@@ -22,7 +22,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
 use crate::Error;
-use classify::{Kind, Verdict};
+use classify::{CommandClass, Kind};
 
 pub use render::{render_v1, validate_id};
 
@@ -156,8 +156,8 @@ fn assemble(found: Found, ctx: &keys::Context) -> Draft {
             return;
         }
         let kind = match classify::classify(&command) {
-            Verdict::Check(kind) => kind,
-            Verdict::Setup(r) | Verdict::Writes(r) => {
+            CommandClass::Check(kind) => kind,
+            CommandClass::Setup(r) | CommandClass::Writes(r) => {
                 skipped.push(Skipped {
                     source: c.source,
                     command,
@@ -165,7 +165,7 @@ fn assemble(found: Found, ctx: &keys::Context) -> Draft {
                 });
                 return;
             }
-            Verdict::Refused(r) => {
+            CommandClass::Refused(r) => {
                 skipped.push(Skipped {
                     source: c.source,
                     command,

@@ -12,7 +12,7 @@ use std::path::Path;
 use regex::Regex;
 use serde_json::Value;
 
-use super::classify::{self, Verdict};
+use super::classify::{self, CommandClass};
 use super::{Candidate, Found, hint_from_command};
 
 /// Most gates one matrix step may expand into; a larger matrix is skipped with a reason.
@@ -153,11 +153,11 @@ fn scan_workflow(file: &str, workflow: &Workflow, found: &mut Found) {
                     for (command, label) in expanded {
                         // Judge here too, so what is left out is listed in file order.
                         let verdict = classify::classify(&command);
-                        if let Verdict::Setup(r) | Verdict::Writes(r) = verdict {
+                        if let CommandClass::Setup(r) | CommandClass::Writes(r) = verdict {
                             skip(found, r.to_string());
                             continue;
                         }
-                        if let Verdict::Refused(r) = verdict {
+                        if let CommandClass::Refused(r) = verdict {
                             skip(found, r);
                             continue;
                         }
@@ -247,9 +247,9 @@ fn one_line(run: &str) -> Result<String, String> {
     let mut checks = 0;
     for line in &lines {
         match classify::classify(line) {
-            Verdict::Refused(r) => return Err(format!("runs `{line}`: {r}")),
-            Verdict::Writes(r) => return Err(format!("runs `{line}`, which {r}")),
-            Verdict::Setup(_) => {
+            CommandClass::Refused(r) => return Err(format!("runs `{line}`: {r}")),
+            CommandClass::Writes(r) => return Err(format!("runs `{line}`, which {r}")),
+            CommandClass::Setup(_) => {
                 // `cd` and `export` shape the lines after them; other setup is dropped.
                 let first = classify::words(line)
                     .first()
@@ -258,7 +258,7 @@ fn one_line(run: &str) -> Result<String, String> {
                     kept.push(line);
                 }
             }
-            Verdict::Check(_) => {
+            CommandClass::Check(_) => {
                 kept.push(line);
                 checks += 1;
             }
