@@ -17,7 +17,7 @@ use crate::clock::{Clock, MonotonicClock, elapsed_ms};
 use crate::containment::check_all;
 use crate::reason::Reason;
 use crate::runner::{
-    ChildRun, ChildSpec, Classification, DEFAULT_CAPTURE_LIMIT, DEFAULT_GRACE, classify, run_child,
+    ChildRun, ChildSpec, DEFAULT_CAPTURE_LIMIT, DEFAULT_GRACE, ExitClass, classify, run_child,
 };
 
 /// A boxed, sendable future: what [`Dispatcher`] methods return, so the trait stays object safe
@@ -491,7 +491,7 @@ impl<F: FamilyAdapter> Adapter<F> {
         let wall_ms = elapsed_ms(clock, start);
         let truncated = run.stdout_truncated || run.stderr_truncated || run.pipes_held_open;
         let mut result = match classify(&run) {
-            Classification::Timeout => DispatchResult::failed(
+            ExitClass::Timeout => DispatchResult::failed(
                 Outcome::Null,
                 family,
                 &req.model,
@@ -504,7 +504,7 @@ impl<F: FamilyAdapter> Adapter<F> {
                     req.attempt
                 ),
             ),
-            Classification::Dead(detail) => DispatchResult::failed(
+            ExitClass::Dead(detail) => DispatchResult::failed(
                 Outcome::Null,
                 family,
                 &req.model,
@@ -512,7 +512,7 @@ impl<F: FamilyAdapter> Adapter<F> {
                 Reason::DispatchDead,
                 detail,
             ),
-            Classification::Exited(code) => {
+            ExitClass::Exited(code) => {
                 let parsed = self.family.parse(&run, code);
                 let mut result = match parsed.answer {
                     Ok(text) => DispatchResult {
