@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use camino::Utf8PathBuf;
 use greenlight_gate::exec;
 use greenlight_gate::report::{RunReport, exit};
-use greenlight_gate::runner::{self, Event, RunOptions};
+use greenlight_gate::runner::{self, RunEvent, RunOptions};
 use greenlight_gate::{config, render};
 
 /// Output format of `greenlight verify`.
@@ -144,8 +144,8 @@ async fn verify(args: Args, interrupt: greenlight_proc::InterruptWatch) -> i32 {
     // viewer gets it without escape sequences or carriage-return overwrites.
     let plain_stderr = !std::io::stderr().is_terminal();
     let tail_limit = config.options.max_log_tail_bytes;
-    let mut on_event = |event: Event<'_>| match event {
-        Event::WorkEvidence(we) => {
+    let mut on_event = |event: RunEvent<'_>| match event {
+        RunEvent::WorkEvidence(we) => {
             if !json {
                 out_line(&render::work_evidence_line(we));
             }
@@ -153,8 +153,8 @@ async fn verify(args: Args, interrupt: greenlight_proc::InterruptWatch) -> i32 {
                 progress.err(&format!("{note}\n"));
             }
         }
-        Event::GateStarted { id, attempt } => progress.set(Some((id.to_owned(), attempt))),
-        Event::GateFinished(gate) => {
+        RunEvent::GateStarted { id, attempt } => progress.set(Some((id.to_owned(), attempt))),
+        RunEvent::GateFinished(gate) => {
             progress.set(None);
             if !json {
                 out_line(&render::gate_line(gate));
