@@ -48,9 +48,9 @@ pub mod verdict;
 pub use clock::{Clock, MonotonicClock, SteppingClock};
 pub use containment::{ContainmentError, WriteBaseline, check_all, check_contained};
 pub use dispatch::{
-    AdapterOptions, BoxFuture, Deliverable, DispatchRequest, DispatchResult, Dispatcher, Failure,
-    Family, Outcome, PROBE_PROMPT, ProbeOutcome, TokenSource, dispatcher, is_safe_model_id,
-    says_ok,
+    AdapterOptions, BoxFuture, Deliverable, DispatchFailure, DispatchRequest, DispatchResult,
+    Dispatcher, Family, Outcome, PROBE_PROMPT, ProbeOutcome, TokenSource, dispatcher,
+    is_safe_model_id, says_ok,
 };
 pub use reason::{Producer, Reason, produced_by};
 pub use verdict::{DEFANG_MARKER, ReplyVerdict, defang, parse_verdict};
