@@ -17,7 +17,7 @@ use greenlight_gate::{config, render};
 
 /// Output format of `greenlight verify`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
+pub enum OutputFormat {
     /// CommandMate's `GATE …` / `RESULT …` lines.
     Text,
     /// One JSON document (fields in the README).
@@ -45,7 +45,7 @@ pub struct Args {
     pub skip_work_evidence: bool,
     /// text (the line contract) or json.
     #[arg(long, value_enum, default_value = "text")]
-    pub format: Format,
+    pub format: OutputFormat,
     // An installed binary has no docs/ beside it, so help points into the repository.
     #[arg(long, value_name = "FILE", help = concat!(
         "Also write a JUnit XML report here: one test case per gate (docs/reports.md at ",
@@ -81,7 +81,7 @@ pub fn kill_grace() -> Duration {
 }
 
 async fn verify(args: Args, interrupt: greenlight_proc::InterruptWatch) -> i32 {
-    let json = args.format == Format::Json;
+    let json = args.format == OutputFormat::Json;
     let cwd = args.cwd.clone().unwrap_or_else(|| PathBuf::from("."));
     let cwd = std::path::absolute(&cwd).unwrap_or(cwd);
     let config_path = args
