@@ -20,6 +20,6 @@ pub use kill::{sweep_marked, sweep_orphaned, with_its_group as kill_with_its_gro
 pub use procs::{LeftoverProcess, TOKEN_VAR};
 pub use run::{
     DRAIN_LIMIT, Ending, Env, Error, Exit, Input, KILL_GRACE, LEAK_SETTLE, Observer, OnSignal,
-    Outcome, Output, Program, Spec, Stream, next_token, run,
+    Output, Program, RunOutcome, Spec, Stream, next_token, run,
 };
 pub use signals::{Interrupt, InterruptWatch, become_subreaper, run_main};

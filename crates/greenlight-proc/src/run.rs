@@ -215,7 +215,7 @@ pub enum Ending {
 
 /// Everything one run produced.
 #[derive(Debug)]
-pub struct Outcome {
+pub struct RunOutcome {
     /// How the leader ended; `None` only if it could not be waited for.
     pub exit: Option<Exit>,
     /// Set when the runner ended the child (deadline or interrupt).
@@ -391,7 +391,7 @@ pub async fn run<O: Observer + ?Sized>(
     spec: &Spec,
     observer: &mut O,
     mut interrupt: Option<&mut InterruptWatch>,
-) -> Result<Outcome, Error> {
+) -> Result<RunOutcome, Error> {
     let shown = spec.program.shown();
     let pipe_error = |source| Error::Pipe {
         program: shown.clone(),
@@ -589,7 +589,7 @@ pub async fn run<O: Observer + ?Sized>(
     }
     guard.armed = false;
     let (exit, duration) = exit.unwrap_or((None, started.elapsed()));
-    Ok(Outcome {
+    Ok(RunOutcome {
         exit,
         ended_by,
         duration,
