@@ -12,7 +12,7 @@ use greenlight_agent::{
     Deliverable, DispatchRequest, DispatchResult, Dispatcher, Family, Outcome, Reason,
     ReplyVerdict, parse_verdict,
 };
-use greenlight_gate::exec::{Interrupt, InterruptWatch};
+use greenlight_gate::{Interrupt, InterruptWatch};
 use greenlight_store::{
     DispatchEnd, DispatchOutcome, DispatchStep, GateRunVerdict as RunVerdict, GoalId, GoalState,
     NewDispatch, NewGateRun, Reads, Store, Tokens,

@@ -9,7 +9,7 @@
 //! The pieces, from pure to impure: [`parse_payload`] (bytes → [`Payload`]), [`judge`] (a
 //! finished [`RunReport`] → green / red with its evidence / no verdict), [`cap_step`] (how many
 //! blocks so far → block again or give up), and [`run`], which finds the config, runs the gates
-//! through `greenlight_gate::runner` and keeps the per-session count in greenlight's state
+//! through `greenlight_gate::run` and keeps the per-session count in greenlight's state
 //! database.
 //!
 //! Decisions that differ from `greenlight verify` (written in docs/integrations/claude-code.md):
@@ -25,10 +25,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use camino::Utf8PathBuf;
-use greenlight_gate::exec::InterruptWatch;
-use greenlight_gate::report::{Attempt, GateReport, GateVerdict, RunReport, RunResult};
-use greenlight_gate::runner::{self, RunOptions};
-use greenlight_gate::{config, evidence, render};
+use greenlight_gate::{
+    Attempt, GateReport, GateVerdict, InterruptWatch, RunOptions, RunReport, RunResult, config,
+    render, resolve_base_ref, verify_base_ref, work_evidence,
+};
 use greenlight_store::{Reads as _, Store};
 use serde::Deserialize;
 
@@ -479,7 +479,7 @@ pub async fn run(
     };
 
     // Is there anything to judge? HEAD must name a commit for the runner at all.
-    if evidence::verify_base_ref(&root, "HEAD").is_err() {
+    if verify_base_ref(&root, "HEAD").is_err() {
         return StopOutcome::allow_saying(format!(
             "greenlight: {} has no commit yet, so the gates cannot run; commit once and the next \
              stop will be judged",
@@ -487,8 +487,8 @@ pub async fn run(
         ));
     }
     let mut notes = Vec::new();
-    if let Ok(base) = evidence::resolve_base_ref(&root, None, config.options.base_ref.as_deref()) {
-        match evidence::work_evidence(&root, &base) {
+    if let Ok(base) = resolve_base_ref(&root, None, config.options.base_ref.as_deref()) {
+        match work_evidence(&root, &base) {
             Ok(found) if found.commits == 0 && found.uncommitted == 0 => {
                 return StopOutcome {
                     decision: Decision::Allow {
@@ -517,7 +517,7 @@ pub async fn run(
         kill_grace: options.kill_grace,
         lock_root: options.lock_root.clone(),
     };
-    let report = match runner::run(&config, &run_options, &mut |_| {}, interrupt).await {
+    let report = match greenlight_gate::run(&config, &run_options, &mut |_| {}, interrupt).await {
         Ok(report) => report,
         Err(e) => {
             let mut outcome = StopOutcome::allow_saying(format!(

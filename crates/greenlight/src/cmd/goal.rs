@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use greenlight_agent::{AdapterOptions, Dispatcher, Family};
-use greenlight_gate::exec::{self, Interrupt};
+use greenlight_gate::Interrupt;
 use greenlight_goal::{Engine, Finish, Progress, Settings};
 use greenlight_store::{AgentSpec, Goal, GoalState, NewGoal, Reads, Store};
 
@@ -452,7 +452,7 @@ pub fn drive(
         // We hold the goal's runner lock, so any process still marked with this goal belongs to
         // an earlier runner that died without cleaning up (kill -9): end it before going on.
         let (var, value) = &marker;
-        let leftovers = exec::sweep_marked(var, value);
+        let leftovers = greenlight_proc::sweep_marked(var, value);
         if !leftovers.is_empty() {
             outln!("greenlight: ended {} process(es) an earlier run of goal {goal} left running:", leftovers.len());
             for p in &leftovers {

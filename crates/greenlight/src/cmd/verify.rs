@@ -10,10 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use camino::Utf8PathBuf;
-use greenlight_gate::exec;
-use greenlight_gate::report::{RunReport, exit};
-use greenlight_gate::runner::{self, RunEvent, RunOptions};
-use greenlight_gate::{config, render};
+use greenlight_gate::{KILL_GRACE, RunEvent, RunOptions, RunReport, config, exit, render};
 
 /// Output format of `greenlight verify`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -77,7 +74,7 @@ pub fn kill_grace() -> Duration {
         .ok()
         .and_then(|v| v.parse().ok())
         .map(Duration::from_millis)
-        .unwrap_or(exec::KILL_GRACE)
+        .unwrap_or(KILL_GRACE)
 }
 
 async fn verify(args: Args, interrupt: greenlight_proc::InterruptWatch) -> i32 {
@@ -167,7 +164,7 @@ async fn verify(args: Args, interrupt: greenlight_proc::InterruptWatch) -> i32 {
             }
         }
     };
-    let result = runner::run(&config, &options, &mut on_event, &mut interrupt).await;
+    let result = greenlight_gate::run(&config, &options, &mut on_event, &mut interrupt).await;
     progress.set(None);
     let report: RunReport = match result {
         Ok(r) => r,
