@@ -17,7 +17,7 @@ use crate::clock::{Clock, MonotonicClock, elapsed_ms};
 use crate::containment::check_all;
 use crate::reason::Reason;
 use crate::runner::{
-    ChildRun, ChildSpec, Classification, DEFAULT_CAPTURE_LIMIT, DEFAULT_GRACE, classify, run_child,
+    ChildRun, ChildSpec, DEFAULT_CAPTURE_LIMIT, DEFAULT_GRACE, ExitClass, classify, run_child,
 };
 
 /// A boxed, sendable future: what [`Dispatcher`] methods return, so the trait stays object safe
@@ -164,7 +164,7 @@ pub enum TokenSource {
 
 /// Why a dispatch failed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Failure {
+pub struct DispatchFailure {
     /// The member of the one closed list.
     pub reason: Reason,
     /// A sentence for a person.
@@ -204,7 +204,7 @@ pub struct DispatchResult {
     /// Whether the captured output was cut to its tail (or left incomplete by an escaped process).
     pub output_truncated: bool,
     /// Why it failed; `None` exactly when `outcome` is `ok`.
-    pub failure: Option<Failure>,
+    pub failure: Option<DispatchFailure>,
 }
 
 impl DispatchResult {
@@ -231,7 +231,7 @@ impl DispatchResult {
             token_source: None,
             exit_code: None,
             output_truncated: false,
-            failure: Some(Failure {
+            failure: Some(DispatchFailure {
                 reason,
                 detail: detail.into(),
             }),
@@ -254,7 +254,7 @@ pub struct ProbeOutcome {
     /// What happened to each candidate, for a person.
     pub detail: String,
     /// `probe-failed` when no candidate answered.
-    pub failure: Option<Failure>,
+    pub failure: Option<DispatchFailure>,
 }
 
 /// The seam the goal loop calls. Object safe: hold it as `Box<dyn Dispatcher>` or
@@ -491,7 +491,7 @@ impl<F: FamilyAdapter> Adapter<F> {
         let wall_ms = elapsed_ms(clock, start);
         let truncated = run.stdout_truncated || run.stderr_truncated || run.pipes_held_open;
         let mut result = match classify(&run) {
-            Classification::Timeout => DispatchResult::failed(
+            ExitClass::Timeout => DispatchResult::failed(
                 Outcome::Null,
                 family,
                 &req.model,
@@ -504,7 +504,7 @@ impl<F: FamilyAdapter> Adapter<F> {
                     req.attempt
                 ),
             ),
-            Classification::Dead(detail) => DispatchResult::failed(
+            ExitClass::Dead(detail) => DispatchResult::failed(
                 Outcome::Null,
                 family,
                 &req.model,
@@ -512,7 +512,7 @@ impl<F: FamilyAdapter> Adapter<F> {
                 Reason::DispatchDead,
                 detail,
             ),
-            Classification::Exited(code) => {
+            ExitClass::Exited(code) => {
                 let parsed = self.family.parse(&run, code);
                 let mut result = match parsed.answer {
                     Ok(text) => DispatchResult {
@@ -581,7 +581,7 @@ impl<F: FamilyAdapter> Adapter<F> {
                     id: None,
                     wall_ms: elapsed_ms(clock, start),
                     detail: detail.clone(),
-                    failure: Some(Failure {
+                    failure: Some(DispatchFailure {
                         reason: Reason::ProbeFailed,
                         detail,
                     }),
@@ -630,7 +630,7 @@ impl<F: FamilyAdapter> Adapter<F> {
             id: None,
             wall_ms: elapsed_ms(clock, start),
             detail: detail.clone(),
-            failure: Some(Failure {
+            failure: Some(DispatchFailure {
                 reason: Reason::ProbeFailed,
                 detail,
             }),

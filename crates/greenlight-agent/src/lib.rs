@@ -48,12 +48,12 @@ pub mod verdict;
 pub use clock::{Clock, MonotonicClock, SteppingClock};
 pub use containment::{ContainmentError, WriteBaseline, check_all, check_contained};
 pub use dispatch::{
-    AdapterOptions, BoxFuture, Deliverable, DispatchRequest, DispatchResult, Dispatcher, Failure,
-    Family, Outcome, PROBE_PROMPT, ProbeOutcome, TokenSource, dispatcher, is_safe_model_id,
-    says_ok,
+    AdapterOptions, BoxFuture, Deliverable, DispatchFailure, DispatchRequest, DispatchResult,
+    Dispatcher, Family, Outcome, PROBE_PROMPT, ProbeOutcome, TokenSource, dispatcher,
+    is_safe_model_id, says_ok,
 };
 pub use reason::{Producer, Reason, produced_by};
-pub use verdict::{DEFANG_MARKER, Verdict, defang, parse_verdict};
+pub use verdict::{DEFANG_MARKER, ReplyVerdict, defang, parse_verdict};
 
 /// Errors building a dispatcher or reading a name.
 #[derive(Debug, thiserror::Error)]

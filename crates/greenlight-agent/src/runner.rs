@@ -111,7 +111,7 @@ impl ChildRun {
 
 /// The runner's verdict, decided from its own fields and nothing else.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Classification {
+pub enum ExitClass {
     /// The deadline fired: "it was still working".
     Timeout,
     /// The child never ran, or ended without an exit code: "nothing came back".
@@ -121,21 +121,21 @@ pub enum Classification {
 }
 
 /// Timeout beats everything; then a spawn error or a missing exit code is dead; else exited.
-pub fn classify(run: &ChildRun) -> Classification {
+pub fn classify(run: &ChildRun) -> ExitClass {
     if run.timed_out {
-        return Classification::Timeout;
+        return ExitClass::Timeout;
     }
     if let Some(err) = &run.spawn_error {
-        return Classification::Dead(err.clone());
+        return ExitClass::Dead(err.clone());
     }
     match (run.exit_code, run.signal) {
-        (Some(code), _) => Classification::Exited(code),
-        (None, Some(sig)) => Classification::Dead(format!(
+        (Some(code), _) => ExitClass::Exited(code),
+        (None, Some(sig)) => ExitClass::Dead(format!(
             "the agent was killed by signal {sig} before the deadline"
         )),
-        (None, None) => Classification::Dead(
-            "the agent ended with no exit code and the deadline never fired".into(),
-        ),
+        (None, None) => {
+            ExitClass::Dead("the agent ended with no exit code and the deadline never fired".into())
+        }
     }
 }
 
@@ -204,23 +204,17 @@ mod tests {
             exit_code: Some(0),
             ..ChildRun::default()
         };
-        assert_eq!(classify(&timed), Classification::Timeout);
+        assert_eq!(classify(&timed), ExitClass::Timeout);
         let spawn = ChildRun {
             spawn_error: Some("no such file".into()),
             ..ChildRun::default()
         };
-        assert_eq!(
-            classify(&spawn),
-            Classification::Dead("no such file".into())
-        );
-        assert!(matches!(
-            classify(&ChildRun::default()),
-            Classification::Dead(_)
-        ));
+        assert_eq!(classify(&spawn), ExitClass::Dead("no such file".into()));
+        assert!(matches!(classify(&ChildRun::default()), ExitClass::Dead(_)));
         let exited = ChildRun {
             exit_code: Some(3),
             ..ChildRun::default()
         };
-        assert_eq!(classify(&exited), Classification::Exited(3));
+        assert_eq!(classify(&exited), ExitClass::Exited(3));
     }
 }

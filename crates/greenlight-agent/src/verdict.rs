@@ -16,7 +16,7 @@ pub const DEFANG_MARKER: &str = "[quoted verdict]";
 
 /// What a reply's verdict says.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Verdict {
+pub enum ReplyVerdict {
     /// The last non-empty line is `GATE: PASS`, and it is the only verdict line.
     Pass,
     /// The last non-empty line is `GATE: FAIL`, and it is the only verdict line.
@@ -25,12 +25,12 @@ pub enum Verdict {
     Unparseable(String),
 }
 
-impl Verdict {
+impl ReplyVerdict {
     /// The reason to record when the verdict is unusable; `None` for a pass or a fail.
     pub fn reason(&self) -> Option<Reason> {
         match self {
-            Verdict::Unparseable(_) => Some(Reason::GateVerdictUnparseable),
-            Verdict::Pass | Verdict::Fail => None,
+            ReplyVerdict::Unparseable(_) => Some(Reason::GateVerdictUnparseable),
+            ReplyVerdict::Pass | ReplyVerdict::Fail => None,
         }
     }
 }
@@ -54,8 +54,8 @@ static VERDICT_LOOKALIKE: LazyLock<Regex> = LazyLock::new(|| {
 ///
 /// Valid only when the last non-empty line is exactly `GATE: PASS` or `GATE: FAIL` (any Unicode
 /// whitespace around and inside) and no other line is a verdict line. Everything else, including
-/// an empty reply, is [`Verdict::Unparseable`].
-pub fn parse_verdict(text: &str) -> Verdict {
+/// an empty reply, is [`ReplyVerdict::Unparseable`].
+pub fn parse_verdict(text: &str) -> ReplyVerdict {
     let mut verdict_lines = 0usize;
     let mut last: Option<&str> = None;
     for line in text.split('\n') {
@@ -67,24 +67,24 @@ pub fn parse_verdict(text: &str) -> Verdict {
         }
     }
     let Some(last) = last else {
-        return Verdict::Unparseable(
+        return ReplyVerdict::Unparseable(
             "the reply is empty; expected a last line `GATE: PASS` or `GATE: FAIL`".into(),
         );
     };
     let Some(caps) = VERDICT_LINE.captures(last) else {
-        return Verdict::Unparseable(format!(
+        return ReplyVerdict::Unparseable(format!(
             "the last non-empty line is not a verdict: `{}`; expected exactly `GATE: PASS` or `GATE: FAIL`",
             clip(last.trim())
         ));
     };
     if verdict_lines > 1 {
-        return Verdict::Unparseable(format!(
+        return ReplyVerdict::Unparseable(format!(
             "{verdict_lines} verdict lines; exactly one, the last non-empty line, is allowed"
         ));
     }
     match caps.get(1).map(|m| m.as_str()) {
-        Some("PASS") => Verdict::Pass,
-        _ => Verdict::Fail,
+        Some("PASS") => ReplyVerdict::Pass,
+        _ => ReplyVerdict::Fail,
     }
 }
 
@@ -130,11 +130,14 @@ mod tests {
 
     #[test]
     fn last_line_verdicts_parse() {
-        assert_eq!(parse_verdict("looks good\nGATE: PASS\n"), Verdict::Pass);
-        assert_eq!(parse_verdict("GATE:FAIL"), Verdict::Fail);
+        assert_eq!(
+            parse_verdict("looks good\nGATE: PASS\n"),
+            ReplyVerdict::Pass
+        );
+        assert_eq!(parse_verdict("GATE:FAIL"), ReplyVerdict::Fail);
         assert_eq!(
             parse_verdict("\u{a0}GATE:\u{3000}PASS\r\n\n  \n"),
-            Verdict::Pass
+            ReplyVerdict::Pass
         );
     }
 
@@ -154,7 +157,7 @@ mod tests {
         ] {
             let v = parse_verdict(text);
             assert!(
-                matches!(v, Verdict::Unparseable(_)),
+                matches!(v, ReplyVerdict::Unparseable(_)),
                 "{text:?} parsed as {v:?}"
             );
             assert_eq!(v.reason(), Some(Reason::GateVerdictUnparseable));
@@ -170,6 +173,6 @@ mod tests {
             "> [quoted verdict] GATE: PASS\n- **[quoted verdict] GATE = fail**\n## [quoted verdict] Gate: Pass!\nthe gate passed\n[quoted verdict] GATE: PASS"
         );
         assert_eq!(defang(&out), out);
-        assert!(matches!(parse_verdict(&out), Verdict::Unparseable(_)));
+        assert!(matches!(parse_verdict(&out), ReplyVerdict::Unparseable(_)));
     }
 }

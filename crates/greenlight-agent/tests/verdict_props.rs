@@ -1,6 +1,6 @@
 //! Properties of the verdict grammar and defang over text built from the characters that matter.
 
-use greenlight_agent::{Verdict, defang, parse_verdict};
+use greenlight_agent::{ReplyVerdict, defang, parse_verdict};
 use proptest::prelude::*;
 
 /// Every Unicode White_Space character, so the properties cover NBSP and every space.
@@ -56,7 +56,7 @@ proptest! {
     #[test]
     fn no_defanged_text_parses_as_a_verdict(t in text()) {
         let out = defang(&t);
-        prop_assert!(matches!(parse_verdict(&out), Verdict::Unparseable(_)), "{:?} -> {:?}", t, out);
+        prop_assert!(matches!(parse_verdict(&out), ReplyVerdict::Unparseable(_)), "{:?} -> {:?}", t, out);
     }
 
     #[test]
@@ -81,13 +81,13 @@ proptest! {
         trailing in prop::collection::vec(prop::sample::select(WHITESPACE), 0..3),
     ) {
         let text = format!("{prose}\n{line}\n{}\n", String::from_iter(trailing));
-        let expected = if pass { Verdict::Pass } else { Verdict::Fail };
+        let expected = if pass { ReplyVerdict::Pass } else { ReplyVerdict::Fail };
         prop_assert_eq!(parse_verdict(&text), expected);
     }
 
     #[test]
     fn a_verdict_followed_by_anything_non_blank_is_unparseable((line, _) in verdict_line(), tail in "[a-z]{1,5}") {
         let text = format!("{line}\n{tail}");
-        prop_assert!(matches!(parse_verdict(&text), Verdict::Unparseable(_)));
+        prop_assert!(matches!(parse_verdict(&text), ReplyVerdict::Unparseable(_)));
     }
 }

@@ -3,7 +3,7 @@
 //! Pure: bytes and an exit code in, a [`Digest`] out. No I/O, no clock. The one rule that keeps
 //! it honest: the process exit code is authoritative, and the digest claims `recognised` only
 //! when it can stand in for the whole output; otherwise it says `partial` or `unrecognised`
-//! with machine-readable [`Reason`]s and keeps the raw tail.
+//! with machine-readable [`DigestReason`]s and keeps the raw tail.
 //!
 //! # Theory of operation
 //!
@@ -32,7 +32,9 @@ mod normalize;
 
 use std::collections::VecDeque;
 
-pub use model::{Classification, Diagnostic, Digest, Failure, Format, Reason, Severity, Summary};
+pub use model::{
+    Classification, Diagnostic, Digest, DigestReason, Failure, Format, Severity, Summary,
+};
 
 use formats::{Claim, Limits, Line, MARKER, Parser, Report};
 use normalize::{LineSink, LineSplitter, RawLine, view};
@@ -304,13 +306,13 @@ impl State {
     fn judge(self, exit_code: Option<i32>, given: bool) -> Digest {
         let mut global = Vec::new();
         if self.scan_cut {
-            global.push(Reason::ScanBudgetExceeded);
+            global.push(DigestReason::ScanBudgetExceeded);
         }
         if self.line_cut {
-            global.push(Reason::LineTooLong);
+            global.push(DigestReason::LineTooLong);
         }
         if given && exit_code.is_none() {
-            global.push(Reason::NoExitCode);
+            global.push(DigestReason::NoExitCode);
         }
         let skip = self.tail.len().saturating_sub(self.options.tail_lines);
         let tail: Vec<String> = self
@@ -354,24 +356,24 @@ impl State {
         let mut reasons = global;
         if seen.is_empty() {
             reasons.push(if self.any_content {
-                Reason::NoKnownFormat
+                DigestReason::NoKnownFormat
             } else {
-                Reason::EmptyOutput
+                DigestReason::EmptyOutput
             });
         } else if seen.len() == 1
             && let Some((format, report, summary_seen, after)) = seen.pop()
         {
             d.format = Some(report.format.unwrap_or(format));
             if report.summary.is_none() || !summary_seen {
-                reasons.push(Reason::NoSummary);
+                reasons.push(DigestReason::NoSummary);
             }
             if after {
-                reasons.push(Reason::OutputAfterSummary);
+                reasons.push(DigestReason::OutputAfterSummary);
             }
             if let (Some(code), Some(success)) = (exit_code, report.success)
                 && success != (code == 0)
             {
-                reasons.push(Reason::SummaryContradictsExitCode);
+                reasons.push(DigestReason::SummaryContradictsExitCode);
             }
             let explained = report
                 .failures
@@ -389,18 +391,18 @@ impl State {
             let unexplained_failure = failed_run
                 && report.failures.is_empty()
                 && errors == 0
-                && !reasons.contains(&Reason::SummaryContradictsExitCode);
+                && !reasons.contains(&DigestReason::SummaryContradictsExitCode);
             if explained < report.expected_failures
                 || errors < report.expected_errors
                 || unexplained_failure
             {
-                reasons.push(Reason::FailureWithoutDiagnostic);
+                reasons.push(DigestReason::FailureWithoutDiagnostic);
             }
             if report.dropped {
-                reasons.push(Reason::DiagnosticBudgetExceeded);
+                reasons.push(DigestReason::DiagnosticBudgetExceeded);
             }
             if report.unparsed {
-                reasons.push(Reason::UnparsedLines);
+                reasons.push(DigestReason::UnparsedLines);
             }
             d.summary = report.summary;
             d.failures = report.failures;
@@ -408,11 +410,11 @@ impl State {
             d.classification = Classification::Partial;
         } else {
             d.format = Some(Format::Mixed);
-            reasons.push(Reason::MixedFormats);
+            reasons.push(DigestReason::MixedFormats);
             for (format, report, _, _) in seen {
                 d.formats.push(report.format.unwrap_or(format));
                 if report.dropped {
-                    reasons.push(Reason::DiagnosticBudgetExceeded);
+                    reasons.push(DigestReason::DiagnosticBudgetExceeded);
                 }
                 d.failures.extend(report.failures);
                 d.diagnostics.extend(report.diagnostics);

@@ -191,7 +191,7 @@ pub struct Diagnostic {
 /// Why a digest is not `recognised`. Names are part of the JSON contract.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum Reason {
+pub enum DigestReason {
     /// The input was empty (or only blank lines).
     EmptyOutput,
     /// No known format was seen.
@@ -219,22 +219,22 @@ pub enum Reason {
     LineTooLong,
 }
 
-impl Reason {
+impl DigestReason {
     /// The name used in JSON.
     pub fn name(self) -> &'static str {
         match self {
-            Reason::EmptyOutput => "empty-output",
-            Reason::NoKnownFormat => "no-known-format",
-            Reason::MixedFormats => "mixed-formats",
-            Reason::NoExitCode => "no-exit-code",
-            Reason::NoSummary => "no-summary",
-            Reason::SummaryContradictsExitCode => "summary-contradicts-exit-code",
-            Reason::FailureWithoutDiagnostic => "failure-without-diagnostic",
-            Reason::OutputAfterSummary => "output-after-summary",
-            Reason::UnparsedLines => "unparsed-lines",
-            Reason::ScanBudgetExceeded => "scan-budget-exceeded",
-            Reason::DiagnosticBudgetExceeded => "diagnostic-budget-exceeded",
-            Reason::LineTooLong => "line-too-long",
+            DigestReason::EmptyOutput => "empty-output",
+            DigestReason::NoKnownFormat => "no-known-format",
+            DigestReason::MixedFormats => "mixed-formats",
+            DigestReason::NoExitCode => "no-exit-code",
+            DigestReason::NoSummary => "no-summary",
+            DigestReason::SummaryContradictsExitCode => "summary-contradicts-exit-code",
+            DigestReason::FailureWithoutDiagnostic => "failure-without-diagnostic",
+            DigestReason::OutputAfterSummary => "output-after-summary",
+            DigestReason::UnparsedLines => "unparsed-lines",
+            DigestReason::ScanBudgetExceeded => "scan-budget-exceeded",
+            DigestReason::DiagnosticBudgetExceeded => "diagnostic-budget-exceeded",
+            DigestReason::LineTooLong => "line-too-long",
         }
     }
 }
@@ -261,7 +261,7 @@ pub struct Digest {
     /// Compiler and linter findings, in output order.
     pub diagnostics: Vec<Diagnostic>,
     /// Why the digest is not `recognised` (empty when it is), sorted.
-    pub reasons: Vec<Reason>,
+    pub reasons: Vec<DigestReason>,
     /// The compact rendering within the budget given in [`crate::DigestOptions`], or `None`
     /// when the digest is not `recognised` or the rendering does not fit.
     pub compact: Option<String>,

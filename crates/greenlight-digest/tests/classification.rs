@@ -3,7 +3,9 @@
 
 mod common;
 
-use greenlight_digest::{Classification, DigestOptions, Format, Reason, StreamingDigester, digest};
+use greenlight_digest::{
+    Classification, DigestOptions, DigestReason, Format, StreamingDigester, digest,
+};
 
 fn fixture(id: &str) -> common::Fixture {
     common::all()
@@ -18,7 +20,11 @@ fn a_run_cut_before_its_summary_is_partial() {
     let half = &f.output[..f.output.len() / 2];
     let d = digest(half, Some(101), &DigestOptions::default());
     assert_eq!(d.classification, Classification::Partial);
-    assert!(d.reasons.contains(&Reason::NoSummary), "{:?}", d.reasons);
+    assert!(
+        d.reasons.contains(&DigestReason::NoSummary),
+        "{:?}",
+        d.reasons
+    );
     assert_eq!(d.compact, None);
 }
 
@@ -27,11 +33,11 @@ fn the_exit_code_wins_over_a_summary_that_contradicts_it() {
     let pass = fixture("pytest/pass");
     let d = digest(&pass.output, Some(1), &DigestOptions::default());
     assert_eq!(d.classification, Classification::Partial);
-    assert_eq!(d.reasons, vec![Reason::SummaryContradictsExitCode]);
+    assert_eq!(d.reasons, vec![DigestReason::SummaryContradictsExitCode]);
 
     let fail = fixture("go-test/fail");
     let d = digest(&fail.output, Some(0), &DigestOptions::default());
-    assert_eq!(d.reasons, vec![Reason::SummaryContradictsExitCode]);
+    assert_eq!(d.reasons, vec![DigestReason::SummaryContradictsExitCode]);
 }
 
 #[test]
@@ -39,7 +45,7 @@ fn a_killed_run_is_never_recognised() {
     let f = fixture("cargo-test/pass");
     let d = digest(&f.output, None, &DigestOptions::default());
     assert_eq!(d.classification, Classification::Partial);
-    assert_eq!(d.reasons, vec![Reason::NoExitCode]);
+    assert_eq!(d.reasons, vec![DigestReason::NoExitCode]);
     assert_eq!(d.exit_code, None);
 }
 
@@ -50,7 +56,7 @@ fn a_build_step_then_tests_of_another_ecosystem_is_mixed() {
     let d = digest(&both, Some(1), &DigestOptions::default());
     assert_eq!(d.format, Some(Format::Mixed));
     assert_eq!(d.formats, vec![Format::Jest, Format::Tsc]);
-    assert_eq!(d.reasons, vec![Reason::MixedFormats]);
+    assert_eq!(d.reasons, vec![DigestReason::MixedFormats]);
     // Nothing is dropped from a mixed digest: both tools' findings are there.
     assert_eq!(d.failures.len(), 2);
     assert_eq!(d.diagnostics.len(), 3);
@@ -62,7 +68,7 @@ fn unknown_output_is_unrecognised_and_keeps_its_tail() {
     let d = digest(text, Some(3), &DigestOptions::default());
     assert_eq!(d.classification, Classification::Unrecognised);
     assert_eq!(d.format, None);
-    assert_eq!(d.reasons, vec![Reason::NoKnownFormat]);
+    assert_eq!(d.reasons, vec![DigestReason::NoKnownFormat]);
     assert_eq!(
         d.tail,
         vec![
@@ -73,7 +79,7 @@ fn unknown_output_is_unrecognised_and_keeps_its_tail() {
     );
 
     let d = digest(b"\n\n", Some(0), &DigestOptions::default());
-    assert_eq!(d.reasons, vec![Reason::EmptyOutput]);
+    assert_eq!(d.reasons, vec![DigestReason::EmptyOutput]);
 }
 
 #[test]
@@ -81,7 +87,7 @@ fn significant_output_after_the_summary_makes_it_partial() {
     let mut out = fixture("pytest/fail").output;
     out.extend_from_slice(b"Traceback (most recent call last):\nRuntimeError: teardown crashed\n");
     let d = digest(&out, Some(1), &DigestOptions::default());
-    assert_eq!(d.reasons, vec![Reason::OutputAfterSummary]);
+    assert_eq!(d.reasons, vec![DigestReason::OutputAfterSummary]);
 }
 
 #[test]
@@ -94,7 +100,7 @@ fn stray_lines_in_tsc_output_are_unparsed() {
     );
     let d = digest(&out, Some(1), &DigestOptions::default());
     assert!(
-        d.reasons.contains(&Reason::UnparsedLines),
+        d.reasons.contains(&DigestReason::UnparsedLines),
         "{:?}",
         d.reasons
     );
@@ -110,7 +116,7 @@ fn budgets_make_the_digest_partial_never_silently_short() {
     let d = digest(&f.output, Some(101), &small);
     assert_eq!(d.failures.len(), 2);
     assert!(
-        d.reasons.contains(&Reason::DiagnosticBudgetExceeded),
+        d.reasons.contains(&DigestReason::DiagnosticBudgetExceeded),
         "{:?}",
         d.reasons
     );
@@ -121,7 +127,7 @@ fn budgets_make_the_digest_partial_never_silently_short() {
     };
     let d = digest(&f.output, Some(101), &scan);
     assert!(
-        d.reasons.contains(&Reason::ScanBudgetExceeded),
+        d.reasons.contains(&DigestReason::ScanBudgetExceeded),
         "{:?}",
         d.reasons
     );
@@ -132,7 +138,11 @@ fn budgets_make_the_digest_partial_never_silently_short() {
         ..DigestOptions::default()
     };
     let d = digest(&f.output, Some(101), &line);
-    assert!(d.reasons.contains(&Reason::LineTooLong), "{:?}", d.reasons);
+    assert!(
+        d.reasons.contains(&DigestReason::LineTooLong),
+        "{:?}",
+        d.reasons
+    );
 }
 
 #[test]
@@ -247,7 +257,7 @@ fn a_failed_run_with_no_failure_or_error_to_show_is_not_recognised() {
     );
     assert!(
         d.reasons
-            .contains(&greenlight_digest::Reason::FailureWithoutDiagnostic),
+            .contains(&greenlight_digest::DigestReason::FailureWithoutDiagnostic),
         "{d:?}"
     );
     assert_eq!(d.compact, None);

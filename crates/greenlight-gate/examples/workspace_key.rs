@@ -5,7 +5,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use greenlight_gate::workspace_key::{WorkspaceKey, workspace_key};
+use greenlight_gate::{WorkspaceKey, workspace_key};
 
 fn main() -> ExitCode {
     let dir = std::env::args_os()

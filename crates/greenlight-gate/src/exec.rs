@@ -13,10 +13,7 @@ use std::time::Duration;
 use greenlight_proc::{Ending, Input, Observer, Output, Program, Spec, Stream};
 
 pub use greenlight_proc::tail::TailBuffer;
-pub use greenlight_proc::{
-    Interrupt, InterruptWatch, KILL_GRACE, LEAK_SETTLE, LeftoverProcess, become_subreaper,
-    sweep_marked,
-};
+pub use greenlight_proc::{Interrupt, InterruptWatch, KILL_GRACE, LeftoverProcess};
 
 /// What to run and within which bounds.
 #[derive(Debug, Clone)]

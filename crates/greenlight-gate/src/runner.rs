@@ -1,7 +1,7 @@
 //! A verify run: from a loaded config to a [`RunReport`], gate after gate, in config order.
 //!
 //! Every gate runs even after one fails, so one run reports every finding. Progress leaves as
-//! [`Event`]s the moment it happens; the caller renders them.
+//! [`RunEvent`]s the moment it happens; the caller renders them.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -36,7 +36,7 @@ pub struct RunOptions {
 
 /// Something that happened during a run, in order.
 #[derive(Debug)]
-pub enum Event<'a> {
+pub enum RunEvent<'a> {
     /// The work-evidence line is decided.
     WorkEvidence(&'a WorkEvidenceReport),
     /// A gate attempt is starting (or waiting for its mutex).
@@ -86,7 +86,7 @@ pub fn select_gates<'c>(
 pub async fn run(
     config: &Config,
     options: &RunOptions,
-    on_event: &mut dyn FnMut(Event<'_>),
+    on_event: &mut dyn FnMut(RunEvent<'_>),
     interrupt: &mut InterruptWatch,
 ) -> Result<RunReport, Error> {
     if !options.cwd.is_dir() {
@@ -128,7 +128,7 @@ pub async fn run(
                 require_commit,
             }
         };
-        on_event(Event::WorkEvidence(&report.work_evidence));
+        on_event(RunEvent::WorkEvidence(&report.work_evidence));
         if no_work || no_commit {
             report.result = Some(crate::report::RunResult::NotStarted);
             return Ok(report);
@@ -136,7 +136,7 @@ pub async fn run(
     } else {
         // CommandMate refuses a base ref that names no commit even when nothing counts from it.
         evidence::verify_base_ref(&options.cwd, &base_ref)?;
-        on_event(Event::WorkEvidence(&report.work_evidence));
+        on_event(RunEvent::WorkEvidence(&report.work_evidence));
     }
 
     let primary = checkout.primary;
@@ -154,7 +154,7 @@ pub async fn run(
                 }
             }
         };
-        on_event(Event::GateFinished(&gate_report));
+        on_event(RunEvent::GateFinished(&gate_report));
         report.gates.push(gate_report);
     }
     report.env_clean_skipped = config.options.require_env_clean;
@@ -184,12 +184,12 @@ async fn run_gate(
     gate: &GateSpec,
     config: &Config,
     options: &RunOptions,
-    on_event: &mut dyn FnMut(Event<'_>),
+    on_event: &mut dyn FnMut(RunEvent<'_>),
     interrupt: &mut InterruptWatch,
 ) -> Result<GateReport, Interrupted> {
     let mut report = skipped(gate, SkipReason::MutexWait);
     report.skip_reason = None;
-    on_event(Event::GateStarted {
+    on_event(RunEvent::GateStarted {
         id: &gate.id,
         attempt: 1,
     });
@@ -214,7 +214,7 @@ async fn run_gate(
             report.passed = Some(false);
         }
         AttemptStatus::Fail if gate.retry_on_fail => {
-            on_event(Event::GateStarted {
+            on_event(RunEvent::GateStarted {
                 id: &gate.id,
                 attempt: 2,
             });

@@ -13,9 +13,9 @@
 //!    files that differ from the index (git compares stat data and, for entries written in the
 //!    same second as the index, the content itself: the "racy git" rule) and untracked files
 //!    that are not ignored;
-//! 3. those files are hashed by `git hash-object --stdin-paths` (with the same attributes and
+//! 2. those files are hashed by `git hash-object --stdin-paths` (with the same attributes and
 //!    filters `git add` would apply, and without writing an object); deleted ones drop out;
-//! 4. the merged listing is hashed by `git hash-object --stdin`.
+//! 3. the merged listing is hashed by `git hash-object --stdin`.
 //!
 //! It writes nothing at all: not the user's index, not an object, not a temporary file. (The
 //! first version copied the index to a temporary `GIT_INDEX_FILE` and ran `git add -A` and

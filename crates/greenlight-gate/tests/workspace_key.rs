@@ -5,7 +5,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use greenlight_gate::workspace_key::{WorkspaceKey, workspace_key};
+use greenlight_gate::{WorkspaceKey, workspace_key};
 
 /// A temp dir holding a git repository (or not).
 struct Repo {

@@ -10,9 +10,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use greenlight_agent::{AdapterOptions, Dispatcher, Family};
-use greenlight_gate::exec::{self, InterruptWatch};
 use greenlight_gate::lock::{self, Acquired};
 use greenlight_gate::procs::LeftoverProcess;
+use greenlight_proc::InterruptWatch;
 use greenlight_store::{AgentSpec, GoalId, GoalState, NewGate, NewGoal, Reads, Store};
 
 use crate::engine::{Engine, Finish, Settings};
@@ -375,7 +375,7 @@ pub async fn drive(
     // We hold the goal's runner lock, so any process still marked with this goal belongs to an
     // earlier runner that died without cleaning up (kill -9): end it before going on.
     let (var, value) = &marker;
-    let leftovers = exec::sweep_marked(var, value);
+    let leftovers = greenlight_proc::sweep_marked(var, value);
     if !leftovers.is_empty() {
         on_started(Started::LeftoversEnded(&leftovers));
     }

@@ -16,8 +16,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use greenlight_agent::{Dispatcher, Family, Reason};
-use greenlight_gate::exec::{Interrupt, InterruptWatch};
-use greenlight_store::{Goal, GoalId, GoalState, Reads, Store, Verdict as RunVerdict};
+use greenlight_proc::{Interrupt, InterruptWatch};
+use greenlight_store::{GateRunVerdict as RunVerdict, Goal, GoalId, GoalState, Reads, Store};
 
 use crate::error::Error;
 use crate::gate_phase::result_key;

@@ -22,7 +22,7 @@ pub enum Error {
     Agent(String),
     /// A signal arrived before the run started.
     #[error("interrupted before the goal started")]
-    Interrupted(greenlight_gate::exec::Interrupt),
+    Interrupted(greenlight_proc::Interrupt),
     /// The directory of machine-wide gate locks cannot be used.
     #[error("cannot take a gate lock under {}: {source}; check that directory is writable (CM_VERIFY_LOCK_ROOT chooses it)", root.display())]
     LockRoot {

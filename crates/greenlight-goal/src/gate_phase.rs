@@ -9,9 +9,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use greenlight_digest::{Classification, Digest};
-use greenlight_gate::capture::Capture;
-use greenlight_gate::exec::{self, ExecSpec, InterruptWatch, Termination};
-use greenlight_gate::workspace_key::{WorkspaceKey, workspace_key};
+use greenlight_gate::{
+    Capture, ExecSpec, Interrupt, InterruptWatch, Termination, WorkspaceKey, workspace_key,
+};
 
 use crate::prompt::{self, EVIDENCE_OUTPUT_BYTES, OutputEvidence};
 
@@ -47,7 +47,7 @@ pub struct GateResult {
     /// The digest of the whole output.
     pub digest: Digest,
     /// greenlight was interrupted while the gate ran (its processes are gone).
-    pub interrupted: Option<exec::Interrupt>,
+    pub interrupted: Option<Interrupt>,
 }
 
 /// Runs `command` in `worktree` and turns its output into evidence.
@@ -70,7 +70,7 @@ pub async fn run_gate(
         claim_adopted: true,
     };
     let mut capture = Capture::new(EVIDENCE_OUTPUT_BYTES);
-    let outcome = exec::run(&spec, &mut capture, interrupt).await?;
+    let outcome = greenlight_gate::run_gate(&spec, &mut capture, interrupt).await?;
     let (exit_code, timed_out, interrupted) = match outcome.termination {
         Termination::Exited(code) => (Some(code), false, None),
         Termination::TimedOut => (Some(124), true, None),

@@ -15,10 +15,10 @@
 use std::time::{Duration, Instant};
 
 use greenlight_agent::Reason;
-use greenlight_gate::exec::InterruptWatch;
 use greenlight_gate::lock::{self, Acquired};
+use greenlight_proc::InterruptWatch;
 use greenlight_store::{
-    Gate, GateRun, Goal, GoalState, LastResult, NewGateRun, Reads, Verdict as RunVerdict,
+    Gate, GateRun, GateRunVerdict as RunVerdict, Goal, GoalState, LastResult, NewGateRun, Reads,
 };
 
 use crate::engine::{Engine, Finish, Step, gate_timeout_sec};

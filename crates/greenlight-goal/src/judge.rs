@@ -5,9 +5,9 @@
 //! back from the ledger, so a judge after a crash and resume sees exactly what it would have.
 
 use greenlight_agent::{
-    Deliverable, DispatchRequest, DispatchResult, Outcome, Reason, Verdict, parse_verdict,
+    Deliverable, DispatchRequest, DispatchResult, Outcome, Reason, ReplyVerdict, parse_verdict,
 };
-use greenlight_gate::exec::{Interrupt, InterruptWatch};
+use greenlight_proc::{Interrupt, InterruptWatch};
 use greenlight_store::{DispatchStep, NewDispatch};
 
 use crate::engine::{Engine, Finish, JUDGE_FAILED_LIMIT, JUDGE_UNPARSEABLE_LIMIT, Step};
@@ -74,7 +74,7 @@ impl Engine<'_> {
         let streaks = judge_streaks(self.store, goal_id)?;
         let (problem, reply_text) = match (&reply.outcome, reply.text.as_deref()) {
             (Outcome::Ok, Some(text)) => match parse_verdict(text) {
-                Verdict::Pass => {
+                ReplyVerdict::Pass => {
                     (self.on_progress)(Progress::Judged {
                         passed: true,
                         reply: text,
@@ -91,8 +91,8 @@ impl Engine<'_> {
                     })?;
                     return Ok(Step::Finish(Finish::Done));
                 }
-                Verdict::Fail => ("it answered GATE: FAIL".to_owned(), text.to_owned()),
-                Verdict::Unparseable(why) => {
+                ReplyVerdict::Fail => ("it answered GATE: FAIL".to_owned(), text.to_owned()),
+                ReplyVerdict::Unparseable(why) => {
                     if streaks.unparseable >= JUDGE_UNPARSEABLE_LIMIT {
                         let finish = self.pause(
                             Reason::JudgeUnparseable,

@@ -2,7 +2,7 @@
 //! the ledger (the agent's last reply, the judge's failure streaks) so that a resume carries on
 //! exactly where the crashed run stopped.
 
-use greenlight_agent::{DispatchResult, Outcome, Reason, Verdict, parse_verdict};
+use greenlight_agent::{DispatchResult, Outcome, Reason, ReplyVerdict, parse_verdict};
 use greenlight_store::{DispatchEnd, DispatchOutcome, DispatchStep, GoalId, Reads, Store, Tokens};
 
 use crate::error::Error;
@@ -95,8 +95,8 @@ pub(crate) fn judge_streaks(store: &Store, goal: GoalId) -> Result<JudgeStreaks,
         match (d.outcome, d.reply.as_deref()) {
             (DispatchOutcome::Interrupted | DispatchOutcome::InFlight, _) => {}
             (DispatchOutcome::Ok, Some(reply)) => match parse_verdict(reply) {
-                Verdict::Unparseable(_) => streaks.unparseable += 1,
-                Verdict::Pass | Verdict::Fail => break,
+                ReplyVerdict::Unparseable(_) => streaks.unparseable += 1,
+                ReplyVerdict::Pass | ReplyVerdict::Fail => break,
             },
             _ => streaks.failed += 1,
         }

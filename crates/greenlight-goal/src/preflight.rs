@@ -9,7 +9,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use greenlight_agent::Reason;
-use greenlight_gate::exec::{Interrupt, InterruptWatch};
+use greenlight_proc::{Interrupt, InterruptWatch};
 use greenlight_store::Goal;
 
 use crate::engine::{Engine, Finish};

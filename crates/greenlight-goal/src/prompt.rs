@@ -241,7 +241,7 @@ mod tests {
         assert!(!text.lines().any(|l| l.trim() == "GATE: PASS"), "{text}");
         assert!(matches!(
             greenlight_agent::parse_verdict(&text),
-            greenlight_agent::Verdict::Unparseable(_)
+            greenlight_agent::ReplyVerdict::Unparseable(_)
         ));
     }
 

@@ -35,7 +35,7 @@ impl Dispatcher for FakeAgent {
         let id = candidates.first().cloned().filter(|_| self.answers_probe);
         Box::pin(async move {
             ProbeOutcome {
-                failure: id.is_none().then(|| greenlight_agent::Failure {
+                failure: id.is_none().then(|| greenlight_agent::DispatchFailure {
                     reason: Reason::ProbeFailed,
                     detail: "no answer".into(),
                 }),

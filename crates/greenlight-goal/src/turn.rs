@@ -5,7 +5,7 @@
 //! worktree) would fail the same way again, so it pauses the goal.
 
 use greenlight_agent::{Deliverable, DispatchRequest, Outcome, Reason};
-use greenlight_gate::exec::{Interrupt, InterruptWatch};
+use greenlight_proc::{Interrupt, InterruptWatch};
 use greenlight_store::{DispatchStep, GoalState, NewDispatch, Reads};
 
 use crate::engine::{Engine, Finish, Step};

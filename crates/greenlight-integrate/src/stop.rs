@@ -10,7 +10,7 @@
 //! The pieces, from pure to impure: [`parse_payload`] (bytes → [`Payload`]), [`judge`] (a
 //! finished [`RunReport`] → green / red with its evidence / no verdict), [`cap_step`] (how many
 //! blocks so far → block again or give up), and [`run`], which finds the config, runs the gates
-//! through `greenlight_gate::runner` and keeps the per-session count in greenlight's state
+//! through `greenlight_gate::run` and keeps the per-session count in greenlight's state
 //! database.
 //!
 //! Decisions that differ from `greenlight verify` (written in docs/integrations/claude-code.md):
@@ -29,10 +29,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use camino::Utf8PathBuf;
-use greenlight_gate::exec::InterruptWatch;
-use greenlight_gate::report::{Attempt, GateReport, GateVerdict, RunReport, RunResult};
-use greenlight_gate::runner::{self, RunOptions};
-use greenlight_gate::{config, evidence, render};
+use greenlight_gate::{
+    Attempt, GateReport, GateVerdict, InterruptWatch, RunOptions, RunReport, RunResult, config,
+    render, resolve_base_ref, verify_base_ref, work_evidence,
+};
 use greenlight_store::{Reads as _, Store};
 use serde::Deserialize;
 
@@ -502,7 +502,7 @@ pub async fn run(
     };
 
     // Is there anything to judge? HEAD must name a commit for the runner at all.
-    if evidence::verify_base_ref(&root, "HEAD").is_err() {
+    if verify_base_ref(&root, "HEAD").is_err() {
         return StopOutcome::allow_saying(format!(
             "greenlight: {} has no commit yet, so the gates cannot run; commit once and the next \
              stop will be judged",
@@ -516,7 +516,7 @@ pub async fn run(
     let top = crate::install::project_root(&root);
     let key = payload.base_key(&cwd);
     match with_store(options, |store| store.hook_base(&key, &top)) {
-        Ok(Some(base)) => match evidence::work_evidence(&root, &base) {
+        Ok(Some(base)) => match work_evidence(&root, &base) {
             // A session whose last stop was blocked red is judged again even with nothing new
             // to count: its red gates are still its own.
             Ok(found)
@@ -581,7 +581,7 @@ pub async fn run(
         kill_grace: options.kill_grace,
         lock_root: options.lock_root.clone(),
     };
-    let report = match runner::run(&config, &run_options, &mut |_| {}, interrupt).await {
+    let report = match greenlight_gate::run(&config, &run_options, &mut |_| {}, interrupt).await {
         Ok(report) => report,
         Err(e) => {
             let mut outcome = StopOutcome::allow_saying(format!(
@@ -675,7 +675,7 @@ pub async fn run(
 /// The commit a session's work is counted from: where HEAD meets the base ref (`baseRef`, else
 /// `origin/HEAD`), or HEAD itself when no base ref resolves. `None` without a commit.
 pub fn session_base(root: &Path, base_ref: Option<&str>) -> Option<String> {
-    let from_ref = evidence::resolve_base_ref(root, None, base_ref)
+    let from_ref = resolve_base_ref(root, None, base_ref)
         .ok()
         .and_then(|r| git_line(root, &["merge-base", &r, "HEAD"]));
     from_ref.or_else(|| git_line(root, &["rev-parse", "--verify", "--quiet", "HEAD^{commit}"]))

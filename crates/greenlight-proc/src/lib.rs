@@ -23,5 +23,5 @@ pub use run::run;
 pub use signals::{Interrupt, InterruptWatch, become_subreaper, run_main};
 pub use spec::{
     DRAIN_LIMIT, Ending, Env, Error, Exit, Input, KILL_GRACE, LEAK_SETTLE, Observer, OnSignal,
-    Outcome, Output, Program, Spec, Stream, kill_grace, next_token,
+    Output, Program, RunOutcome, Spec, Stream, kill_grace, next_token,
 };

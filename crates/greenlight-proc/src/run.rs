@@ -26,7 +26,7 @@ use crate::kill;
 use crate::procs::{self, TOKEN_VAR};
 use crate::signals::InterruptWatch;
 use crate::spec::{
-    Ending, Error, Exit, Input, Observer, OnSignal, Outcome, Output, Program, Spec, Stream,
+    Ending, Error, Exit, Input, Observer, OnSignal, Output, Program, RunOutcome, Spec, Stream,
     next_token,
 };
 use crate::tail::TailBuffer;
@@ -127,7 +127,7 @@ pub async fn run<O: Observer + ?Sized>(
     spec: &Spec,
     observer: &mut O,
     mut interrupt: Option<&mut InterruptWatch>,
-) -> Result<Outcome, Error> {
+) -> Result<RunOutcome, Error> {
     let shown = spec.program.shown();
     let pipe_error = |source| Error::Pipe {
         program: shown.clone(),
@@ -325,7 +325,7 @@ pub async fn run<O: Observer + ?Sized>(
     }
     guard.armed = false;
     let (exit, duration) = exit.unwrap_or((None, started.elapsed()));
-    Ok(Outcome {
+    Ok(RunOutcome {
         exit,
         ended_by,
         duration,

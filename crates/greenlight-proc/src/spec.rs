@@ -1,8 +1,8 @@
 //! What a child is and what became of it: the options of one run ([`Spec`]: program, stdin,
-//! output, environment, deadline, grace, leftovers, drain limit, signals) and its [`Outcome`].
+//! output, environment, deadline, grace, leftovers, drain limit, signals) and its [`RunOutcome`].
 //!
 //! Plain data, no behaviour beyond small conversions; the runner (`run`) reads a `Spec` and
-//! fills an `Outcome`.
+//! fills an `RunOutcome`.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -209,7 +209,7 @@ pub enum Ending {
 
 /// Everything one run produced.
 #[derive(Debug)]
-pub struct Outcome {
+pub struct RunOutcome {
     /// How the leader ended; `None` only if it could not be waited for.
     pub exit: Option<Exit>,
     /// Set when the runner ended the child (deadline or interrupt).

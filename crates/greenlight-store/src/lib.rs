@@ -56,8 +56,8 @@ use rusqlite::{Connection, TransactionBehavior};
 pub use error::Error;
 pub use model::{
     AgentSpec, Dispatch, DispatchEnd, DispatchId, DispatchOutcome, DispatchStep, Event, Gate,
-    GateId, GateRun, GateRunId, Goal, GoalId, GoalState, LastResult, Millis, NewDispatch, NewGate,
-    NewGateRun, NewGoal, Pause, Recovered, Tokens, Turn, Verdict,
+    GateId, GateRun, GateRunId, GateRunVerdict, Goal, GoalId, GoalState, LastResult, Millis,
+    NewDispatch, NewGate, NewGateRun, NewGoal, Pause, Recovered, Tokens, Turn,
 };
 pub use read::Reads;
 pub use schema::SCHEMA_VERSION;
@@ -69,7 +69,7 @@ pub use tx::Tx;
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Where timestamps come from, so tests can make them deterministic.
-pub trait Clock: Send + Sync {
+pub trait WallClock: Send + Sync {
     /// Milliseconds since the Unix epoch.
     fn now_ms(&self) -> Millis;
 }
@@ -78,7 +78,7 @@ pub trait Clock: Send + Sync {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SystemClock;
 
-impl Clock for SystemClock {
+impl WallClock for SystemClock {
     fn now_ms(&self) -> Millis {
         let since = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -104,7 +104,7 @@ impl StepClock {
     }
 }
 
-impl Clock for StepClock {
+impl WallClock for StepClock {
     fn now_ms(&self) -> Millis {
         self.next.fetch_add(self.step, Ordering::SeqCst)
     }
@@ -141,7 +141,7 @@ pub fn default_state_path_from(env: impl Fn(&str) -> Option<OsString>) -> Result
 pub struct Store {
     conn: Connection,
     path: PathBuf,
-    clock: Arc<dyn Clock>,
+    clock: Arc<dyn WallClock>,
 }
 
 impl std::fmt::Debug for Store {
@@ -159,7 +159,7 @@ impl Store {
     }
 
     /// Open with a given clock.
-    pub fn open_with_clock(path: &Path, clock: Arc<dyn Clock>) -> Result<Store, Error> {
+    pub fn open_with_clock(path: &Path, clock: Arc<dyn WallClock>) -> Result<Store, Error> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|source| Error::CreateDir {
                 path: dir.to_path_buf(),

@@ -88,7 +88,7 @@ name_enum!(
 
 name_enum!(
     /// What a gate run decided.
-    Verdict {
+    GateRunVerdict {
         /// Exit code 0.
         Pass = "pass",
         /// Nonzero exit.
@@ -233,7 +233,7 @@ pub struct Goal {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LastResult {
     /// The verdict.
-    pub verdict: Verdict,
+    pub verdict: GateRunVerdict,
     /// The exit code, when the process exited (none when killed).
     pub exit_code: Option<i32>,
     /// The workspace key it ran against; `None` = unknown.
@@ -293,7 +293,7 @@ pub struct NewGateRun {
     /// The turn it ran after, if any.
     pub turn: Option<u32>,
     /// What it decided.
-    pub verdict: Verdict,
+    pub verdict: GateRunVerdict,
     /// The exit code, if the process exited.
     pub exit_code: Option<i32>,
     /// Wall time (0 for a replay).
@@ -322,7 +322,7 @@ pub struct GateRun {
     /// The gate's consecutive-failure count after this run (0 after a pass).
     pub attempt: u32,
     /// What it decided.
-    pub verdict: Verdict,
+    pub verdict: GateRunVerdict,
     /// The exit code, if any.
     pub exit_code: Option<i32>,
     /// Wall time.

@@ -13,7 +13,7 @@ use rusqlite::{OptionalExtension, Row, params};
 use crate::Error;
 use crate::model::{
     AgentSpec, Dispatch, DispatchId, DispatchOutcome, DispatchStep, Event, Gate, GateId, GateRun,
-    GateRunId, Goal, GoalId, GoalState, LastResult, Pause, Tokens, Turn, Verdict,
+    GateRunId, GateRunVerdict, Goal, GoalId, GoalState, LastResult, Pause, Tokens, Turn,
 };
 
 pub(crate) mod sealed {
@@ -388,7 +388,7 @@ impl RawGate {
     fn decode(self, path: &Path, number: Option<usize>) -> Result<Gate, Error> {
         let last = match (self.verdict, self.at) {
             (Some(v), Some(at)) => Some(LastResult {
-                verdict: named(path, "gates.last_verdict", v, Verdict::from_name)?,
+                verdict: named(path, "gates.last_verdict", v, GateRunVerdict::from_name)?,
                 exit_code: self.exit_code,
                 workspace_key: self.key,
                 evidence: self.evidence,
@@ -458,7 +458,12 @@ impl RawGateRun {
             gate: GateId(self.gate),
             turn: self.turn,
             attempt: self.attempt,
-            verdict: named(path, "gate_runs.verdict", self.verdict, Verdict::from_name)?,
+            verdict: named(
+                path,
+                "gate_runs.verdict",
+                self.verdict,
+                GateRunVerdict::from_name,
+            )?,
             exit_code: self.exit_code,
             duration_ms: to_u64(path, "gate_runs.duration_ms", Some(self.duration_ms))?
                 .unwrap_or(0),

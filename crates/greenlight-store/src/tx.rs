@@ -13,8 +13,8 @@ use serde_json::{Value, json};
 
 use crate::Error;
 use crate::model::{
-    DispatchEnd, DispatchId, DispatchOutcome, GateId, GateRun, GoalId, GoalState, Millis,
-    NewDispatch, NewGate, NewGateRun, NewGoal, Recovered, Tokens, Verdict, is_kebab,
+    DispatchEnd, DispatchId, DispatchOutcome, GateId, GateRun, GateRunVerdict, GoalId, GoalState,
+    Millis, NewDispatch, NewGate, NewGateRun, NewGoal, Recovered, Tokens, is_kebab,
 };
 use crate::read::{self, Reads, sealed::Access};
 
@@ -436,8 +436,8 @@ impl<'a> Tx<'a> {
             gate: run.gate.0,
         })?;
         let attempt = match run.verdict {
-            Verdict::Pass => 0,
-            Verdict::Fail | Verdict::Timeout => attempts.saturating_add(1),
+            GateRunVerdict::Pass => 0,
+            GateRunVerdict::Fail | GateRunVerdict::Timeout => attempts.saturating_add(1),
         };
         let digest = run
             .digest

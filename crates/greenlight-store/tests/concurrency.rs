@@ -9,8 +9,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use greenlight_store::{
-    AgentSpec, DispatchOutcome, DispatchStep, Error, GoalId, NewDispatch, NewGateRun, NewGoal,
-    Reads, Store, Verdict,
+    AgentSpec, DispatchOutcome, DispatchStep, Error, GateRunVerdict, GoalId, NewDispatch,
+    NewGateRun, NewGoal, Reads, Store,
 };
 use serde_json::json;
 
@@ -49,7 +49,7 @@ fn write_turns(db: &Path, worktree: &Path, n: u32) -> GoalId {
                     goal,
                     gate,
                     turn: Some(turn),
-                    verdict: Verdict::Pass,
+                    verdict: GateRunVerdict::Pass,
                     exit_code: Some(0),
                     duration_ms: 1,
                     workspace_key: None,

@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use greenlight_store::{
-    AgentSpec, DispatchEnd, DispatchOutcome, DispatchStep, Error, GoalState, NewDispatch,
-    NewGateRun, NewGoal, Reads, SCHEMA_VERSION, StepClock, Store, Tokens, Verdict,
+    AgentSpec, DispatchEnd, DispatchOutcome, DispatchStep, Error, GateRunVerdict, GoalState,
+    NewDispatch, NewGateRun, NewGoal, Reads, SCHEMA_VERSION, StepClock, Store, Tokens,
     default_state_path_from,
 };
 use serde_json::json;
@@ -473,7 +473,11 @@ fn gate_attempts_count_consecutive_failures_and_a_pass_resets_them() {
         gate,
         turn: None,
         verdict,
-        exit_code: Some(if verdict == Verdict::Pass { 0 } else { 101 }),
+        exit_code: Some(if verdict == GateRunVerdict::Pass {
+            0
+        } else {
+            101
+        }),
         duration_ms: 5,
         workspace_key: Some("abc".into()),
         replayed,
@@ -481,11 +485,11 @@ fn gate_attempts_count_consecutive_failures_and_a_pass_resets_them() {
         evidence: Some("test foo failed".into()),
     };
     let attempts: Vec<u32> = [
-        (Verdict::Fail, false),
-        (Verdict::Fail, true),
-        (Verdict::Timeout, false),
-        (Verdict::Pass, false),
-        (Verdict::Fail, false),
+        (GateRunVerdict::Fail, false),
+        (GateRunVerdict::Fail, true),
+        (GateRunVerdict::Timeout, false),
+        (GateRunVerdict::Pass, false),
+        (GateRunVerdict::Fail, false),
     ]
     .into_iter()
     .map(|(v, r)| {
@@ -501,7 +505,7 @@ fn gate_attempts_count_consecutive_failures_and_a_pass_resets_them() {
     let last = g.last.as_ref().expect("last result");
     assert_eq!(
         (last.verdict, last.exit_code, last.workspace_key.as_deref()),
-        (Verdict::Fail, Some(101), Some("abc"))
+        (GateRunVerdict::Fail, Some(101), Some("abc"))
     );
     let runs = store.gate_runs(id).expect("runs");
     assert_eq!(runs.len(), 5);
@@ -595,7 +599,7 @@ fn the_turn_budget_is_enforced_and_resume_resets_turns_but_not_gate_attempts() {
                     goal: id,
                     gate,
                     turn: Some(t),
-                    verdict: Verdict::Fail,
+                    verdict: GateRunVerdict::Fail,
                     exit_code: Some(1),
                     duration_ms: 1,
                     workspace_key: None,

@@ -19,7 +19,7 @@ pub(crate) enum Kind {
 
 /// What a command is, as far as drafting gates is concerned.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Verdict {
+pub(crate) enum CommandClass {
     /// A repeatable check: a gate candidate.
     Check(Kind),
     /// Prepares the environment (installs, downloads, prints); not a gate, not dangerous.
@@ -213,46 +213,46 @@ pub(crate) fn program(word: &str) -> &str {
 /// Classifies a whole one-line command: the most dangerous segment decides, then any segment
 /// that rewrites files, then checks (the slowest kind wins); a command made only of setup is
 /// setup.
-pub(crate) fn classify(command: &str) -> Verdict {
+pub(crate) fn classify(command: &str) -> CommandClass {
     if command.contains("${{") && command.contains("secrets.") {
-        return Verdict::Refused("uses CI secrets".to_string());
+        return CommandClass::Refused("uses CI secrets".to_string());
     }
-    let mut verdicts: Vec<Verdict> = segments(command)
+    let mut verdicts: Vec<CommandClass> = segments(command)
         .iter()
         .map(|s| classify_segment(s))
         .collect();
     if let Some(pos) = verdicts
         .iter()
-        .position(|v| matches!(v, Verdict::Refused(_)))
+        .position(|v| matches!(v, CommandClass::Refused(_)))
     {
         return verdicts.swap_remove(pos);
     }
     if let Some(pos) = verdicts
         .iter()
-        .position(|v| matches!(v, Verdict::Writes(_)))
+        .position(|v| matches!(v, CommandClass::Writes(_)))
     {
         return verdicts.swap_remove(pos);
     }
     let kind = verdicts
         .iter()
         .filter_map(|v| match v {
-            Verdict::Check(k) => Some(*k),
+            CommandClass::Check(k) => Some(*k),
             _ => None,
         })
         .max();
     match kind {
-        Some(k) => Verdict::Check(k),
+        Some(k) => CommandClass::Check(k),
         None => verdicts
             .into_iter()
             .next()
-            .unwrap_or(Verdict::Setup("empty command")),
+            .unwrap_or(CommandClass::Setup("empty command")),
     }
 }
 
-fn classify_segment(segment: &str) -> Verdict {
+fn classify_segment(segment: &str) -> CommandClass {
     let w = words(segment);
     let Some(first) = w.first() else {
-        return Verdict::Setup("only sets variables");
+        return CommandClass::Setup("only sets variables");
     };
     let prog = program(first).to_ascii_lowercase();
     let arg = |i: usize| w.get(i).map(|s| s.to_ascii_lowercase()).unwrap_or_default();
@@ -260,10 +260,10 @@ fn classify_segment(segment: &str) -> Verdict {
     let sub = arg(1);
 
     if let Some(reason) = refused(&prog, &sub, &w) {
-        return Verdict::Refused(reason);
+        return CommandClass::Refused(reason);
     }
     if prog == "curl" || prog == "wget" {
-        return Verdict::Setup("reaches the network");
+        return CommandClass::Setup("reaches the network");
     }
     if w.iter().any(|x| {
         x == "--fix"
@@ -271,14 +271,14 @@ fn classify_segment(segment: &str) -> Verdict {
             || x == "--write"
             || x == "-w" && prog.starts_with("go")
     }) {
-        return Verdict::Writes("rewrites files (--fix/--write)");
+        return CommandClass::Writes("rewrites files (--fix/--write)");
     }
     match prog.as_str() {
         "git" => {
             return if sub == "diff" && (has("--exit-code") || has("--quiet")) {
-                Verdict::Check(Kind::Other)
+                CommandClass::Check(Kind::Other)
             } else {
-                Verdict::Setup("prepares the git checkout")
+                CommandClass::Setup("prepares the git checkout")
             };
         }
         "npm" | "pnpm" | "yarn" | "bun" => {
@@ -297,62 +297,64 @@ fn classify_segment(segment: &str) -> Verdict {
                     | "link"
                     | "rebuild"
             ) {
-                return Verdict::Setup("installs dependencies");
+                return CommandClass::Setup("installs dependencies");
             }
         }
         "cargo" => match sub.as_str() {
             "install" | "fetch" | "binstall" | "update" | "generate-lockfile" | "audit" => {
-                return Verdict::Setup("installs or fetches");
+                return CommandClass::Setup("installs or fetches");
             }
             "fmt" if !has("--check") => {
-                return Verdict::Writes("rewrites files (cargo fmt without --check)");
+                return CommandClass::Writes("rewrites files (cargo fmt without --check)");
             }
-            "fix" => return Verdict::Writes("rewrites files (cargo fix)"),
+            "fix" => return CommandClass::Writes("rewrites files (cargo fix)"),
             _ => {}
         },
         "go" => match sub.as_str() {
             "mod" | "get" | "install" | "env" | "version" | "work" => {
-                return Verdict::Setup("installs or inspects the Go toolchain");
+                return CommandClass::Setup("installs or inspects the Go toolchain");
             }
-            "generate" | "fmt" => return Verdict::Writes("rewrites files (go generate/go fmt)"),
+            "generate" | "fmt" => {
+                return CommandClass::Writes("rewrites files (go generate/go fmt)");
+            }
             _ => {}
         },
         "python" | "python3" | "py"
             if sub == "-m" && matches!(arg(2).as_str(), "pip" | "venv" | "build") =>
         {
-            return Verdict::Setup("installs dependencies");
+            return CommandClass::Setup("installs dependencies");
         }
         "uv" if matches!(
             sub.as_str(),
             "sync" | "pip" | "venv" | "lock" | "tool" | "python" | "add" | "build"
         ) =>
         {
-            return Verdict::Setup("installs dependencies");
+            return CommandClass::Setup("installs dependencies");
         }
         "poetry" | "pdm" | "hatch"
             if matches!(sub.as_str(), "install" | "lock" | "self" | "add" | "build") =>
         {
-            return Verdict::Setup("installs dependencies");
+            return CommandClass::Setup("installs dependencies");
         }
         "black" | "isort" if !has("--check") && !has("--check-only") => {
-            return Verdict::Writes("rewrites files (formatter without --check)");
+            return CommandClass::Writes("rewrites files (formatter without --check)");
         }
         "ruff" if sub == "format" && !has("--check") => {
-            return Verdict::Writes("rewrites files (ruff format without --check)");
+            return CommandClass::Writes("rewrites files (ruff format without --check)");
         }
         "prettier" if !has("--check") && !has("-c") => {
-            return Verdict::Writes("rewrites files (prettier without --check)");
+            return CommandClass::Writes("rewrites files (prettier without --check)");
         }
         "gofmt" | "goimports" if !has("-l") && !has("-d") => {
-            return Verdict::Writes("rewrites files or only prints");
+            return CommandClass::Writes("rewrites files or only prints");
         }
         "npx" | "pnpx" if matches!(arg(1).as_str(), "playwright") && arg(2) == "install" => {
-            return Verdict::Setup("installs browsers");
+            return CommandClass::Setup("installs browsers");
         }
         _ => {}
     }
     if SETUP_PROGRAMS.contains(&prog.as_str()) {
-        return Verdict::Setup("prepares the environment");
+        return CommandClass::Setup("prepares the environment");
     }
     if prog == "tox" || prog == "nox" {
         // The environment's name says what it checks; `tox` itself says only "run something".
@@ -361,12 +363,12 @@ fn classify_segment(segment: &str) -> Verdict {
             .position(|x| matches!(x.as_str(), "-e" | "-s" | "--session"))
             .and_then(|i| w.get(i + 1))
             .map(|env| kind_of(std::slice::from_ref(env)));
-        return Verdict::Check(match named {
+        return CommandClass::Check(match named {
             Some(Kind::Other) | None => Kind::Test,
             Some(kind) => kind,
         });
     }
-    Verdict::Check(kind_of(&w))
+    CommandClass::Check(kind_of(&w))
 }
 
 /// Why a segment is refused, if it is.
@@ -495,28 +497,28 @@ mod tests {
     fn release_builds_stay_checks_but_release_steps_are_refused() {
         assert_eq!(
             classify("cargo build --release"),
-            Verdict::Check(Kind::Build)
+            CommandClass::Check(Kind::Build)
         );
-        assert!(matches!(classify("make release"), Verdict::Refused(_)));
+        assert!(matches!(classify("make release"), CommandClass::Refused(_)));
         assert!(matches!(
             classify("npm run deploy:prod"),
-            Verdict::Refused(_)
+            CommandClass::Refused(_)
         ));
         assert!(matches!(
             classify("cargo test && cargo publish"),
-            Verdict::Refused(_)
+            CommandClass::Refused(_)
         ));
         assert!(matches!(
             classify("git push origin main"),
-            Verdict::Refused(_)
+            CommandClass::Refused(_)
         ));
         assert!(matches!(
             classify("./scripts/upload-coverage.sh"),
-            Verdict::Refused(_)
+            CommandClass::Refused(_)
         ));
         assert!(matches!(
             classify("curl -H \"t: ${{ secrets.TOKEN }}\" x"),
-            Verdict::Refused(_)
+            CommandClass::Refused(_)
         ));
     }
 
@@ -524,17 +526,20 @@ mod tests {
     fn setup_and_writers_are_not_gates() {
         assert!(matches!(
             classify("pnpm install --frozen-lockfile"),
-            Verdict::Setup(_)
+            CommandClass::Setup(_)
         ));
         assert!(matches!(
             classify("pip install -e .[dev]"),
-            Verdict::Setup(_)
+            CommandClass::Setup(_)
         ));
-        assert!(matches!(classify("cargo fmt"), Verdict::Writes(_)));
-        assert!(matches!(classify("eslint . --fix"), Verdict::Writes(_)));
+        assert!(matches!(classify("cargo fmt"), CommandClass::Writes(_)));
+        assert!(matches!(
+            classify("eslint . --fix"),
+            CommandClass::Writes(_)
+        ));
         assert_eq!(
             classify("cargo fmt --all -- --check"),
-            Verdict::Check(Kind::Format)
+            CommandClass::Check(Kind::Format)
         );
     }
 
@@ -542,19 +547,19 @@ mod tests {
     fn the_slowest_kind_of_a_chain_wins() {
         assert_eq!(
             classify("cargo clippy && cargo test"),
-            Verdict::Check(Kind::Test)
+            CommandClass::Check(Kind::Test)
         );
         assert_eq!(
             classify("RUSTFLAGS=-Dwarnings cargo clippy"),
-            Verdict::Check(Kind::Lint)
+            CommandClass::Check(Kind::Lint)
         );
         assert_eq!(
             classify("npx tsc --noEmit"),
-            Verdict::Check(Kind::Typecheck)
+            CommandClass::Check(Kind::Typecheck)
         );
         assert_eq!(
             classify("./scripts/verify-links.sh"),
-            Verdict::Check(Kind::Other)
+            CommandClass::Check(Kind::Other)
         );
     }
 

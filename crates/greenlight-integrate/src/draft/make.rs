@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use super::classify::{self, Verdict};
+use super::classify::{self, CommandClass};
 use super::keys::Context;
 use super::{Candidate, Found};
 
@@ -293,8 +293,8 @@ pub(crate) fn refused_recipe(lines: &[String]) -> Option<String> {
     lines
         .iter()
         .find_map(|line| match classify::classify(line) {
-            Verdict::Refused(r) => Some(format!("its recipe runs `{line}`: {r}")),
-            Verdict::Writes(r) => Some(format!("its recipe runs `{line}`, which {r}")),
+            CommandClass::Refused(r) => Some(format!("its recipe runs `{line}`: {r}")),
+            CommandClass::Writes(r) => Some(format!("its recipe runs `{line}`, which {r}")),
             _ => None,
         })
 }

@@ -24,7 +24,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
 use crate::Error;
-use classify::{Kind, Verdict};
+use classify::{CommandClass, Kind};
 
 pub use options::{DraftOptions, options_for};
 pub use render::{render_v1, render_v1_with, validate_id};
@@ -209,8 +209,8 @@ fn assemble(found: Found, ctx: &keys::Context, root: &Path, programs: &Programs)
             return;
         }
         let kind = match classify::classify(&command) {
-            Verdict::Check(kind) => kind,
-            Verdict::Setup(r) | Verdict::Writes(r) => {
+            CommandClass::Check(kind) => kind,
+            CommandClass::Setup(r) | CommandClass::Writes(r) => {
                 skipped.push(Skipped {
                     source: c.source,
                     command,
@@ -218,7 +218,7 @@ fn assemble(found: Found, ctx: &keys::Context, root: &Path, programs: &Programs)
                 });
                 return;
             }
-            Verdict::Refused(r) => {
+            CommandClass::Refused(r) => {
                 skipped.push(Skipped {
                     source: c.source,
                     command,
@@ -292,7 +292,7 @@ fn assemble(found: Found, ctx: &keys::Context, root: &Path, programs: &Programs)
 /// the checking (`pytest || exit 1` is `pytest`, never `exit`); `check` when nothing says more.
 pub(crate) fn hint_from_command(command: &str) -> String {
     let segs = classify::segments(command);
-    let is_check = |s: &String| matches!(classify::classify(s), classify::Verdict::Check(_));
+    let is_check = |s: &String| matches!(classify::classify(s), classify::CommandClass::Check(_));
     let plumbing = |s: &String| {
         matches!(
             classify::words(s).first().map(|p| classify::program(p)),

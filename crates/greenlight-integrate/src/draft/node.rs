@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::classify::{self, Verdict};
+use super::classify::{self, CommandClass};
 use super::keys::{Context, PackageManager};
 use super::make::task_is_check;
 use super::{Candidate, Found};
@@ -129,8 +129,8 @@ fn unusable_body(body: &str) -> Option<String> {
         return Some("runs in watch or server mode and never ends".to_string());
     }
     match classify::classify(body) {
-        Verdict::Refused(r) => Some(format!("the script runs `{body}`: {r}")),
-        Verdict::Writes(r) => Some(format!("the script {r}")),
+        CommandClass::Refused(r) => Some(format!("the script runs `{body}`: {r}")),
+        CommandClass::Writes(r) => Some(format!("the script {r}")),
         _ => None,
     }
 }

@@ -12,7 +12,7 @@ use std::path::Path;
 use regex::Regex;
 use serde_json::Value;
 
-use super::classify::{self, Verdict};
+use super::classify::{self, CommandClass};
 use super::{Candidate, Found, hint_from_command};
 
 /// Most gates one matrix step may expand into; a larger matrix is skipped with a reason.
@@ -171,11 +171,11 @@ fn scan_workflow(file: &str, workflow: &Workflow, found: &mut Found) {
                         for (command, label) in expanded {
                             // Judge here too, so what is left out is listed in file order.
                             let verdict = classify::classify(&command);
-                            if let Verdict::Setup(r) | Verdict::Writes(r) = verdict {
+                            if let CommandClass::Setup(r) | CommandClass::Writes(r) = verdict {
                                 skip(found, r.to_string());
                                 continue;
                             }
-                            if let Verdict::Refused(r) = verdict {
+                            if let CommandClass::Refused(r) = verdict {
                                 skip(found, r);
                                 continue;
                             }
@@ -296,9 +296,9 @@ fn split_script(run: &str) -> Result<Script, String> {
     let mut context: Vec<&str> = Vec::new();
     for (i, line) in lines.iter().enumerate() {
         match classify::classify(line) {
-            Verdict::Refused(r) => return Err(format!("runs `{line}`: {r}")),
-            Verdict::Writes(r) => return Err(format!("runs `{line}`, which {r}")),
-            Verdict::Setup(reason) => {
+            CommandClass::Refused(r) => return Err(format!("runs `{line}`: {r}")),
+            CommandClass::Writes(r) => return Err(format!("runs `{line}`, which {r}")),
+            CommandClass::Setup(reason) => {
                 // `cd` and `export` shape the lines after them; other setup is listed.
                 let first = classify::words(line)
                     .first()
@@ -311,7 +311,7 @@ fn split_script(run: &str) -> Result<Script, String> {
                         .push((i + 1, line.to_string(), reason.to_string()));
                 }
             }
-            Verdict::Check(_) => {
+            CommandClass::Check(_) => {
                 let mut parts = context.clone();
                 parts.push(line);
                 script.checks.push(CheckLine {

@@ -12,8 +12,8 @@ use std::time::Duration;
 use crate::duration::parse_duration;
 
 use greenlight_agent::{
-    AdapterOptions, Deliverable, DispatchRequest, DispatchResult, Failure, Family, MonotonicClock,
-    Outcome, WriteBaseline, check_all, dispatcher,
+    AdapterOptions, Deliverable, DispatchFailure, DispatchRequest, DispatchResult, Family,
+    MonotonicClock, Outcome, WriteBaseline, check_all, dispatcher,
 };
 
 /// Exit codes of `greenlight agent`.
@@ -228,7 +228,7 @@ async fn dispatch(rt: Runtime, request: DispatchRequest, ceiling: Option<usize>)
                     && let Err(err) = baseline.check_landed()
                 {
                     result.outcome = Outcome::Null;
-                    result.failure = Some(Failure {
+                    result.failure = Some(DispatchFailure {
                         reason: err.reason(),
                         detail: err.to_string(),
                     });

@@ -10,13 +10,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use camino::Utf8PathBuf;
-use greenlight_gate::report::{RunReport, exit};
-use greenlight_gate::runner::{self, Event, RunOptions};
-use greenlight_gate::{config, render};
+use greenlight_gate::{RunEvent, RunOptions, RunReport, config, exit, render};
 
 /// Output format of `greenlight verify`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
+pub enum OutputFormat {
     /// CommandMate's `GATE …` / `RESULT …` lines.
     Text,
     /// One JSON document (fields in the README).
@@ -44,7 +42,7 @@ pub struct Args {
     pub skip_work_evidence: bool,
     /// text (the line contract) or json.
     #[arg(long, value_enum, default_value = "text")]
-    pub format: Format,
+    pub format: OutputFormat,
     // An installed binary has no docs/ beside it, so help points into the repository.
     #[arg(long, value_name = "FILE", help = concat!(
         "Also write a JUnit XML report here: one test case per gate (docs/reports.md at ",
@@ -70,7 +68,7 @@ pub fn run(args: Args) -> i32 {
 }
 
 async fn verify(args: Args, interrupt: greenlight_proc::InterruptWatch) -> i32 {
-    let json = args.format == Format::Json;
+    let json = args.format == OutputFormat::Json;
     let cwd = args.cwd.clone().unwrap_or_else(|| PathBuf::from("."));
     let cwd = std::path::absolute(&cwd).unwrap_or(cwd);
     let config_path = args
@@ -133,8 +131,8 @@ async fn verify(args: Args, interrupt: greenlight_proc::InterruptWatch) -> i32 {
     // viewer gets it without escape sequences or carriage-return overwrites.
     let plain_stderr = !std::io::stderr().is_terminal();
     let tail_limit = config.options.max_log_tail_bytes;
-    let mut on_event = |event: Event<'_>| match event {
-        Event::WorkEvidence(we) => {
+    let mut on_event = |event: RunEvent<'_>| match event {
+        RunEvent::WorkEvidence(we) => {
             if !json {
                 out_line(&render::work_evidence_line(we));
             }
@@ -142,8 +140,8 @@ async fn verify(args: Args, interrupt: greenlight_proc::InterruptWatch) -> i32 {
                 progress.err(&format!("{note}\n"));
             }
         }
-        Event::GateStarted { id, attempt } => progress.set(Some((id.to_owned(), attempt))),
-        Event::GateFinished(gate) => {
+        RunEvent::GateStarted { id, attempt } => progress.set(Some((id.to_owned(), attempt))),
+        RunEvent::GateFinished(gate) => {
             progress.set(None);
             if !json {
                 out_line(&render::gate_line(gate));
@@ -156,7 +154,7 @@ async fn verify(args: Args, interrupt: greenlight_proc::InterruptWatch) -> i32 {
             }
         }
     };
-    let result = runner::run(&config, &options, &mut on_event, &mut interrupt).await;
+    let result = greenlight_gate::run(&config, &options, &mut on_event, &mut interrupt).await;
     progress.set(None);
     let report: RunReport = match result {
         Ok(r) => r,
