@@ -4,8 +4,6 @@
 
 #![allow(clippy::unwrap_used)] // a test that cannot set up its fixture should stop loudly
 
-
-
 use std::time::Duration;
 
 use crate::goal_support::{

@@ -3,8 +3,6 @@
 
 #![allow(clippy::unwrap_used)] // a test that cannot set up its fixture should stop loudly
 
-
-
 use std::time::Duration;
 
 use crate::goal_support::{Fixture, GATE, alive, of_kind, pid_in};

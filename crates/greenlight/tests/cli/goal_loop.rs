@@ -4,8 +4,6 @@
 
 #![allow(clippy::unwrap_used)] // a test that cannot set up its fixture should stop loudly
 
-
-
 use crate::goal_support::{Fixture, GATE, kinds, of_kind};
 
 const FIX: &str = "echo good > value.txt\necho 'fixed value.txt'";
