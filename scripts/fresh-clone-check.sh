@@ -16,6 +16,8 @@
 # stricter: it runs with a PATH of links to /usr/bin and /bin minus every tool scripts/test
 # installs (python3, node, npm, go, hyperfine, pytest, cargo-nextest).
 #
+# The clone installs the agent CLIs itself (npm, into its own .tools); cargo-nextest, when it
+# must be built, comes from the main checkout's .tools/cargo (GREENLIGHT_CARGO_TOOLS).
 # The clone's cargo target dir is $CARGO_TARGET_DIR/fresh-clone (default target/fresh-clone),
 # kept between runs so a second run rebuilds only the workspace crates, and apart from the main
 # target dir so the main build's binaries are never overwritten by the clone's. Uncommitted
@@ -27,6 +29,9 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 TARGET="${CARGO_TARGET_DIR:-$ROOT/target}/fresh-clone"
 cargo_bin="$(dirname "$(command -v cargo)")"
+# cargo-nextest, when scripts/test has to build it, is built once into the main checkout's
+# .tools and reused by the clone's run: the one tool that takes minutes to install.
+cargo_tools="${GREENLIGHT_CARGO_TOOLS:-$ROOT/.tools/cargo}"
 
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
@@ -59,7 +64,8 @@ run_in_clone() {
         cd "$work/greenlight"
         env -u GREENLIGHT_AGENT_CLI_BIN -u VIRTUAL_ENV -u PYENV_VERSION -u NODE_PATH \
             -u RUSTFLAGS -u CARGO_BUILD_TARGET_DIR \
-            PATH="$path" CARGO_TARGET_DIR="$TARGET" GREENLIGHT_FRESH_CLONE_CHECK=1 "$@"
+            PATH="$path" CARGO_TARGET_DIR="$TARGET" GREENLIGHT_FRESH_CLONE_CHECK=1 \
+            GREENLIGHT_CARGO_TOOLS="$cargo_tools" "$@"
     )
 }
 
