@@ -19,9 +19,12 @@
 # The clone installs the agent CLIs itself (npm, into its own .tools); cargo-nextest, when it
 # must be built, comes from the main checkout's .tools/cargo (GREENLIGHT_CARGO_TOOLS).
 # The clone's cargo target dir is $CARGO_TARGET_DIR/fresh-clone (default target/fresh-clone),
-# kept between runs so a second run rebuilds only the workspace crates, and apart from the main
-# target dir so the main build's binaries are never overwritten by the clone's. Uncommitted
-# changes are not in the clone: commit first.
+# apart from the main target dir so the main build's binaries are never overwritten by the
+# clone's. The first time, it is seeded with a copy of the main target dir's debug and release
+# builds, as a CI cache would be: the clone's path differs, so its workspace crates build again,
+# but the dependencies do not (a cold build of everything doubles the check's time and proves
+# nothing about PATH). It is kept between runs. Uncommitted changes are not in the clone: commit
+# first.
 #
 # Usage: scripts/fresh-clone-check.sh            (scripts/test runs it as its last phase)
 set -euo pipefail
@@ -32,6 +35,17 @@ cargo_bin="$(dirname "$(command -v cargo)")"
 # cargo-nextest, when scripts/test has to build it, is built once into the main checkout's
 # .tools and reused by the clone's run: the one tool that takes minutes to install.
 cargo_tools="${GREENLIGHT_CARGO_TOOLS:-$ROOT/.tools/cargo}"
+
+main_target="${CARGO_TARGET_DIR:-$ROOT/target}"
+if [[ ! -d "$TARGET" ]]; then
+    mkdir -p "$TARGET"
+    for profile in debug release; do
+        if [[ -d "$main_target/$profile" ]]; then
+            echo "fresh-clone-check: seeding $TARGET/$profile from $main_target/$profile"
+            cp -a --reflink=auto "$main_target/$profile" "$TARGET/"
+        fi
+    done
+fi
 
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
