@@ -1,7 +1,8 @@
 //! What the fuzz modules share: how many cases to run (`GREENLIGHT_FUZZ_CASES`, small for plain
 //! `cargo test`, large in scripts/test), a wall-clock budget per target
-//! (`GREENLIGHT_FUZZ_SECONDS`), byte-level mutations of a valid input, and one run of the real
-//! binary with a deadline, so a hang is a failure and not a stuck suite.
+//! (`GREENLIGHT_FUZZ_SECONDS`), the seed (`GREENLIGHT_FUZZ_SEED`: fixed unless asked), byte-level
+//! mutations of a valid input, and one run of the real binary with a deadline, so a hang is a
+//! failure and not a stuck suite.
 
 #![allow(clippy::unwrap_used)] // a test that cannot set up its fixture should stop loudly
 
@@ -11,6 +12,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
+use proptest::test_runner::RngSeed;
 
 /// Cases per fuzz property: `GREENLIGHT_FUZZ_CASES`, else 48 (a few seconds of plain `cargo test`).
 pub fn cases() -> u32 {
@@ -32,9 +34,23 @@ pub fn budget() -> Duration {
     )
 }
 
+/// The random seed: `GREENLIGHT_FUZZ_SEED` (a number, or `random` for a fresh one each run, as
+/// scripts/test does), else a fixed one, so plain `cargo test` runs the same inputs every time.
+/// A failure prints the seed's inputs; proptest also saves them under `proptest-regressions/`.
+pub fn seed() -> RngSeed {
+    match std::env::var("GREENLIGHT_FUZZ_SEED").as_deref() {
+        Ok("random") => RngSeed::Random,
+        Ok(n) => RngSeed::Fixed(n.parse().unwrap_or_else(|_| {
+            panic!("GREENLIGHT_FUZZ_SEED must be a number or `random`, found `{n}`")
+        })),
+        Err(_) => RngSeed::Fixed(0x6772_6565_6e6c_6974),
+    }
+}
+
 pub fn config() -> ProptestConfig {
     ProptestConfig {
         cases: cases(),
+        rng_seed: seed(),
         // Shrinking re-runs the binary; a few hundred steps find a small input without taking
         // minutes on a loaded machine.
         max_shrink_iters: 256,
