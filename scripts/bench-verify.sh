@@ -6,7 +6,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 command -v hyperfine >/dev/null || { echo "bench-verify: hyperfine is missing (apt-get install -y hyperfine)" >&2; exit 1; }
 cargo build --release -p greenlight --manifest-path "$here/Cargo.toml" >/dev/null
-bin="$here/target/release/greenlight"
+bin="${CARGO_TARGET_DIR:-$here/target}/release/greenlight"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 

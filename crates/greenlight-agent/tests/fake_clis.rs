@@ -67,6 +67,7 @@ fn exits_with_open_stdin(fake: &FakeAgent, args: &[&str], wait: Duration) -> boo
 }
 
 #[tokio::test]
+#[ignore = "needs python3: run scripts/test"]
 async fn claude_waits_on_an_open_stdin_and_the_adapter_never_leaves_it_open() {
     let fake = FakeAgent::install(FakeCli::Claude, Scenario::Ok).expect("install");
     assert!(
@@ -96,6 +97,7 @@ async fn claude_waits_on_an_open_stdin_and_the_adapter_never_leaves_it_open() {
 }
 
 #[tokio::test]
+#[ignore = "needs python3: run scripts/test"]
 async fn claude_is_error_with_subtype_success_and_exit_1_is_dead_but_keeps_its_counts() {
     let fake = FakeAgent::install(FakeCli::Claude, Scenario::IsError).expect("install");
     let cwd = tempfile::tempdir().expect("tempdir");
@@ -118,6 +120,7 @@ async fn claude_is_error_with_subtype_success_and_exit_1_is_dead_but_keeps_its_c
 }
 
 #[tokio::test]
+#[ignore = "needs python3: run scripts/test"]
 async fn claude_is_error_with_exit_0_is_dead() {
     let fake = FakeAgent::install(FakeCli::Claude, Scenario::IsErrorExit0).expect("install");
     let cwd = tempfile::tempdir().expect("tempdir");
@@ -132,6 +135,7 @@ async fn claude_is_error_with_exit_0_is_dead() {
 }
 
 #[tokio::test]
+#[ignore = "needs python3: run scripts/test"]
 async fn claude_banner_lines_before_the_envelope_are_ignored() {
     let fake = FakeAgent::builder(FakeCli::Claude, Scenario::Banner)
         .answer("the answer")
@@ -149,6 +153,7 @@ async fn claude_banner_lines_before_the_envelope_are_ignored() {
 }
 
 #[tokio::test]
+#[ignore = "needs python3: run scripts/test"]
 async fn claude_success_envelope_with_a_nonzero_exit_is_dead() {
     let fake = FakeAgent::install(FakeCli::Claude, Scenario::SuccessNonzero).expect("install");
     let cwd = tempfile::tempdir().expect("tempdir");
@@ -171,6 +176,7 @@ async fn claude_success_envelope_with_a_nonzero_exit_is_dead() {
 }
 
 #[tokio::test]
+#[ignore = "needs python3: run scripts/test"]
 async fn claude_usage_keeps_cache_tokens_and_cost_separate() {
     let fake = FakeAgent::install(FakeCli::Claude, Scenario::Ok).expect("install");
     let cwd = tempfile::tempdir().expect("tempdir");
@@ -201,6 +207,7 @@ async fn claude_usage_keeps_cache_tokens_and_cost_separate() {
 }
 
 #[tokio::test]
+#[ignore = "needs python3: run scripts/test"]
 async fn claude_return_value_runs_isolated_and_file_mode_runs_in_the_cwd() {
     let fake = FakeAgent::install(FakeCli::Claude, Scenario::Ok).expect("install");
     let cwd = tempfile::tempdir().expect("tempdir");
@@ -237,6 +244,7 @@ async fn claude_return_value_runs_isolated_and_file_mode_runs_in_the_cwd() {
 }
 
 #[tokio::test]
+#[ignore = "needs python3: run scripts/test"]
 async fn codex_blocks_on_an_open_stdin_and_the_adapter_closes_it() {
     let fake = FakeAgent::install(FakeCli::Codex, Scenario::Ok).expect("install");
     assert!(
@@ -270,6 +278,7 @@ async fn codex_blocks_on_an_open_stdin_and_the_adapter_closes_it() {
 }
 
 #[tokio::test]
+#[ignore = "needs python3: run scripts/test"]
 async fn codex_file_mode_has_no_sandbox_and_no_scoping_line() {
     let fake = FakeAgent::install(FakeCli::Codex, Scenario::Ok).expect("install");
     let cwd = tempfile::tempdir().expect("tempdir");
@@ -283,6 +292,7 @@ async fn codex_file_mode_has_no_sandbox_and_no_scoping_line() {
 }
 
 #[tokio::test]
+#[ignore = "needs python3: run scripts/test"]
 async fn codex_error_events_forever_hit_the_deadline_and_the_whole_group_dies() {
     let fake = FakeAgent::install(FakeCli::Codex, Scenario::ErrorForever).expect("install");
     let cwd = tempfile::tempdir().expect("tempdir");
@@ -303,6 +313,7 @@ async fn codex_error_events_forever_hit_the_deadline_and_the_whole_group_dies() 
 }
 
 #[tokio::test]
+#[ignore = "needs python3: run scripts/test"]
 async fn codex_non_terminal_error_events_then_an_answer_is_ok() {
     let fake = FakeAgent::install(FakeCli::Codex, Scenario::ErrorThenOk).expect("install");
     let cwd = tempfile::tempdir().expect("tempdir");
@@ -316,6 +327,7 @@ async fn codex_non_terminal_error_events_then_an_answer_is_ok() {
 }
 
 #[tokio::test]
+#[ignore = "needs python3: run scripts/test"]
 async fn codex_turn_failed_is_dead_with_its_message() {
     let fake = FakeAgent::install(FakeCli::Codex, Scenario::TurnFailed).expect("install");
     let cwd = tempfile::tempdir().expect("tempdir");
@@ -338,6 +350,7 @@ async fn codex_turn_failed_is_dead_with_its_message() {
 }
 
 #[tokio::test]
+#[ignore = "needs python3: run scripts/test"]
 async fn codex_usage_comes_from_turn_completed_and_is_null_when_absent() {
     let fake = FakeAgent::install(FakeCli::Codex, Scenario::Ok).expect("install");
     let cwd = tempfile::tempdir().expect("tempdir");
@@ -367,6 +380,7 @@ async fn codex_usage_comes_from_turn_completed_and_is_null_when_absent() {
 }
 
 #[tokio::test]
+#[ignore = "needs python3: run scripts/test"]
 async fn a_mute_clean_exit_is_dead_for_both_families() {
     let cwd = tempfile::tempdir().expect("tempdir");
     for (cli, family) in [
@@ -414,6 +428,7 @@ async fn a_missing_binary_is_dead_with_the_spawn_error() {
 }
 
 #[tokio::test]
+#[ignore = "needs python3: run scripts/test"]
 async fn a_prompt_over_the_codex_ceiling_is_refused_loudly_and_nothing_runs() {
     let fake = FakeAgent::install(FakeCli::Codex, Scenario::Ok).expect("install");
     let cwd = tempfile::tempdir().expect("tempdir");
@@ -465,6 +480,7 @@ async fn a_prompt_over_the_codex_ceiling_is_refused_loudly_and_nothing_runs() {
 }
 
 #[tokio::test]
+#[ignore = "needs python3: run scripts/test"]
 async fn an_unsafe_model_id_is_refused_before_anything_runs() {
     let fake = FakeAgent::install(FakeCli::Claude, Scenario::Ok).expect("install");
     let cwd = tempfile::tempdir().expect("tempdir");
@@ -485,6 +501,7 @@ async fn an_unsafe_model_id_is_refused_before_anything_runs() {
 }
 
 #[tokio::test]
+#[ignore = "needs python3: run scripts/test"]
 async fn the_environment_is_scrubbed_of_nested_session_markers() {
     let fake = FakeAgent::install(FakeCli::Claude, Scenario::Ok).expect("install");
     let cwd = tempfile::tempdir().expect("tempdir");
@@ -521,6 +538,7 @@ async fn the_environment_is_scrubbed_of_nested_session_markers() {
 }
 
 #[tokio::test]
+#[ignore = "needs python3: run scripts/test"]
 async fn wall_time_comes_from_the_injected_clock() {
     let fake = FakeAgent::install(FakeCli::Claude, Scenario::Ok).expect("install");
     let cwd = tempfile::tempdir().expect("tempdir");
@@ -539,6 +557,7 @@ async fn wall_time_comes_from_the_injected_clock() {
 }
 
 #[tokio::test]
+#[ignore = "needs python3: run scripts/test"]
 async fn probe_tries_candidates_in_order_and_records_the_one_that_answered() {
     let fake = FakeAgent::builder(FakeCli::Codex, Scenario::Ok)
         .good_models(&["second"])
@@ -568,6 +587,7 @@ async fn probe_tries_candidates_in_order_and_records_the_one_that_answered() {
 }
 
 #[tokio::test]
+#[ignore = "needs python3: run scripts/test"]
 async fn probe_needs_a_word_bounded_ok() {
     let fake = FakeAgent::builder(FakeCli::Claude, Scenario::Ok)
         .answer("BROKEN")
@@ -580,6 +600,7 @@ async fn probe_needs_a_word_bounded_ok() {
 }
 
 #[tokio::test]
+#[ignore = "needs python3: run scripts/test"]
 async fn the_result_serialises_with_stable_field_names() {
     let fake = FakeAgent::install(FakeCli::Codex, Scenario::Ok).expect("install");
     let cwd = tempfile::tempdir().expect("tempdir");
@@ -624,6 +645,7 @@ async fn the_result_serialises_with_stable_field_names() {
 }
 
 #[tokio::test]
+#[ignore = "needs python3: run scripts/test"]
 async fn the_fake_writes_only_what_it_is_told() {
     // Guards the landed-barrier tests below: the `ok` scenario must not write anything.
     let fake = FakeAgent::builder(FakeCli::Claude, Scenario::Ok)

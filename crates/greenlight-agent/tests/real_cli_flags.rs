@@ -1,6 +1,7 @@
 //! Drift guard: every flag greenlight passes to the real `claude` and `codex` appears in their
-//! own `--help`. The CLIs come from npm (`scripts/ci/install-agent-clis.sh`); this test fails,
-//! never skips, when they are missing.
+//! own `--help`. The CLIs come from npm (`scripts/ci/install-agent-clis.sh`, which scripts/test
+//! runs). Plain `cargo test` skips these tests (`#[ignore]`); scripts/test runs them with
+//! `--include-ignored`, and there a missing CLI fails them loudly.
 //!
 //! Where the CLIs are found: the directory in `GREENLIGHT_AGENT_CLI_BIN`, else
 //! `.tools/npm/node_modules/.bin` under the workspace root.
@@ -78,6 +79,7 @@ fn assert_flags_documented(help: &str, argv: &[String], cli: &str) {
 }
 
 #[test]
+#[ignore = "needs the claude and codex CLIs (npm): run scripts/test"]
 fn every_claude_flag_greenlight_passes_is_in_the_real_help() {
     let text = help(&cli("claude"), &["--help"]);
     for deliverable in [Deliverable::ReturnValue, Deliverable::File] {
@@ -95,6 +97,7 @@ fn every_claude_flag_greenlight_passes_is_in_the_real_help() {
 }
 
 #[test]
+#[ignore = "needs the claude and codex CLIs (npm): run scripts/test"]
 fn every_codex_flag_greenlight_passes_is_in_the_real_help() {
     let text = help(&cli("codex"), &["exec", "--help"]);
     for deliverable in [Deliverable::ReturnValue, Deliverable::File] {

@@ -9,6 +9,7 @@ fn bin(fake: &FakeAgent) -> String {
 }
 
 #[test]
+#[ignore = "needs python3: run scripts/test"]
 fn dispatch_prints_the_answer_and_exits_0() {
     let fake = FakeAgent::builder(FakeCli::Claude, Scenario::Ok)
         .answer("hello back")
@@ -34,6 +35,7 @@ fn dispatch_prints_the_answer_and_exits_0() {
 }
 
 #[test]
+#[ignore = "needs python3: run scripts/test"]
 fn dispatch_json_prints_the_dispatch_result() {
     let fake = FakeAgent::install(FakeCli::Codex, Scenario::Ok).expect("install");
     let dir = tempfile::tempdir().expect("tempdir");
@@ -65,6 +67,7 @@ fn dispatch_json_prints_the_dispatch_result() {
 }
 
 #[test]
+#[ignore = "needs python3: run scripts/test"]
 fn a_codex_that_never_exits_times_out_with_exit_1() {
     let fake = FakeAgent::install(FakeCli::Codex, Scenario::ErrorForever).expect("install");
     let dir = tempfile::tempdir().expect("tempdir");
@@ -98,6 +101,7 @@ fn a_codex_that_never_exits_times_out_with_exit_1() {
 }
 
 #[test]
+#[ignore = "needs python3: run scripts/test"]
 fn a_prompt_over_the_ceiling_is_refused_without_running_anything() {
     let fake = FakeAgent::install(FakeCli::Codex, Scenario::Ok).expect("install");
     let dir = tempfile::tempdir().expect("tempdir");
@@ -123,6 +127,7 @@ fn a_prompt_over_the_ceiling_is_refused_without_running_anything() {
 }
 
 #[test]
+#[ignore = "needs python3: run scripts/test"]
 fn file_mode_passes_when_the_declared_write_lands_and_fails_when_it_does_not() {
     let dir = tempfile::tempdir().expect("tempdir");
     let writer = FakeAgent::builder(FakeCli::Claude, Scenario::Write)
@@ -167,6 +172,7 @@ fn file_mode_passes_when_the_declared_write_lands_and_fails_when_it_does_not() {
 }
 
 #[test]
+#[ignore = "needs python3: run scripts/test"]
 fn an_escaping_write_is_refused_at_preflight() {
     let fake = FakeAgent::install(FakeCli::Claude, Scenario::Ok).expect("install");
     let dir = tempfile::tempdir().expect("tempdir");
@@ -195,6 +201,7 @@ fn an_escaping_write_is_refused_at_preflight() {
 }
 
 #[test]
+#[ignore = "needs python3: run scripts/test"]
 fn probe_prints_the_first_id_that_answers() {
     let fake = FakeAgent::builder(FakeCli::Claude, Scenario::Ok)
         .good_models(&["haiku"])

@@ -515,17 +515,13 @@ fn a_damaged_state_database_exits_1_naming_the_file_and_what_to_do() {
     let state = fx.state();
     // The page of the `goals` table (SQLite's own reader says which), damaged: the file opens,
     // and the first write to that table fails.
-    let root = std::process::Command::new("python3")
-        .args([
-            "-c",
-            "import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute(\"select rootpage from sqlite_schema where name = 'goals'\").fetchone()[0])",
-            state.to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
-    let page: u64 = String::from_utf8_lossy(&root.stdout)
-        .trim()
-        .parse()
+    let page: u64 = rusqlite::Connection::open(&state)
+        .unwrap()
+        .query_row(
+            "select rootpage from sqlite_schema where name = 'goals'",
+            [],
+            |row| row.get(0),
+        )
         .unwrap();
     let mut file = std::fs::OpenOptions::new()
         .write(true)
