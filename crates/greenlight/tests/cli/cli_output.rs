@@ -9,9 +9,9 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use greenlight_testkit::TempRepo;
-use greenlight_testkit::procs::alive;
+use greenlight_testkit::{Run, procs};
 
-use crate::goal_support::{Fixture, pid_in, wait_code};
+use crate::goal_support::{Fixture, finish};
 
 /// Runs `cmd` with stdout a pipe whose reader is closed before greenlight starts, so its first
 /// write fails with EPIPE however fast it is (closing the reader after the spawn raced a quick
@@ -26,7 +26,7 @@ fn with_closed_stdout(mut cmd: Command) -> (i32, String) {
         .spawn()
         .unwrap();
     // The parent's copy of the writer went into the command and is closed with it.
-    let (code, _, stderr) = wait_code(child);
+    let Run { code, stderr, .. } = finish(child);
     (code, stderr)
 }
 
@@ -147,7 +147,7 @@ fn goal_run_whose_stdout_closes_pauses_like_sigterm_and_ends_the_agent() {
         .read_line(&mut first)
         .unwrap();
     assert!(first.starts_with("greenlight: goal 1 for"), "{first}");
-    let (code, _, stderr) = wait_code(child);
+    let Run { code, stderr, .. } = finish(child);
     assert_clean_epipe("goal run", (code, stderr.clone()));
 
     let status = fx.status();
@@ -158,7 +158,10 @@ fn goal_run_whose_stdout_closes_pauses_like_sigterm_and_ends_the_agent() {
     );
     let pid_file = fx.scratch().join("agent.pid");
     if pid_file.exists() {
-        assert!(!alive(pid_in(&pid_file)), "the agent outlived `goal run`");
+        assert!(
+            !procs::alive(procs::wait_for_pid(&pid_file)),
+            "the agent outlived `goal run`"
+        );
     }
     assert!(!stderr.contains("panicked"), "{stderr}");
 }

@@ -6,9 +6,8 @@
 
 use std::time::Duration;
 
-use crate::goal_support::{
-    Fixture, GATE, alive, assert_contiguous, kill, pgid_of, pid_in, wait_code, wait_for,
-};
+use crate::goal_support::{Fixture, GATE, assert_contiguous, finish, kill_group, pgid_of};
+use greenlight_testkit::procs;
 use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -55,15 +54,15 @@ fn kill_9_during_a_dispatch_then_resume_records_it_interrupted_and_retries_withi
         "--gate",
         GATE,
     ]);
-    let runner = child.id() as i32;
-    wait_for(&fx.scratch().join("agent.pid"), WAIT);
-    kill("-KILL", runner);
-    let (code, _, _) = wait_code(child);
+    let runner = child.id();
+    fx.wait_for_marker("agent.pid", WAIT);
+    procs::signal("-KILL", runner);
+    let code = finish(child).code;
     assert_eq!(code, 128 + 9);
     // Nothing in-process survives SIGKILL: the agent is still running, orphaned...
-    let agent_pid = pid_in(&fx.scratch().join("agent.pid"));
+    let agent_pid = fx.pid_in("agent.pid");
     assert!(
-        alive(agent_pid),
+        procs::alive(agent_pid),
         "the orphaned agent should still be running before resume"
     );
 
@@ -89,7 +88,7 @@ fn kill_9_during_a_dispatch_then_resume_records_it_interrupted_and_retries_withi
     assert_eq!(out.code, 0, "{}", out.render());
     // ...until the next runner of the goal finds it by its run marker and ends it.
     assert!(
-        !alive(agent_pid),
+        !procs::alive(agent_pid),
         "resume left the dead runner's agent running: {}",
         out.render()
     );
@@ -170,13 +169,13 @@ fn kill_9_during_a_gate_then_resume_runs_the_owed_gates_before_dispatching_again
         "--gate",
         &gate,
     ]);
-    wait_for(&fx.scratch().join("gate.pid"), WAIT);
-    kill("-KILL", child.id() as i32);
-    let (code, _, _) = wait_code(child);
+    fx.wait_for_marker("gate.pid", WAIT);
+    procs::signal("-KILL", child.id());
+    let code = finish(child).code;
     assert_eq!(code, 128 + 9);
-    let gate_pid = pid_in(&fx.scratch().join("gate.pid"));
+    let gate_pid = fx.pid_in("gate.pid");
     assert!(
-        alive(gate_pid),
+        procs::alive(gate_pid),
         "the orphaned gate should still be running before resume"
     );
 
@@ -196,7 +195,7 @@ fn kill_9_during_a_gate_then_resume_runs_the_owed_gates_before_dispatching_again
     let out = fx.goal(&["resume"]);
     assert_eq!(out.code, 0, "{}", out.render());
     assert!(
-        !alive(gate_pid),
+        !procs::alive(gate_pid),
         "resume left the dead runner's gate running: {}",
         out.render()
     );
@@ -252,10 +251,10 @@ fn kill_9_during_a_failing_gate_phase_keeps_earlier_results_and_resume_goes_on_f
     let gate = format!("sh {}", gate.display());
     let agent_arg = fx.agent(&agent);
     let child = fx.spawn_goal(&["run", "fix", "--agent", &agent_arg, "--gate", &gate]);
-    wait_for(&fx.scratch().join("gate.pid"), WAIT);
-    kill("-KILL", child.id() as i32);
-    wait_code(child);
-    kill("-KILL", -pgid_of(pid_in(&fx.scratch().join("gate.pid"))));
+    fx.wait_for_marker("gate.pid", WAIT);
+    procs::signal("-KILL", child.id());
+    finish(child);
+    kill_group("-KILL", pgid_of(fx.pid_in("gate.pid")));
     let before = fx.log();
     let gate_runs_before: Vec<_> = before.iter().filter(|e| e["kind"] == "gate-run").collect();
     assert_eq!(gate_runs_before.len(), 1);
@@ -305,16 +304,17 @@ fn sigterm_during_a_dispatch_pauses_cleanly_and_leaves_no_process() {
         "--gate",
         GATE,
     ]);
-    wait_for(&fx.scratch().join("agent.pid"), WAIT);
-    let agent_pid = pid_in(&fx.scratch().join("agent.pid"));
-    kill("-TERM", child.id() as i32);
-    let (code, stdout, stderr) = wait_code(child);
+    fx.wait_for_marker("agent.pid", WAIT);
+    let agent_pid = fx.pid_in("agent.pid");
+    procs::signal("-TERM", child.id());
+    let run = finish(child);
+    let (code, stdout, stderr) = (run.code, run.stdout, run.stderr);
     assert_eq!(code, 143, "{stdout}{stderr}");
     assert!(
         stdout.contains("paused (paused-by-user): paused by SIGTERM"),
         "{stdout}"
     );
-    assert!(!alive(agent_pid), "the agent outlived `goal run`");
+    assert!(!procs::alive(agent_pid), "the agent outlived `goal run`");
 
     let status = fx.status();
     assert_eq!(status["goal"]["state"], "paused");
@@ -345,16 +345,17 @@ fn ctrl_c_during_a_gate_pauses_cleanly_and_resume_runs_the_gate_without_redispat
         "--gate",
         &gate,
     ]);
-    wait_for(&fx.scratch().join("gate.pid"), WAIT);
-    let gate_pid = pid_in(&fx.scratch().join("gate.pid"));
-    kill("-INT", child.id() as i32);
-    let (code, stdout, stderr) = wait_code(child);
+    fx.wait_for_marker("gate.pid", WAIT);
+    let gate_pid = fx.pid_in("gate.pid");
+    procs::signal("-INT", child.id());
+    let run = finish(child);
+    let (code, stdout, stderr) = (run.code, run.stdout, run.stderr);
     assert_eq!(code, 130, "{stdout}{stderr}");
     assert!(
         stdout.contains("paused (paused-by-user): paused by Ctrl-C"),
         "{stdout}"
     );
-    assert!(!alive(gate_pid), "the gate outlived `goal run`");
+    assert!(!procs::alive(gate_pid), "the gate outlived `goal run`");
     let status = fx.status();
     assert_eq!(status["goal"]["pause"]["reason"], "paused-by-user");
     assert!(
@@ -385,7 +386,7 @@ fn a_second_runner_of_the_same_goal_is_refused() {
         "--gate",
         GATE,
     ]);
-    wait_for(&fx.scratch().join("agent.pid"), WAIT);
+    fx.wait_for_marker("agent.pid", WAIT);
     let second = fx.goal(&["resume"]);
     assert_eq!(second.code, 2, "{}", second.render());
     assert!(
@@ -395,8 +396,8 @@ fn a_second_runner_of_the_same_goal_is_refused() {
     );
     // It said "resuming goal N…" before it was refused.
     assert!(!second.stdout.contains("resuming"), "{}", second.render());
-    kill("-TERM", child.id() as i32);
-    assert_eq!(wait_code(child).0, 143);
+    procs::signal("-TERM", child.id());
+    assert_eq!(finish(child).code, 143);
 }
 
 #[test]
@@ -415,10 +416,11 @@ fn goal_pause_from_another_terminal_stops_the_running_loop_at_its_next_step() {
         "--gate",
         GATE,
     ]);
-    wait_for(&fx.scratch().join("agent.pid"), WAIT);
+    fx.wait_for_marker("agent.pid", WAIT);
     let paused = fx.goal(&["pause"]);
     assert_eq!(paused.code, 0, "{}", paused.render());
-    let (code, stdout, stderr) = wait_code(child);
+    let run = finish(child);
+    let (code, stdout, stderr) = (run.code, run.stdout, run.stderr);
     assert_eq!(code, 75, "{stdout}{stderr}");
     assert!(
         stdout.contains("goal 1 is paused (paused-by-user): paused with `greenlight goal pause`"),
@@ -472,7 +474,7 @@ fn a_prompt_file_is_private_and_a_kill_9_leaves_none_after_the_next_run() {
         .spawn()
         .unwrap();
     let runner = child.id();
-    wait_for(&fx.scratch().join("agent.pid"), WAIT);
+    fx.wait_for_marker("agent.pid", WAIT);
     let dirs: Vec<_> = std::fs::read_dir(&tmp)
         .unwrap()
         .flatten()
@@ -487,8 +489,8 @@ fn a_prompt_file_is_private_and_a_kill_9_leaves_none_after_the_next_run() {
     let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode(&dirs[0]), 0o700);
     assert_eq!(mode(&dirs[0].join("prompt.txt")), 0o600);
-    kill("-KILL", runner as i32);
-    let _ = wait_code(child);
+    procs::signal("-KILL", runner);
+    finish(child);
     assert!(
         dirs[0].exists(),
         "SIGKILL cannot clean up; the next run must"

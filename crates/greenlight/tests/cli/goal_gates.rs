@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use greenlight_testkit::greenlight_bin;
 
-use crate::goal_support::{Fixture, GATE, wait_code, wait_for};
+use crate::goal_support::{Fixture, GATE, finish};
 
 /// An agent ran `greenlight goal gate clear` during its turn: the loop then died with `gate id 1
 /// is not a live gate` (exit 1) and `goal resume` said `done: every gate is green` with no gate.
@@ -105,12 +105,13 @@ fn a_gate_changed_by_a_person_while_the_agent_works_applies_at_the_turn_boundary
         "--gate",
         GATE,
     ]);
-    wait_for(&fx.scratch().join("working"), Duration::from_secs(20));
+    fx.wait_for_marker("working", Duration::from_secs(20));
     assert_eq!(fx.goal(&["gate", "add", "true"]).code, 0);
     let out = fx.goal(&["gate", "remove", "1"]);
     assert_eq!(out.code, 0, "{}", out.render());
     std::fs::write(fx.scratch().join("go"), "").unwrap();
-    let (code, stdout, stderr) = wait_code(child);
+    let run = finish(child);
+    let (code, stdout, stderr) = (run.code, run.stdout, run.stderr);
     assert_eq!(code, 0, "{stdout}\n{stderr}");
     assert!(stdout.contains("gate 1 PASS exit=0  $ true"), "{stdout}");
     assert!(
@@ -256,11 +257,12 @@ fn a_gate_added_while_the_gates_run_judges_before_the_goal_is_done() {
         "--retries",
         "1",
     ]);
-    wait_for(&fx.scratch().join("gating"), Duration::from_secs(20));
+    fx.wait_for_marker("gating", Duration::from_secs(20));
     let out = fx.goal(&["gate", "add", GATE]);
     assert_eq!(out.code, 0, "{}", out.render());
     std::fs::write(fx.scratch().join("go"), "").unwrap();
-    let (code, stdout, stderr) = wait_code(child);
+    let run = finish(child);
+    let (code, stdout, stderr) = (run.code, run.stdout, run.stderr);
     assert_eq!(code, 75, "done without the added gate: {stdout}\n{stderr}");
     let status = fx.status();
     assert_eq!(status["gates"][1]["command"], GATE);
@@ -287,12 +289,13 @@ fn a_gate_removed_while_it_runs_restarts_the_phase_instead_of_crashing() {
         "--gate",
         &waiter_gate,
     ]);
-    wait_for(&fx.scratch().join("gating"), Duration::from_secs(20));
+    fx.wait_for_marker("gating", Duration::from_secs(20));
     assert_eq!(fx.goal(&["gate", "add", "true"]).code, 0);
     let out = fx.goal(&["gate", "remove", "1"]);
     assert_eq!(out.code, 0, "{}", out.render());
     std::fs::write(fx.scratch().join("go"), "").unwrap();
-    let (code, stdout, stderr) = wait_code(child);
+    let run = finish(child);
+    let (code, stdout, stderr) = (run.code, run.stdout, run.stderr);
     assert_eq!(code, 0, "{stdout}\n{stderr}");
     assert!(stdout.contains("gate 1 PASS exit=0  $ true"), "{stdout}");
     assert_eq!(fx.calls("agent.sh"), 1);

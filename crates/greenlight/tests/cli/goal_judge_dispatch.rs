@@ -5,7 +5,8 @@
 
 use std::time::Duration;
 
-use crate::goal_support::{Fixture, GATE, alive, of_kind, pid_in};
+use crate::goal_support::{Fixture, GATE, of_kind};
+use greenlight_testkit::procs;
 
 /// An agent that fixes the value on its first turn, and a judge (the same script, called with
 /// model `judge`) that answers with line `$J` of `answers` on its J-th call.
@@ -152,7 +153,7 @@ fn a_dispatch_timeout_is_recorded_with_its_reason_the_agent_is_ended_and_the_tur
     assert!(out.stdout.contains("agent failed in"), "{}", out.render());
     assert!(out.stdout.contains("dispatch-timeout"), "{}", out.render());
     assert!(
-        !alive(pid_in(&fx.scratch().join("agent.pid"))),
+        !procs::alive(fx.pid_in("agent.pid")),
         "the timed-out agent outlived its turn"
     );
 

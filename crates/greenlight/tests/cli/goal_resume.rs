@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use greenlight_testkit::fake_agent::{FakeAgent, FakeCli, Scenario};
 
-use crate::goal_support::{Fixture, GATE, kill, of_kind, wait_code, wait_for};
+use crate::goal_support::{Fixture, GATE, finish, of_kind};
+use greenlight_testkit::procs;
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -31,9 +32,9 @@ fn a_judge_after_a_crash_and_resume_judges_the_agents_real_reply() {
         "--judge",
         "judge",
     ]);
-    wait_for(&fx.scratch().join("judge.pid"), WAIT);
-    kill("-KILL", child.id() as i32);
-    let _ = wait_code(child);
+    fx.wait_for_marker("judge.pid", WAIT);
+    procs::signal("-KILL", child.id());
+    finish(child);
     assert!(
         std::fs::read_to_string(fx.scratch().join("judge.prompt.1"))
             .unwrap()

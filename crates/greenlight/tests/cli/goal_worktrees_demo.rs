@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::goal_support::{Fixture, GATE, of_kind, wait_code};
+use crate::goal_support::{Fixture, GATE, finish, of_kind};
 use serde_json::Value;
 
 #[test]
@@ -36,8 +36,10 @@ fn two_worktrees_run_their_goals_at_once_against_one_state_file() {
     let run_b = fx.spawn_goal(&[
         "run", "goal B", "--agent", &agent_b, "--gate", GATE, "--cwd", second_dir,
     ]);
-    let (code_a, out_a, err_a) = wait_code(run_a);
-    let (code_b, out_b, err_b) = wait_code(run_b);
+    let run_a = finish(run_a);
+    let (code_a, out_a, err_a) = (run_a.code, run_a.stdout, run_a.stderr);
+    let run_b = finish(run_b);
+    let (code_b, out_b, err_b) = (run_b.code, run_b.stdout, run_b.stderr);
     assert_eq!(code_a, 0, "{out_a}{err_a}");
     assert_eq!(code_b, 0, "{out_b}{err_b}");
     assert_eq!((fx.calls("agent-a.sh"), fx.calls("agent-b.sh")), (2, 2));
