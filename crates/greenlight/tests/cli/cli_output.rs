@@ -66,15 +66,7 @@ fn assert_names_stdout(what: &str, (code, stderr): (i32, String)) {
 fn finished_goal() -> Fixture {
     let fx = Fixture::new();
     let agent = fx.script("agent", "echo good > value.txt\necho fixed");
-    let agent_arg = fx.agent(&agent);
-    let out = fx.goal(&[
-        "run",
-        "fix the value",
-        "--agent",
-        &agent_arg,
-        "--gate",
-        crate::goal_support::GATE,
-    ]);
+    let out = fx.run_goal("fix the value", &agent, crate::goal_support::GATE, &[]);
     assert_eq!(out.code, 0, "{}", out.render());
     fx
 }
@@ -121,21 +113,8 @@ fn goal_run_whose_stdout_closes_pauses_like_sigterm_and_ends_the_agent() {
         "agent",
         "echo $$ > \"$S/agent.pid\"\nsleep 2\necho good > value.txt\necho fixed",
     );
-    let agent_arg = fx.agent(&agent);
-    let state = fx.state();
     let mut child = fx
-        .repo
-        .command([
-            "goal",
-            "run",
-            "fix the value",
-            "--agent",
-            &agent_arg,
-            "--gate",
-            crate::goal_support::GATE,
-            "--state",
-            state.to_str().unwrap(),
-        ])
+        .run_command("fix the value", &agent, crate::goal_support::GATE, &[])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

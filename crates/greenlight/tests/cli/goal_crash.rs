@@ -45,15 +45,7 @@ fn hanging_gate(fx: &Fixture) -> String {
 fn kill_9_during_a_dispatch_then_resume_records_it_interrupted_and_retries_within_budget() {
     let fx = Fixture::new();
     let agent = hanging_then_fixing(&fx);
-    let agent_arg = fx.agent(&agent);
-    let child = fx.spawn_goal(&[
-        "run",
-        "fix the value",
-        "--agent",
-        &agent_arg,
-        "--gate",
-        GATE,
-    ]);
+    let child = fx.spawn_run("fix the value", &agent, GATE, &[]);
     let runner = child.id();
     fx.wait_for_marker("agent.pid", WAIT);
     procs::signal("-KILL", runner);
@@ -160,15 +152,7 @@ fn kill_9_during_a_gate_then_resume_runs_the_owed_gates_before_dispatching_again
     let fx = Fixture::new();
     let agent = fx.script("agent.sh", "echo good > value.txt\necho fixed");
     let gate = hanging_gate(&fx);
-    let agent_arg = fx.agent(&agent);
-    let child = fx.spawn_goal(&[
-        "run",
-        "fix the value",
-        "--agent",
-        &agent_arg,
-        "--gate",
-        &gate,
-    ]);
+    let child = fx.spawn_run("fix the value", &agent, &gate, &[]);
     fx.wait_for_marker("gate.pid", WAIT);
     procs::signal("-KILL", child.id());
     let code = finish(child).code;
@@ -249,8 +233,7 @@ fn kill_9_during_a_failing_gate_phase_keeps_earlier_results_and_resume_goes_on_f
         "if [ $N -eq 2 ]; then echo $$ > \"$S/gate.pid\"; sleep 30; fi\nsh check.sh",
     );
     let gate = format!("sh {}", gate.display());
-    let agent_arg = fx.agent(&agent);
-    let child = fx.spawn_goal(&["run", "fix", "--agent", &agent_arg, "--gate", &gate]);
+    let child = fx.spawn_run("fix", &agent, &gate, &[]);
     fx.wait_for_marker("gate.pid", WAIT);
     procs::signal("-KILL", child.id());
     finish(child);
@@ -295,15 +278,7 @@ fn kill_9_during_a_failing_gate_phase_keeps_earlier_results_and_resume_goes_on_f
 fn sigterm_during_a_dispatch_pauses_cleanly_and_leaves_no_process() {
     let fx = Fixture::new();
     let agent = hanging_then_fixing(&fx);
-    let agent_arg = fx.agent(&agent);
-    let child = fx.spawn_goal(&[
-        "run",
-        "fix the value",
-        "--agent",
-        &agent_arg,
-        "--gate",
-        GATE,
-    ]);
+    let child = fx.spawn_run("fix the value", &agent, GATE, &[]);
     fx.wait_for_marker("agent.pid", WAIT);
     let agent_pid = fx.pid_in("agent.pid");
     procs::signal("-TERM", child.id());
@@ -336,15 +311,7 @@ fn ctrl_c_during_a_gate_pauses_cleanly_and_resume_runs_the_gate_without_redispat
     let fx = Fixture::new();
     let agent = fx.script("agent.sh", "echo good > value.txt\necho fixed");
     let gate = hanging_gate(&fx);
-    let agent_arg = fx.agent(&agent);
-    let child = fx.spawn_goal(&[
-        "run",
-        "fix the value",
-        "--agent",
-        &agent_arg,
-        "--gate",
-        &gate,
-    ]);
+    let child = fx.spawn_run("fix the value", &agent, &gate, &[]);
     fx.wait_for_marker("gate.pid", WAIT);
     let gate_pid = fx.pid_in("gate.pid");
     procs::signal("-INT", child.id());
@@ -377,15 +344,7 @@ fn ctrl_c_during_a_gate_pauses_cleanly_and_resume_runs_the_gate_without_redispat
 fn a_second_runner_of_the_same_goal_is_refused() {
     let fx = Fixture::new();
     let agent = hanging_then_fixing(&fx);
-    let agent_arg = fx.agent(&agent);
-    let child = fx.spawn_goal(&[
-        "run",
-        "fix the value",
-        "--agent",
-        &agent_arg,
-        "--gate",
-        GATE,
-    ]);
+    let child = fx.spawn_run("fix the value", &agent, GATE, &[]);
     fx.wait_for_marker("agent.pid", WAIT);
     let second = fx.goal(&["resume"]);
     assert_eq!(second.code, 2, "{}", second.render());
@@ -407,15 +366,7 @@ fn goal_pause_from_another_terminal_stops_the_running_loop_at_its_next_step() {
         "agent.sh",
         "if [ $N -eq 1 ]; then echo $$ > \"$S/agent.pid\"; sleep 1; fi\necho good > value.txt\necho fixed",
     );
-    let agent_arg = fx.agent(&agent);
-    let child = fx.spawn_goal(&[
-        "run",
-        "fix the value",
-        "--agent",
-        &agent_arg,
-        "--gate",
-        GATE,
-    ]);
+    let child = fx.spawn_run("fix the value", &agent, GATE, &[]);
     fx.wait_for_marker("agent.pid", WAIT);
     let paused = fx.goal(&["pause"]);
     assert_eq!(paused.code, 0, "{}", paused.render());
@@ -453,21 +404,8 @@ fn a_prompt_file_is_private_and_a_kill_9_leaves_none_after_the_next_run() {
     let tmp = fx.scratch().join("tmp");
     std::fs::create_dir(&tmp).unwrap();
     let agent = hanging_then_fixing(&fx);
-    let agent_arg = fx.agent(&agent);
-    let state = fx.state();
     let child = fx
-        .repo
-        .command([
-            "goal",
-            "run",
-            "fix the value",
-            "--agent",
-            &agent_arg,
-            "--gate",
-            GATE,
-            "--state",
-            state.to_str().unwrap(),
-        ])
+        .run_command("fix the value", &agent, GATE, &[])
         .env("TMPDIR", &tmp)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
@@ -533,7 +471,7 @@ fn a_damaged_state_database_exits_1_naming_the_file_and_what_to_do() {
     file.write_all(&[0xA5; 4096]).unwrap();
     drop(file);
     let agent = fx.script("agent.sh", "echo hi");
-    let out = fx.goal(&["run", "g", "--agent", &fx.agent(&agent), "--gate", GATE]);
+    let out = fx.run_goal("g", &agent, GATE, &[]);
     assert_eq!(out.code, 1, "{}", out.render());
     assert!(
         out.stderr.contains(state.to_str().unwrap()),

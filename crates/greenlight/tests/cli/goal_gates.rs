@@ -25,14 +25,7 @@ fn an_agent_cannot_clear_add_or_remove_its_own_goals_gates() {
         state.display()
     );
     let agent = fx.script("agent.sh", &body);
-    let out = fx.goal(&[
-        "run",
-        "fix it",
-        "--agent",
-        &fx.agent(&agent),
-        "--gate",
-        GATE,
-    ]);
+    let out = fx.run_goal("fix it", &agent, GATE, &[]);
     assert_eq!(out.code, 0, "{}", out.render());
     assert!(
         out.stdout.contains("every gate is green"),
@@ -61,16 +54,7 @@ fn an_agent_cannot_clear_add_or_remove_its_own_goals_gates() {
 fn the_last_gate_of_a_paused_goal_cannot_be_removed_so_resume_is_never_done_without_gates() {
     let fx = Fixture::new();
     let agent = fx.script("agent.sh", "echo looked");
-    let out = fx.goal(&[
-        "run",
-        "fix it",
-        "--agent",
-        &fx.agent(&agent),
-        "--gate",
-        GATE,
-        "--retries",
-        "1",
-    ]);
+    let out = fx.run_goal("fix it", &agent, GATE, &["--retries", "1"]);
     assert_eq!(out.code, 75, "{}", out.render());
     for args in [&["gate", "clear"][..], &["gate", "remove", "1"][..]] {
         let out = fx.goal(args);
@@ -97,14 +81,7 @@ fn a_gate_changed_by_a_person_while_the_agent_works_applies_at_the_turn_boundary
         "agent.sh",
         "touch \"$S/working\"\nwhile [ ! -f \"$S/go\" ]; do sleep 0.05; done\necho waited",
     );
-    let child = fx.spawn_goal(&[
-        "run",
-        "fix it",
-        "--agent",
-        &fx.agent(&agent),
-        "--gate",
-        GATE,
-    ]);
+    let child = fx.spawn_run("fix it", &agent, GATE, &[]);
     fx.wait_for_marker("working", Duration::from_secs(20));
     assert_eq!(fx.goal(&["gate", "add", "true"]).code, 0);
     let out = fx.goal(&["gate", "remove", "1"]);
@@ -126,7 +103,7 @@ fn an_empty_or_blank_gate_command_is_a_usage_error() {
     let fx = Fixture::new();
     let agent = fx.script("agent.sh", "echo hi");
     for blank in ["", "   ", "\t"] {
-        let out = fx.goal(&["run", "g", "--agent", &fx.agent(&agent), "--gate", blank]);
+        let out = fx.run_goal("g", &agent, blank, &[]);
         assert_eq!(out.code, 2, "{}", out.render());
         assert!(
             out.stderr.contains("--gate needs a command"),
@@ -138,16 +115,7 @@ fn an_empty_or_blank_gate_command_is_a_usage_error() {
     let out = fx.goal(&["status"]);
     assert_eq!(out.code, 2, "no goal was created: {}", out.render());
 
-    let out = fx.goal(&[
-        "run",
-        "g",
-        "--agent",
-        &fx.agent(&agent),
-        "--gate",
-        GATE,
-        "--retries",
-        "1",
-    ]);
+    let out = fx.run_goal("g", &agent, GATE, &["--retries", "1"]);
     assert_eq!(out.code, 75, "{}", out.render());
     let out = fx.goal(&["gate", "add", " "]);
     assert_eq!(out.code, 2, "{}", out.render());
@@ -247,16 +215,7 @@ fn a_gate_added_while_the_gates_run_judges_before_the_goal_is_done() {
     );
     let agent = fx.script("agent.sh", "echo looked");
     let waiter_gate = format!("sh {}", waiter.display());
-    let child = fx.spawn_goal(&[
-        "run",
-        "fix it",
-        "--agent",
-        &fx.agent(&agent),
-        "--gate",
-        &waiter_gate,
-        "--retries",
-        "1",
-    ]);
+    let child = fx.spawn_run("fix it", &agent, &waiter_gate, &["--retries", "1"]);
     fx.wait_for_marker("gating", Duration::from_secs(20));
     let out = fx.goal(&["gate", "add", GATE]);
     assert_eq!(out.code, 0, "{}", out.render());
@@ -281,14 +240,7 @@ fn a_gate_removed_while_it_runs_restarts_the_phase_instead_of_crashing() {
     );
     let agent = fx.script("agent.sh", "echo looked");
     let waiter_gate = format!("sh {}", waiter.display());
-    let child = fx.spawn_goal(&[
-        "run",
-        "fix it",
-        "--agent",
-        &fx.agent(&agent),
-        "--gate",
-        &waiter_gate,
-    ]);
+    let child = fx.spawn_run("fix it", &agent, &waiter_gate, &[]);
     fx.wait_for_marker("gating", Duration::from_secs(20));
     assert_eq!(fx.goal(&["gate", "add", "true"]).code, 0);
     let out = fx.goal(&["gate", "remove", "1"]);

@@ -21,17 +21,7 @@ fn a_judge_after_a_crash_and_resume_judges_the_agents_real_reply() {
         "agent.sh",
         "if [ \"$2\" = judge ]; then\n J=$(( $(cat \"$S/judge.calls\" 2>/dev/null || echo 0) + 1 )); echo $J > \"$S/judge.calls\"\n cp \"$1\" \"$S/judge.prompt.$J\"\n if [ $J -eq 1 ]; then echo $$ > \"$S/judge.pid\"; sleep 30; fi\n echo 'GATE: PASS'\n exit 0\nfi\necho good > value.txt\necho 'REPLY-7f3: I fixed value.txt'",
     );
-    let agent_arg = fx.agent(&agent);
-    let child = fx.spawn_goal(&[
-        "run",
-        "fix the value",
-        "--agent",
-        &agent_arg,
-        "--gate",
-        GATE,
-        "--judge",
-        "judge",
-    ]);
+    let child = fx.spawn_run("fix the value", &agent, GATE, &["--judge", "judge"]);
     fx.wait_for_marker("judge.pid", WAIT);
     procs::signal("-KILL", child.id());
     finish(child);
@@ -145,16 +135,7 @@ fn an_agent_cli_that_cannot_start_pauses_the_goal_before_the_first_turn() {
 fn resume_after_a_fix_by_hand_runs_the_gates_first_and_sends_no_stale_evidence() {
     let fx = Fixture::new();
     let agent = fx.script("agent.sh", "echo 'I looked; it seems fine'");
-    let out = fx.goal(&[
-        "run",
-        "fix it",
-        "--agent",
-        &fx.agent(&agent),
-        "--gate",
-        GATE,
-        "--retries",
-        "1",
-    ]);
+    let out = fx.run_goal("fix it", &agent, GATE, &["--retries", "1"]);
     assert_eq!(out.code, 75, "{}", out.render());
     // The reply is shown and stored; a failure that spends the last attempt is not "for the
     // next turn" (there is none).

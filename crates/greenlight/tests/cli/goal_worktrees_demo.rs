@@ -92,16 +92,7 @@ fn a_worktree_that_disappears_pauses_the_goal_without_charging_an_attempt() {
         gone.to_str().unwrap(),
     ]);
     let agent = fx.script("agent.sh", "rm -rf \"$PWD\"\necho removed it");
-    let out = fx.goal(&[
-        "run",
-        "fix",
-        "--agent",
-        &fx.agent(&agent),
-        "--gate",
-        GATE,
-        "--cwd",
-        gone.to_str().unwrap(),
-    ]);
+    let out = fx.run_goal("fix", &agent, GATE, &["--cwd", gone.to_str().unwrap()]);
     assert_eq!(out.code, 75, "{}", out.render());
     assert!(
         out.stdout.contains("paused (worktree-missing)"),

@@ -8,7 +8,7 @@
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use greenlight_testkit::{Run, TempRepo, procs};
@@ -119,6 +119,30 @@ impl Fixture {
         Run::from_output(cmd.output().unwrap(), &[])
     }
 
+    /// `goal run <goal> --agent <script> --gate <gate> <extra…>`, run to its end: the goal
+    /// against one gate with a scripted agent, the setup most goal tests start from.
+    pub fn run_goal(&self, goal: &str, agent: &Path, gate: &str, extra: &[&str]) -> Run {
+        let agent = self.agent(agent);
+        self.goal(&run_args(goal, &agent, gate, extra))
+    }
+
+    /// [`Fixture::run_goal`], started without waiting.
+    pub fn spawn_run(&self, goal: &str, agent: &Path, gate: &str, extra: &[&str]) -> Child {
+        let agent = self.agent(agent);
+        self.spawn_goal(&run_args(goal, &agent, gate, extra))
+    }
+
+    /// [`Fixture::run_goal`] as a command not yet started, for a test that chooses its
+    /// environment and pipes.
+    pub fn run_command(&self, goal: &str, agent: &Path, gate: &str, extra: &[&str]) -> Command {
+        let agent = self.agent(agent);
+        let mut all = vec!["goal"];
+        all.extend(run_args(goal, &agent, gate, extra));
+        let state = self.state();
+        all.extend(["--state", state.to_str().unwrap()]);
+        self.repo.command(all)
+    }
+
     /// Starts `greenlight goal <args> --state <state>` without waiting.
     pub fn spawn_goal(&self, args: &[&str]) -> Child {
         let mut all = vec!["goal"];
@@ -149,6 +173,13 @@ impl Fixture {
             .map(|l| serde_json::from_str(l).unwrap())
             .collect()
     }
+}
+
+/// The arguments of `goal run` for one goal, one agent and one gate, then `extra`.
+fn run_args<'a>(goal: &'a str, agent: &'a str, gate: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec!["run", goal, "--agent", agent, "--gate", gate];
+    args.extend_from_slice(extra);
+    args
 }
 
 /// The kinds of `events`, in order.
