@@ -83,10 +83,7 @@ fn a_gate_changed_by_a_person_while_the_agent_works_applies_at_the_turn_boundary
     );
     let child = fx.spawn_run("fix it", &agent, GATE, &[]);
     fx.wait_for_marker("working", Duration::from_secs(20));
-    assert_eq!(fx.goal(&["gate", "add", "true"]).code, 0);
-    let out = fx.goal(&["gate", "remove", "1"]);
-    assert_eq!(out.code, 0, "{}", out.render());
-    std::fs::write(fx.scratch().join("go"), "").unwrap();
+    fx.swap_gate_1_for_true_then_go();
     let run = finish(child);
     let (code, stdout, stderr) = (run.code, run.stdout, run.stderr);
     assert_eq!(code, 0, "{stdout}\n{stderr}");
@@ -242,10 +239,7 @@ fn a_gate_removed_while_it_runs_restarts_the_phase_instead_of_crashing() {
     let waiter_gate = format!("sh {}", waiter.display());
     let child = fx.spawn_run("fix it", &agent, &waiter_gate, &[]);
     fx.wait_for_marker("gating", Duration::from_secs(20));
-    assert_eq!(fx.goal(&["gate", "add", "true"]).code, 0);
-    let out = fx.goal(&["gate", "remove", "1"]);
-    assert_eq!(out.code, 0, "{}", out.render());
-    std::fs::write(fx.scratch().join("go"), "").unwrap();
+    fx.swap_gate_1_for_true_then_go();
     let run = finish(child);
     let (code, stdout, stderr) = (run.code, run.stdout, run.stderr);
     assert_eq!(code, 0, "{stdout}\n{stderr}");

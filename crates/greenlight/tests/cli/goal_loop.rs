@@ -306,16 +306,7 @@ fn hermes_stale_replay_a_content_only_change_with_identical_git_status_reruns_th
         "the fixture must keep `git status` identical"
     );
     assert_eq!(turns[0], " M value.txt\n");
-    let runs = of_kind(&fx.log(), "gate-run");
-    let seen: Vec<_> = runs
-        .iter()
-        .map(|r| {
-            (
-                r["payload"]["verdict"].clone(),
-                r["payload"]["replayed"].clone(),
-            )
-        })
-        .collect();
+    let seen = fx.gate_verdicts_and_replays();
     assert_eq!(
         seen,
         [("fail".into(), false.into()), ("pass".into(), false.into())]
@@ -473,16 +464,7 @@ fn an_ignored_file_the_agent_fixes_is_seen_after_at_most_one_replay() {
     let gate = "test -f build/ok || { echo 'build/ok is missing'; exit 1; }";
     let out = fx.run_goal("build it", &agent, gate, &["--retries", "3"]);
     assert_eq!(out.code, 0, "{}", out.render());
-    let runs = of_kind(&fx.log(), "gate-run");
-    let seen: Vec<_> = runs
-        .iter()
-        .map(|r| {
-            (
-                r["payload"]["verdict"].clone(),
-                r["payload"]["replayed"].clone(),
-            )
-        })
-        .collect();
+    let seen = fx.gate_verdicts_and_replays();
     assert_eq!(
         seen,
         [

@@ -157,6 +157,28 @@ impl Fixture {
             .unwrap()
     }
 
+    /// What a person does while a scripted agent or gate waits for the `go` file: adds the gate
+    /// `true`, removes gate 1, then lets the script go on.
+    pub fn swap_gate_1_for_true_then_go(&self) {
+        assert_eq!(self.goal(&["gate", "add", "true"]).code, 0);
+        let out = self.goal(&["gate", "remove", "1"]);
+        assert_eq!(out.code, 0, "{}", out.render());
+        fs::write(self.scratch().join("go"), "").unwrap();
+    }
+
+    /// (verdict, replayed) of every recorded gate run, in order.
+    pub fn gate_verdicts_and_replays(&self) -> Vec<(Value, Value)> {
+        of_kind(&self.log(), "gate-run")
+            .iter()
+            .map(|r| {
+                (
+                    r["payload"]["verdict"].clone(),
+                    r["payload"]["replayed"].clone(),
+                )
+            })
+            .collect()
+    }
+
     /// `goal status --json`, parsed.
     pub fn status(&self) -> Value {
         let out = self.goal(&["status", "--json"]);
