@@ -55,20 +55,12 @@ fn the_judges_failure_streak_survives_a_resume() {
         "agent.sh",
         "if [ \"$2\" = judge ]; then echo x >> \"$S/judge.calls\"; echo 'judge is down' >&2; exit 1; fi\necho good > value.txt\necho fixed",
     );
-    let agent_arg = fx.agent(&agent);
-    let args = [
-        "run",
+    let out = fx.run_goal(
         "fix the value",
-        "--agent",
-        &agent_arg,
-        "--gate",
+        &agent,
         GATE,
-        "--judge",
-        "judge",
-        "--max-turns",
-        "3",
-    ];
-    let out = fx.goal(&args);
+        &["--judge", "judge", "--max-turns", "3"],
+    );
     assert_eq!(out.code, 75, "{}", out.render());
     assert_eq!(
         fx.status()["goal"]["pause"]["reason"],

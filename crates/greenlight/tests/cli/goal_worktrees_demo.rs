@@ -30,12 +30,9 @@ fn two_worktrees_run_their_goals_at_once_against_one_state_file() {
         )
     };
     let (a, b) = (agent("a", "b"), agent("b", "a"));
-    let (agent_a, agent_b) = (fx.agent(&a), fx.agent(&b));
     let second_dir = second.to_str().unwrap();
-    let run_a = fx.spawn_goal(&["run", "goal A", "--agent", &agent_a, "--gate", GATE]);
-    let run_b = fx.spawn_goal(&[
-        "run", "goal B", "--agent", &agent_b, "--gate", GATE, "--cwd", second_dir,
-    ]);
+    let run_a = fx.spawn_run("goal A", &a, GATE, &[]);
+    let run_b = fx.spawn_run("goal B", &b, GATE, &["--cwd", second_dir]);
     let run_a = finish(run_a);
     let (code_a, out_a, err_a) = (run_a.code, run_a.stdout, run_a.stderr);
     let run_b = finish(run_b);
