@@ -99,24 +99,16 @@ impl Fixture {
 
     /// Runs `greenlight goal <args> --state <state>` in the worktree.
     pub fn goal(&self, args: &[&str]) -> Run {
-        let mut all = vec!["goal"];
-        all.extend_from_slice(args);
-        let state = self.state();
-        all.extend(["--state", state.to_str().unwrap()]);
-        self.repo.greenlight(all)
+        self.repo.greenlight(self.goal_args(args))
     }
 
     /// Runs `greenlight goal <args> --state <state>` in the worktree with extra environment.
     pub fn goal_env(&self, args: &[&str], env: &[(&str, &std::ffi::OsStr)]) -> Run {
-        let mut all = vec!["goal"];
-        all.extend_from_slice(args);
-        let state = self.state();
-        all.extend(["--state", state.to_str().unwrap()]);
-        let mut cmd = self.repo.command(all);
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        Run::from_output(cmd.output().unwrap(), &[])
+        env.iter()
+            .fold(self.repo.cli(self.goal_args(args)), |cli, (k, v)| {
+                cli.env(k, v)
+            })
+            .run()
     }
 
     /// `goal run <goal> --agent <script> --gate <gate> <extra…>`, run to its end: the goal
@@ -136,21 +128,25 @@ impl Fixture {
     /// environment and pipes.
     pub fn run_command(&self, goal: &str, agent: &Path, gate: &str, extra: &[&str]) -> Command {
         let agent = self.agent(agent);
-        let mut all = vec!["goal"];
-        all.extend(run_args(goal, &agent, gate, extra));
-        let state = self.state();
-        all.extend(["--state", state.to_str().unwrap()]);
-        self.repo.command(all)
+        self.repo
+            .command(self.goal_args(&run_args(goal, &agent, gate, extra)))
+    }
+
+    /// `goal <args> --state <state>`: every command of the fixture shares its state database.
+    fn goal_args(&self, args: &[&str]) -> Vec<String> {
+        let mut all = vec!["goal".to_owned()];
+        all.extend(args.iter().map(|a| (*a).to_owned()));
+        all.extend([
+            "--state".to_owned(),
+            self.state().to_str().unwrap().to_owned(),
+        ]);
+        all
     }
 
     /// Starts `greenlight goal <args> --state <state>` without waiting.
     pub fn spawn_goal(&self, args: &[&str]) -> Child {
-        let mut all = vec!["goal"];
-        all.extend_from_slice(args);
-        let state = self.state();
-        all.extend(["--state", state.to_str().unwrap()]);
         self.repo
-            .command(all)
+            .command(self.goal_args(args))
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
