@@ -9,9 +9,9 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use greenlight_testkit::TempRepo;
-use greenlight_testkit::procs::alive;
+use greenlight_testkit::{Run, procs};
 
-use crate::goal_support::{Fixture, pid_in, wait_code};
+use crate::goal_support::{Fixture, finish};
 
 /// Runs `cmd` with stdout a pipe whose reader is closed before greenlight starts, so its first
 /// write fails with EPIPE however fast it is (closing the reader after the spawn raced a quick
@@ -26,7 +26,7 @@ fn with_closed_stdout(mut cmd: Command) -> (i32, String) {
         .spawn()
         .unwrap();
     // The parent's copy of the writer went into the command and is closed with it.
-    let (code, _, stderr) = wait_code(child);
+    let Run { code, stderr, .. } = finish(child);
     (code, stderr)
 }
 
@@ -66,15 +66,7 @@ fn assert_names_stdout(what: &str, (code, stderr): (i32, String)) {
 fn finished_goal() -> Fixture {
     let fx = Fixture::new();
     let agent = fx.script("agent", "echo good > value.txt\necho fixed");
-    let agent_arg = fx.agent(&agent);
-    let out = fx.goal(&[
-        "run",
-        "fix the value",
-        "--agent",
-        &agent_arg,
-        "--gate",
-        crate::goal_support::GATE,
-    ]);
+    let out = fx.run_goal("fix the value", &agent, crate::goal_support::GATE, &[]);
     assert_eq!(out.code, 0, "{}", out.render());
     fx
 }
@@ -121,21 +113,8 @@ fn goal_run_whose_stdout_closes_pauses_like_sigterm_and_ends_the_agent() {
         "agent",
         "echo $$ > \"$S/agent.pid\"\nsleep 2\necho good > value.txt\necho fixed",
     );
-    let agent_arg = fx.agent(&agent);
-    let state = fx.state();
     let mut child = fx
-        .repo
-        .command([
-            "goal",
-            "run",
-            "fix the value",
-            "--agent",
-            &agent_arg,
-            "--gate",
-            crate::goal_support::GATE,
-            "--state",
-            state.to_str().unwrap(),
-        ])
+        .run_command("fix the value", &agent, crate::goal_support::GATE, &[])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -147,7 +126,7 @@ fn goal_run_whose_stdout_closes_pauses_like_sigterm_and_ends_the_agent() {
         .read_line(&mut first)
         .unwrap();
     assert!(first.starts_with("greenlight: goal 1 for"), "{first}");
-    let (code, _, stderr) = wait_code(child);
+    let Run { code, stderr, .. } = finish(child);
     assert_clean_epipe("goal run", (code, stderr.clone()));
 
     let status = fx.status();
@@ -158,7 +137,10 @@ fn goal_run_whose_stdout_closes_pauses_like_sigterm_and_ends_the_agent() {
     );
     let pid_file = fx.scratch().join("agent.pid");
     if pid_file.exists() {
-        assert!(!alive(pid_in(&pid_file)), "the agent outlived `goal run`");
+        assert!(
+            !procs::alive(procs::wait_for_pid(&pid_file)),
+            "the agent outlived `goal run`"
+        );
     }
     assert!(!stderr.contains("panicked"), "{stderr}");
 }

@@ -6,9 +6,8 @@
 
 use std::time::Duration;
 
-use crate::goal_support::{
-    Fixture, GATE, alive, assert_contiguous, kill, pgid_of, pid_in, wait_code, wait_for,
-};
+use crate::goal_support::{Fixture, GATE, assert_contiguous, finish, kill_group, pgid_of};
+use greenlight_testkit::procs;
 use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -23,6 +22,18 @@ fn turn_kinds(events: &[Value]) -> Vec<(Value, String)> {
 
 fn tk(turn: Option<u32>, kind: &str) -> (Value, String) {
     (turn.map_or(Value::Null, Value::from), kind.to_owned())
+}
+
+/// (turn, kind) of the events a goal records up to its first dispatch's start: what a crash
+/// during turn 1 finds in the log, before whatever that crash itself left.
+fn until_first_dispatch() -> Vec<(Value, String)> {
+    vec![
+        tk(None, "goal-created"),
+        tk(None, "gate-added"),
+        tk(Some(1), "turn-started"),
+        tk(Some(1), "prompt"),
+        tk(Some(1), "dispatch-started"),
+    ]
 }
 
 /// An agent that hangs on its first call (after saying where it is) and fixes the value after.
@@ -46,24 +57,16 @@ fn hanging_gate(fx: &Fixture) -> String {
 fn kill_9_during_a_dispatch_then_resume_records_it_interrupted_and_retries_within_budget() {
     let fx = Fixture::new();
     let agent = hanging_then_fixing(&fx);
-    let agent_arg = fx.agent(&agent);
-    let child = fx.spawn_goal(&[
-        "run",
-        "fix the value",
-        "--agent",
-        &agent_arg,
-        "--gate",
-        GATE,
-    ]);
-    let runner = child.id() as i32;
-    wait_for(&fx.scratch().join("agent.pid"), WAIT);
-    kill("-KILL", runner);
-    let (code, _, _) = wait_code(child);
+    let child = fx.spawn_run("fix the value", &agent, GATE, &[]);
+    let runner = child.id();
+    fx.wait_for_marker("agent.pid", WAIT);
+    procs::signal("-KILL", runner);
+    let code = finish(child).code;
     assert_eq!(code, 128 + 9);
     // Nothing in-process survives SIGKILL: the agent is still running, orphaned...
-    let agent_pid = pid_in(&fx.scratch().join("agent.pid"));
+    let agent_pid = fx.pid_in("agent.pid");
     assert!(
-        alive(agent_pid),
+        procs::alive(agent_pid),
         "the orphaned agent should still be running before resume"
     );
 
@@ -74,22 +77,13 @@ fn kill_9_during_a_dispatch_then_resume_records_it_interrupted_and_retries_withi
     assert_eq!(ledger.len(), 1);
     assert_eq!(ledger[0]["outcome"], "in-flight");
     let before = fx.log();
-    assert_eq!(
-        turn_kinds(&before),
-        [
-            tk(None, "goal-created"),
-            tk(None, "gate-added"),
-            tk(Some(1), "turn-started"),
-            tk(Some(1), "prompt"),
-            tk(Some(1), "dispatch-started"),
-        ]
-    );
+    assert_eq!(turn_kinds(&before), until_first_dispatch());
 
     let out = fx.goal(&["resume"]);
     assert_eq!(out.code, 0, "{}", out.render());
     // ...until the next runner of the goal finds it by its run marker and ends it.
     assert!(
-        !alive(agent_pid),
+        !procs::alive(agent_pid),
         "resume left the dead runner's agent running: {}",
         out.render()
     );
@@ -161,42 +155,26 @@ fn kill_9_during_a_gate_then_resume_runs_the_owed_gates_before_dispatching_again
     let fx = Fixture::new();
     let agent = fx.script("agent.sh", "echo good > value.txt\necho fixed");
     let gate = hanging_gate(&fx);
-    let agent_arg = fx.agent(&agent);
-    let child = fx.spawn_goal(&[
-        "run",
-        "fix the value",
-        "--agent",
-        &agent_arg,
-        "--gate",
-        &gate,
-    ]);
-    wait_for(&fx.scratch().join("gate.pid"), WAIT);
-    kill("-KILL", child.id() as i32);
-    let (code, _, _) = wait_code(child);
+    let child = fx.spawn_run("fix the value", &agent, &gate, &[]);
+    fx.wait_for_marker("gate.pid", WAIT);
+    procs::signal("-KILL", child.id());
+    let code = finish(child).code;
     assert_eq!(code, 128 + 9);
-    let gate_pid = pid_in(&fx.scratch().join("gate.pid"));
+    let gate_pid = fx.pid_in("gate.pid");
     assert!(
-        alive(gate_pid),
+        procs::alive(gate_pid),
         "the orphaned gate should still be running before resume"
     );
 
     let before = fx.log();
-    assert_eq!(
-        turn_kinds(&before),
-        [
-            tk(None, "goal-created"),
-            tk(None, "gate-added"),
-            tk(Some(1), "turn-started"),
-            tk(Some(1), "prompt"),
-            tk(Some(1), "dispatch-started"),
-            tk(Some(1), "dispatch-ended"),
-        ]
-    );
+    let mut want = until_first_dispatch();
+    want.push(tk(Some(1), "dispatch-ended"));
+    assert_eq!(turn_kinds(&before), want);
 
     let out = fx.goal(&["resume"]);
     assert_eq!(out.code, 0, "{}", out.render());
     assert!(
-        !alive(gate_pid),
+        !procs::alive(gate_pid),
         "resume left the dead runner's gate running: {}",
         out.render()
     );
@@ -250,12 +228,11 @@ fn kill_9_during_a_failing_gate_phase_keeps_earlier_results_and_resume_goes_on_f
         "if [ $N -eq 2 ]; then echo $$ > \"$S/gate.pid\"; sleep 30; fi\nsh check.sh",
     );
     let gate = format!("sh {}", gate.display());
-    let agent_arg = fx.agent(&agent);
-    let child = fx.spawn_goal(&["run", "fix", "--agent", &agent_arg, "--gate", &gate]);
-    wait_for(&fx.scratch().join("gate.pid"), WAIT);
-    kill("-KILL", child.id() as i32);
-    wait_code(child);
-    kill("-KILL", -pgid_of(pid_in(&fx.scratch().join("gate.pid"))));
+    let child = fx.spawn_run("fix", &agent, &gate, &[]);
+    fx.wait_for_marker("gate.pid", WAIT);
+    procs::signal("-KILL", child.id());
+    finish(child);
+    kill_group("-KILL", pgid_of(fx.pid_in("gate.pid")));
     let before = fx.log();
     let gate_runs_before: Vec<_> = before.iter().filter(|e| e["kind"] == "gate-run").collect();
     assert_eq!(gate_runs_before.len(), 1);
@@ -296,25 +273,18 @@ fn kill_9_during_a_failing_gate_phase_keeps_earlier_results_and_resume_goes_on_f
 fn sigterm_during_a_dispatch_pauses_cleanly_and_leaves_no_process() {
     let fx = Fixture::new();
     let agent = hanging_then_fixing(&fx);
-    let agent_arg = fx.agent(&agent);
-    let child = fx.spawn_goal(&[
-        "run",
-        "fix the value",
-        "--agent",
-        &agent_arg,
-        "--gate",
-        GATE,
-    ]);
-    wait_for(&fx.scratch().join("agent.pid"), WAIT);
-    let agent_pid = pid_in(&fx.scratch().join("agent.pid"));
-    kill("-TERM", child.id() as i32);
-    let (code, stdout, stderr) = wait_code(child);
+    let child = fx.spawn_run("fix the value", &agent, GATE, &[]);
+    fx.wait_for_marker("agent.pid", WAIT);
+    let agent_pid = fx.pid_in("agent.pid");
+    procs::signal("-TERM", child.id());
+    let run = finish(child);
+    let (code, stdout, stderr) = (run.code, run.stdout, run.stderr);
     assert_eq!(code, 143, "{stdout}{stderr}");
     assert!(
         stdout.contains("paused (paused-by-user): paused by SIGTERM"),
         "{stdout}"
     );
-    assert!(!alive(agent_pid), "the agent outlived `goal run`");
+    assert!(!procs::alive(agent_pid), "the agent outlived `goal run`");
 
     let status = fx.status();
     assert_eq!(status["goal"]["state"], "paused");
@@ -336,25 +306,18 @@ fn ctrl_c_during_a_gate_pauses_cleanly_and_resume_runs_the_gate_without_redispat
     let fx = Fixture::new();
     let agent = fx.script("agent.sh", "echo good > value.txt\necho fixed");
     let gate = hanging_gate(&fx);
-    let agent_arg = fx.agent(&agent);
-    let child = fx.spawn_goal(&[
-        "run",
-        "fix the value",
-        "--agent",
-        &agent_arg,
-        "--gate",
-        &gate,
-    ]);
-    wait_for(&fx.scratch().join("gate.pid"), WAIT);
-    let gate_pid = pid_in(&fx.scratch().join("gate.pid"));
-    kill("-INT", child.id() as i32);
-    let (code, stdout, stderr) = wait_code(child);
+    let child = fx.spawn_run("fix the value", &agent, &gate, &[]);
+    fx.wait_for_marker("gate.pid", WAIT);
+    let gate_pid = fx.pid_in("gate.pid");
+    procs::signal("-INT", child.id());
+    let run = finish(child);
+    let (code, stdout, stderr) = (run.code, run.stdout, run.stderr);
     assert_eq!(code, 130, "{stdout}{stderr}");
     assert!(
         stdout.contains("paused (paused-by-user): paused by Ctrl-C"),
         "{stdout}"
     );
-    assert!(!alive(gate_pid), "the gate outlived `goal run`");
+    assert!(!procs::alive(gate_pid), "the gate outlived `goal run`");
     let status = fx.status();
     assert_eq!(status["goal"]["pause"]["reason"], "paused-by-user");
     assert!(
@@ -376,16 +339,8 @@ fn ctrl_c_during_a_gate_pauses_cleanly_and_resume_runs_the_gate_without_redispat
 fn a_second_runner_of_the_same_goal_is_refused() {
     let fx = Fixture::new();
     let agent = hanging_then_fixing(&fx);
-    let agent_arg = fx.agent(&agent);
-    let child = fx.spawn_goal(&[
-        "run",
-        "fix the value",
-        "--agent",
-        &agent_arg,
-        "--gate",
-        GATE,
-    ]);
-    wait_for(&fx.scratch().join("agent.pid"), WAIT);
+    let child = fx.spawn_run("fix the value", &agent, GATE, &[]);
+    fx.wait_for_marker("agent.pid", WAIT);
     let second = fx.goal(&["resume"]);
     assert_eq!(second.code, 2, "{}", second.render());
     assert!(
@@ -395,8 +350,8 @@ fn a_second_runner_of_the_same_goal_is_refused() {
     );
     // It said "resuming goal N…" before it was refused.
     assert!(!second.stdout.contains("resuming"), "{}", second.render());
-    kill("-TERM", child.id() as i32);
-    assert_eq!(wait_code(child).0, 143);
+    procs::signal("-TERM", child.id());
+    assert_eq!(finish(child).code, 143);
 }
 
 #[test]
@@ -406,19 +361,12 @@ fn goal_pause_from_another_terminal_stops_the_running_loop_at_its_next_step() {
         "agent.sh",
         "if [ $N -eq 1 ]; then echo $$ > \"$S/agent.pid\"; sleep 1; fi\necho good > value.txt\necho fixed",
     );
-    let agent_arg = fx.agent(&agent);
-    let child = fx.spawn_goal(&[
-        "run",
-        "fix the value",
-        "--agent",
-        &agent_arg,
-        "--gate",
-        GATE,
-    ]);
-    wait_for(&fx.scratch().join("agent.pid"), WAIT);
+    let child = fx.spawn_run("fix the value", &agent, GATE, &[]);
+    fx.wait_for_marker("agent.pid", WAIT);
     let paused = fx.goal(&["pause"]);
     assert_eq!(paused.code, 0, "{}", paused.render());
-    let (code, stdout, stderr) = wait_code(child);
+    let run = finish(child);
+    let (code, stdout, stderr) = (run.code, run.stdout, run.stderr);
     assert_eq!(code, 75, "{stdout}{stderr}");
     assert!(
         stdout.contains("goal 1 is paused (paused-by-user): paused with `greenlight goal pause`"),
@@ -451,28 +399,15 @@ fn a_prompt_file_is_private_and_a_kill_9_leaves_none_after_the_next_run() {
     let tmp = fx.scratch().join("tmp");
     std::fs::create_dir(&tmp).unwrap();
     let agent = hanging_then_fixing(&fx);
-    let agent_arg = fx.agent(&agent);
-    let state = fx.state();
     let child = fx
-        .repo
-        .command([
-            "goal",
-            "run",
-            "fix the value",
-            "--agent",
-            &agent_arg,
-            "--gate",
-            GATE,
-            "--state",
-            state.to_str().unwrap(),
-        ])
+        .run_command("fix the value", &agent, GATE, &[])
         .env("TMPDIR", &tmp)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
     let runner = child.id();
-    wait_for(&fx.scratch().join("agent.pid"), WAIT);
+    fx.wait_for_marker("agent.pid", WAIT);
     let dirs: Vec<_> = std::fs::read_dir(&tmp)
         .unwrap()
         .flatten()
@@ -487,8 +422,8 @@ fn a_prompt_file_is_private_and_a_kill_9_leaves_none_after_the_next_run() {
     let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode(&dirs[0]), 0o700);
     assert_eq!(mode(&dirs[0].join("prompt.txt")), 0o600);
-    kill("-KILL", runner as i32);
-    let _ = wait_code(child);
+    procs::signal("-KILL", runner);
+    finish(child);
     assert!(
         dirs[0].exists(),
         "SIGKILL cannot clean up; the next run must"
@@ -531,7 +466,7 @@ fn a_damaged_state_database_exits_1_naming_the_file_and_what_to_do() {
     file.write_all(&[0xA5; 4096]).unwrap();
     drop(file);
     let agent = fx.script("agent.sh", "echo hi");
-    let out = fx.goal(&["run", "g", "--agent", &fx.agent(&agent), "--gate", GATE]);
+    let out = fx.run_goal("g", &agent, GATE, &[]);
     assert_eq!(out.code, 1, "{}", out.render());
     assert!(
         out.stderr.contains(state.to_str().unwrap()),

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use greenlight_testkit::greenlight_bin;
 
-use crate::goal_support::{Fixture, GATE, wait_code, wait_for};
+use crate::goal_support::{Fixture, GATE, finish};
 
 /// An agent ran `greenlight goal gate clear` during its turn: the loop then died with `gate id 1
 /// is not a live gate` (exit 1) and `goal resume` said `done: every gate is green` with no gate.
@@ -25,14 +25,7 @@ fn an_agent_cannot_clear_add_or_remove_its_own_goals_gates() {
         state.display()
     );
     let agent = fx.script("agent.sh", &body);
-    let out = fx.goal(&[
-        "run",
-        "fix it",
-        "--agent",
-        &fx.agent(&agent),
-        "--gate",
-        GATE,
-    ]);
+    let out = fx.run_goal("fix it", &agent, GATE, &[]);
     assert_eq!(out.code, 0, "{}", out.render());
     assert!(
         out.stdout.contains("every gate is green"),
@@ -61,16 +54,7 @@ fn an_agent_cannot_clear_add_or_remove_its_own_goals_gates() {
 fn the_last_gate_of_a_paused_goal_cannot_be_removed_so_resume_is_never_done_without_gates() {
     let fx = Fixture::new();
     let agent = fx.script("agent.sh", "echo looked");
-    let out = fx.goal(&[
-        "run",
-        "fix it",
-        "--agent",
-        &fx.agent(&agent),
-        "--gate",
-        GATE,
-        "--retries",
-        "1",
-    ]);
+    let out = fx.run_goal("fix it", &agent, GATE, &["--retries", "1"]);
     assert_eq!(out.code, 75, "{}", out.render());
     for args in [&["gate", "clear"][..], &["gate", "remove", "1"][..]] {
         let out = fx.goal(args);
@@ -97,20 +81,11 @@ fn a_gate_changed_by_a_person_while_the_agent_works_applies_at_the_turn_boundary
         "agent.sh",
         "touch \"$S/working\"\nwhile [ ! -f \"$S/go\" ]; do sleep 0.05; done\necho waited",
     );
-    let child = fx.spawn_goal(&[
-        "run",
-        "fix it",
-        "--agent",
-        &fx.agent(&agent),
-        "--gate",
-        GATE,
-    ]);
-    wait_for(&fx.scratch().join("working"), Duration::from_secs(20));
-    assert_eq!(fx.goal(&["gate", "add", "true"]).code, 0);
-    let out = fx.goal(&["gate", "remove", "1"]);
-    assert_eq!(out.code, 0, "{}", out.render());
-    std::fs::write(fx.scratch().join("go"), "").unwrap();
-    let (code, stdout, stderr) = wait_code(child);
+    let child = fx.spawn_run("fix it", &agent, GATE, &[]);
+    fx.wait_for_marker("working", Duration::from_secs(20));
+    fx.swap_gate_1_for_true_then_go();
+    let run = finish(child);
+    let (code, stdout, stderr) = (run.code, run.stdout, run.stderr);
     assert_eq!(code, 0, "{stdout}\n{stderr}");
     assert!(stdout.contains("gate 1 PASS exit=0  $ true"), "{stdout}");
     assert!(
@@ -125,7 +100,7 @@ fn an_empty_or_blank_gate_command_is_a_usage_error() {
     let fx = Fixture::new();
     let agent = fx.script("agent.sh", "echo hi");
     for blank in ["", "   ", "\t"] {
-        let out = fx.goal(&["run", "g", "--agent", &fx.agent(&agent), "--gate", blank]);
+        let out = fx.run_goal("g", &agent, blank, &[]);
         assert_eq!(out.code, 2, "{}", out.render());
         assert!(
             out.stderr.contains("--gate needs a command"),
@@ -137,16 +112,7 @@ fn an_empty_or_blank_gate_command_is_a_usage_error() {
     let out = fx.goal(&["status"]);
     assert_eq!(out.code, 2, "no goal was created: {}", out.render());
 
-    let out = fx.goal(&[
-        "run",
-        "g",
-        "--agent",
-        &fx.agent(&agent),
-        "--gate",
-        GATE,
-        "--retries",
-        "1",
-    ]);
+    let out = fx.run_goal("g", &agent, GATE, &["--retries", "1"]);
     assert_eq!(out.code, 75, "{}", out.render());
     let out = fx.goal(&["gate", "add", " "]);
     assert_eq!(out.code, 2, "{}", out.render());
@@ -246,21 +212,13 @@ fn a_gate_added_while_the_gates_run_judges_before_the_goal_is_done() {
     );
     let agent = fx.script("agent.sh", "echo looked");
     let waiter_gate = format!("sh {}", waiter.display());
-    let child = fx.spawn_goal(&[
-        "run",
-        "fix it",
-        "--agent",
-        &fx.agent(&agent),
-        "--gate",
-        &waiter_gate,
-        "--retries",
-        "1",
-    ]);
-    wait_for(&fx.scratch().join("gating"), Duration::from_secs(20));
+    let child = fx.spawn_run("fix it", &agent, &waiter_gate, &["--retries", "1"]);
+    fx.wait_for_marker("gating", Duration::from_secs(20));
     let out = fx.goal(&["gate", "add", GATE]);
     assert_eq!(out.code, 0, "{}", out.render());
     std::fs::write(fx.scratch().join("go"), "").unwrap();
-    let (code, stdout, stderr) = wait_code(child);
+    let run = finish(child);
+    let (code, stdout, stderr) = (run.code, run.stdout, run.stderr);
     assert_eq!(code, 75, "done without the added gate: {stdout}\n{stderr}");
     let status = fx.status();
     assert_eq!(status["gates"][1]["command"], GATE);
@@ -279,20 +237,11 @@ fn a_gate_removed_while_it_runs_restarts_the_phase_instead_of_crashing() {
     );
     let agent = fx.script("agent.sh", "echo looked");
     let waiter_gate = format!("sh {}", waiter.display());
-    let child = fx.spawn_goal(&[
-        "run",
-        "fix it",
-        "--agent",
-        &fx.agent(&agent),
-        "--gate",
-        &waiter_gate,
-    ]);
-    wait_for(&fx.scratch().join("gating"), Duration::from_secs(20));
-    assert_eq!(fx.goal(&["gate", "add", "true"]).code, 0);
-    let out = fx.goal(&["gate", "remove", "1"]);
-    assert_eq!(out.code, 0, "{}", out.render());
-    std::fs::write(fx.scratch().join("go"), "").unwrap();
-    let (code, stdout, stderr) = wait_code(child);
+    let child = fx.spawn_run("fix it", &agent, &waiter_gate, &[]);
+    fx.wait_for_marker("gating", Duration::from_secs(20));
+    fx.swap_gate_1_for_true_then_go();
+    let run = finish(child);
+    let (code, stdout, stderr) = (run.code, run.stdout, run.stderr);
     assert_eq!(code, 0, "{stdout}\n{stderr}");
     assert!(stdout.contains("gate 1 PASS exit=0  $ true"), "{stdout}");
     assert_eq!(fx.calls("agent.sh"), 1);

@@ -5,7 +5,8 @@
 
 use std::time::Duration;
 
-use crate::goal_support::{Fixture, GATE, alive, of_kind, pid_in};
+use crate::goal_support::{Fixture, GATE, of_kind};
+use greenlight_testkit::procs;
 
 /// An agent that fixes the value on its first turn, and a judge (the same script, called with
 /// model `judge`) that answers with line `$J` of `answers` on its J-th call.
@@ -133,16 +134,7 @@ fn a_dispatch_timeout_is_recorded_with_its_reason_the_agent_is_ended_and_the_tur
         "if [ $N -eq 1 ]; then echo $$ > \"$S/agent.pid\"; sleep 30; fi\necho good > value.txt\necho fixed",
     );
     let started = std::time::Instant::now();
-    let out = fx.goal(&[
-        "run",
-        "fix the value",
-        "--agent",
-        &fx.agent(&agent),
-        "--gate",
-        GATE,
-        "--agent-timeout",
-        "1s",
-    ]);
+    let out = fx.run_goal("fix the value", &agent, GATE, &["--agent-timeout", "1s"]);
     assert_eq!(out.code, 0, "{}", out.render());
     assert!(
         started.elapsed() < Duration::from_secs(20),
@@ -152,7 +144,7 @@ fn a_dispatch_timeout_is_recorded_with_its_reason_the_agent_is_ended_and_the_tur
     assert!(out.stdout.contains("agent failed in"), "{}", out.render());
     assert!(out.stdout.contains("dispatch-timeout"), "{}", out.render());
     assert!(
-        !alive(pid_in(&fx.scratch().join("agent.pid"))),
+        !procs::alive(fx.pid_in("agent.pid")),
         "the timed-out agent outlived its turn"
     );
 
@@ -181,18 +173,12 @@ fn a_dispatch_timeout_is_recorded_with_its_reason_the_agent_is_ended_and_the_tur
 fn an_agent_that_always_times_out_spends_the_turn_budget_and_pauses() {
     let fx = Fixture::new();
     let agent = fx.script("agent.sh", "sleep 30");
-    let out = fx.goal(&[
-        "run",
+    let out = fx.run_goal(
         "fix",
-        "--agent",
-        &fx.agent(&agent),
-        "--gate",
+        &agent,
         GATE,
-        "--agent-timeout",
-        "500ms",
-        "--max-turns",
-        "2",
-    ]);
+        &["--agent-timeout", "500ms", "--max-turns", "2"],
+    );
     assert_eq!(out.code, 75, "{}", out.render());
     let status = fx.status();
     assert_eq!(status["goal"]["pause"]["reason"], "turn-budget-exhausted");
@@ -216,7 +202,7 @@ fn a_dead_agent_is_retried_within_the_turn_budget() {
         "agent.sh",
         "if [ $N -eq 1 ]; then echo 'crashed' >&2; exit 3; fi\necho good > value.txt\necho fixed",
     );
-    let out = fx.goal(&["run", "fix", "--agent", &fx.agent(&agent), "--gate", GATE]);
+    let out = fx.run_goal("fix", &agent, GATE, &[]);
     assert_eq!(out.code, 0, "{}", out.render());
     let status = fx.status();
     let ledger = status["dispatches"].as_array().unwrap();
@@ -229,15 +215,7 @@ fn a_dead_agent_is_retried_within_the_turn_budget() {
 fn a_refused_dispatch_pauses_the_goal_with_its_reason() {
     let fx = Fixture::new();
     let agent = fx.script("agent.sh", "echo good > value.txt; echo fixed");
-    let out = fx.goal(&[
-        "run",
-        "fix",
-        "--agent",
-        &fx.agent(&agent),
-        "--model=-rf",
-        "--gate",
-        GATE,
-    ]);
+    let out = fx.run_goal("fix", &agent, GATE, &["--model=-rf"]);
     assert_eq!(out.code, 75, "{}", out.render());
     assert_eq!(fx.calls("agent.sh"), 0, "a refused dispatch starts nothing");
     let status = fx.status();

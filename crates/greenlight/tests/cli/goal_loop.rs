@@ -13,14 +13,7 @@ const FIX: &str = "echo good > value.txt\necho 'fixed value.txt'";
 fn a_goal_green_on_the_first_turn_is_done_after_one_dispatch() {
     let fx = Fixture::new();
     let agent = fx.script("agent.sh", FIX);
-    let out = fx.goal(&[
-        "run",
-        "fix the value",
-        "--agent",
-        &fx.agent(&agent),
-        "--gate",
-        GATE,
-    ]);
+    let out = fx.run_goal("fix the value", &agent, GATE, &[]);
     assert_eq!(out.code, 0, "{}", out.render());
     assert!(
         out.stdout.contains("gate 1 PASS exit=0  $ sh check.sh"),
@@ -82,14 +75,7 @@ fn red_then_fixed_feeds_the_evidence_back_and_finishes_on_the_second_turn() {
         "agent.sh",
         "if [ $N -ge 2 ]; then echo good > value.txt; echo fixed; else echo notes > notes.txt; echo 'all done!'; fi",
     );
-    let out = fx.goal(&[
-        "run",
-        "fix the value",
-        "--agent",
-        &fx.agent(&agent),
-        "--gate",
-        GATE,
-    ]);
+    let out = fx.run_goal("fix the value", &agent, GATE, &[]);
     assert_eq!(out.code, 0, "{}", out.render());
     assert_eq!(fx.calls("agent.sh"), 2);
 
@@ -137,16 +123,7 @@ fn a_gate_never_fixed_pauses_the_goal_after_the_retry_bound_with_the_reason() {
     let fx = Fixture::new();
     // Changes something every turn (so the gate re-runs), never the value.
     let agent = fx.script("agent.sh", "echo $N > notes.txt\necho 'tried'");
-    let out = fx.goal(&[
-        "run",
-        "fix the value",
-        "--agent",
-        &fx.agent(&agent),
-        "--gate",
-        GATE,
-        "--retries",
-        "3",
-    ]);
+    let out = fx.run_goal("fix the value", &agent, GATE, &["--retries", "3"]);
     assert_eq!(out.code, 75, "{}", out.render());
     assert!(
         out.stdout.contains(
@@ -184,18 +161,12 @@ fn a_gate_never_fixed_pauses_the_goal_after_the_retry_bound_with_the_reason() {
 fn the_turn_budget_pauses_the_goal_and_resume_grants_new_turns_but_keeps_attempts() {
     let fx = Fixture::new();
     let agent = fx.script("agent.sh", "echo $N > notes.txt\necho 'tried'");
-    let out = fx.goal(&[
-        "run",
+    let out = fx.run_goal(
         "fix the value",
-        "--agent",
-        &fx.agent(&agent),
-        "--gate",
+        &agent,
         GATE,
-        "--max-turns",
-        "2",
-        "--retries",
-        "10",
-    ]);
+        &["--max-turns", "2", "--retries", "10"],
+    );
     assert_eq!(out.code, 75, "{}", out.render());
     assert!(
         out.stdout
@@ -246,16 +217,7 @@ fn an_unchanged_workspace_is_not_regated_the_attempt_advances_and_the_prompt_say
         "echo run >> '{}/gate.runs'; sh check.sh",
         fx.scratch().display()
     );
-    let out = fx.goal(&[
-        "run",
-        "fix the value",
-        "--agent",
-        &fx.agent(&agent),
-        "--gate",
-        &gate,
-        "--retries",
-        "3",
-    ]);
+    let out = fx.run_goal("fix the value", &agent, &gate, &["--retries", "3"]);
     assert_eq!(out.code, 75, "{}", out.render());
     assert!(
         out.stdout
@@ -334,14 +296,7 @@ fn hermes_stale_replay_a_content_only_change_with_identical_git_status_reruns_th
             status_file.display()
         ),
     );
-    let out = fx.goal(&[
-        "run",
-        "fix the value",
-        "--agent",
-        &fx.agent(&agent),
-        "--gate",
-        GATE,
-    ]);
+    let out = fx.run_goal("fix the value", &agent, GATE, &[]);
     assert_eq!(out.code, 0, "{}", out.render());
     let porcelain = std::fs::read_to_string(&status_file).unwrap();
     let turns: Vec<&str> = porcelain.split("---\n").filter(|s| !s.is_empty()).collect();
@@ -351,16 +306,7 @@ fn hermes_stale_replay_a_content_only_change_with_identical_git_status_reruns_th
         "the fixture must keep `git status` identical"
     );
     assert_eq!(turns[0], " M value.txt\n");
-    let runs = of_kind(&fx.log(), "gate-run");
-    let seen: Vec<_> = runs
-        .iter()
-        .map(|r| {
-            (
-                r["payload"]["verdict"].clone(),
-                r["payload"]["replayed"].clone(),
-            )
-        })
-        .collect();
+    let seen = fx.gate_verdicts_and_replays();
     assert_eq!(
         seen,
         [("fail".into(), false.into()), ("pass".into(), false.into())]
@@ -375,14 +321,7 @@ fn a_content_only_change_to_an_untracked_file_reruns_the_gate() {
         "if [ $N -ge 2 ]; then echo good > extra.txt; else echo bad1 > extra.txt; fi\necho changed",
     );
     let gate = "grep -qx good extra.txt";
-    let out = fx.goal(&[
-        "run",
-        "fill extra.txt",
-        "--agent",
-        &fx.agent(&agent),
-        "--gate",
-        gate,
-    ]);
+    let out = fx.run_goal("fill extra.txt", &agent, gate, &[]);
     assert_eq!(out.code, 0, "{}", out.render());
     assert_eq!(fx.calls("agent.sh"), 2);
     let replayed: Vec<_> = of_kind(&fx.log(), "gate-run")
@@ -448,16 +387,7 @@ fn one_active_goal_per_worktree_and_a_cleared_goal_frees_it() {
 fn gate_commands_add_list_and_remove_gates_of_a_paused_goal() {
     let fx = Fixture::new();
     let agent = fx.script("agent.sh", "echo $N > notes.txt; echo tried");
-    let out = fx.goal(&[
-        "run",
-        "fix",
-        "--agent",
-        &fx.agent(&agent),
-        "--gate",
-        GATE,
-        "--retries",
-        "1",
-    ]);
+    let out = fx.run_goal("fix", &agent, GATE, &["--retries", "1"]);
     assert_eq!(out.code, 75, "{}", out.render());
     let added = fx.goal(&["gate", "add", "true"]);
     assert_eq!(
@@ -532,27 +462,9 @@ fn an_ignored_file_the_agent_fixes_is_seen_after_at_most_one_replay() {
         "if [ $N -eq 2 ]; then mkdir -p build && touch build/ok; echo 'built it'; else echo 'looked'; fi",
     );
     let gate = "test -f build/ok || { echo 'build/ok is missing'; exit 1; }";
-    let out = fx.goal(&[
-        "run",
-        "build it",
-        "--agent",
-        &fx.agent(&agent),
-        "--gate",
-        gate,
-        "--retries",
-        "3",
-    ]);
+    let out = fx.run_goal("build it", &agent, gate, &["--retries", "3"]);
     assert_eq!(out.code, 0, "{}", out.render());
-    let runs = of_kind(&fx.log(), "gate-run");
-    let seen: Vec<_> = runs
-        .iter()
-        .map(|r| {
-            (
-                r["payload"]["verdict"].clone(),
-                r["payload"]["replayed"].clone(),
-            )
-        })
-        .collect();
+    let seen = fx.gate_verdicts_and_replays();
     assert_eq!(
         seen,
         [

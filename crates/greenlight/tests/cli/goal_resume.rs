@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use greenlight_testkit::fake_agent::{FakeAgent, FakeCli, Scenario};
 
-use crate::goal_support::{Fixture, GATE, kill, of_kind, wait_code, wait_for};
+use crate::goal_support::{Fixture, GATE, finish, of_kind};
+use greenlight_testkit::procs;
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -20,20 +21,10 @@ fn a_judge_after_a_crash_and_resume_judges_the_agents_real_reply() {
         "agent.sh",
         "if [ \"$2\" = judge ]; then\n J=$(( $(cat \"$S/judge.calls\" 2>/dev/null || echo 0) + 1 )); echo $J > \"$S/judge.calls\"\n cp \"$1\" \"$S/judge.prompt.$J\"\n if [ $J -eq 1 ]; then echo $$ > \"$S/judge.pid\"; sleep 30; fi\n echo 'GATE: PASS'\n exit 0\nfi\necho good > value.txt\necho 'REPLY-7f3: I fixed value.txt'",
     );
-    let agent_arg = fx.agent(&agent);
-    let child = fx.spawn_goal(&[
-        "run",
-        "fix the value",
-        "--agent",
-        &agent_arg,
-        "--gate",
-        GATE,
-        "--judge",
-        "judge",
-    ]);
-    wait_for(&fx.scratch().join("judge.pid"), WAIT);
-    kill("-KILL", child.id() as i32);
-    let _ = wait_code(child);
+    let child = fx.spawn_run("fix the value", &agent, GATE, &["--judge", "judge"]);
+    fx.wait_for_marker("judge.pid", WAIT);
+    procs::signal("-KILL", child.id());
+    finish(child);
     assert!(
         std::fs::read_to_string(fx.scratch().join("judge.prompt.1"))
             .unwrap()
@@ -64,20 +55,12 @@ fn the_judges_failure_streak_survives_a_resume() {
         "agent.sh",
         "if [ \"$2\" = judge ]; then echo x >> \"$S/judge.calls\"; echo 'judge is down' >&2; exit 1; fi\necho good > value.txt\necho fixed",
     );
-    let agent_arg = fx.agent(&agent);
-    let args = [
-        "run",
+    let out = fx.run_goal(
         "fix the value",
-        "--agent",
-        &agent_arg,
-        "--gate",
+        &agent,
         GATE,
-        "--judge",
-        "judge",
-        "--max-turns",
-        "3",
-    ];
-    let out = fx.goal(&args);
+        &["--judge", "judge", "--max-turns", "3"],
+    );
     assert_eq!(out.code, 75, "{}", out.render());
     assert_eq!(
         fx.status()["goal"]["pause"]["reason"],
@@ -144,16 +127,7 @@ fn an_agent_cli_that_cannot_start_pauses_the_goal_before_the_first_turn() {
 fn resume_after_a_fix_by_hand_runs_the_gates_first_and_sends_no_stale_evidence() {
     let fx = Fixture::new();
     let agent = fx.script("agent.sh", "echo 'I looked; it seems fine'");
-    let out = fx.goal(&[
-        "run",
-        "fix it",
-        "--agent",
-        &fx.agent(&agent),
-        "--gate",
-        GATE,
-        "--retries",
-        "1",
-    ]);
+    let out = fx.run_goal("fix it", &agent, GATE, &["--retries", "1"]);
     assert_eq!(out.code, 75, "{}", out.render());
     // The reply is shown and stored; a failure that spends the last attempt is not "for the
     // next turn" (there is none).

@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::goal_support::{Fixture, GATE, of_kind, wait_code};
+use crate::goal_support::{Fixture, GATE, finish, of_kind};
 use serde_json::Value;
 
 #[test]
@@ -30,14 +30,13 @@ fn two_worktrees_run_their_goals_at_once_against_one_state_file() {
         )
     };
     let (a, b) = (agent("a", "b"), agent("b", "a"));
-    let (agent_a, agent_b) = (fx.agent(&a), fx.agent(&b));
     let second_dir = second.to_str().unwrap();
-    let run_a = fx.spawn_goal(&["run", "goal A", "--agent", &agent_a, "--gate", GATE]);
-    let run_b = fx.spawn_goal(&[
-        "run", "goal B", "--agent", &agent_b, "--gate", GATE, "--cwd", second_dir,
-    ]);
-    let (code_a, out_a, err_a) = wait_code(run_a);
-    let (code_b, out_b, err_b) = wait_code(run_b);
+    let run_a = fx.spawn_run("goal A", &a, GATE, &[]);
+    let run_b = fx.spawn_run("goal B", &b, GATE, &["--cwd", second_dir]);
+    let run_a = finish(run_a);
+    let (code_a, out_a, err_a) = (run_a.code, run_a.stdout, run_a.stderr);
+    let run_b = finish(run_b);
+    let (code_b, out_b, err_b) = (run_b.code, run_b.stdout, run_b.stderr);
     assert_eq!(code_a, 0, "{out_a}{err_a}");
     assert_eq!(code_b, 0, "{out_b}{err_b}");
     assert_eq!((fx.calls("agent-a.sh"), fx.calls("agent-b.sh")), (2, 2));
@@ -90,16 +89,7 @@ fn a_worktree_that_disappears_pauses_the_goal_without_charging_an_attempt() {
         gone.to_str().unwrap(),
     ]);
     let agent = fx.script("agent.sh", "rm -rf \"$PWD\"\necho removed it");
-    let out = fx.goal(&[
-        "run",
-        "fix",
-        "--agent",
-        &fx.agent(&agent),
-        "--gate",
-        GATE,
-        "--cwd",
-        gone.to_str().unwrap(),
-    ]);
+    let out = fx.run_goal("fix", &agent, GATE, &["--cwd", gone.to_str().unwrap()]);
     assert_eq!(out.code, 75, "{}", out.render());
     assert!(
         out.stdout.contains("paused (worktree-missing)"),

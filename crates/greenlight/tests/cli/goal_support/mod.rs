@@ -8,10 +8,10 @@
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
 
-use greenlight_testkit::{Run, TempRepo};
+use greenlight_testkit::{Run, TempRepo, procs};
 use serde_json::Value;
 
 /// The gate every fixture starts with: prints what it found and exits 1 unless the bug is fixed.
@@ -81,40 +81,98 @@ impl Fixture {
         fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
     }
 
+    /// Waits until a scripted agent or gate has written marker `name` into the scratch dir (its
+    /// "I am here"), or panics after `limit`.
+    pub fn wait_for_marker(&self, name: &str, limit: Duration) {
+        let path = self.scratch().join(name);
+        procs::wait_until(limit, &format!("{} did not appear", path.display()), || {
+            path.exists().then_some(())
+        });
+        // The marker is written before the script's next step; give it a moment to get there.
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    /// The pid a script wrote to `name` in the scratch dir.
+    pub fn pid_in(&self, name: &str) -> i32 {
+        procs::wait_for_pid(&self.scratch().join(name))
+    }
+
     /// Runs `greenlight goal <args> --state <state>` in the worktree.
     pub fn goal(&self, args: &[&str]) -> Run {
-        let mut all = vec!["goal"];
-        all.extend_from_slice(args);
-        let state = self.state();
-        all.extend(["--state", state.to_str().unwrap()]);
-        self.repo.greenlight(all)
+        self.repo.greenlight(self.goal_args(args))
     }
 
     /// Runs `greenlight goal <args> --state <state>` in the worktree with extra environment.
     pub fn goal_env(&self, args: &[&str], env: &[(&str, &std::ffi::OsStr)]) -> Run {
-        let mut all = vec!["goal"];
-        all.extend_from_slice(args);
-        let state = self.state();
-        all.extend(["--state", state.to_str().unwrap()]);
-        let mut cmd = self.repo.command(all);
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        Run::from_output(cmd.output().unwrap(), &[])
+        env.iter()
+            .fold(self.repo.cli(self.goal_args(args)), |cli, (k, v)| {
+                cli.env(k, v)
+            })
+            .run()
+    }
+
+    /// `goal run <goal> --agent <script> --gate <gate> <extra…>`, run to its end: the goal
+    /// against one gate with a scripted agent, the setup most goal tests start from.
+    pub fn run_goal(&self, goal: &str, agent: &Path, gate: &str, extra: &[&str]) -> Run {
+        let agent = self.agent(agent);
+        self.goal(&run_args(goal, &agent, gate, extra))
+    }
+
+    /// [`Fixture::run_goal`], started without waiting.
+    pub fn spawn_run(&self, goal: &str, agent: &Path, gate: &str, extra: &[&str]) -> Child {
+        let agent = self.agent(agent);
+        self.spawn_goal(&run_args(goal, &agent, gate, extra))
+    }
+
+    /// [`Fixture::run_goal`] as a command not yet started, for a test that chooses its
+    /// environment and pipes.
+    pub fn run_command(&self, goal: &str, agent: &Path, gate: &str, extra: &[&str]) -> Command {
+        let agent = self.agent(agent);
+        self.repo
+            .command(self.goal_args(&run_args(goal, &agent, gate, extra)))
+    }
+
+    /// `goal <args> --state <state>`: every command of the fixture shares its state database.
+    fn goal_args(&self, args: &[&str]) -> Vec<String> {
+        let mut all = vec!["goal".to_owned()];
+        all.extend(args.iter().map(|a| (*a).to_owned()));
+        all.extend([
+            "--state".to_owned(),
+            self.state().to_str().unwrap().to_owned(),
+        ]);
+        all
     }
 
     /// Starts `greenlight goal <args> --state <state>` without waiting.
     pub fn spawn_goal(&self, args: &[&str]) -> Child {
-        let mut all = vec!["goal"];
-        all.extend_from_slice(args);
-        let state = self.state();
-        all.extend(["--state", state.to_str().unwrap()]);
         self.repo
-            .command(all)
+            .command(self.goal_args(args))
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .unwrap()
+    }
+
+    /// What a person does while a scripted agent or gate waits for the `go` file: adds the gate
+    /// `true`, removes gate 1, then lets the script go on.
+    pub fn swap_gate_1_for_true_then_go(&self) {
+        assert_eq!(self.goal(&["gate", "add", "true"]).code, 0);
+        let out = self.goal(&["gate", "remove", "1"]);
+        assert_eq!(out.code, 0, "{}", out.render());
+        fs::write(self.scratch().join("go"), "").unwrap();
+    }
+
+    /// (verdict, replayed) of every recorded gate run, in order.
+    pub fn gate_verdicts_and_replays(&self) -> Vec<(Value, Value)> {
+        of_kind(&self.log(), "gate-run")
+            .iter()
+            .map(|r| {
+                (
+                    r["payload"]["verdict"].clone(),
+                    r["payload"]["replayed"].clone(),
+                )
+            })
+            .collect()
     }
 
     /// `goal status --json`, parsed.
@@ -135,6 +193,13 @@ impl Fixture {
     }
 }
 
+/// The arguments of `goal run` for one goal, one agent and one gate, then `extra`.
+fn run_args<'a>(goal: &'a str, agent: &'a str, gate: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec!["run", goal, "--agent", agent, "--gate", gate];
+    args.extend_from_slice(extra);
+    args
+}
+
 /// The kinds of `events`, in order.
 pub fn kinds(events: &[Value]) -> Vec<String> {
     events
@@ -152,57 +217,28 @@ pub fn of_kind(events: &[Value], kind: &str) -> Vec<Value> {
         .collect()
 }
 
-/// Waits until `path` exists (a script's "I am here" marker), or panics after `limit`.
-pub fn wait_for(path: &Path, limit: Duration) {
-    let start = Instant::now();
-    while !path.exists() {
-        assert!(
-            start.elapsed() < limit,
-            "{} did not appear within {limit:?}",
-            path.display()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    // The marker is written before the script's next step; give it a moment to get there.
-    std::thread::sleep(Duration::from_millis(100));
-}
-
-/// Whether a process with this pid still exists (and is not a zombie).
-pub fn alive(pid: i32) -> bool {
-    match fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => !stat
-            .rsplit(')')
-            .next()
-            .is_some_and(|rest| rest.trim_start().starts_with('Z')),
-        Err(_) => false,
-    }
-}
-
-/// Reads a pid a script wrote.
-pub fn pid_in(path: &Path) -> i32 {
-    fs::read_to_string(path).unwrap().trim().parse().unwrap()
-}
-
-/// Sends `signal` (e.g. "-KILL") to a pid, or to a process group with a negative pid.
-pub fn kill(signal: &str, pid: i32) {
-    let _ = std::process::Command::new("kill")
-        .args([signal, "--", &pid.to_string()])
-        .status();
-}
-
-/// Waits for a child and returns its exit code (128 + n for a signal, as a shell reports it).
-pub fn wait_code(child: Child) -> (i32, String, String) {
+/// Waits for a spawned `greenlight` and returns what it produced. Unlike `Run::from_output`,
+/// which reports every death by signal as -1, a child a signal ended gets 128 + n, as a shell
+/// reports it, so the crash tests can tell SIGKILL (137) apart from the codes greenlight chooses
+/// itself when it catches SIGTERM (143) or Ctrl-C (130).
+pub fn finish(child: Child) -> Run {
     use std::os::unix::process::ExitStatusExt;
     let out = child.wait_with_output().unwrap();
-    let code = out
-        .status
-        .code()
-        .unwrap_or_else(|| 128 + out.status.signal().unwrap_or(0));
-    (
-        code,
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    let signalled = out.status.signal();
+    let mut run = Run::from_output(out, &[]);
+    if let Some(n) = signalled {
+        run.code = 128 + n;
+    }
+    run
+}
+
+/// Sends `signal` to every process of group `pgid`. Not `procs::signal`: that one signals one
+/// pid and asserts delivery, while this sweeps up a group a killed runner left behind, whose
+/// members may already be gone.
+pub fn kill_group(signal: &str, pgid: i32) {
+    let _ = std::process::Command::new("kill")
+        .args([signal, "--", &(-pgid).to_string()])
+        .status();
 }
 
 /// The process group of a live pid.
