@@ -31,6 +31,28 @@ fn node_repo() -> tempfile::TempDir {
     repo
 }
 
+/// `init` drafts only gates whose program is on PATH. These tests must not depend on the machine
+/// having npm, so they put a stand-in `npm` first on PATH (it is never run: no drafted gate runs
+/// here, or the first run stops before the gates).
+struct FakeNpm(tempfile::TempDir);
+
+impl FakeNpm {
+    fn new() -> Self {
+        let bin = temp_dir();
+        write_executable(&bin.path().join("npm"), "#!/bin/sh\nexit 0\n");
+        FakeNpm(bin)
+    }
+
+    /// `init` with the stand-in first on PATH.
+    fn init<const N: usize>(&self, args: [&str; N]) -> Cli {
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        let mut dirs = vec![self.0.path().to_path_buf()];
+        dirs.extend(std::env::split_paths(&path));
+        let path = std::env::join_paths(dirs).expect("PATH entries without ':'");
+        Cli::new(std::iter::once("init").chain(args)).env("PATH", path)
+    }
+}
+
 const NODE_YAML: &str = "\
 # .commandmate/verify.yaml (v1), drafted by `greenlight init`.
 # Review every gate: it must be safe to run again and again.
@@ -51,7 +73,7 @@ gates:
 fn init_prints_each_gate_with_its_source_and_writes_nothing() {
     let repo = node_repo();
     let dir = repo.path().to_string_lossy().into_owned();
-    let out = Cli::new(["init", "--cwd", &dir]).run();
+    let out = FakeNpm::new().init(["--cwd", &dir]).run();
     assert_eq!(out.code, 0, "{}", out.stderr);
     let stdout = out.stdout;
     let expected_head = "\
@@ -81,8 +103,9 @@ fn init_write_writes_the_config_runs_it_once_and_refuses_to_overwrite() {
     let repo = node_repo();
     let dir = repo.path().to_string_lossy().into_owned();
     let config = repo.path().join(".commandmate/verify.yaml");
+    let npm = FakeNpm::new();
 
-    let out = Cli::new(["init", "--cwd", &dir, "--write"]).run();
+    let out = npm.init(["--cwd", &dir, "--write"]).run();
     let stdout = out.stdout;
     assert_eq!(
         std::fs::read_to_string(&config).ok().as_deref(),
@@ -106,7 +129,7 @@ fn init_write_writes_the_config_runs_it_once_and_refuses_to_overwrite() {
         &config,
         "version: 1\ngates:\n  - id: mine\n    command: \"true\"\n",
     );
-    let out = Cli::new(["init", "--cwd", &dir, "--write"]).run();
+    let out = npm.init(["--cwd", &dir, "--write"]).run();
     assert_eq!(out.code, 2);
     let stderr = out.stderr;
     assert!(
@@ -119,7 +142,7 @@ fn init_write_writes_the_config_runs_it_once_and_refuses_to_overwrite() {
     );
 
     // --force replaces it and keeps the old one beside it.
-    let out = Cli::new(["init", "--cwd", &dir, "--write", "--force"]).run();
+    let out = npm.init(["--cwd", &dir, "--write", "--force"]).run();
     assert!(out.stdout.contains("wrote "), "{}", out.stderr);
     assert_eq!(
         std::fs::read_to_string(&config).ok().as_deref(),
@@ -177,7 +200,7 @@ fn skipped_commands_are_listed_with_their_reason() {
         "on: push\njobs:\n  test:\n    runs-on: ubuntu-latest\n    steps:\n      - uses: actions/checkout@v4\n      - run: npm ci\n      - run: npm test\n      - run: npx semantic-release\n",
     );
     let dir = repo.path().to_string_lossy().into_owned();
-    let out = Cli::new(["init", "--cwd", &dir]).run();
+    let out = FakeNpm::new().init(["--cwd", &dir]).run();
     assert_eq!(out.code, 0, "{}", out.stderr);
     let stdout = out.stdout;
     assert!(stdout.starts_with("1 gate drafted:\n  test  npm test\n        from .github/workflows/ci.yml job test step 3\n"), "{stdout}");
