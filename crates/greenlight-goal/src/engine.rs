@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use greenlight_agent::{Dispatcher, Family, Reason};
 use greenlight_proc::{Interrupt, InterruptWatch};
-use greenlight_store::{GateRunVerdict as RunVerdict, Goal, GoalId, GoalState, Reads, Store};
+use greenlight_store::{Gate, GateRunVerdict as RunVerdict, Goal, GoalId, GoalState, Reads, Store};
 
 use crate::error::Error;
 use crate::gate_phase::result_key;
@@ -212,6 +212,25 @@ impl<'a> Engine<'a> {
         self.store
             .goal(self.goal)?
             .ok_or(Error::NoSuchGoal(self.goal.0))
+    }
+
+    /// The goal and its live gates when a turn or a gate phase may go on, else the step that
+    /// ends it: paused or cleared from elsewhere (the turn stays open, so a resume runs its
+    /// gates without dispatching again), the worktree gone (no attempt is charged; once it is
+    /// back, resume runs the gates), or no gates left (never done without one).
+    pub(crate) fn ready(&mut self) -> Result<Result<(Goal, Vec<Gate>), Step>, Error> {
+        let goal = self.goal_row()?;
+        if goal.state != GoalState::Active {
+            return Ok(Err(Step::Finish(Finish::NotActive(goal.state))));
+        }
+        if !goal.worktree.is_dir() {
+            return self.worktree_missing(&goal).map(Err);
+        }
+        let gates = self.store.gates(self.goal)?;
+        if gates.is_empty() {
+            return self.no_gates().map(Err);
+        }
+        Ok(Ok((goal, gates)))
     }
 
     /// Pauses the goal, ending `turn` with its outcome in the same transaction.

@@ -18,7 +18,7 @@ use greenlight_agent::Reason;
 use greenlight_gate::lock::{self, Acquired};
 use greenlight_proc::InterruptWatch;
 use greenlight_store::{
-    Gate, GateRun, GateRunVerdict as RunVerdict, Goal, GoalState, LastResult, NewGateRun, Reads,
+    Gate, GateRun, GateRunVerdict as RunVerdict, Goal, LastResult, NewGateRun, Reads,
 };
 
 use crate::engine::{Engine, Finish, Step, gate_timeout_sec};
@@ -41,21 +41,12 @@ impl Engine<'_> {
         turn: u32,
         interrupt: &mut InterruptWatch,
     ) -> Result<Step, Error> {
-        let goal = self.goal_row()?;
-        // Paused or cleared from elsewhere while the agent worked: stop before the gates.
-        // The turn stays open, so a resume runs its gates without dispatching again.
-        if goal.state != GoalState::Active {
-            return Ok(Step::Finish(Finish::NotActive(goal.state)));
-        }
-        // The agent may have removed its own worktree. No gate can run there, and no attempt is
-        // charged: the turn stays open, so once the worktree is back, resume runs its gates.
-        if !goal.worktree.is_dir() {
-            return self.worktree_missing(&goal);
-        }
-        let gates = self.store.gates(self.goal)?;
-        if gates.is_empty() {
-            return self.no_gates();
-        }
+        // Paused or cleared from elsewhere while the agent worked, or the agent removed its own
+        // worktree: stop before the gates.
+        let (goal, gates) = match self.ready()? {
+            Ok(ready) => ready,
+            Err(stop) => return Ok(stop),
+        };
         let runs = self.store.gate_runs(self.goal)?;
         for (index, gate) in gates.iter().enumerate() {
             let number = index + 1;

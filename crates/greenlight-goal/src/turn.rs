@@ -6,9 +6,9 @@
 
 use greenlight_agent::{Deliverable, DispatchRequest, Outcome, Reason};
 use greenlight_proc::{Interrupt, InterruptWatch};
-use greenlight_store::{DispatchStep, GoalState, NewDispatch, Reads};
+use greenlight_store::{DispatchStep, NewDispatch};
 
-use crate::engine::{Engine, Finish, Step};
+use crate::engine::{Engine, Step};
 use crate::error::Error;
 use crate::ledger::{interrupted_end, ledger_end, next_attempt};
 use crate::progress::Progress;
@@ -25,17 +25,10 @@ impl Engine<'_> {
         if let Some(signal) = *interrupt.borrow() {
             return Ok(Step::Finish(self.interrupted(signal, None)?));
         }
-        let goal = self.goal_row()?;
-        if goal.state != GoalState::Active {
-            return Ok(Step::Finish(Finish::NotActive(goal.state)));
-        }
-        if !goal.worktree.is_dir() {
-            return self.worktree_missing(&goal);
-        }
-        let gates = self.store.gates(self.goal)?;
-        if gates.is_empty() {
-            return self.no_gates();
-        }
+        let (goal, gates) = match self.ready()? {
+            Ok(ready) => ready,
+            Err(stop) => return Ok(stop),
+        };
         let turn = match self.begin_turn(&goal)? {
             Ok(turn) => turn,
             Err(finish) => return Ok(Step::Finish(finish)),
