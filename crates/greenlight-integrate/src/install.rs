@@ -304,6 +304,16 @@ fn is_greenlight_node(handler: &Node) -> bool {
         .is_some_and(is_greenlight_command)
 }
 
+/// The positions of greenlight's own handlers in a handler list.
+fn greenlight_positions(handlers: &[Node]) -> Vec<usize> {
+    handlers
+        .iter()
+        .enumerate()
+        .filter(|(_, h)| is_greenlight_node(h))
+        .map(|(i, _)| i)
+        .collect()
+}
+
 /// A change to one settings file, computed but not yet made.
 #[derive(Debug, Clone)]
 pub struct Plan {
@@ -582,12 +592,7 @@ fn install_event(
                 handlers,
             ));
         };
-        let ours: Vec<usize> = items
-            .iter()
-            .enumerate()
-            .filter(|(_, h)| is_greenlight_node(h))
-            .map(|(hi, _)| hi)
-            .collect();
+        let ours = greenlight_positions(items);
         if !ours.is_empty() {
             found.push((gi, ours));
         }
@@ -703,12 +708,7 @@ pub fn plan_uninstall(path: &Path) -> Result<Plan, Error> {
             let Some(items) = handlers.items() else {
                 continue;
             };
-            let ours: Vec<usize> = items
-                .iter()
-                .enumerate()
-                .filter(|(_, h)| is_greenlight_node(h))
-                .map(|(hi, _)| hi)
-                .collect();
+            let ours = greenlight_positions(items);
             if ours.is_empty() {
                 continue;
             }
