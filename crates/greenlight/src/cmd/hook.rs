@@ -153,20 +153,27 @@ pub fn run(command: Command) -> i32 {
     }
 }
 
-/// `hook stop`: stdout carries exactly one JSON object or nothing; everything else is stderr.
-fn run_stop(max_blocks: u32, state: Option<PathBuf>) -> i32 {
+/// The agent's hook payload from stdin, or `None` after saying on stderr why it is unusable.
+fn read_payload(hook: &str) -> Option<stop::Payload> {
     use std::io::Read as _;
     let mut bytes = Vec::new();
     if let Err(e) = std::io::stdin().lock().read_to_end(&mut bytes) {
-        errln!("greenlight hook stop: cannot read stdin: {e}");
-        return exit::BAD_PAYLOAD;
+        errln!("greenlight hook {hook}: cannot read stdin: {e}");
+        return None;
     }
-    let payload = match stop::parse_payload(&bytes) {
-        Ok(p) => p,
+    match stop::parse_payload(&bytes) {
+        Ok(p) => Some(p),
         Err(e) => {
-            errln!("greenlight hook stop: {e}");
-            return exit::BAD_PAYLOAD;
+            errln!("greenlight hook {hook}: {e}");
+            None
         }
+    }
+}
+
+/// `hook stop`: stdout carries exactly one JSON object or nothing; everything else is stderr.
+fn run_stop(max_blocks: u32, state: Option<PathBuf>) -> i32 {
+    let Some(payload) = read_payload("stop") else {
+        return exit::BAD_PAYLOAD;
     };
     let options = stop::StopOptions {
         max_blocks,
@@ -227,18 +234,8 @@ fn warn_if_not_on_path(command: &str) {
 
 /// `hook session-start`: stdout stays empty (the agent would add it to the model's context).
 fn run_session_start(state: Option<PathBuf>) -> i32 {
-    use std::io::Read as _;
-    let mut bytes = Vec::new();
-    if let Err(e) = std::io::stdin().lock().read_to_end(&mut bytes) {
-        errln!("greenlight hook session-start: cannot read stdin: {e}");
+    let Some(payload) = read_payload("session-start") else {
         return exit::BAD_PAYLOAD;
-    }
-    let payload = match stop::parse_payload(&bytes) {
-        Ok(p) => p,
-        Err(e) => {
-            errln!("greenlight hook session-start: {e}");
-            return exit::BAD_PAYLOAD;
-        }
     };
     let options = stop::StopOptions {
         max_blocks: stop::DEFAULT_MAX_BLOCKS,
