@@ -266,7 +266,16 @@ pub trait Dispatcher: Send + Sync {
     /// 0 with a word-bounded `OK` in its answer is the id to record.
     fn probe<'a>(&'a self, candidates: &'a [String]) -> BoxFuture<'a, ProbeOutcome>;
     /// Runs one dispatch. Never panics; every failure is a [`DispatchResult`] with a reason.
-    fn dispatch<'a>(&'a self, request: &'a DispatchRequest) -> BoxFuture<'a, DispatchResult>;
+    fn dispatch<'a>(&'a self, request: &'a DispatchRequest) -> BoxFuture<'a, DispatchResult> {
+        self.dispatch_observed(request, &crate::activity::NoActivity)
+    }
+    /// [`Dispatcher::dispatch`], handing what the agent does to `activity` as it happens. The
+    /// result is the same as without a sink.
+    fn dispatch_observed<'a>(
+        &'a self,
+        request: &'a DispatchRequest,
+        activity: &'a dyn crate::activity::ActivitySink,
+    ) -> BoxFuture<'a, DispatchResult>;
 }
 
 /// The prompt a probe sends.
@@ -414,7 +423,11 @@ impl<F: FamilyAdapter> Dispatcher for Adapter<F> {
         Box::pin(self.run_probe(candidates))
     }
 
-    fn dispatch<'a>(&'a self, request: &'a DispatchRequest) -> BoxFuture<'a, DispatchResult> {
+    fn dispatch_observed<'a>(
+        &'a self,
+        request: &'a DispatchRequest,
+        _activity: &'a dyn crate::activity::ActivitySink,
+    ) -> BoxFuture<'a, DispatchResult> {
         Box::pin(self.run_dispatch(request))
     }
 }

@@ -34,6 +34,7 @@
 
 #![deny(missing_docs)]
 
+pub mod activity;
 pub mod claude;
 pub mod clock;
 pub mod codex;
@@ -45,6 +46,7 @@ pub mod reason;
 pub mod runner;
 pub mod verdict;
 
+pub use activity::{Activity, ActivitySink, NoActivity};
 pub use clock::{Clock, MonotonicClock, SteppingClock};
 pub use containment::{ContainmentError, WriteBaseline, check_all, check_contained};
 pub use dispatch::{

@@ -46,7 +46,11 @@ impl Dispatcher for FakeAgent {
         })
     }
 
-    fn dispatch<'a>(&'a self, request: &'a DispatchRequest) -> BoxFuture<'a, DispatchResult> {
+    fn dispatch_observed<'a>(
+        &'a self,
+        request: &'a DispatchRequest,
+        _activity: &'a dyn greenlight_agent::ActivitySink,
+    ) -> BoxFuture<'a, DispatchResult> {
         let mut requests = self.requests.lock().unwrap();
         let n = requests.len();
         requests.push(request.clone());

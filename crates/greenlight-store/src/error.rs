@@ -74,6 +74,13 @@ pub enum Error {
         source: rusqlite::Error,
     },
 
+    /// `finish_run` on a run that is unknown or already ended.
+    #[error("run {run} is unknown or already ended; a run is finished exactly once")]
+    RunNotOpen {
+        /// The run id.
+        run: i64,
+    },
+
     /// A value stored in the database is not one this binary can read back.
     #[error(
         "state database {path}: {what} holds `{found}`, which this greenlight does not know; \

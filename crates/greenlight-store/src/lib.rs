@@ -1,5 +1,6 @@
 //! SQLite state for the goal loop and the Stop hook: goals, gates, turns, gate runs, the dispatch
-//! ledger, the append-only event log and the hook's block counters.
+//! ledger, the append-only event log, the hook's block counters, and the live frames of every
+//! goal and recorded verify or hook run (`frames`).
 //!
 //! One rule keeps it simple: **every change happens inside [`Store::write`]**, which opens one
 //! `BEGIN IMMEDIATE` transaction, hands the closure a [`Tx`], and commits only if the closure
@@ -40,6 +41,7 @@
 #![cfg(unix)]
 
 mod error;
+mod frames;
 mod model;
 mod read;
 mod schema;
@@ -54,6 +56,8 @@ use std::time::Duration;
 use rusqlite::{Connection, TransactionBehavior};
 
 pub use error::Error;
+pub use frames::{Run, RunId};
+pub use greenlight_stream;
 pub use model::{
     AgentSpec, Dispatch, DispatchEnd, DispatchId, DispatchOutcome, DispatchStep, Event, Gate,
     GateId, GateRun, GateRunId, GateRunVerdict, Goal, GoalId, GoalState, LastResult, Millis,

@@ -226,6 +226,48 @@ pub trait Reads: sealed::Access {
             .map(|b| b.unwrap_or(0))
             .map_err(|e| sql_err(self, e))
     }
+
+    /// `stream`'s frames after seq `after`, in order, at most `max`.
+    fn frames_after(
+        &self,
+        stream: greenlight_stream::StreamId,
+        after: u64,
+        max: usize,
+    ) -> Result<Vec<greenlight_stream::Frame>, Error> {
+        crate::frames::frames_after(self, stream, after, max)
+    }
+
+    /// `(oldest, head)` of `stream`: its lowest stored seq and its last; `(1, 0)` when it has
+    /// no frame.
+    fn frame_bounds(&self, stream: greenlight_stream::StreamId) -> Result<(u64, u64), Error> {
+        crate::frames::frame_bounds(self, stream)
+    }
+
+    /// Frames of every stream committed after the file-wide position `after` (see
+    /// [`Reads::last_frame_position`]), with their positions, at most `max`: how a server
+    /// learns what other processes committed.
+    fn frames_since(
+        &self,
+        after: i64,
+        max: usize,
+    ) -> Result<Vec<(i64, greenlight_stream::Frame)>, Error> {
+        crate::frames::frames_since(self, after, max)
+    }
+
+    /// The file-wide position of the last committed frame (0 when none).
+    fn last_frame_position(&self) -> Result<i64, Error> {
+        crate::frames::last_frame_position(self)
+    }
+
+    /// The most recent verify and hook runs, newest first, at most `max`.
+    fn runs(&self, max: usize) -> Result<Vec<crate::Run>, Error> {
+        crate::frames::runs(self, max)
+    }
+
+    /// The run with this id.
+    fn run(&self, id: crate::RunId) -> Result<Option<crate::Run>, Error> {
+        crate::frames::run(self, id)
+    }
 }
 
 pub(crate) fn sql_err<A: sealed::Access + ?Sized>(a: &A, e: rusqlite::Error) -> Error {

@@ -158,6 +158,35 @@ CREATE TABLE hook_bases (
     PRIMARY KEY (session_id, worktree)
 );
 "#,
+    // Version 5: live frames. Each stream (a goal's, or a recorded verify or hook run's) numbers
+    // its frames 1, 2, 3, … with no hole: the seq is assigned inside the transaction that
+    // persists the frame. `id` is the file-wide order a server polls to publish frames that
+    // other processes committed. Frames may be pruned (old runs), never changed.
+    r#"
+CREATE TABLE runs (
+    id         INTEGER PRIMARY KEY AUTOINCREMENT,
+    kind       TEXT    NOT NULL CHECK (kind IN ('verify', 'hook')),
+    worktree   BLOB    NOT NULL,
+    gates      INTEGER NOT NULL CHECK (gates >= 0),
+    result     TEXT    CHECK (result IS NULL OR (result <> '' AND result NOT GLOB '*[^a-z0-9-]*')),
+    exit_code  INTEGER,
+    started_at INTEGER NOT NULL,
+    ended_at   INTEGER,
+    CHECK ((result IS NULL) = (ended_at IS NULL))
+);
+CREATE INDEX runs_by_start ON runs (started_at);
+CREATE TABLE frames (
+    id     INTEGER PRIMARY KEY,
+    stream TEXT    NOT NULL CHECK (stream <> ''),
+    seq    INTEGER NOT NULL CHECK (seq >= 1),
+    kind   TEXT    NOT NULL CHECK (kind NOT GLOB '*[^a-z0-9-]*' AND kind <> ''),
+    body   TEXT    NOT NULL CHECK (json_valid(body)),
+    at     INTEGER NOT NULL,
+    UNIQUE (stream, seq)
+);
+CREATE TRIGGER frames_no_update BEFORE UPDATE ON frames
+    BEGIN SELECT RAISE(ABORT, 'frames are never changed'); END;
+"#,
 ];
 
 /// The schema version this binary writes.

@@ -74,7 +74,7 @@ impl<'a> Tx<'a> {
         Error::sql(self.path, e)
     }
 
-    fn exec(&self, sql: &str, params: impl rusqlite::Params) -> Result<usize, Error> {
+    pub(crate) fn exec(&self, sql: &str, params: impl rusqlite::Params) -> Result<usize, Error> {
         self.tx
             .prepare_cached(sql)
             .and_then(|mut s| s.execute(params))

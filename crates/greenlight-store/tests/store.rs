@@ -94,11 +94,13 @@ fn migrates_an_empty_file_to_the_current_schema_in_wal_mode() {
         [
             "dispatches",
             "events",
+            "frames",
             "gate_runs",
             "gates",
             "goals",
             "hook_bases",
             "hook_sessions",
+            "runs",
             "turns"
         ]
     );

@@ -1,0 +1,75 @@
+//! The committed JSON Schema (`schemas/frame.json`) is the frame types' schema, and frames read
+//! back refuse what the schema refuses.
+//!
+//! After changing a frame type: `GREENLIGHT_UPDATE_SCHEMA=1 cargo test -p greenlight-stream
+//! --test schema`, then review and commit the file.
+
+use std::path::PathBuf;
+
+use greenlight_stream::{Frame, frame_schema};
+
+fn committed_path() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../schemas/frame.json")
+}
+
+#[test]
+fn the_committed_schema_matches_the_types() {
+    let mut generated = serde_json::to_string_pretty(&frame_schema()).expect("schema serialises");
+    generated.push('\n');
+    let path = committed_path();
+    if std::env::var_os("GREENLIGHT_UPDATE_SCHEMA").is_some() {
+        std::fs::write(&path, &generated).expect("write schemas/frame.json");
+    }
+    let committed = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        committed == generated,
+        "schemas/frame.json disagrees with the frame types in greenlight-stream; regenerate it \
+         with GREENLIGHT_UPDATE_SCHEMA=1 cargo test -p greenlight-stream --test schema and review \
+         the diff"
+    );
+}
+
+#[test]
+fn unknown_keys_are_refused_at_every_level() {
+    let good = r#"{"stream":"7","seq":1,"at":5,"body":{"type":"gate-started","gate":1,"of":2,"command":"true"}}"#;
+    let frame: Frame = serde_json::from_str(good).expect("a valid frame");
+    assert_eq!(frame.cursor(), "7:1");
+    for bad in [
+        r#"{"stream":"7","seq":1,"at":5,"extra":1,"body":{"type":"gate-started","gate":1,"of":2,"command":"true"}}"#,
+        r#"{"stream":"7","seq":1,"at":5,"body":{"type":"gate-started","gate":1,"of":2,"command":"true","extra":1}}"#,
+        r#"{"stream":"7","seq":1,"at":5,"body":{"type":"no-such-kind"}}"#,
+        r#"{"stream":"07","seq":1,"at":5,"body":{"type":"gate-started","gate":1,"of":2,"command":"true"}}"#,
+        r#"{"stream":"7","seq":1,"at":5,"body":{"type":"turn-ended","turn":1,"outcome":"ok","tokens":{"input":1,"bogus":2}}}"#,
+    ] {
+        assert!(
+            serde_json::from_str::<Frame>(bad).is_err(),
+            "accepted: {bad}"
+        );
+    }
+}
+
+#[test]
+fn the_schema_refuses_additional_properties() {
+    let schema = frame_schema();
+    assert_eq!(schema["additionalProperties"], serde_json::json!(false));
+    let text = schema.to_string();
+    for kind in [
+        "goal-state",
+        "run-started",
+        "run-finished",
+        "turn-started",
+        "activity",
+        "tool-call",
+        "turn-ended",
+        "gate-started",
+        "gate-output",
+        "gate-finished",
+        "judge-verdict",
+        "error",
+    ] {
+        assert!(
+            text.contains(&format!("\"{kind}\"")),
+            "{kind} missing from the schema"
+        );
+    }
+}
