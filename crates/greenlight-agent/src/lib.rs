@@ -42,6 +42,7 @@ pub mod command;
 pub mod containment;
 pub mod dispatch;
 pub mod env;
+pub mod live;
 pub mod reason;
 pub mod runner;
 pub mod verdict;
