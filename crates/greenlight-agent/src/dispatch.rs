@@ -15,12 +15,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::clock::{Clock, MonotonicClock, elapsed_ms};
 use crate::containment::check_all;
+use crate::live::LiveFeed;
 use crate::reason::Reason;
 use crate::runner::{
     ChildRun, ChildSpec, DEFAULT_CAPTURE_LIMIT, DEFAULT_GRACE, ExitClass, classify,
     run_child_observed,
 };
-use crate::live::LiveFeed;
 
 /// A boxed, sendable future: what [`Dispatcher`] methods return, so the trait stays object safe
 /// (`Box<dyn Dispatcher>` / `Arc<dyn Dispatcher>`).

@@ -357,31 +357,8 @@ impl CodexState {
                     out.push(Activity::Output(format!("error: {message}")));
                 }
             }
-            "todo_list" if event != "item.completed" => {
-                let steps: Vec<String> = item
-                    .get("items")
-                    .and_then(Value::as_array)
-                    .map(|steps| {
-                        steps
-                            .iter()
-                            .map(|s| {
-                                let mark = if s.get("completed").and_then(Value::as_bool)
-                                    == Some(true)
-                                {
-                                    "[x]"
-                                } else {
-                                    "[ ]"
-                                };
-                                format!("{mark} {}", str_field(s, "text").unwrap_or(""))
-                            })
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                out.push(Activity::Output(clip(
-                    &format!("plan: {}", steps.join("; ")),
-                    MAX_TOOL_TEXT_BYTES,
-                )));
-            }
+            // The plan as it changes; its completion at the end of the turn repeats the last one.
+            "todo_list" if !done => out.push(Activity::Output(plan(item))),
             "command_execution" | "file_change" | "mcp_tool_call" | "web_search" => {
                 self.tool(event, kind, id, item, out);
             }
@@ -447,6 +424,22 @@ impl CodexState {
             output,
         });
     }
+}
+
+/// A codex `todo_list` item as one line: `plan: [x] step; [ ] step`.
+fn plan(item: &Value) -> String {
+    let steps: Vec<String> = item
+        .get("items")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|step| {
+            let done = step.get("completed").and_then(Value::as_bool) == Some(true);
+            let mark = if done { "[x]" } else { "[ ]" };
+            format!("{mark} {}", str_field(step, "text").unwrap_or(""))
+        })
+        .collect();
+    clip(&format!("plan: {}", steps.join("; ")), MAX_TOOL_TEXT_BYTES)
 }
 
 /// A codex tool item's input as short text.

@@ -201,7 +201,12 @@ fn an_over_long_line_loses_its_activity_only_and_the_next_line_decodes() {
         [text("short")]
     );
     // A command agent's long line keeps its start, marked as cut.
-    let got = decode_split(Family::Command, format!("{long_text}\nok\n").as_bytes(), &[], 16);
+    let got = decode_split(
+        Family::Command,
+        format!("{long_text}\nok\n").as_bytes(),
+        &[],
+        16,
+    );
     assert_eq!(
         got,
         [
@@ -256,7 +261,11 @@ fn mixed_inputs() -> impl Strategy<Value = (Family, Vec<u8>)> {
         Just((Family::Codex, CODEX_CAPTURE.to_vec())),
         Just((
             Family::Command,
-            ["naïve — ok\r\n\u{1F600} done\n".as_bytes(), b"\xff\xfe tail"].concat()
+            [
+                "naïve — ok\r\n\u{1F600} done\n".as_bytes(),
+                b"\xff\xfe tail"
+            ]
+            .concat()
         )),
     ]
 }
