@@ -41,7 +41,7 @@ fn goal_row(out: &mut String, goal: &GoalSummary, now: i64) {
         .as_deref()
         .map(|r| format!(r#"<div class="sub">{}</div>"#, esc(r)))
         .unwrap_or_default();
-    let _ = write!(
+    let _ = writeln!(
         out,
         "<tr data-goal=\"{id}\">\
          <td class=\"num\"><a href=\"/goals/{id}\">#{id}</a></td>\
@@ -51,7 +51,7 @@ fn goal_row(out: &mut String, goal: &GoalSummary, now: i64) {
          <td>{verdict}</td>\
          <td>{agent}</td>\
          <td class=\"num\">{elapsed}</td>\
-         <td class=\"path\" title=\"{wt}\">{wt}</td></tr>\n",
+         <td class=\"path\" title=\"{wt}\">{wt}</td></tr>",
         id = goal.id,
         text = esc(&goal.text),
         state = badge(&goal.state),
@@ -67,14 +67,14 @@ fn goal_row(out: &mut String, goal: &GoalSummary, now: i64) {
 fn run_row(out: &mut String, run: &RunSummary, now: i64) {
     let result = run.result.as_deref().unwrap_or("running");
     let exit = run.exit_code.map(|c| c.to_string()).unwrap_or_default();
-    let _ = write!(
+    let _ = writeln!(
         out,
         "<tr data-run=\"{id}\">\
          <td class=\"num\"><a href=\"/runs/{id}\">run-{id}</a></td>\
          <td>{kind}</td><td>{result}</td><td class=\"num\">{exit}</td>\
          <td class=\"num\">{gates}</td><td>{started}</td>\
          <td class=\"num\">{elapsed}</td>\
-         <td class=\"path\" title=\"{wt}\">{wt}</td></tr>\n",
+         <td class=\"path\" title=\"{wt}\">{wt}</td></tr>",
         id = run.id,
         kind = esc(&run.kind),
         result = badge(result),
@@ -180,11 +180,11 @@ fn gate_row(out: &mut String, gate: &GateSummary) {
             )
         })
         .unwrap_or_default();
-    let _ = write!(
+    let _ = writeln!(
         out,
         "<tr data-gate=\"{n}\"{class}><td class=\"num\">{n}</td>\
          <td><code>{cmd}</code>{evidence}</td><td>{verdict}</td>\
-         <td class=\"num\">{exit}</td><td class=\"num\">{attempts}</td></tr>\n",
+         <td class=\"num\">{exit}</td><td class=\"num\">{attempts}</td></tr>",
         n = gate.number,
         class = if failed { " class=\"failing\"" } else { "" },
         cmd = esc(&gate.command),
@@ -199,10 +199,10 @@ fn gate_row(out: &mut String, gate: &GateSummary) {
 
 fn turn_row(out: &mut String, turn: &TurnSummary, now: i64) {
     let outcome = turn.outcome.as_deref().unwrap_or("running");
-    let _ = write!(
+    let _ = writeln!(
         out,
         "<tr><td class=\"num\">{n}</td><td>{started}</td><td class=\"num\">{took}</td>\
-         <td>{outcome}</td></tr>\n",
+         <td>{outcome}</td></tr>",
         n = turn.number,
         started = time(turn.started_at),
         took = elapsed(turn.started_at, turn.ended_at, now),
