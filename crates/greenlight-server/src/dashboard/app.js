@@ -291,6 +291,9 @@
         });
       });
     }
+    function atEnd() {
+      return window.innerHeight + window.scrollY >= document.documentElement.scrollHeight - 48;
+    }
     function stopFollowing() {
       if (follow.checked) follow.checked = false;
     }
@@ -298,7 +301,9 @@
       'scroll',
       () => {
         const y = window.scrollY;
-        if (!autoScroll && y < lastY - 2) stopFollowing();
+        // Up, by the user: not this script, and not the page shrinking under a reader who is
+        // still at the end (a snapshot re-render, the errors-only filter).
+        if (!autoScroll && y < lastY - 2 && !atEnd()) stopFollowing();
         lastY = y;
       },
       { passive: true },
@@ -426,17 +431,23 @@
         case 'tool-call': {
           const status = badge(b.status === 'started' ? 'running' : b.status);
           status.classList.add('tool-status');
-          const summary = [el('strong', null, b.name), ' ', code(firstLine(b.input, 120)), ' ', status];
           const d = el('details', 'tool');
           const s = el('summary');
-          s.append(...summary);
-          d.append(s, el('div', 'label', 'input'), el('pre', null, b.input));
-          if (b.output != null) d.append(el('div', 'label', 'output'), el('pre', null, b.output));
+          if (b.status === 'started') {
+            // The call: its name and input; the result row below carries the output.
+            s.append(el('strong', null, b.name), ' ', code(firstLine(b.input, 120)), ' ', status);
+            d.append(s, el('div', 'label', 'input'), el('pre', null, b.input));
+          } else {
+            s.append(muted('↳ '), el('strong', null, b.name), ' ', status);
+            if (!tools.has(b.id)) s.append(' ', code(firstLine(b.input, 120)));
+            d.append(s);
+            if (!tools.has(b.id)) d.append(el('div', 'label', 'input'), el('pre', null, b.input));
+            d.append(el('div', 'label', 'output'), el('pre', null, b.output == null ? '' : b.output));
+          }
           content.append(d);
           if (b.status === 'started') {
             tools.set(b.id, row);
           } else {
-            content.prepend(muted('↳ '));
             const start = tools.get(b.id);
             if (start) {
               const old = start.querySelector('.tool-status');
