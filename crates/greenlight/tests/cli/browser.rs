@@ -83,6 +83,7 @@ fn node_modules() -> PathBuf {
 fn kill_group(child: &mut Child) {
     let _ = Command::new("kill")
         .args(["-KILL", "--", &format!("-{}", child.id())])
+        .stderr(Stdio::null())
         .status();
     let _ = child.wait();
 }
@@ -464,6 +465,7 @@ fn the_goal_page_streams_resumes_and_resyncs_in_chromium() {
     );
     let shown = committed.elapsed();
     assert!(shown < Duration::from_secs(1), "{shown:?}");
+    let mut figures = format!("commit to row in Chromium: {} ms\n", shown.as_millis());
 
     // The server dies; frames are committed while it is down; it comes back on the same port.
     // The page resumes from its cursor: every row once, none missing.
@@ -482,6 +484,7 @@ fn the_goal_page_streams_resumes_and_resyncs_in_chromium() {
         "the pill says reconnecting while the server is down",
     );
     let server = Server::start(port, &state, &log);
+    let restarted = Instant::now();
     browser.wait(
         "document.querySelectorAll('[data-seq]').length >= 24 && window.greenlight.state === 'live'",
         Duration::from_secs(15),
@@ -489,6 +492,10 @@ fn the_goal_page_streams_resumes_and_resyncs_in_chromium() {
     );
     let seqs = browser.eval(SEQS);
     assert_contiguous(&seqs, 1, 24);
+    figures += &format!(
+        "server back to rows resumed: {} ms\n",
+        restarted.elapsed().as_millis()
+    );
     assert!(browser.eval("window.greenlight.opens").as_u64().unwrap() >= 2);
     let goal_png = browser.screenshot("dashboard-goal.png");
 
@@ -578,9 +585,11 @@ fn the_goal_page_streams_resumes_and_resyncs_in_chromium() {
         Duration::from_secs(5),
         "the goal on the goals page",
     );
+    let other = dir.path().join("wt2");
+    std::fs::create_dir(&other).unwrap();
     let second = new_goal(
         &mut store,
-        &worktree,
+        &other,
         "Second goal, added while the page is open",
     );
     browser.wait(
@@ -616,6 +625,7 @@ fn the_goal_page_streams_resumes_and_resyncs_in_chromium() {
         "uncaught exceptions in the page"
     );
     drop(server);
+    std::fs::write(artifacts().join("dashboard-browser.txt"), figures).unwrap();
     for png in [goal_png, goals_png] {
         assert!(
             std::fs::metadata(&png).unwrap().len() > 10_000,
