@@ -455,6 +455,21 @@ fn the_goal_page_streams_resumes_and_resyncs_in_chromium() {
         json!([["pass", true], ["fail", false]])
     );
 
+    // Follow keeps the newest row in view, and turns itself off when the reader scrolls up.
+    browser.wait(
+        "document.getElementById('follow').checked && window.scrollY > 0 && \
+         window.innerHeight + window.scrollY >= document.documentElement.scrollHeight - 48",
+        Duration::from_secs(2),
+        "follow scrolled to the newest row",
+    );
+    browser.eval("window.scrollBy(0, -300)");
+    browser.wait(
+        "!document.getElementById('follow').checked",
+        Duration::from_secs(2),
+        "follow off after scrolling up",
+    );
+    browser.eval("document.getElementById('follow').click()");
+
     // A frame committed to the state file shows within a second.
     let committed = Instant::now();
     let seq = append(&mut store, goal, &[activity(2, "a new line, live")]);
@@ -509,6 +524,25 @@ fn the_goal_page_streams_resumes_and_resyncs_in_chromium() {
     );
     assert_eq!(visible, json!(true), "errors only shows errors only");
     browser.eval("document.getElementById('errors-only').click()");
+
+    // A permalink opens the page at its row, marked, with follow off.
+    // (From another page: a goto that changes only the fragment would not load anything.)
+    browser
+        .call(json!({"op": "open", "url": "about:blank"}))
+        .unwrap();
+    browser.open(&format!("{page}#seq-5"));
+    browser.wait(
+        "document.querySelectorAll('[data-seq]').length === 24 && window.greenlight.state === 'live'",
+        Duration::from_secs(10),
+        "the page again, from a permalink",
+    );
+    assert_eq!(
+        browser.eval(
+            "[[...document.querySelectorAll('.row.target')].map((r) => r.id), \
+             document.getElementById('follow').checked]"
+        ),
+        json!([["seq-5"], false])
+    );
 
     // The server dies again; while it is down the page's cursor (24) falls into frames pruned
     // away, and the goal pauses. On resume the server answers SEQUENCE_GAP: the banner shows,
