@@ -420,7 +420,11 @@ mod tests {
     }
 
     fn kind(k: u8) -> ActivityKind {
-        [ActivityKind::Text, ActivityKind::Thinking, ActivityKind::Output][usize::from(k % 3)]
+        [
+            ActivityKind::Text,
+            ActivityKind::Thinking,
+            ActivityKind::Output,
+        ][usize::from(k % 3)]
     }
 
     /// Consecutive text of one kind joined: the shape that must survive coalescing.
