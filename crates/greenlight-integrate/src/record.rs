@@ -86,6 +86,9 @@ impl Recorder {
         let commands: Vec<String> = recorder.gates.iter().map(|g| g.command.clone()).collect();
         let begun = path.and_then(|path| {
             let mut store = Store::open(&path)?;
+            // A run record is a view: a power cut may lose its last frames, and an fsync per
+            // gate would cost more than the gates (docs/state.md, "The cost of recording").
+            store.relax_durability()?;
             let run = store.write(|tx| {
                 tx.prune_runs(tx.now() - RUN_TTL_MS)?;
                 tx.begin_run(kind, worktree, &commands)
