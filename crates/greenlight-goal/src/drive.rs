@@ -284,10 +284,11 @@ pub fn pause_by_user(store: &mut Store, goal: &greenlight_store::Goal) -> Result
         return Ok(false);
     }
     store.write(|tx| {
-        tx.pause_goal(
+        crate::frames::pause(
+            tx,
             goal.id,
             greenlight_agent::Reason::PausedByUser.as_str(),
-            Some("paused with `greenlight goal pause`; `greenlight goal resume` continues"),
+            "paused with `greenlight goal pause`; `greenlight goal resume` continues",
         )
     })?;
     Ok(true)
@@ -369,7 +370,7 @@ pub async fn drive(
             }
         };
     if record.state == GoalState::Paused {
-        store.write(|tx| tx.resume_goal(goal))?;
+        store.write(|tx| crate::frames::resume(tx, goal))?;
     }
     on_started(Started::Running);
     // We hold the goal's runner lock, so any process still marked with this goal belongs to an

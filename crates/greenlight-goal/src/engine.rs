@@ -20,6 +20,7 @@ use greenlight_proc::{Interrupt, InterruptWatch};
 use greenlight_store::{Gate, GateRunVerdict as RunVerdict, Goal, GoalId, GoalState, Reads, Store};
 
 use crate::error::Error;
+use crate::frames;
 use crate::gate_phase::result_key;
 use crate::progress::Progress;
 
@@ -124,6 +125,16 @@ impl<'a> Engine<'a> {
             {
                 Ok(Finish::NotActive(from))
             }
+            Err(error) => {
+                // The stream's last word says why it ends. Best effort: when the store itself
+                // failed, this write fails too and the error still reaches the caller.
+                let goal = self.goal;
+                let frame = frames::harness_error(&error);
+                let _ = self
+                    .store
+                    .write(|tx| tx.append_frame(frames::stream(goal), &frame));
+                Err(error)
+            }
             other => other,
         }
     }
@@ -145,7 +156,14 @@ impl<'a> Engine<'a> {
     /// else a new turn.
     async fn start(&mut self, interrupt: &mut InterruptWatch) -> Result<Step, Error> {
         let goal_id = self.goal;
-        let recovered = self.store.write(|tx| tx.recover_interrupted(goal_id))?;
+        let recovered = self.store.write(|tx| {
+            let recovered = tx.recover_interrupted(goal_id)?;
+            // A dispatch a crash cut short ends its turn on the stream as it did in the store.
+            for &turn in &recovered.turns {
+                tx.append_frame(frames::stream(goal_id), &frames::turn_interrupted(turn))?;
+            }
+            Ok::<_, greenlight_store::Error>(recovered)
+        })?;
         self.evidence = self.pending_evidence()?;
         let goal = self.goal_row()?;
         if goal.state != GoalState::Active {
@@ -163,7 +181,7 @@ impl<'a> Engine<'a> {
             if !goal.worktree.is_dir() {
                 return self.worktree_missing(&goal);
             }
-            return match self.begin_turn(&goal)? {
+            return match self.begin_turn(&goal, "")? {
                 Ok(turn) => {
                     (self.on_progress)(Progress::GatesFirst { turn });
                     Ok(Step::Gates(turn))
@@ -190,10 +208,20 @@ impl<'a> Engine<'a> {
         Ok(key.is_none() || key != last.workspace_key)
     }
 
-    /// Starts a turn, or the pause that a spent turn budget calls for.
-    pub(crate) fn begin_turn(&mut self, goal: &Goal) -> Result<Result<u32, Finish>, Error> {
+    /// Starts a turn that sends `prompt` (empty: it dispatches nothing), or the pause that a
+    /// spent turn budget calls for.
+    pub(crate) fn begin_turn(
+        &mut self,
+        goal: &Goal,
+        prompt: &str,
+    ) -> Result<Result<u32, Finish>, Error> {
         let goal_id = self.goal;
-        match self.store.write(|tx| tx.begin_turn(goal_id)) {
+        let written = self.store.write(|tx| {
+            let turn = tx.begin_turn(goal_id)?;
+            tx.append_frame(frames::stream(goal_id), &frames::turn_started(turn, prompt))?;
+            Ok(turn)
+        });
+        match written {
             Ok(turn) => Ok(Ok(turn)),
             Err(greenlight_store::Error::TurnBudgetSpent { .. }) => Ok(Err(self.pause(
                 Reason::TurnBudgetExhausted,
@@ -245,7 +273,7 @@ impl<'a> Engine<'a> {
             if let Some((turn, outcome)) = turn {
                 tx.end_turn(goal, turn, outcome)?;
             }
-            tx.pause_goal(goal, reason.as_str(), Some(&detail))
+            frames::pause(tx, goal, reason.as_str(), &detail)
         })?;
         Ok(Finish::Paused { reason, detail })
     }

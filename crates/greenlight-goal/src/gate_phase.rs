@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use greenlight_digest::{Classification, Digest};
 use greenlight_gate::{
-    Capture, ExecSpec, Interrupt, InterruptWatch, Termination, WorkspaceKey, workspace_key,
+    Capture, ExecSpec, Interrupt, InterruptWatch, OutputSink, Termination, WorkspaceKey,
+    workspace_key,
 };
 
 use crate::prompt::{self, EVIDENCE_OUTPUT_BYTES, OutputEvidence};
@@ -46,17 +47,34 @@ pub struct GateResult {
     pub output: OutputEvidence,
     /// The digest of the whole output.
     pub digest: Digest,
+    /// The digest in a few lines, when it recognised the output.
+    pub compact: Option<String>,
     /// greenlight was interrupted while the gate ran (its processes are gone).
     pub interrupted: Option<Interrupt>,
 }
 
-/// Runs `command` in `worktree` and turns its output into evidence.
+/// Both the capture and a live watcher see each chunk.
+struct Tee<'a> {
+    capture: &'a mut Capture,
+    live: &'a mut dyn OutputSink,
+}
+
+impl OutputSink for Tee<'_> {
+    fn chunk(&mut self, bytes: &[u8]) {
+        self.capture.chunk(bytes);
+        self.live.chunk(bytes);
+    }
+}
+
+/// Runs `command` in `worktree` and turns its output into evidence; `live` sees the output as
+/// it comes.
 pub async fn run_gate(
     worktree: &Path,
     command: &str,
     timeout: Duration,
     kill_grace: Duration,
     extra_env: &[(String, String)],
+    live: &mut dyn OutputSink,
     interrupt: &mut InterruptWatch,
 ) -> std::io::Result<GateResult> {
     let spec = ExecSpec {
@@ -70,7 +88,11 @@ pub async fn run_gate(
         claim_adopted: true,
     };
     let mut capture = Capture::new(EVIDENCE_OUTPUT_BYTES);
-    let outcome = greenlight_gate::run_gate(&spec, &mut capture, interrupt).await?;
+    let mut tee = Tee {
+        capture: &mut capture,
+        live,
+    };
+    let outcome = greenlight_gate::run_gate(&spec, &mut tee, interrupt).await?;
     let (exit_code, timed_out, interrupted) = match outcome.termination {
         Termination::Exited(code) => (Some(code), false, None),
         Termination::TimedOut => (Some(124), true, None),
@@ -81,7 +103,7 @@ pub async fn run_gate(
     let compact = (digest.classification == Classification::Recognised)
         .then(|| digest.compact(EVIDENCE_OUTPUT_BYTES))
         .flatten();
-    let output = match compact {
+    let output = match compact.clone() {
         Some(text) if exit_code != Some(0) => OutputEvidence::Digest(text),
         _ => prompt::excerpt(
             &head,
@@ -97,6 +119,7 @@ pub async fn run_gate(
         duration: outcome.duration,
         output,
         digest,
+        compact,
         interrupted,
     })
 }

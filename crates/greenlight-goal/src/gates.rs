@@ -12,9 +12,11 @@
 //! read (git-ignored files such as `build/`): an agent that fixed only an ignored file loses one
 //! turn, never the goal.
 
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use greenlight_agent::Reason;
+use greenlight_gate::OutputSink;
 use greenlight_gate::lock::{self, Acquired};
 use greenlight_proc::InterruptWatch;
 use greenlight_store::{
@@ -22,7 +24,10 @@ use greenlight_store::{
 };
 
 use crate::engine::{Engine, Finish, Step, gate_timeout_sec};
+use greenlight_store::greenlight_stream::{GATE_OUTPUT_INTERVAL_MS, GateOutputThrottle};
+
 use crate::error::Error;
+use crate::frames;
 use crate::gate_phase::{self, GateResult, result_key};
 use crate::progress::Progress;
 use crate::prompt::{self, GateFailure, OutputEvidence};
@@ -32,6 +37,20 @@ struct Decided {
     run: NewGateRun,
     /// The evidence of a failure.
     text: Option<String>,
+    /// The compact digest of a pass, when the digest recognised its output.
+    summary: Option<String>,
+}
+
+/// A running gate's output, shared between the gate's output sink and the loop that turns it
+/// into frames.
+struct LiveOutput<'a>(&'a Mutex<GateOutputThrottle>);
+
+impl OutputSink for LiveOutput<'_> {
+    fn chunk(&mut self, bytes: &[u8]) {
+        if let Ok(mut throttle) = self.0.lock() {
+            throttle.push(bytes);
+        }
+    }
 }
 
 impl Engine<'_> {
@@ -50,6 +69,10 @@ impl Engine<'_> {
         let runs = self.store.gate_runs(self.goal)?;
         for (index, gate) in gates.iter().enumerate() {
             let number = index + 1;
+            let goal_id = self.goal;
+            let started = frames::gate_started(number, gates.len(), &gate.command, turn);
+            self.store
+                .write(|tx| tx.append_frame(frames::stream(goal_id), &started))?;
             (self.on_progress)(Progress::GateStarted {
                 number,
                 of: gates.len(),
@@ -96,7 +119,7 @@ impl Engine<'_> {
         let goal_id = self.goal;
         self.store.write(|tx| {
             tx.end_turn(goal_id, turn, "done")?;
-            tx.complete_goal(goal_id)
+            frames::complete(tx, goal_id)
         })?;
         Ok(Step::Finish(Finish::Done))
     }
@@ -119,12 +142,19 @@ impl Engine<'_> {
             gate.command
         );
         let passed = decided.run.verdict == RunVerdict::Pass;
+        let finished = frames::gate_finished(
+            number,
+            &gate.command,
+            &decided.run,
+            decided.text.as_deref().or(decided.summary.as_deref()),
+        );
         let written = self.store.write(|tx| {
             let recorded = tx.record_gate_run(&decided.run)?;
+            tx.append_frame(frames::stream(goal_id), &finished)?;
             if !passed {
                 tx.end_turn(goal_id, turn, Reason::GateFailed.as_str())?;
                 if recorded.attempt >= retries {
-                    tx.pause_goal(goal_id, Reason::RetriesExhausted.as_str(), Some(&detail))?;
+                    frames::pause(tx, goal_id, Reason::RetriesExhausted.as_str(), &detail)?;
                 }
             }
             Ok::<_, greenlight_store::Error>(recorded)
@@ -193,15 +223,41 @@ impl Engine<'_> {
             }
         };
         let started = Instant::now();
-        let result = gate_phase::run_gate(
+        let throttle = Mutex::new(GateOutputThrottle::new(
+            u32::try_from(at.number).unwrap_or(u32::MAX),
+        ));
+        let mut live = LiveOutput(&throttle);
+        let settings = self.settings;
+        let run = gate_phase::run_gate(
             &at.goal.worktree,
             &at.gate.command,
             timeout,
-            self.settings.kill_grace,
-            &self.settings.gate_env,
+            settings.kill_grace,
+            &settings.gate_env,
+            &mut live,
             interrupt,
-        )
-        .await;
+        );
+        tokio::pin!(run);
+        let mut tick = tokio::time::interval(Duration::from_millis(GATE_OUTPUT_INTERVAL_MS));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let goal_id = self.goal;
+        let result = loop {
+            tokio::select! {
+                r = &mut run => break r,
+                _ = tick.tick() => {
+                    let now = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+                    let frame = throttle.lock().ok().and_then(|mut t| t.poll(now));
+                    if let Some(frame) = frame {
+                        self.store.write(|tx| tx.append_frame(frames::stream(goal_id), &frame))?;
+                    }
+                }
+            }
+        };
+        let rest = throttle.lock().ok().and_then(|mut t| t.finish());
+        if let Some(frame) = rest {
+            self.store
+                .write(|tx| tx.append_frame(frames::stream(goal_id), &frame))?;
+        }
         let result = match result {
             Ok(result) => result,
             // Removed while an earlier gate ran: the same pause, not a machine error.
@@ -285,6 +341,7 @@ impl GateAt<'_> {
         Decided {
             run,
             text: Some(text),
+            summary: None,
         }
     }
 
@@ -311,6 +368,7 @@ impl GateAt<'_> {
         Decided {
             run,
             text: Some(text),
+            summary: None,
         }
     }
 
@@ -331,6 +389,10 @@ impl GateAt<'_> {
             evidence: text.clone(),
             ..self.run(verdict, result.exit_code, took)
         };
-        Decided { run, text }
+        Decided {
+            run,
+            text,
+            summary: result.compact.clone().filter(|_| result.passed),
+        }
     }
 }

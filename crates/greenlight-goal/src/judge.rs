@@ -12,6 +12,7 @@ use greenlight_store::{DispatchStep, NewDispatch};
 
 use crate::engine::{Engine, Finish, JUDGE_FAILED_LIMIT, JUDGE_UNPARSEABLE_LIMIT, Step};
 use crate::error::Error;
+use crate::frames;
 use crate::ledger::{interrupted_end, judge_streaks, last_reply, ledger_end, next_attempt};
 use crate::progress::Progress;
 use crate::prompt;
@@ -86,8 +87,12 @@ impl Engine<'_> {
                             "judge-verdict",
                             &serde_json::json!({"verdict": "pass", "reply": text}),
                         )?;
+                        tx.append_frame(
+                            frames::stream(goal_id),
+                            &frames::judge_verdict(turn, true, text),
+                        )?;
                         tx.end_turn(goal_id, turn, "done")?;
-                        tx.complete_goal(goal_id)
+                        frames::complete(tx, goal_id)
                     })?;
                     return Ok(Step::Finish(Finish::Done));
                 }
@@ -137,6 +142,10 @@ impl Engine<'_> {
                 Some(turn),
                 "judge-verdict",
                 &serde_json::json!({"verdict": "fail", "reply": reply_text, "problem": problem}),
+            )?;
+            tx.append_frame(
+                frames::stream(goal_id),
+                &frames::judge_verdict(turn, false, &reply_text),
             )?;
             tx.end_turn(goal_id, turn, "judge-rejected")
         })?;

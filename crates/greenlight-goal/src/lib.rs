@@ -11,6 +11,7 @@
 pub mod drive;
 pub mod engine;
 pub mod error;
+pub mod frames;
 pub mod gate_phase;
 mod gates;
 mod judge;

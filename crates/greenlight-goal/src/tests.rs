@@ -9,9 +9,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use greenlight_agent::{
-    BoxFuture, DispatchRequest, DispatchResult, Dispatcher, Family, Outcome, ProbeOutcome, Reason,
+    Activity, BoxFuture, DispatchRequest, DispatchResult, Dispatcher, Family, Outcome,
+    ProbeOutcome, Reason,
 };
-use greenlight_store::{AgentSpec, DispatchStep, GoalId, GoalState, NewGoal, Reads, Store};
+use greenlight_store::greenlight_stream::{Frame, FrameBody, GateVerdict, ToolStatus};
+use greenlight_store::{
+    AgentSpec, DispatchEnd, DispatchOutcome, DispatchStep, GoalId, GoalState, NewDispatch, NewGoal,
+    Reads, Store, Tokens,
+};
 
 use crate::engine::{Engine, Finish, Settings};
 use crate::progress::Progress;
@@ -24,6 +29,8 @@ struct FakeAgent {
     script: Box<Script>,
     answers_probe: bool,
     requests: Mutex<Vec<DispatchRequest>>,
+    /// What every agent turn (not the judge) does live, a pause after each piece.
+    activity: Vec<Activity>,
 }
 
 impl Dispatcher for FakeAgent {
@@ -49,14 +56,25 @@ impl Dispatcher for FakeAgent {
     fn dispatch_observed<'a>(
         &'a self,
         request: &'a DispatchRequest,
-        _activity: &'a dyn greenlight_agent::ActivitySink,
+        sink: &'a dyn greenlight_agent::ActivitySink,
     ) -> BoxFuture<'a, DispatchResult> {
         let mut requests = self.requests.lock().unwrap();
         let n = requests.len();
         requests.push(request.clone());
         drop(requests);
         let result = (self.script)(request, n);
-        Box::pin(async move { result })
+        let live = if request.step_id == "judge" {
+            Vec::new()
+        } else {
+            self.activity.clone()
+        };
+        Box::pin(async move {
+            for piece in live {
+                sink.activity(piece);
+                tokio::time::sleep(Duration::from_millis(30)).await;
+            }
+            result
+        })
     }
 }
 
@@ -72,6 +90,8 @@ fn reply(text: &str) -> DispatchResult {
     r.failure = None;
     r.text = Some(text.to_owned());
     r.exit_code = Some(0);
+    r.tokens_in = Some(100);
+    r.tokens_out = Some(20);
     r
 }
 
@@ -163,7 +183,9 @@ impl Fixture {
                 "grep -q good value.txt || { echo \"got $(cat value.txt)\"; exit 1; }".into(),
             ],
         };
-        self.store.write(|tx| tx.create_goal(&new)).unwrap()
+        self.store
+            .write(|tx| crate::frames::create_goal(tx, &new))
+            .unwrap()
     }
 
     fn settings(&self, agent: FakeAgent, judge: Option<&str>) -> (Settings, Arc<FakeAgent>) {
@@ -220,6 +242,7 @@ fn fake(script: Box<Script>) -> FakeAgent {
         script,
         answers_probe: true,
         requests: Mutex::new(Vec::new()),
+        activity: Vec::new(),
     }
 }
 
@@ -449,4 +472,300 @@ fn a_transport_failure_spends_the_turn_and_the_next_turn_retries() {
         .map(|t| t.outcome.unwrap_or_default())
         .collect();
     assert_eq!(outcomes, ["dispatch-dead", "done"]);
+}
+
+/// The goal's frames, checked to be numbered 1..N with no hole.
+fn frames_of(store: &Store, goal: GoalId) -> Vec<Frame> {
+    let frames = store
+        .frames_after(crate::frames::stream(goal), 0, 10_000)
+        .unwrap();
+    let seqs: Vec<u64> = frames.iter().map(|f| f.seq).collect();
+    assert_eq!(seqs, (1..=frames.len() as u64).collect::<Vec<_>>());
+    frames
+}
+
+/// The kinds of the frames, live activity and gate output left out (their count varies with
+/// timing).
+fn milestones(frames: &[Frame]) -> Vec<&'static str> {
+    frames
+        .iter()
+        .map(|f| f.body.kind())
+        .filter(|k| !matches!(*k, "activity" | "tool-call" | "gate-output"))
+        .collect()
+}
+
+#[test]
+fn a_goal_run_is_one_contiguous_stream_from_active_to_done() {
+    let mut fx = Fixture::new();
+    let goal = fx.goal(None, 3);
+    let mut agent = fake(fixes_on_call(1, &fx.worktree()));
+    agent.activity = vec![
+        Activity::Thinking("Let me look".into()),
+        Activity::Text("I will ".into()),
+        Activity::Text("fix it.".into()),
+        Activity::ToolStarted {
+            id: "t1".into(),
+            name: "Bash".into(),
+            input: "cat value.txt".into(),
+        },
+        Activity::ToolFinished {
+            id: "t1".into(),
+            name: String::new(),
+            failed: false,
+            output: "bad".into(),
+        },
+        Activity::Text("Done.".into()),
+    ];
+    let (settings, _) = fx.settings(agent, None);
+    let (finish, _) = fx.run(goal, &settings);
+    assert_eq!(finish, Finish::Done);
+    let frames = frames_of(&fx.store, goal);
+    assert_eq!(
+        milestones(&frames),
+        [
+            "goal-state",
+            "turn-started",
+            "turn-ended",
+            "gate-started",
+            "gate-finished",
+            "turn-started",
+            "turn-ended",
+            "gate-started",
+            "gate-finished",
+            "goal-state",
+        ]
+    );
+    let at = |kind: &str, nth: usize| {
+        frames
+            .iter()
+            .filter(|f| f.body.kind() == kind)
+            .nth(nth)
+            .unwrap_or_else(|| panic!("no {kind} #{nth}"))
+    };
+    assert!(
+        matches!(&at("goal-state", 0).body, FrameBody::GoalState { state, .. } if state == "active")
+    );
+    assert!(
+        matches!(&at("goal-state", 1).body, FrameBody::GoalState { state, .. } if state == "done")
+    );
+    // The second turn's prompt carries the first failure's evidence.
+    let FrameBody::TurnStarted { turn, prompt, .. } = &at("turn-started", 1).body else {
+        unreachable!()
+    };
+    assert_eq!(*turn, 2);
+    assert!(prompt.contains("got bad"), "{prompt}");
+    // Each turn's activity sits between its start and its end, text merged in order, the tool
+    // call as a start and a result that carries its name.
+    let first_end = at("turn-ended", 0).seq;
+    let live: Vec<&FrameBody> = frames
+        .iter()
+        .filter(|f| f.seq > at("turn-started", 0).seq && f.seq < first_end)
+        .map(|f| &f.body)
+        .collect();
+    let texts: String = live
+        .iter()
+        .filter_map(|b| match b {
+            FrameBody::Activity { text, .. } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(texts, "Let me lookI will fix it.Done.");
+    let tools: Vec<(ToolStatus, &str)> = live
+        .iter()
+        .filter_map(|b| match b {
+            FrameBody::ToolCall { status, name, .. } => Some((*status, name.as_str())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        tools,
+        [(ToolStatus::Started, "Bash"), (ToolStatus::Ok, "Bash")]
+    );
+    // The turn's end carries the reply and the tokens.
+    let FrameBody::TurnEnded {
+        outcome,
+        reply,
+        tokens,
+        ..
+    } = &at("turn-ended", 1).body
+    else {
+        unreachable!()
+    };
+    assert_eq!(outcome, "ok");
+    assert_eq!(reply.as_deref(), Some("fixed value.txt"));
+    let tokens = tokens.clone().expect("tokens reported");
+    assert_eq!((tokens.input, tokens.output), (Some(100), Some(20)));
+    // The failing gate's output streamed while it ran, and its evidence is in its verdict.
+    let FrameBody::GateFinished {
+        verdict,
+        digest,
+        exit_code,
+        turn,
+        ..
+    } = &at("gate-finished", 0).body
+    else {
+        unreachable!()
+    };
+    assert_eq!(
+        (*verdict, *exit_code, *turn),
+        (GateVerdict::Fail, Some(1), Some(1))
+    );
+    let digest = digest.as_deref().expect("evidence");
+    assert!(digest.contains("got bad"), "{digest}");
+    let output = at("gate-output", 0);
+    assert!(output.seq > at("gate-started", 0).seq && output.seq < at("gate-finished", 0).seq);
+    assert!(matches!(&output.body, FrameBody::GateOutput { text, .. } if text.contains("got bad")));
+    assert!(matches!(
+        &at("gate-finished", 1).body,
+        FrameBody::GateFinished {
+            verdict: GateVerdict::Pass,
+            ..
+        }
+    ));
+}
+
+/// What a runner killed after its agent's dispatch came back ok leaves behind: an open turn
+/// whose ledger row holds the reply, and the worktree as the agent left it.
+fn crashed_after_a_dispatch(fx: &mut Fixture, goal: GoalId, reply: Option<&str>) {
+    fx.store
+        .write(|tx| {
+            let turn = tx.begin_turn(goal)?;
+            tx.append_frame(
+                crate::frames::stream(goal),
+                &crate::frames::turn_started(turn, "the prompt"),
+            )?;
+            let dispatch = tx.begin_dispatch(&NewDispatch {
+                step: DispatchStep::Agent,
+                goal,
+                turn,
+                attempt: 1,
+                family: "command".into(),
+                model: Some("m".into()),
+            })?;
+            if let Some(reply) = reply {
+                tx.finish_dispatch(
+                    dispatch,
+                    &DispatchEnd {
+                        outcome: DispatchOutcome::Ok,
+                        wall_ms: Some(5),
+                        tokens: Tokens::default(),
+                        reason: None,
+                        detail: None,
+                        reply: Some(reply.into()),
+                    },
+                )?;
+            }
+            Ok::<_, greenlight_store::Error>(())
+        })
+        .unwrap();
+}
+
+#[test]
+fn after_a_crash_the_judge_sees_the_stored_reply_and_the_numbering_goes_on() {
+    let mut fx = Fixture::new();
+    let goal = fx.goal(Some("judge-model"), 3);
+    crashed_after_a_dispatch(&mut fx, goal, Some("fixed value.txt for real"));
+    std::fs::write(fx.worktree().join("value.txt"), "good\n").unwrap();
+    let (settings, agent) =
+        fx.settings(fake(fixes_on_call(0, &fx.worktree())), Some("judge-model"));
+    let (finish, _) = fx.run(goal, &settings);
+    assert_eq!(finish, Finish::Done);
+    let requests = agent.requests.lock().unwrap();
+    // The open turn ran its owed gates and went to the judge: no second agent dispatch.
+    assert_eq!(requests.len(), 1);
+    assert_eq!(requests[0].step_id, "judge");
+    assert!(
+        requests[0].prompt.contains("fixed value.txt for real"),
+        "{}",
+        requests[0].prompt
+    );
+    let frames = frames_of(&fx.store, goal);
+    assert_eq!(
+        milestones(&frames),
+        [
+            "goal-state",
+            "turn-started",
+            "gate-started",
+            "gate-finished",
+            "judge-verdict",
+            "goal-state"
+        ]
+    );
+    assert!(matches!(
+        &frames[frames.len() - 2].body,
+        FrameBody::JudgeVerdict { passed: true, reply, .. } if reply.contains("GATE: PASS")
+    ));
+}
+
+#[test]
+fn a_dispatch_cut_by_a_crash_ends_its_turn_on_the_stream_and_the_next_turn_follows() {
+    let mut fx = Fixture::new();
+    let goal = fx.goal(None, 3);
+    crashed_after_a_dispatch(&mut fx, goal, None);
+    let (settings, _) = fx.settings(fake(fixes_on_call(0, &fx.worktree())), None);
+    let (finish, _) = fx.run(goal, &settings);
+    assert_eq!(finish, Finish::Done);
+    let frames = frames_of(&fx.store, goal);
+    assert_eq!(
+        milestones(&frames),
+        [
+            "goal-state",
+            "turn-started",
+            "turn-ended",
+            "turn-started",
+            "turn-ended",
+            "gate-started",
+            "gate-finished",
+            "goal-state"
+        ]
+    );
+    assert!(matches!(
+        &frames[2].body,
+        FrameBody::TurnEnded { turn: 1, outcome, .. } if outcome == "interrupted"
+    ));
+}
+
+#[test]
+fn a_pause_and_a_resume_are_goal_state_frames_and_a_machine_error_ends_the_stream() {
+    let mut fx = Fixture::new();
+    let goal = fx.goal(None, 1);
+    let (settings, _) = fx.settings(fake(fixes_on_call(usize::MAX, &fx.worktree())), None);
+    let (finish, _) = fx.run(goal, &settings);
+    assert!(matches!(finish, Finish::Paused { .. }), "{finish:?}");
+    let frames = frames_of(&fx.store, goal);
+    assert!(matches!(
+        &frames.last().unwrap().body,
+        FrameBody::GoalState { state, reason: Some(reason), .. }
+            if state == "paused" && reason == "retries-exhausted"
+    ));
+    fx.store
+        .write(|tx| crate::frames::resume(tx, goal))
+        .unwrap();
+    // Changed by hand, so the gates run first; the gate lock root is a file, so the gate cannot
+    // take its mutex and the loop fails.
+    std::fs::write(fx.worktree().join("value.txt"), "other\n").unwrap();
+    let db = rusqlite::Connection::open(fx.dir.path().join("state.db")).unwrap();
+    db.execute("UPDATE gates SET mutex = 'm'", []).unwrap();
+    drop(db);
+    std::fs::write(fx.dir.path().join("locks"), "not a directory").unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut on_progress = |_: Progress<'_>| {};
+    let (_tx, mut interrupt) = tokio::sync::watch::channel(None);
+    let error = runtime
+        .block_on(Engine::new(&mut fx.store, goal, &settings, &mut on_progress).run(&mut interrupt))
+        .expect_err("the lock root is unusable");
+    let frames = frames_of(&fx.store, goal);
+    let kinds: Vec<&str> = frames.iter().rev().take(2).map(|f| f.body.kind()).collect();
+    assert_eq!(kinds[1], "gate-started");
+    assert!(
+        matches!(&frames.last().unwrap().body, FrameBody::Error { code, message } if code == "HARNESS_ERROR" && *message == error.to_string()),
+        "{:?}",
+        frames.last()
+    );
+    assert!(frames.iter().any(
+        |f| matches!(&f.body, FrameBody::GoalState { state, .. } if state == "active") && f.seq > 1
+    ));
 }

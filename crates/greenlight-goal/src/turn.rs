@@ -8,8 +8,13 @@ use greenlight_agent::{Deliverable, DispatchRequest, Outcome, Reason};
 use greenlight_proc::{Interrupt, InterruptWatch};
 use greenlight_store::{DispatchStep, NewDispatch};
 
+use std::time::Duration;
+
+use greenlight_store::greenlight_stream::{ACTIVITY_INTERVAL_MS, ActivityCoalescer, FrameBody};
+
 use crate::engine::{Engine, Step};
 use crate::error::Error;
+use crate::frames::{self, ActivityBuffer};
 use crate::ledger::{interrupted_end, ledger_end, next_attempt};
 use crate::progress::Progress;
 use crate::prompt;
@@ -29,12 +34,12 @@ impl Engine<'_> {
             Ok(ready) => ready,
             Err(stop) => return Ok(stop),
         };
-        let turn = match self.begin_turn(&goal)? {
+        let commands: Vec<String> = gates.iter().map(|g| g.command.clone()).collect();
+        let text = prompt::turn_prompt(&goal.text, &commands, self.evidence.as_deref());
+        let turn = match self.begin_turn(&goal, &text)? {
             Ok(turn) => turn,
             Err(finish) => return Ok(Step::Finish(finish)),
         };
-        let commands: Vec<String> = gates.iter().map(|g| g.command.clone()).collect();
-        let text = prompt::turn_prompt(&goal.text, &commands, self.evidence.as_deref());
         (self.on_progress)(Progress::TurnStarted {
             turn,
             prompt: &text,
@@ -79,18 +84,49 @@ impl Engine<'_> {
         request.step_id = format!("turn-{turn}");
         request.attempt = attempt;
         request.deliverable = Deliverable::File;
-        let result = tokio::select! {
-            r = self.settings.agent.dispatch(&request) => r,
-            _ = interrupt.changed() => {
-                // Dropping the dispatch ends the agent's process group.
-                let signal = (*interrupt.borrow()).unwrap_or(Interrupt::Int);
-                let end = interrupted_end("the agent");
-                self.store.write(|tx| tx.finish_dispatch(dispatch_id, &end))?;
-                return Ok(Step::Finish(self.interrupted(signal, Some((turn, "interrupted")))?));
+        // The agent's activity is buffered by the sink as it arrives and turned into frames
+        // here, between polls of the dispatch, at the coalescer's rate.
+        let sink = ActivityBuffer::default();
+        let mut live = ActivityCoalescer::default();
+        let agent = std::sync::Arc::clone(&self.settings.agent);
+        let dispatch = agent.dispatch_observed(&request, &sink);
+        tokio::pin!(dispatch);
+        let started = tokio::time::Instant::now();
+        let mut tick = tokio::time::interval(Duration::from_millis(ACTIVITY_INTERVAL_MS));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let result = loop {
+            tokio::select! {
+                r = &mut dispatch => break r,
+                _ = interrupt.changed() => {
+                    // Dropping the dispatch ends the agent's process group.
+                    let signal = (*interrupt.borrow()).unwrap_or(Interrupt::Int);
+                    let end = interrupted_end("the agent");
+                    let rest = self.take_activity(turn, &sink, &mut live);
+                    self.store.write(|tx| {
+                        append_all(tx, goal_id, &rest)?;
+                        tx.finish_dispatch(dispatch_id, &end)?;
+                        tx.append_frame(frames::stream(goal_id), &frames::turn_interrupted(turn))
+                    })?;
+                    return Ok(Step::Finish(self.interrupted(signal, Some((turn, "interrupted")))?));
+                }
+                _ = tick.tick() => {
+                    for piece in sink.drain() {
+                        live.push(frames::activity(turn, piece));
+                    }
+                    let now = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+                    if let Some(frame) = live.poll(now) {
+                        self.store.write(|tx| tx.append_frame(frames::stream(goal_id), &frame))?;
+                    }
+                }
             }
         };
-        self.store
-            .write(|tx| tx.finish_dispatch(dispatch_id, &ledger_end(&result)))?;
+        // What is left of the activity lands before the turn's end, in its transaction.
+        let rest = self.take_activity(turn, &sink, &mut live);
+        self.store.write(|tx| {
+            append_all(tx, goal_id, &rest)?;
+            tx.finish_dispatch(dispatch_id, &ledger_end(&result))?;
+            tx.append_frame(frames::stream(goal_id), &frames::turn_ended(turn, &result))
+        })?;
         (self.on_progress)(Progress::Dispatched {
             turn,
             result: &result,
@@ -121,4 +157,28 @@ impl Engine<'_> {
             }
         }
     }
+
+    /// Everything the agent did that is not a frame yet, coalesced, whatever the rate.
+    fn take_activity(
+        &self,
+        turn: u32,
+        sink: &ActivityBuffer,
+        live: &mut ActivityCoalescer,
+    ) -> Vec<FrameBody> {
+        for piece in sink.drain() {
+            live.push(frames::activity(turn, piece));
+        }
+        live.finish()
+    }
+}
+
+fn append_all(
+    tx: &greenlight_store::Tx<'_>,
+    goal: greenlight_store::GoalId,
+    bodies: &[FrameBody],
+) -> Result<(), greenlight_store::Error> {
+    for body in bodies {
+        tx.append_frame(frames::stream(goal), body)?;
+    }
+    Ok(())
 }

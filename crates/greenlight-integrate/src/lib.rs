@@ -20,6 +20,7 @@ pub mod foreground;
 mod git;
 pub mod install;
 mod jsontext;
+pub mod record;
 pub mod stop;
 
 pub use error::Error;

@@ -33,10 +33,12 @@ use greenlight_gate::{
     Attempt, GateReport, GateVerdict, InterruptWatch, RunOptions, RunReport, RunResult, config,
     render, resolve_base_ref, verify_base_ref, work_evidence,
 };
+use greenlight_store::greenlight_stream::RunKind;
 use greenlight_store::{Reads as _, Store};
 use serde::Deserialize;
 
 use crate::Error;
+use crate::record::{Recorder, RunGate};
 
 /// greenlight's own limit on consecutive blocks for one session. Claude Code ends the turn
 /// anyway after 8 consecutive blocks (field notes §4); greenlight gives up first, with a
@@ -581,9 +583,37 @@ pub async fn run(
         kill_grace: options.kill_grace,
         lock_root: options.lock_root.clone(),
     };
-    let report = match greenlight_gate::run(&config, &run_options, &mut |_| {}, interrupt).await {
+    let mut recorder = if crate::record::disabled_by_env() {
+        Recorder::off()
+    } else {
+        let gates = config
+            .gates
+            .iter()
+            .map(|g| RunGate {
+                id: g.id.clone(),
+                command: g.command.clone(),
+            })
+            .collect();
+        Recorder::start(
+            options.state_path.as_deref(),
+            RunKind::Hook,
+            &root,
+            gates,
+            "set GREENLIGHT_NO_RECORD=1 in the agent's environment to turn recording off",
+        )
+    };
+    let ran = greenlight_gate::run(
+        &config,
+        &run_options,
+        &mut |event| recorder.event(&event),
+        interrupt,
+    )
+    .await;
+    let report = match ran {
         Ok(report) => report,
         Err(e) => {
+            recorder.finish("error", 0);
+            notes.extend(recorder.take_warning());
             let mut outcome = StopOutcome::allow_saying(format!(
                 "greenlight: could not run the gates ({e}); letting the agent stop"
             ));
@@ -660,6 +690,15 @@ pub async fn run(
             }
         }
     };
+    recorder.finish(
+        if matches!(outcome, Decision::Block { .. }) {
+            "block"
+        } else {
+            "allow"
+        },
+        0,
+    );
+    notes.extend(recorder.take_warning());
     if let Decision::Allow {
         system_message: Some(m),
     } = &outcome

@@ -217,6 +217,17 @@ impl Store {
         schema::migrate(conn, path)
     }
 
+    /// Lets this connection's commits return before the disk has them (WAL with `synchronous =
+    /// NORMAL`): a power cut may lose its last transactions, never corrupt the file, and a
+    /// `kill -9` loses nothing. For records that are a view rather than a verdict (verify and
+    /// hook runs), written many times per second, where an fsync per commit would cost more
+    /// than the run.
+    pub fn relax_durability(&mut self) -> Result<(), Error> {
+        self.conn
+            .pragma_update(None, "synchronous", "NORMAL")
+            .map_err(|e| Error::sql(&self.path, e))
+    }
+
     /// The database file.
     pub fn path(&self) -> &Path {
         &self.path

@@ -9,11 +9,15 @@
 //! **Pure**: types, parsing and encoding; no I/O, no clock.
 
 mod bound;
+mod coalesce;
 mod cursor;
 mod frame;
 mod sse;
 
 pub use bound::{MAX_GATE_OUTPUT_BYTES, MAX_PROMPT_BYTES, MAX_TEXT_BYTES, bounded};
+pub use coalesce::{
+    ACTIVITY_INTERVAL_MS, ActivityCoalescer, GATE_OUTPUT_INTERVAL_MS, GateOutputThrottle,
+};
 pub use cursor::{Cursor, Resume, parse_cursor, resolve};
 pub use frame::{
     ActivityKind, Frame, FrameBody, GateVerdict, RunKind, StreamId, StreamIdError, ToolStatus,

@@ -188,7 +188,9 @@ fn dispatch(args: Args) -> CliResult {
                 judge: run.judge,
             })
             .map_err(usage)?;
-            let id = store.write(|tx| tx.create_goal(&new)).map_err(store_err)?;
+            let id = store
+                .write(|tx| greenlight_goal::frames::create_goal(tx, &new))
+                .map_err(store_err)?;
             outln!("greenlight: goal {id} for {}", worktree.display());
             drive(&mut store, id, &run.loop_args, None, &mut render_progress)
         }
@@ -219,7 +221,7 @@ fn dispatch(args: Args) -> CliResult {
         Command::Clear => {
             let goal = live_goal(&store, &worktree)?;
             store
-                .write(|tx| tx.clear_goal(goal.id))
+                .write(|tx| greenlight_goal::frames::clear(tx, goal.id))
                 .map_err(|e| (exit::ERROR, e.to_string()))?;
             outln!(
                 "greenlight: goal {} cleared (kept in the state for audit)",

@@ -11,6 +11,8 @@ use std::time::{Duration, Instant};
 
 use camino::Utf8PathBuf;
 use greenlight_gate::{RunEvent, RunOptions, RunReport, config, exit, render};
+use greenlight_integrate::record::{self, Recorder, RunGate};
+use greenlight_store::greenlight_stream::RunKind;
 
 /// Output format of `greenlight verify`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -54,6 +56,14 @@ pub struct Args {
          (docs/reports.md at ", env!("CARGO_PKG_REPOSITORY"), ")"
     ))]
     pub github: bool,
+    /// Record this run in the state database (for `greenlight serve`'s dashboard) [default: on;
+    /// off with GREENLIGHT_NO_RECORD=1].
+    #[arg(long)]
+    pub no_record: bool,
+    /// The state database runs are recorded in [default: $GREENLIGHT_STATE, else
+    /// $XDG_STATE_HOME/greenlight/state.db].
+    #[arg(long, value_name = "PATH")]
+    pub state: Option<PathBuf>,
 }
 
 /// Runs the subcommand and returns the process exit code.
@@ -127,11 +137,15 @@ async fn verify(args: Args, interrupt: greenlight_proc::InterruptWatch) -> i32 {
         lock_root: greenlight_gate::lock::lock_root(),
     };
     let progress = Progress::start();
+    let mut recorder = start_recording(&args, &config, &cwd);
+    if let Some(warning) = recorder.take_warning() {
+        progress.err(&format!("{warning}\n"));
+    }
     // Gate output is shown as a terminal would show it only on a terminal; a log file or a CI
     // viewer gets it without escape sequences or carriage-return overwrites.
     let plain_stderr = !std::io::stderr().is_terminal();
     let tail_limit = config.options.max_log_tail_bytes;
-    let mut on_event = |event: RunEvent<'_>| match event {
+    let show_event = |event: RunEvent<'_>| match event {
         RunEvent::WorkEvidence(we) => {
             if !json {
                 out_line(&render::work_evidence_line(we));
@@ -154,11 +168,19 @@ async fn verify(args: Args, interrupt: greenlight_proc::InterruptWatch) -> i32 {
             }
         }
     };
+    let mut on_event = |event: RunEvent<'_>| {
+        recorder.event(&event);
+        if let Some(warning) = recorder.take_warning() {
+            progress.err(&format!("{warning}\n"));
+        }
+        show_event(event)
+    };
     let result = greenlight_gate::run(&config, &options, &mut on_event, &mut interrupt).await;
     progress.set(None);
     let report: RunReport = match result {
         Ok(r) => r,
         Err(e) => {
+            finish_recording(&mut recorder, "error", exit::CONFIG_ERROR);
             errln!("greenlight: {e}");
             if json {
                 print_json_error(&[e.to_string()]);
@@ -221,11 +243,50 @@ async fn verify(args: Args, interrupt: greenlight_proc::InterruptWatch) -> i32 {
     if let Some(hint) = render::result_hint(&report, config_path.as_std_path(), &cwd) {
         errln!("{hint}");
     }
-    if !junit_written {
-        // A report CI asked for and did not get must not pass quietly.
-        return exit::CONFIG_ERROR;
+    // A report CI asked for and did not get must not pass quietly.
+    let code = if junit_written {
+        report.exit_code()
+    } else {
+        exit::CONFIG_ERROR
+    };
+    let result = match (report.interrupted, report.result) {
+        (Some(_), _) | (None, None) => "interrupted".to_owned(),
+        (None, Some(result)) => result.as_str().replace('_', "-"),
+    };
+    finish_recording(&mut recorder, &result, code);
+    code
+}
+
+/// The recorder of this run: off with `--no-record` or `GREENLIGHT_NO_RECORD=1`.
+fn start_recording(args: &Args, config: &config::Config, cwd: &std::path::Path) -> Recorder {
+    if args.no_record || record::disabled_by_env() {
+        return Recorder::off();
     }
-    report.exit_code()
+    // The gates the runner will report, in config order.
+    let gates = config
+        .gates
+        .iter()
+        .filter(|g| args.gates.as_ref().is_none_or(|only| only.contains(&g.id)))
+        .map(|g| RunGate {
+            id: g.id.clone(),
+            command: g.command.clone(),
+        })
+        .collect();
+    let worktree = cwd.canonicalize().unwrap_or_else(|_| cwd.to_path_buf());
+    Recorder::start(
+        args.state.as_deref(),
+        RunKind::Verify,
+        &worktree,
+        gates,
+        "pass --no-record or set GREENLIGHT_NO_RECORD=1 to turn recording off",
+    )
+}
+
+fn finish_recording(recorder: &mut Recorder, result: &str, code: i32) {
+    recorder.finish(result, code);
+    if let Some(warning) = recorder.take_warning() {
+        errln!("{warning}");
+    }
 }
 
 /// Writes the JUnit report (creating its directory); says why on stderr when it cannot.

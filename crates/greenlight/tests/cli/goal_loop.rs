@@ -474,3 +474,56 @@ fn an_ignored_file_the_agent_fixes_is_seen_after_at_most_one_replay() {
         ]
     );
 }
+
+#[test]
+fn a_goal_run_is_one_contiguous_stream_of_frames_from_active_to_done() {
+    use greenlight_store::greenlight_stream::FrameBody;
+    use greenlight_store::{Reads as _, Store};
+
+    let fx = Fixture::new();
+    let agent = fx.script(
+        "agent.sh",
+        "if [ -f ../tried ]; then echo good > value.txt; echo 'fixed value.txt'; else touch ../tried; echo 'looked around'; fi",
+    );
+    let out = fx.run_goal("fix the value", &agent, GATE, &[]);
+    assert_eq!(out.code, 0, "{}", out.render());
+    let store = Store::open(&fx.state()).unwrap();
+    let goal = fx.status()["goal"]["id"].as_i64().unwrap();
+    let frames = store
+        .frames_after(
+            greenlight_store::greenlight_stream::StreamId::Goal(goal),
+            0,
+            1000,
+        )
+        .unwrap();
+    let seqs: Vec<u64> = frames.iter().map(|f| f.seq).collect();
+    assert_eq!(seqs, (1..=frames.len() as u64).collect::<Vec<_>>());
+    let milestones: Vec<&str> = frames
+        .iter()
+        .map(|f| f.body.kind())
+        .filter(|k| !matches!(*k, "activity" | "tool-call" | "gate-output"))
+        .collect();
+    assert_eq!(
+        milestones,
+        [
+            "goal-state",
+            "turn-started",
+            "turn-ended",
+            "gate-started",
+            "gate-finished",
+            "turn-started",
+            "turn-ended",
+            "gate-started",
+            "gate-finished",
+            "goal-state"
+        ]
+    );
+    let replies: Vec<Option<&str>> = frames
+        .iter()
+        .filter_map(|f| match &f.body {
+            FrameBody::TurnEnded { reply, .. } => Some(reply.as_deref().map(str::trim)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(replies, [Some("looked around"), Some("fixed value.txt")]);
+}

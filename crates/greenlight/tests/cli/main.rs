@@ -22,6 +22,7 @@ mod proc_agent;
 mod proc_digest;
 mod proc_git_env;
 mod proc_signals;
+mod run_record;
 mod untrusted_files_cli;
 mod verify;
 mod verify_config_rejections;

@@ -1,0 +1,201 @@
+//! `greenlight verify` and `hook stop` record each run in the state database as a `run-N`
+//! stream (run-started, each gate's start and verdict, run-finished), and a state database that
+//! cannot be written only warns: the run's stdout and exit code stay what they were.
+
+#![allow(clippy::unwrap_used)] // a test that cannot set up its fixture should stop loudly
+
+use std::path::Path;
+
+use greenlight_store::greenlight_stream::{Frame, FrameBody, GateVerdict, RunKind};
+use greenlight_store::{Reads, Run, Store};
+use greenlight_testkit::TempRepo;
+
+const TWO_GATES: &str = "version: 1\ngates:\n  - id: lint\n    command: \"true\"\n  - id: unit\n    command: echo 'assertion failed: 2 + 2 == 5' >&2; exit 3\n";
+
+fn recorded(state: &Path) -> Vec<(Run, Vec<Frame>)> {
+    let store = Store::open(state).unwrap();
+    store
+        .runs(100)
+        .unwrap()
+        .into_iter()
+        .map(|run| {
+            let frames = store.frames_after(run.id.stream(), 0, 100).unwrap();
+            let seqs: Vec<u64> = frames.iter().map(|f| f.seq).collect();
+            assert_eq!(seqs, (1..=frames.len() as u64).collect::<Vec<_>>());
+            (run, frames)
+        })
+        .collect()
+}
+
+fn kinds(frames: &[Frame]) -> Vec<&'static str> {
+    frames.iter().map(|f| f.body.kind()).collect()
+}
+
+#[test]
+fn verify_records_a_run_with_its_gates_and_the_failing_gates_evidence() {
+    let repo = TempRepo::worktree_with_commit();
+    repo.verify_yaml(TWO_GATES);
+    let state = repo.home().join("runs.db");
+    let run = repo
+        .cli(["verify", "--state", state.to_str().unwrap()])
+        .env_remove("GREENLIGHT_NO_RECORD")
+        .run();
+    assert_eq!(run.code, 20, "{}", run.stderr);
+    assert!(!run.stderr.contains("cannot record"), "{}", run.stderr);
+    let runs = recorded(&state);
+    assert_eq!(runs.len(), 1);
+    let (run, frames) = &runs[0];
+    assert_eq!(run.kind, RunKind::Verify);
+    assert_eq!(
+        (run.result.as_deref(), run.exit_code, run.gates),
+        (Some("failed"), Some(20), 2)
+    );
+    assert_eq!(
+        kinds(frames),
+        [
+            "run-started",
+            "gate-started",
+            "gate-finished",
+            "gate-started",
+            "gate-finished",
+            "run-finished"
+        ]
+    );
+    assert!(matches!(
+        &frames[2].body,
+        FrameBody::GateFinished {
+            gate: 1,
+            verdict: GateVerdict::Pass,
+            exit_code: Some(0),
+            ..
+        }
+    ));
+    let FrameBody::GateFinished {
+        gate,
+        verdict,
+        exit_code,
+        digest,
+        command,
+        ..
+    } = &frames[4].body
+    else {
+        panic!("{:?}", frames[4]);
+    };
+    assert_eq!(
+        (*gate, *verdict, *exit_code),
+        (2, GateVerdict::Fail, Some(3))
+    );
+    assert!(command.starts_with("echo 'assertion failed"), "{command}");
+    let digest = digest.as_deref().unwrap();
+    assert!(digest.contains("assertion failed: 2 + 2 == 5"), "{digest}");
+    assert!(matches!(
+        &frames[5].body,
+        FrameBody::RunFinished { result, exit_code: 20, .. } if result == "failed"
+    ));
+}
+
+#[test]
+fn verify_records_in_the_default_state_file_and_no_record_records_nothing() {
+    let repo = TempRepo::worktree_with_commit();
+    repo.verify_yaml("version: 1\ngates:\n  - id: ok\n    command: \"true\"\n");
+    // TempRepo points XDG_STATE_HOME into its own home: the default path never leaves it.
+    let default = repo
+        .home()
+        .join("state")
+        .join("greenlight")
+        .join("state.db");
+    let quiet = repo
+        .cli(["verify", "--no-record"])
+        .env_remove("GREENLIGHT_NO_RECORD")
+        .run();
+    let by_env = repo.cli(["verify"]).env("GREENLIGHT_NO_RECORD", "1").run();
+    assert_eq!((quiet.code, by_env.code), (0, 0));
+    assert!(!default.exists(), "nothing recorded, nothing created");
+    let recorded_run = repo
+        .cli(["verify"])
+        .env_remove("GREENLIGHT_NO_RECORD")
+        .run();
+    assert_eq!(recorded_run.code, 0, "{}", recorded_run.stderr);
+    assert_eq!(recorded_run.stdout, quiet.stdout);
+    assert_eq!(recorded_run.stderr, quiet.stderr);
+    let runs = recorded(&default);
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].0.result.as_deref(), Some("passed"));
+}
+
+#[test]
+fn a_state_file_that_cannot_be_written_warns_once_and_changes_nothing_else() {
+    let repo = TempRepo::worktree_with_commit();
+    repo.verify_yaml(TWO_GATES);
+    let blocker = repo.home().join("a-file");
+    std::fs::write(&blocker, "not a directory").unwrap();
+    let state = blocker.join("state.db");
+    let unrecorded = repo
+        .cli(["verify", "--no-record"])
+        .env_remove("GREENLIGHT_NO_RECORD")
+        .run();
+    let run = repo
+        .cli(["verify", "--state", state.to_str().unwrap()])
+        .env_remove("GREENLIGHT_NO_RECORD")
+        .run();
+    assert_eq!(run.code, unrecorded.code);
+    assert_eq!(run.stdout, unrecorded.stdout);
+    assert_eq!(
+        run.stderr.matches("cannot record this run").count(),
+        1,
+        "{}",
+        run.stderr
+    );
+    let warning = run
+        .stderr
+        .lines()
+        .find(|l| l.contains("cannot record this run"))
+        .unwrap();
+    assert!(warning.contains("a-file/state.db"), "{warning}");
+    assert!(warning.contains("--no-record"), "{warning}");
+    assert!(warning.contains("GREENLIGHT_NO_RECORD=1"), "{warning}");
+    // Everything else on stderr is what an unrecorded run says.
+    let rest: Vec<&str> = run
+        .stderr
+        .lines()
+        .filter(|l| !l.contains("cannot record this run"))
+        .collect();
+    assert_eq!(rest, unrecorded.stderr.lines().collect::<Vec<_>>());
+}
+
+#[test]
+fn hook_stop_records_a_hook_run_with_its_decision() {
+    let repo = TempRepo::worktree_with_commit();
+    repo.verify_yaml(TWO_GATES);
+    repo.commit_all("gates");
+    let state = repo.home().join("state.db");
+    let payload = serde_json::json!({
+        "session_id": "s-record",
+        "cwd": repo.path().display().to_string(),
+        "hook_event_name": "Stop",
+        "stop_hook_active": false,
+    });
+    let run = repo
+        .cli(["hook", "stop", "--state", state.to_str().unwrap()])
+        .env_remove("GREENLIGHT_NO_RECORD")
+        .stdin(payload.to_string().as_bytes())
+        .run();
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stdout.contains("\"decision\":\"block\""),
+        "{}",
+        run.stdout
+    );
+    let runs = recorded(&state);
+    assert_eq!(runs.len(), 1);
+    let (hook_run, frames) = &runs[0];
+    assert_eq!(hook_run.kind, RunKind::Hook);
+    assert_eq!(hook_run.result.as_deref(), Some("block"));
+    assert_eq!(kinds(frames).first(), Some(&"run-started"));
+    assert_eq!(kinds(frames).last(), Some(&"run-finished"));
+    assert!(frames.iter().any(|f| matches!(
+        &f.body,
+        FrameBody::GateFinished { verdict: GateVerdict::Fail, digest: Some(d), .. }
+            if d.contains("assertion failed")
+    )));
+}
