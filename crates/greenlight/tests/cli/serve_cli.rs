@@ -31,6 +31,15 @@ fn served_addr(line: &str) -> SocketAddr {
     rest[..rest.find('/').unwrap()].parse().unwrap()
 }
 
+/// Ends the server if the test fails before it was stopped.
+struct EndOnDrop(i32);
+
+impl Drop for EndOnDrop {
+    fn drop(&mut self) {
+        greenlight_testkit::procs::end(self.0);
+    }
+}
+
 #[test]
 fn serve_answers_on_the_address_it_prints_and_stops_on_sigterm_with_exit_0() {
     let dir = tempfile::tempdir().unwrap();
@@ -43,6 +52,7 @@ fn serve_answers_on_the_address_it_prints_and_stops_on_sigterm_with_exit_0() {
         .process_group(0)
         .spawn()
         .unwrap();
+    let _reaper = EndOnDrop(child.id() as i32);
     let mut stderr = BufReader::new(child.stderr.take().unwrap());
     let mut line = String::new();
     stderr.read_line(&mut line).unwrap();
