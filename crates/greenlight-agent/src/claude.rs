@@ -1,8 +1,15 @@
-//! The claude adapter: `claude -p` with a JSON envelope, the prompt on stdin.
+//! The claude adapter: `claude -p` streaming JSON events, the prompt on stdin.
+//!
+//! `--output-format stream-json --verbose` prints one JSON event per line as the agent works
+//! (read live by [`crate::live`]) and ends with a `type: "result"` line that is the same envelope
+//! `--output-format json` prints alone; only that line decides the dispatch. The capture keeps
+//! the tail of stdout, and the result line is the last one printed, so a long stream cannot push
+//! it out.
 //!
 //! Failure is a nonzero exit **or** `is_error: true` — never judged by `subtype` alone (a failed
 //! call was measured coming back with `subtype: "success"`, `is_error: true` and exit 1). The
-//! envelope is the last JSON result object in stdout, so banner lines printed first are ignored.
+//! envelope is the last JSON result object in stdout, so the events and any banner lines printed
+//! first are ignored.
 
 use std::path::Path;
 
@@ -22,7 +29,9 @@ pub(crate) struct Claude;
 pub const BASE_FLAGS: &[&str] = &[
     "-p",
     "--output-format",
-    "json",
+    "stream-json",
+    // stream-json refuses to run without it.
+    "--verbose",
     "--strict-mcp-config",
     "--no-session-persistence",
 ];
@@ -205,7 +214,8 @@ mod tests {
                 "--model",
                 "sonnet",
                 "--output-format",
-                "json",
+                "stream-json",
+                "--verbose",
                 "--strict-mcp-config",
                 "--no-session-persistence",
                 "--safe-mode",

@@ -15,9 +15,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::clock::{Clock, MonotonicClock, elapsed_ms};
 use crate::containment::check_all;
+use crate::live::LiveFeed;
 use crate::reason::Reason;
 use crate::runner::{
-    ChildRun, ChildSpec, DEFAULT_CAPTURE_LIMIT, DEFAULT_GRACE, ExitClass, classify, run_child,
+    ChildRun, ChildSpec, DEFAULT_CAPTURE_LIMIT, DEFAULT_GRACE, ExitClass, classify,
+    run_child_observed,
 };
 
 /// A boxed, sendable future: what [`Dispatcher`] methods return, so the trait stays object safe
@@ -156,7 +158,7 @@ pub enum Outcome {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum TokenSource {
-    /// claude's `--output-format json` envelope, `usage`.
+    /// claude's result envelope (the last line of `--output-format stream-json`), `usage`.
     ClaudeEnvelope,
     /// codex's `--json` `turn.completed` events, `usage`.
     CodexEvents,
@@ -426,14 +428,18 @@ impl<F: FamilyAdapter> Dispatcher for Adapter<F> {
     fn dispatch_observed<'a>(
         &'a self,
         request: &'a DispatchRequest,
-        _activity: &'a dyn crate::activity::ActivitySink,
+        activity: &'a dyn crate::activity::ActivitySink,
     ) -> BoxFuture<'a, DispatchResult> {
-        Box::pin(self.run_dispatch(request))
+        Box::pin(self.run_dispatch(request, activity))
     }
 }
 
 impl<F: FamilyAdapter> Adapter<F> {
-    async fn run_dispatch(&self, req: &DispatchRequest) -> DispatchResult {
+    async fn run_dispatch(
+        &self,
+        req: &DispatchRequest,
+        activity: &dyn crate::activity::ActivitySink,
+    ) -> DispatchResult {
         let clock = self.options.clock.as_ref();
         let start = clock.now();
         let family = self.family.family();
@@ -499,7 +505,11 @@ impl<F: FamilyAdapter> Adapter<F> {
                 );
             }
         };
-        let run = run_child(&prepared.spec, clock).await;
+        // Activity is read from the same chunks the capture keeps; the result below is parsed
+        // from the capture alone, so it is the same whoever watches.
+        let mut feed = LiveFeed::new(family, activity);
+        let run = run_child_observed(&prepared.spec, clock, &mut feed).await;
+        feed.finish();
         drop(prepared);
         let wall_ms = elapsed_ms(clock, start);
         let truncated = run.stdout_truncated || run.stderr_truncated || run.pipes_held_open;
@@ -610,7 +620,7 @@ impl<F: FamilyAdapter> Adapter<F> {
                 self.options.probe_timeout,
             );
             req.step_id = "probe".into();
-            let result = self.run_dispatch(&req).await;
+            let result = self.run_dispatch(&req, &crate::activity::NoActivity).await;
             match (&result.failure, &result.text) {
                 (None, Some(text)) if says_ok(text) => {
                     notes.push(format!("{id}: answered OK"));

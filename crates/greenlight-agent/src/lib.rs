@@ -14,6 +14,8 @@
 //! - The shared dispatch flow refuses what must not run (unsafe model id, prompt over the
 //!   ceiling, a declared path outside the root) with outcome `error`, runs the child, and splits
 //!   timeout from dead on the runner's own fields; the family parser decides the rest.
+//! - [`live`] decodes the child's stdout as it arrives into [`Activity`] for the caller's
+//!   [`ActivitySink`] ([`Dispatcher::dispatch_observed`]); the result never depends on it.
 //! - [`verdict`] holds the `GATE: PASS|FAIL` grammar and [`defang`]; [`containment`] holds
 //!   declared-path checks and the landed barrier.
 //!
@@ -42,6 +44,7 @@ pub mod command;
 pub mod containment;
 pub mod dispatch;
 pub mod env;
+pub mod live;
 pub mod reason;
 pub mod runner;
 pub mod verdict;

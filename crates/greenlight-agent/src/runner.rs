@@ -12,7 +12,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use greenlight_proc::{Ending, Exit, Input, Output, Program, Spec};
+use greenlight_proc::{Ending, Exit, Input, Observer, Output, Program, Spec};
 
 use crate::clock::{Clock, elapsed_ms};
 
@@ -142,6 +142,16 @@ pub fn classify(run: &ChildRun) -> ExitClass {
 /// Runs one child to completion (or to its deadline) and returns what happened. Never panics
 /// and never returns an error: a failure to start is recorded in [`ChildRun::spawn_error`].
 pub async fn run_child(spec: &ChildSpec, clock: &dyn Clock) -> ChildRun {
+    run_child_observed(spec, clock, &mut ()).await
+}
+
+/// [`run_child`], handing each chunk of output to `observer` as it is read (from the task that
+/// reads the pipes: the observer must not block). What is captured does not depend on it.
+pub async fn run_child_observed(
+    spec: &ChildSpec,
+    clock: &dyn Clock,
+    observer: &mut (dyn Observer + Send),
+) -> ChildRun {
     let start = clock.now();
     let mut child = Spec::new(
         Program::Argv {
@@ -162,7 +172,7 @@ pub async fn run_child(spec: &ChildSpec, clock: &dyn Clock) -> ChildRun {
     child.env.remove = crate::env::scrubbed_names();
     // Something else may spawn while an agent runs (a probe, a judge): only the token decides.
     child.claim_adopted = false;
-    let outcome = match greenlight_proc::run(&child, &mut (), None).await {
+    let outcome = match greenlight_proc::run(&child, observer, None).await {
         Ok(outcome) => outcome,
         Err(err) => {
             return ChildRun {

@@ -87,8 +87,8 @@ fn every_claude_flag_greenlight_passes_is_in_the_real_help() {
     }
     // The values greenlight passes with them.
     assert!(
-        text.contains("\"json\""),
-        "`--output-format json` is no longer documented"
+        text.contains("\"stream-json\""),
+        "`--output-format stream-json` is no longer documented"
     );
     assert!(
         text.contains("Use \"\" to disable all"),

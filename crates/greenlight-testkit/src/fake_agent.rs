@@ -16,7 +16,7 @@ use serde::Deserialize;
 /// Which CLI to fake.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FakeCli {
-    /// `claude -p --output-format json`.
+    /// `claude -p --output-format stream-json --verbose` (or `json`).
     Claude,
     /// `codex exec --json`.
     Codex,
@@ -60,6 +60,8 @@ pub enum Scenario {
     TurnFailed,
     /// Writes the file named by [`FakeAgentBuilder::write`] under the cwd, then answers (both).
     Write,
+    /// As [`Scenario::Ok`], pausing one second after the first piece of activity (both).
+    Slow,
 }
 
 impl Scenario {
@@ -78,6 +80,7 @@ impl Scenario {
             Scenario::ErrorThenOk => "error-then-ok",
             Scenario::TurnFailed => "turn-failed",
             Scenario::Write => "write",
+            Scenario::Slow => "slow",
         }
     }
 }

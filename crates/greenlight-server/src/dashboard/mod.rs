@@ -1,28 +1,16 @@
 //! The dashboard: server-rendered HTML pages and one small vanilla-JS file, embedded in the
 //! binary (no build step). The pages render what the snapshot says; the script opens one
 //! EventSource per tab and adds frames as rows keyed by seq.
+//!
+//! `html` escapes and lays out, `pages` renders the three pages, `app.js` keeps them live and
+//! `style.css` styles them.
 
-use crate::model::{GoalSnapshot, GoalSummary, RunSummary};
+mod html;
+mod pages;
+
+pub use pages::{goal_page, goals_page, run_page};
 
 /// The script every page loads from `/assets/app.js`.
-pub const APP_JS: &str = "";
+pub const APP_JS: &str = include_str!("app.js");
 /// The stylesheet every page loads from `/assets/style.css`.
-pub const STYLE_CSS: &str = "";
-
-/// `/`: the goals (and recent runs) with live status.
-pub fn goals_page(goals: &[GoalSummary], runs: &[RunSummary]) -> String {
-    let _ = (goals, runs);
-    String::new()
-}
-
-/// `/goals/{id}`: one goal's timeline.
-pub fn goal_page(snapshot: &GoalSnapshot) -> String {
-    let _ = snapshot;
-    String::new()
-}
-
-/// `/runs/{id}`: one verify or hook run's gates.
-pub fn run_page(run: &RunSummary) -> String {
-    let _ = run;
-    String::new()
-}
+pub const STYLE_CSS: &str = include_str!("style.css");

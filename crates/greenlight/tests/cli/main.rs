@@ -1,6 +1,7 @@
 //! The CLI through the real binary: one test binary, a module per subcommand and concern.
 
 mod agent_cli;
+mod browser;
 mod cli_output;
 mod cli_wording;
 mod digest_cli;
