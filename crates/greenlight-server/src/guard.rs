@@ -52,7 +52,7 @@ impl Access {
 
     fn host_allowed(&self, host: &str) -> bool {
         let name = strip_port(host).to_ascii_lowercase();
-        self.hosts.iter().any(|h| *h == name)
+        self.hosts.contains(&name)
     }
 
     fn authorized(&self, headers: &HeaderMap) -> bool {
@@ -93,7 +93,7 @@ pub fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
         .map(|(_, v)| v.to_owned())
 }
 
-fn header_str<'a>(headers: &'a HeaderMap, name: header::HeaderName) -> Option<&'a str> {
+fn header_str(headers: &HeaderMap, name: header::HeaderName) -> Option<&str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
 

@@ -142,7 +142,7 @@ async fn subscriber(
     let mut ready = Some(ready);
     let path = format!("/api/goals/{}/stream", plan.goal);
     let mut drop_at =
-        (plan.drop_every > 0 && index % plan.drop_every == 0).then_some(plan.frames / 2);
+        (plan.drop_every > 0 && index.is_multiple_of(plan.drop_every)).then_some(plan.frames / 2);
     let prefix = format!("{}:", plan.goal);
     while one.last < plan.frames && Instant::now() < deadline {
         let cursor = format!("{}:{}", plan.goal, one.last);

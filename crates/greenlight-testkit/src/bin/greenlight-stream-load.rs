@@ -70,14 +70,18 @@ fn load_mode(args: &[String]) -> Result<ExitCode, String> {
     let started = std::time::Instant::now();
     let report = runtime.block_on(load::run(plan, || {
         let spawned = std::os::unix::process::CommandExt::process_group(
-            Command::new(&exe).arg("write").arg("--state").arg(&state).args([
-                "--goal",
-                &goal.0.to_string(),
-                "--frames",
-                &frames.to_string(),
-                "--rate",
-                &rate.to_string(),
-            ]),
+            Command::new(&exe)
+                .arg("write")
+                .arg("--state")
+                .arg(&state)
+                .args([
+                    "--goal",
+                    &goal.0.to_string(),
+                    "--frames",
+                    &frames.to_string(),
+                    "--rate",
+                    &rate.to_string(),
+                ]),
             0,
         )
         .spawn();
@@ -90,10 +94,24 @@ fn load_mode(args: &[String]) -> Result<ExitCode, String> {
     let rss = server_pid.and_then(peak_rss_kib);
     let mark = |met: bool| if met { "MET" } else { "MISSED" };
     let p99 = report.quantile_ms(0.99);
-    println!("subscribers {subscribers}, frames {frames} at {rate}/s, every {drop_every}th dropped once and resumed");
-    println!("run took {:.1} s; writer {}", started.elapsed().as_secs_f64(), if writer_ok { "ok" } else { "FAILED" });
-    println!("delivered {} of {}; reconnects {}", report.delivered, subscribers as u64 * frames, report.reconnects);
-    println!("gaps {}  duplicates {}  incomplete {}", report.gaps, report.duplicates, report.incomplete);
+    println!(
+        "subscribers {subscribers}, frames {frames} at {rate}/s, every {drop_every}th dropped once and resumed"
+    );
+    println!(
+        "run took {:.1} s; writer {}",
+        started.elapsed().as_secs_f64(),
+        if writer_ok { "ok" } else { "FAILED" }
+    );
+    println!(
+        "delivered {} of {}; reconnects {}",
+        report.delivered,
+        subscribers as u64 * frames,
+        report.reconnects
+    );
+    println!(
+        "gaps {}  duplicates {}  incomplete {}",
+        report.gaps, report.duplicates, report.incomplete
+    );
     println!(
         "latency p50 {:.2} ms  p90 {:.2} ms  p99 {:.2} ms  p99.9 {:.2} ms  max {:.2} ms",
         report.quantile_ms(0.5),
@@ -115,7 +133,11 @@ fn load_mode(args: &[String]) -> Result<ExitCode, String> {
         println!("problem: {problem}");
     }
     let clean = report.gaps == 0 && report.duplicates == 0 && report.incomplete == 0 && writer_ok;
-    Ok(if clean { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+    Ok(if clean {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }
 
 fn main() -> ExitCode {
