@@ -1,5 +1,23 @@
 //! `greenlight serve`: the HTTP API, every goal's and run's frames over SSE with Last-Event-ID
 //! resume, and the dashboard.
+//!
+//! [`start`] binds and serves on a thread of its own (so `greenlight goal run --serve` can run
+//! one beside the loop); the binary waits for SIGINT/SIGTERM and calls [`Server::stop`].
 
+mod api;
+mod config;
 pub mod dashboard;
+mod error;
+mod guard;
+mod hub;
 pub mod model;
+mod serve;
+mod stream;
+mod summary;
+
+pub use config::{Config, DEFAULT_LISTEN, read_token_file};
+pub use error::{ApiError, Error};
+pub use guard::COOKIE;
+pub use hub::{LIVE_CAPACITY, POLL_INTERVAL};
+pub use serve::{Server, router, start};
+pub use stream::{PING_INTERVAL, RETRY_MS};

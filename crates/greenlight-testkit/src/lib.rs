@@ -7,6 +7,7 @@
 //! - [`files`]: temp dirs, fixture files, executables and named pipes.
 //! - [`procs`]: processes by pid: alive, signalled, waited for, ended.
 //! - [`fake_agent`]: scripted fake agent CLIs.
+//! - [`sse`]: an HTTP/1.1 + Server-Sent Events client; [`load`]: the SSE load harness.
 //!
 //! A tiny temp-dir + command helper, not a framework: every helper does one real thing (runs
 //! git, runs the binary) and panics with the command's output when that thing fails, because a
@@ -17,9 +18,11 @@
 mod cli;
 pub mod fake_agent;
 pub mod files;
+pub mod load;
 pub mod procs;
 mod repo;
 mod run;
+pub mod sse;
 
 pub use cli::{Cli, signal_and_wait};
 pub use repo::TempRepo;

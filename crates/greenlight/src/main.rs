@@ -40,6 +40,8 @@ enum Command {
     /// Agent Stop hooks: install, uninstall, and the hook itself.
     #[command(subcommand)]
     Hook(cmd::hook::Command),
+    /// Serve the dashboard and the live API (SSE with resume) for a state file.
+    Serve(cmd::serve::Args),
 }
 
 fn main() {
@@ -74,6 +76,7 @@ fn main() {
         Command::DemoAgent(args) => cmd::demo::agent(args),
         Command::Init(args) => cmd::init::run(args),
         Command::Hook(command) => cmd::hook::run(command),
+        Command::Serve(args) => cmd::serve::run(args),
     };
     std::process::exit(out::finish(code));
 }

@@ -110,8 +110,27 @@ pub struct RunArgs {
     /// A judge model (same family) that must accept the goal after the gates pass, or `none`.
     #[arg(long, default_value = "none")]
     pub judge: String,
+    /// Also serve the dashboard and the live API while the goal runs (`--serve` on
+    /// 127.0.0.1:7357, or `--serve=ADDR`; loopback only: use `greenlight serve` for a token).
+    #[arg(long, value_name = "ADDR", num_args = 0..=1, require_equals = true,
+          default_missing_value = greenlight_server::DEFAULT_LISTEN)]
+    pub serve: Option<std::net::SocketAddr>,
     #[command(flatten)]
     pub loop_args: LoopArgs,
+}
+
+/// Starts the in-process server of `goal run --serve` on the run's state file.
+fn serve_beside(
+    store: &Store,
+    listen: std::net::SocketAddr,
+) -> Result<greenlight_server::Server, (i32, String)> {
+    let config = greenlight_server::Config::new(listen, store.path().to_path_buf());
+    let server = greenlight_server::start(config).map_err(|e| (exit::ERROR, e.to_string()))?;
+    errln!(
+        "greenlight: serving the dashboard on {} while the goal runs",
+        server.url()
+    );
+    Ok(server)
 }
 
 fn open_store(common: &Common) -> Result<Store, String> {
@@ -188,11 +207,22 @@ fn dispatch(args: Args) -> CliResult {
                 judge: run.judge,
             })
             .map_err(usage)?;
+            // Started before the goal exists, so a busy port refuses the run, not half of it.
+            let server = run
+                .serve
+                .map(|listen| serve_beside(&store, listen))
+                .transpose()?;
             let id = store
                 .write(|tx| greenlight_goal::frames::create_goal(tx, &new))
                 .map_err(store_err)?;
             outln!("greenlight: goal {id} for {}", worktree.display());
-            drive(&mut store, id, &run.loop_args, None, &mut render_progress)
+            let driven = drive(&mut store, id, &run.loop_args, None, &mut render_progress);
+            if let Some(server) = server
+                && let Err(e) = server.stop()
+            {
+                errln!("greenlight: {e}");
+            }
+            driven
         }
         Command::Resume(loop_args) => {
             let goal = live_goal(&store, &worktree)?;

@@ -6,4 +6,5 @@ pub mod digest;
 pub mod goal;
 pub mod hook;
 pub mod init;
+pub mod serve;
 pub mod verify;

@@ -23,6 +23,7 @@ mod proc_digest;
 mod proc_git_env;
 mod proc_signals;
 mod run_record;
+mod serve_cli;
 mod untrusted_files_cli;
 mod verify;
 mod verify_config_rejections;

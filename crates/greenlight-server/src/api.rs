@@ -1,0 +1,339 @@
+//! The routes: JSON reads, the SSE streams, pause and resume, the login, the pages and assets,
+//! and `/api/live` (summaries for the goals page whenever anything is committed).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Json;
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{Html, IntoResponse, Response};
+use greenlight_store::{GoalId, GoalState, Reads};
+use greenlight_stream::{Frame, StreamId};
+use serde::Deserialize;
+
+use crate::dashboard;
+use crate::error::ApiError;
+use crate::guard::{Access, COOKIE};
+use crate::hub::Hub;
+use crate::stream::{self, PING_INTERVAL, RETRY_MS, sse_headers};
+use crate::summary::{self, goal_snapshot, no_goal, overview, run_summary};
+
+/// What every handler shares.
+#[derive(Clone)]
+pub struct App {
+    /// The live feed and the store.
+    pub hub: Arc<Hub>,
+    /// The token rules.
+    pub access: Arc<Access>,
+}
+
+/// How long `/api/live` waits after a change before sending, so a burst is one update.
+pub const LIVE_DEBOUNCE: Duration = Duration::from_millis(200);
+/// The default and largest page of `/events`.
+const PAGE: usize = 500;
+const MAX_PAGE: usize = 5000;
+
+fn parse_id(raw: &str, what: &str) -> Result<i64, ApiError> {
+    match raw.parse::<StreamId>() {
+        Ok(StreamId::Goal(id)) => Ok(id),
+        _ => Err(ApiError::not_found(format!(
+            "`{}` is not a {what} id (a positive number)",
+            raw.escape_debug()
+        ))),
+    }
+}
+
+/// `?last_event_id=`.
+#[derive(Debug, Deserialize)]
+pub struct StreamQuery {
+    last_event_id: Option<String>,
+}
+
+/// `?after=&limit=`.
+#[derive(Debug, Deserialize)]
+pub struct EventsQuery {
+    after: Option<u64>,
+    limit: Option<usize>,
+}
+
+/// `?token=`.
+#[derive(Debug, Deserialize)]
+pub struct LoginQuery {
+    token: Option<String>,
+}
+
+/// A page of stored frames.
+#[derive(Debug, serde::Serialize)]
+struct EventsPage {
+    stream: StreamId,
+    head: u64,
+    oldest: u64,
+    frames: Vec<Frame>,
+}
+
+/// `GET /api/goals`.
+pub async fn goals(State(app): State<App>) -> Result<Response, ApiError> {
+    let (goals, _) = app.hub.with_store(overview).await?;
+    Ok(Json(goals).into_response())
+}
+
+/// `GET /api/goals/{id}`.
+pub async fn goal(State(app): State<App>, Path(raw): Path<String>) -> Result<Response, ApiError> {
+    let id = parse_id(&raw, "goal")?;
+    let snapshot = app.hub.with_store(move |s| goal_snapshot(s, id)).await?;
+    Ok(Json(snapshot).into_response())
+}
+
+/// `GET /api/runs`.
+pub async fn runs(State(app): State<App>) -> Result<Response, ApiError> {
+    let runs = app
+        .hub
+        .with_store(|s| Ok(s.runs(summary::RECENT_RUNS)?))
+        .await?;
+    Ok(Json(runs.into_iter().map(run_summary).collect::<Vec<_>>()).into_response())
+}
+
+/// `GET /api/runs/{id}`.
+pub async fn run(State(app): State<App>, Path(raw): Path<String>) -> Result<Response, ApiError> {
+    let id = parse_id(&raw, "run")?;
+    let run = app.hub.with_store(move |s| summary::run(s, id)).await?;
+    Ok(Json(run).into_response())
+}
+
+async fn events(app: App, stream: StreamId, query: EventsQuery) -> Result<Response, ApiError> {
+    let after = query.after.unwrap_or(0);
+    let limit = query.limit.unwrap_or(PAGE).clamp(1, MAX_PAGE);
+    let page = app
+        .hub
+        .with_store(move |s| {
+            if !summary::stream_exists(s, stream)? {
+                return Err(ApiError::not_found(format!(
+                    "no stream {stream} in this state file"
+                )));
+            }
+            s.read(|snap| {
+                let (oldest, head) = snap.frame_bounds(stream)?;
+                let frames = snap.frames_after(stream, after, limit)?;
+                Ok::<_, ApiError>(EventsPage {
+                    stream,
+                    head,
+                    oldest,
+                    frames,
+                })
+            })
+        })
+        .await?;
+    Ok(Json(page).into_response())
+}
+
+/// `GET /api/goals/{id}/events?after=N&limit=M`.
+pub async fn goal_events(
+    State(app): State<App>,
+    Path(raw): Path<String>,
+    Query(query): Query<EventsQuery>,
+) -> Result<Response, ApiError> {
+    let id = parse_id(&raw, "goal")?;
+    events(app, StreamId::Goal(id), query).await
+}
+
+/// `GET /api/runs/{id}/events?after=N&limit=M`.
+pub async fn run_events(
+    State(app): State<App>,
+    Path(raw): Path<String>,
+    Query(query): Query<EventsQuery>,
+) -> Result<Response, ApiError> {
+    let id = parse_id(&raw, "run")?;
+    events(app, StreamId::Run(id), query).await
+}
+
+/// `GET /api/goals/{id}/stream`.
+pub async fn goal_stream(
+    State(app): State<App>,
+    Path(raw): Path<String>,
+    headers: HeaderMap,
+    Query(query): Query<StreamQuery>,
+) -> Result<Response, ApiError> {
+    let id = parse_id(&raw, "goal")?;
+    let cursor = stream::cursor(&headers, query.last_event_id);
+    Ok(stream::open(app.hub, StreamId::Goal(id), cursor).await)
+}
+
+/// `GET /api/runs/{id}/stream`.
+pub async fn run_stream(
+    State(app): State<App>,
+    Path(raw): Path<String>,
+    headers: HeaderMap,
+    Query(query): Query<StreamQuery>,
+) -> Result<Response, ApiError> {
+    let id = parse_id(&raw, "run")?;
+    let cursor = stream::cursor(&headers, query.last_event_id);
+    Ok(stream::open(app.hub, StreamId::Run(id), cursor).await)
+}
+
+/// `POST /api/goals/{id}/pause`: the goal pauses as `greenlight goal pause` pauses it; a loop
+/// running it stops at its next step.
+pub async fn pause(State(app): State<App>, Path(raw): Path<String>) -> Result<Response, ApiError> {
+    let id = parse_id(&raw, "goal")?;
+    let snapshot = app
+        .hub
+        .with_store(move |s| {
+            let goal = s.goal(GoalId(id))?.ok_or_else(|| no_goal(id))?;
+            if goal.state != GoalState::Paused {
+                s.write(|tx| {
+                    tx.pause_goal(
+                        goal.id,
+                        greenlight_agent::reason::Reason::PausedByUser.as_str(),
+                        Some("paused from the dashboard; resume it there or with `greenlight goal resume`"),
+                    )
+                })?;
+            }
+            goal_snapshot(s, id)
+        })
+        .await?;
+    Ok(Json(snapshot).into_response())
+}
+
+/// `POST /api/goals/{id}/resume`: marks a paused goal active (new turn budget, gate attempts
+/// kept), as `greenlight goal resume` does before it runs the loop. The server runs no agent:
+/// the answer is 202 and says to run `greenlight goal resume` where no runner is attached.
+pub async fn resume(State(app): State<App>, Path(raw): Path<String>) -> Result<Response, ApiError> {
+    let id = parse_id(&raw, "goal")?;
+    let snapshot = app
+        .hub
+        .with_store(move |s| {
+            let goal = s.goal(GoalId(id))?.ok_or_else(|| no_goal(id))?;
+            if goal.state == GoalState::Paused {
+                s.write(|tx| tx.resume_goal(goal.id))?;
+            } else if goal.state != GoalState::Active {
+                return Err(ApiError::conflict(format!(
+                    "goal {id} is {}; only a paused goal can be resumed",
+                    goal.state
+                )));
+            }
+            goal_snapshot(s, id)
+        })
+        .await?;
+    let worktree = snapshot.goal.worktree.clone();
+    let body = serde_json::json!({
+        "goal": snapshot.goal,
+        "hint": format!("the goal is active; a runner continues it: run `greenlight goal resume` in {worktree} if none is running"),
+    });
+    Ok((StatusCode::ACCEPTED, Json(body)).into_response())
+}
+
+/// `GET /login?token=…`: sets the token cookie and goes to `/`.
+pub async fn login(
+    State(app): State<App>,
+    Query(query): Query<LoginQuery>,
+) -> Result<Response, ApiError> {
+    let token = query.token.unwrap_or_default();
+    if !app.access.token_matches(&token) {
+        return Err(ApiError::unauthorized(
+            "wrong or missing token: open /login?token=<the token in the server's --token-file>",
+        ));
+    }
+    let cookie = format!("{COOKIE}={token}; HttpOnly; SameSite=Strict; Path=/");
+    let mut response = StatusCode::SEE_OTHER.into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::LOCATION, HeaderValue::from_static("/"));
+    headers.insert(
+        header::SET_COOKIE,
+        HeaderValue::from_str(&cookie).map_err(|e| ApiError::bad_request(e.to_string()))?,
+    );
+    Ok(response)
+}
+
+/// `GET /`.
+pub async fn goals_page(State(app): State<App>) -> Result<Response, ApiError> {
+    let (goals, runs) = app.hub.with_store(overview).await?;
+    Ok(Html(dashboard::goals_page(&goals, &runs)).into_response())
+}
+
+/// `GET /goals/{id}`.
+pub async fn goal_page(
+    State(app): State<App>,
+    Path(raw): Path<String>,
+) -> Result<Response, ApiError> {
+    let id = parse_id(&raw, "goal")?;
+    let snapshot = app.hub.with_store(move |s| goal_snapshot(s, id)).await?;
+    Ok(Html(dashboard::goal_page(&snapshot)).into_response())
+}
+
+/// `GET /runs/{id}`.
+pub async fn run_page(
+    State(app): State<App>,
+    Path(raw): Path<String>,
+) -> Result<Response, ApiError> {
+    let id = parse_id(&raw, "run")?;
+    let run = app.hub.with_store(move |s| summary::run(s, id)).await?;
+    Ok(Html(dashboard::run_page(&run)).into_response())
+}
+
+fn asset(content_type: &'static str, text: &'static str) -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, content_type),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        text,
+    )
+        .into_response()
+}
+
+/// `GET /assets/app.js`.
+pub async fn app_js() -> Response {
+    asset("text/javascript; charset=utf-8", dashboard::APP_JS)
+}
+
+/// `GET /assets/style.css`.
+pub async fn style_css() -> Response {
+    asset("text/css; charset=utf-8", dashboard::STYLE_CSS)
+}
+
+async fn live_event(hub: &Arc<Hub>) -> Option<Bytes> {
+    let (goals, runs) = hub.with_store(overview).await.ok()?;
+    let data = serde_json::json!({"goals": goals, "runs": runs});
+    Some(Bytes::from(format!("event: goals\ndata: {data}\n\n")))
+}
+
+/// `GET /api/live`: `event: goals` with every goal and recent run, on connect and after every
+/// commit (debounced).
+pub async fn live(State(app): State<App>) -> Response {
+    let hub = app.hub;
+    let mut changes = hub.changes();
+    changes.mark_unchanged();
+    let shutdown = hub.shutdown_signal();
+    let first = live_event(&hub).await;
+    let mut ping =
+        tokio::time::interval_at(tokio::time::Instant::now() + PING_INTERVAL, PING_INTERVAL);
+    ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let state = (hub, changes, shutdown, ping, Some(first));
+    let body = futures_util::stream::unfold(state, |mut st| async move {
+        let (hub, changes, shutdown, ping, first) = &mut st;
+        if let Some(first) = first.take() {
+            let mut bytes = format!("retry: {RETRY_MS}\n\n").into_bytes();
+            bytes.extend_from_slice(first.as_deref().unwrap_or(b": no summary yet\n\n"));
+            return Some((Ok::<_, std::convert::Infallible>(Bytes::from(bytes)), st));
+        }
+        loop {
+            tokio::select! {
+                biased;
+                _ = shutdown.changed() => return None,
+                changed = changes.changed() => {
+                    changed.ok()?;
+                    tokio::time::sleep(LIVE_DEBOUNCE).await;
+                    changes.mark_unchanged();
+                    if let Some(bytes) = live_event(hub).await {
+                        return Some((Ok(bytes), st));
+                    }
+                }
+                _ = ping.tick() => return Some((Ok(Bytes::from_static(b": ping\n\n")), st)),
+            }
+        }
+    });
+    let mut response = Response::new(Body::from_stream(body));
+    sse_headers(response.headers_mut());
+    response
+}

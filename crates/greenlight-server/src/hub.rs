@@ -1,0 +1,192 @@
+//! The live feed: one poller thread reads what any process committed to the state file and
+//! publishes it, pre-encoded as SSE, to a broadcast per stream that has subscribers; plus the
+//! pool of read connections request handlers borrow.
+//!
+//! Persist first, then publish: the poller only ever publishes frames it read back from the
+//! file, so a subscriber can never see a frame a reconnect would not replay.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use axum::body::Bytes;
+use greenlight_store::{Reads, Store};
+use greenlight_stream::{StreamId, encode_frame};
+use tokio::sync::{broadcast, watch};
+
+use crate::Error;
+use crate::error::ApiError;
+
+/// How often the poller looks for new commits: well under the 100 ms delivery promise.
+pub const POLL_INTERVAL: Duration = Duration::from_millis(10);
+/// Frames a subscriber may fall behind the live feed before it is disconnected (it resumes by
+/// cursor from the file, so nothing is lost).
+pub const LIVE_CAPACITY: usize = 4096;
+/// Frames read per poll.
+const POLL_BATCH: usize = 1024;
+
+/// One committed frame as subscribers receive it: its seq and its SSE bytes, encoded once.
+#[derive(Debug, Clone)]
+pub struct LiveFrame {
+    /// Its seq in its stream.
+    pub seq: u64,
+    /// `id: …\ndata: …\n\n`.
+    pub sse: Bytes,
+}
+
+/// Shared by every request: the broadcasts, the change counter, the read pool.
+pub struct Hub {
+    state: PathBuf,
+    streams: Mutex<HashMap<StreamId, broadcast::Sender<LiveFrame>>>,
+    changes: watch::Sender<u64>,
+    pool: Mutex<Vec<Store>>,
+    stopping: AtomicBool,
+    shutdown: watch::Sender<bool>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic elsewhere while holding the lock leaves plain data behind; keep serving it.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Hub {
+    /// A hub for the state file at `state` (opened, and migrated, once here so errors surface
+    /// before the server binds).
+    pub fn new(state: PathBuf) -> Result<Arc<Hub>, greenlight_store::Error> {
+        let store = Store::open(&state)?;
+        Ok(Arc::new(Hub {
+            state,
+            streams: Mutex::new(HashMap::new()),
+            changes: watch::channel(0).0,
+            pool: Mutex::new(vec![store]),
+            stopping: AtomicBool::new(false),
+            shutdown: watch::channel(false).0,
+        }))
+    }
+
+    /// The state file.
+    pub fn state(&self) -> &std::path::Path {
+        &self.state
+    }
+
+    /// A receiver of `stream`'s live frames (its broadcast is created on first use).
+    pub fn subscribe(&self, stream: StreamId) -> broadcast::Receiver<LiveFrame> {
+        lock(&self.streams)
+            .entry(stream)
+            .or_insert_with(|| broadcast::channel(LIVE_CAPACITY).0)
+            .subscribe()
+    }
+
+    /// Bumped whenever anything is committed to the file (frames or the event log).
+    pub fn changes(&self) -> watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
+
+    /// Becomes true when the server stops: every stream ends.
+    pub fn shutdown_signal(&self) -> watch::Receiver<bool> {
+        self.shutdown.subscribe()
+    }
+
+    /// Ends every stream and the poller.
+    pub fn stop(&self) {
+        self.stopping.store(true, Ordering::SeqCst);
+        let _ = self.shutdown.send(true);
+    }
+
+    /// Runs `f` with a read connection on the blocking pool.
+    pub async fn with_store<T, F>(self: &Arc<Self>, f: F) -> Result<T, ApiError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Store) -> Result<T, ApiError> + Send + 'static,
+    {
+        let hub = Arc::clone(self);
+        tokio::task::spawn_blocking(move || {
+            let taken = lock(&hub.pool).pop();
+            let mut store = match taken {
+                Some(store) => store,
+                None => Store::open(&hub.state)?,
+            };
+            let result = f(&mut store);
+            lock(&hub.pool).push(store);
+            result
+        })
+        .await
+        .map_err(|e| ApiError::internal(format!("a store task failed: {e}")))?
+    }
+
+    /// Publishes frames committed after `position`; returns the new position.
+    fn publish_since(
+        &self,
+        store: &Store,
+        mut position: i64,
+    ) -> Result<i64, greenlight_store::Error> {
+        loop {
+            let batch = store.frames_since(position, POLL_BATCH)?;
+            let Some(&(last, _)) = batch.last() else {
+                return Ok(position);
+            };
+            let mut streams = lock(&self.streams);
+            for (_, frame) in &batch {
+                let Some(sender) = streams.get(&frame.stream) else {
+                    continue;
+                };
+                if sender.receiver_count() == 0 {
+                    streams.remove(&frame.stream);
+                    continue;
+                }
+                let live = LiveFrame {
+                    seq: frame.seq,
+                    sse: Bytes::from(encode_frame(frame)),
+                };
+                let _ = sender.send(live);
+            }
+            // Streams whose last subscriber left since the last frame are dropped too.
+            streams.retain(|_, sender| sender.receiver_count() > 0);
+            drop(streams);
+            position = last;
+            if batch.len() < POLL_BATCH {
+                return Ok(position);
+            }
+        }
+    }
+
+    /// The poller: every [`POLL_INTERVAL`], a cheap look at the file's last frame and last event;
+    /// when either moved, read and publish the new frames and bump the change counter.
+    pub fn spawn_poller(self: &Arc<Self>) -> Result<std::thread::JoinHandle<()>, Error> {
+        let store = Store::open(&self.state)?;
+        let mut position = store.last_frame_position()?;
+        let mut events = store.last_seq()?;
+        let hub = Arc::clone(self);
+        std::thread::Builder::new()
+            .name("greenlight-serve-poll".into())
+            .spawn(move || {
+                while !hub.stopping.load(Ordering::SeqCst) {
+                    std::thread::sleep(POLL_INTERVAL);
+                    // A failed read (a writer holding an exclusive lock for a migration, say) is
+                    // retried on the next tick; nothing is skipped because the position stays.
+                    let Ok(head) = store.last_frame_position() else {
+                        continue;
+                    };
+                    let event_head = store.last_seq().unwrap_or(events);
+                    if head < position {
+                        // The newest frames were pruned, so new frames may take positions at or
+                        // below ours: start again from the file's last one.
+                        position = head;
+                    }
+                    let moved = head != position || event_head != events;
+                    if head != position
+                        && let Ok(next) = hub.publish_since(&store, position)
+                    {
+                        position = next;
+                    }
+                    events = event_head;
+                    if moved {
+                        hub.changes.send_modify(|n| *n += 1);
+                    }
+                }
+            })
+            .map_err(Error::Runtime)
+    }
+}

@@ -1,0 +1,165 @@
+//! Starting and stopping a server: bind (so a busy port or a refused address is reported before
+//! anything runs), the poller, the routes behind the guard, `TCP_NODELAY` on every connection,
+//! and a clean stop that ends every open stream.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::routing::{get, post};
+use axum::serve::ListenerExt;
+use tokio::sync::oneshot;
+
+use crate::api::{self, App};
+use crate::guard::{self, Access};
+use crate::hub::Hub;
+use crate::{Config, Error};
+
+/// How long a stop waits for connections to finish after every stream was told to end.
+const STOP_GRACE: Duration = Duration::from_secs(5);
+
+/// Every route, behind the guard.
+pub fn router(app: App) -> Router {
+    let access = Arc::clone(&app.access);
+    Router::new()
+        .route("/", get(api::goals_page))
+        .route("/goals/{id}", get(api::goal_page))
+        .route("/runs/{id}", get(api::run_page))
+        .route("/assets/app.js", get(api::app_js))
+        .route("/assets/style.css", get(api::style_css))
+        .route("/login", get(api::login))
+        .route("/api/live", get(api::live))
+        .route("/api/goals", get(api::goals))
+        .route("/api/goals/{id}", get(api::goal))
+        .route("/api/goals/{id}/events", get(api::goal_events))
+        .route("/api/goals/{id}/stream", get(api::goal_stream))
+        .route("/api/goals/{id}/pause", post(api::pause))
+        .route("/api/goals/{id}/resume", post(api::resume))
+        .route("/api/runs", get(api::runs))
+        .route("/api/runs/{id}", get(api::run))
+        .route("/api/runs/{id}/events", get(api::run_events))
+        .route("/api/runs/{id}/stream", get(api::run_stream))
+        .fallback(|| async { crate::error::ApiError::not_found("no such page or endpoint") })
+        .layer(axum::middleware::from_fn_with_state(access, guard::guard))
+        .with_state(app)
+}
+
+/// A running server, on its own thread and runtime.
+pub struct Server {
+    addr: SocketAddr,
+    hub: Arc<Hub>,
+    stop: Option<oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<Result<(), Error>>>,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server")
+            .field("addr", &self.addr)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Server {
+    /// The address it listens on (the real port when port 0 was asked for).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://<addr>/`.
+    pub fn url(&self) -> String {
+        format!("http://{}/", self.addr)
+    }
+
+    /// Ends every stream, stops accepting, waits for the thread.
+    pub fn stop(mut self) -> Result<(), Error> {
+        self.shutdown()
+    }
+
+    fn shutdown(&mut self) -> Result<(), Error> {
+        self.hub.stop();
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        match self.thread.take().map(std::thread::JoinHandle::join) {
+            Some(Ok(result)) => result,
+            Some(Err(_)) => Err(Error::Runtime(std::io::Error::other(
+                "the server thread panicked",
+            ))),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.shutdown();
+    }
+}
+
+/// Checks `config`, binds, and serves on a thread of its own until [`Server::stop`].
+pub fn start(config: Config) -> Result<Server, Error> {
+    config.check()?;
+    let listener = std::net::TcpListener::bind(config.listen).map_err(|source| Error::Bind {
+        listen: config.listen,
+        source,
+    })?;
+    let addr = listener.local_addr().map_err(Error::Runtime)?;
+    listener.set_nonblocking(true).map_err(Error::Runtime)?;
+    let hub = Hub::new(config.state.clone())?;
+    let poller = hub.spawn_poller()?;
+    let app = App {
+        hub: Arc::clone(&hub),
+        access: Arc::new(Access::new(&Config {
+            listen: addr,
+            ..config
+        })),
+    };
+    let workers = std::thread::available_parallelism().map_or(2, |n| n.get().min(4));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .max_blocking_threads(8)
+        .thread_name("greenlight-serve")
+        .enable_all()
+        .build()
+        .map_err(Error::Runtime)?;
+    let (stop_tx, stop_rx) = oneshot::channel::<()>();
+    let thread_hub = Arc::clone(&hub);
+    let thread = std::thread::Builder::new()
+        .name("greenlight-serve".into())
+        .spawn(move || {
+            let served = runtime.block_on(async move {
+                let listener =
+                    tokio::net::TcpListener::from_std(listener).map_err(Error::Runtime)?;
+                // Small frames must not wait behind Nagle's algorithm and the peer's delayed ACK.
+                let listener = listener.tap_io(|tcp| {
+                    let _ = tcp.set_nodelay(true);
+                });
+                let (done_tx, done_rx) = oneshot::channel::<()>();
+                let server =
+                    axum::serve(listener, router(app)).with_graceful_shutdown(async move {
+                        let _ = stop_rx.await;
+                        let _ = done_tx.send(());
+                    });
+                let serving = tokio::spawn(async move { server.await });
+                // Streams were told to end; a connection that still hangs is cut after the grace.
+                let _ = done_rx.await;
+                match tokio::time::timeout(STOP_GRACE, serving).await {
+                    Ok(Ok(result)) => result.map_err(Error::Runtime),
+                    _ => Ok(()),
+                }
+            });
+            thread_hub.stop();
+            let _ = poller.join();
+            runtime.shutdown_timeout(Duration::from_millis(100));
+            served
+        })
+        .map_err(Error::Runtime)?;
+    Ok(Server {
+        addr,
+        hub,
+        stop: Some(stop_tx),
+        thread: Some(thread),
+    })
+}

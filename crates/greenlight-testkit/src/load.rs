@@ -1,0 +1,264 @@
+//! The SSE load harness: a writer that appends activity frames to one goal through the store at
+//! a fixed rate (each carrying its microsecond timestamp), and N subscribers that follow the
+//! goal's stream, some dropping once and resuming by cursor, checking every frame arrives once
+//! and in order and recording how late it arrived.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use greenlight_store::greenlight_stream::{ActivityKind, FrameBody, StreamId};
+use greenlight_store::{AgentSpec, GoalId, NewGoal, Store};
+
+use crate::sse;
+
+/// Microseconds since the epoch.
+pub fn now_us() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+}
+
+/// Creates the goal the writer writes to (worktree `dir`, which must exist).
+pub fn create_goal(state: &Path, dir: &Path) -> GoalId {
+    let mut store = Store::open(state).expect("open the state file");
+    store
+        .write(|tx| {
+            tx.create_goal(&NewGoal {
+                worktree: dir.to_path_buf(),
+                text: "stream load".into(),
+                agent: AgentSpec {
+                    family: "command".into(),
+                    model: None,
+                    argv_template: Some(vec!["true".into()]),
+                },
+                judge: None,
+                max_turns: 1,
+                retries: 1,
+                gate_timeout_sec: 60,
+                gates: vec!["true".into()],
+            })
+        })
+        .expect("create the goal")
+}
+
+/// Appends `frames` activity frames to `goal` at `rate` per second, one transaction each; the
+/// text is `t=<µs> n=<i>`, the time taken just before the commit.
+pub fn write_frames(state: &Path, goal: GoalId, frames: u64, rate: u64) {
+    let mut store = Store::open(state).expect("open the state file");
+    let start = Instant::now();
+    let every = Duration::from_secs_f64(1.0 / rate.max(1) as f64);
+    for i in 0..frames {
+        let due = start + every.mul_f64(i as f64);
+        if let Some(wait) = due.checked_duration_since(Instant::now()) {
+            std::thread::sleep(wait);
+        }
+        store
+            .write(|tx| {
+                let body = FrameBody::Activity {
+                    turn: 1,
+                    kind: ActivityKind::Output,
+                    text: format!("t={} n={i}", now_us()),
+                };
+                tx.append_frame(StreamId::Goal(goal.0), &body)
+            })
+            .expect("append a frame");
+    }
+}
+
+/// What the subscribers do.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// The server.
+    pub addr: SocketAddr,
+    /// The goal streamed.
+    pub goal: i64,
+    /// How many subscribers.
+    pub subscribers: usize,
+    /// How many frames each must receive.
+    pub frames: u64,
+    /// Every `drop_every`-th subscriber drops its connection once, after frame `frames / 2`,
+    /// and resumes with `Last-Event-ID` (0: none do).
+    pub drop_every: usize,
+    /// How long to wait for the last frame after the writer started.
+    pub deadline: Duration,
+}
+
+/// What they saw.
+#[derive(Debug, Default)]
+pub struct Report {
+    /// Frames received in order.
+    pub delivered: u64,
+    /// Frames that skipped ahead of the next expected seq (or a gap frame).
+    pub gaps: u64,
+    /// Frames received twice (seq ≤ the last one).
+    pub duplicates: u64,
+    /// Subscribers that did not reach the last frame.
+    pub incomplete: usize,
+    /// Resumes made.
+    pub reconnects: u64,
+    /// Delivery latencies, microseconds, sorted.
+    pub latencies_us: Vec<u64>,
+    /// The first problems seen, for the failure message.
+    pub problems: Vec<String>,
+}
+
+impl Report {
+    /// The `q` quantile of the latencies, in milliseconds.
+    pub fn quantile_ms(&self, q: f64) -> f64 {
+        if self.latencies_us.is_empty() {
+            return 0.0;
+        }
+        let i = ((self.latencies_us.len() - 1) as f64 * q).round() as usize;
+        self.latencies_us[i] as f64 / 1000.0
+    }
+}
+
+fn stamp(data: &str) -> Option<u64> {
+    let rest = &data[data.find("t=")? + 2..];
+    rest[..rest.find(|c: char| !c.is_ascii_digit())?]
+        .parse()
+        .ok()
+}
+
+#[derive(Default)]
+struct One {
+    last: u64,
+    delivered: u64,
+    gaps: u64,
+    duplicates: u64,
+    reconnects: u64,
+    latencies: Vec<u64>,
+    problems: Vec<String>,
+}
+
+async fn subscriber(
+    plan: &Plan,
+    index: usize,
+    deadline: Instant,
+    ready: tokio::sync::mpsc::UnboundedSender<()>,
+) -> One {
+    let mut one = One::default();
+    let mut ready = Some(ready);
+    let path = format!("/api/goals/{}/stream", plan.goal);
+    let mut drop_at =
+        (plan.drop_every > 0 && index.is_multiple_of(plan.drop_every)).then_some(plan.frames / 2);
+    let prefix = format!("{}:", plan.goal);
+    while one.last < plan.frames && Instant::now() < deadline {
+        let cursor = format!("{}:{}", plan.goal, one.last);
+        let headers: Vec<(&str, &str)> = if one.last > 0 {
+            vec![("Last-Event-ID", &cursor)]
+        } else {
+            vec![]
+        };
+        let mut response = match sse::request(plan.addr, "GET", &path, &headers).await {
+            Ok(r) if r.status == 200 => r,
+            Ok(r) => {
+                one.problems
+                    .push(format!("subscriber {index}: status {}", r.status));
+                return one;
+            }
+            Err(e) => {
+                one.problems.push(format!("subscriber {index}: {e}"));
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        if one.last > 0 {
+            one.reconnects += 1;
+        }
+        if let Some(ready) = ready.take() {
+            let _ = ready.send(());
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        let reading = tokio::time::timeout(left, async {
+            while let Ok(Some(event)) = response.next_event().await {
+                let now = now_us();
+                let Some(seq) = event
+                    .id
+                    .as_deref()
+                    .and_then(|id| id.strip_prefix(&prefix))
+                    .and_then(|s| s.parse::<u64>().ok())
+                else {
+                    one.gaps += 1;
+                    one.problems.push(format!(
+                        "subscriber {index}: event without a cursor: {}",
+                        event.data
+                    ));
+                    return true;
+                };
+                if seq <= one.last {
+                    one.duplicates += 1;
+                    continue;
+                }
+                if seq != one.last + 1 {
+                    one.gaps += 1;
+                    one.problems
+                        .push(format!("subscriber {index}: {} after {}", seq, one.last));
+                }
+                one.last = seq;
+                one.delivered += 1;
+                if let Some(t) = stamp(&event.data) {
+                    one.latencies.push(now.saturating_sub(t));
+                }
+                if one.last >= plan.frames {
+                    return true;
+                }
+                if drop_at == Some(seq) {
+                    drop_at = None;
+                    return false;
+                }
+            }
+            false
+        })
+        .await;
+        if matches!(reading, Ok(true)) {
+            break;
+        }
+    }
+    one
+}
+
+/// Connects every subscriber, calls `start_writer` once all are connected and have read the
+/// stream's start, and waits for them all.
+pub async fn run(plan: Plan, start_writer: impl FnOnce()) -> Report {
+    let deadline = Instant::now() + plan.deadline;
+    let tasks = tokio::task::LocalSet::new();
+    let mut handles = Vec::new();
+    let (ready_tx, mut ready_rx) = tokio::sync::mpsc::unbounded_channel::<()>();
+    for index in 0..plan.subscribers {
+        let plan = plan.clone();
+        let ready = ready_tx.clone();
+        handles.push(
+            tasks.spawn_local(async move { subscriber(&plan, index, deadline, ready).await }),
+        );
+    }
+    drop(ready_tx);
+    let results = tasks
+        .run_until(async move {
+            // Every subscriber answered (or gave up: its sender is dropped).
+            while ready_rx.recv().await.is_some() {}
+            // Give the connections a moment to be accepted before frames flow.
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            start_writer();
+            let mut results = Vec::new();
+            for h in handles {
+                results.push(h.await.unwrap_or_default());
+            }
+            results
+        })
+        .await;
+    let mut report = Report::default();
+    for one in results {
+        report.delivered += one.delivered;
+        report.gaps += one.gaps;
+        report.duplicates += one.duplicates;
+        report.reconnects += one.reconnects;
+        report.incomplete += usize::from(one.last < plan.frames);
+        report.latencies_us.extend(one.latencies);
+        report.problems.extend(one.problems.into_iter().take(3));
+    }
+    report.latencies_us.sort_unstable();
+    report.problems.truncate(20);
+    report
+}

@@ -1,0 +1,105 @@
+//! `greenlight serve`: the dashboard and the live API for a state file, until SIGINT/SIGTERM.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use greenlight_server::{Config, DEFAULT_LISTEN, read_token_file};
+
+/// Arguments of `greenlight serve`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The address to listen on; anything but loopback requires --token-file.
+    #[arg(long, value_name = "ADDR", default_value = DEFAULT_LISTEN)]
+    pub listen: SocketAddr,
+    /// The state database [default: $GREENLIGHT_STATE, else $XDG_STATE_HOME/greenlight/state.db].
+    #[arg(long, value_name = "PATH")]
+    pub state: Option<PathBuf>,
+    /// A file whose first line is the token every request must carry (bearer header, or the
+    /// cookie `/login?token=…` sets).
+    #[arg(long, value_name = "PATH")]
+    pub token_file: Option<PathBuf>,
+    /// Another host name the server answers to (behind a proxy); repeatable.
+    #[arg(long = "allow-host", value_name = "NAME")]
+    pub allow_hosts: Vec<String>,
+}
+
+/// Exit codes of `greenlight serve`.
+mod exit {
+    /// Stopped by SIGINT/SIGTERM after closing every stream.
+    pub const STOPPED: i32 = 0;
+    /// Could not start (address, token file, state database).
+    pub const ERROR: i32 = 1;
+}
+
+/// The server's setup from the arguments.
+pub fn config(
+    listen: SocketAddr,
+    state: Option<PathBuf>,
+    token_file: Option<&PathBuf>,
+    allow_hosts: Vec<String>,
+) -> Result<Config, String> {
+    let state = match state {
+        Some(p) => p,
+        None => greenlight_store::default_state_path().map_err(|e| e.to_string())?,
+    };
+    let token = token_file
+        .map(|path| read_token_file(path))
+        .transpose()
+        .map_err(|e| e.to_string())?;
+    Ok(Config {
+        token,
+        allow_hosts,
+        ..Config::new(listen, state)
+    })
+}
+
+/// Runs the server until SIGINT/SIGTERM; returns the exit code.
+pub fn run(args: Args) -> i32 {
+    let config = match config(
+        args.listen,
+        args.state,
+        args.token_file.as_ref(),
+        args.allow_hosts,
+    ) {
+        Ok(config) => config,
+        Err(e) => {
+            errln!("greenlight: {e}");
+            return exit::ERROR;
+        }
+    };
+    let token = config.token.is_some();
+    let server = match greenlight_server::start(config) {
+        Ok(server) => server,
+        Err(e) => {
+            errln!("greenlight: {e}");
+            return exit::ERROR;
+        }
+    };
+    let url = server.url();
+    if token {
+        errln!("greenlight: serving on {url} (open {url}login?token=<token> once in a browser)");
+    } else {
+        errln!("greenlight: serving on {url}");
+    }
+    // The signals every long-running subcommand stops on; the server runs on its own threads.
+    let waited = greenlight_proc::run_main(|mut interrupt| async move {
+        while interrupt.borrow().is_none() {
+            if interrupt.changed().await.is_err() {
+                break;
+            }
+        }
+    });
+    if let Err(e) = waited {
+        errln!("greenlight: cannot wait for signals: {e}");
+    }
+    match server.stop() {
+        Ok(()) => {
+            errln!("greenlight: server stopped");
+            exit::STOPPED
+        }
+        Err(e) => {
+            errln!("greenlight: {e}");
+            exit::ERROR
+        }
+    }
+}
