@@ -284,11 +284,10 @@ pub fn pause_by_user(store: &mut Store, goal: &greenlight_store::Goal) -> Result
         return Ok(false);
     }
     store.write(|tx| {
-        crate::frames::pause(
-            tx,
+        tx.pause_goal(
             goal.id,
             greenlight_agent::Reason::PausedByUser.as_str(),
-            "paused with `greenlight goal pause`; `greenlight goal resume` continues",
+            Some("paused with `greenlight goal pause`; `greenlight goal resume` continues"),
         )
     })?;
     Ok(true)
@@ -370,7 +369,7 @@ pub async fn drive(
             }
         };
     if record.state == GoalState::Paused {
-        store.write(|tx| crate::frames::resume(tx, goal))?;
+        store.write(|tx| tx.resume_goal(goal))?;
     }
     on_started(Started::Running);
     // We hold the goal's runner lock, so any process still marked with this goal belongs to an

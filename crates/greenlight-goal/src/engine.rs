@@ -273,7 +273,7 @@ impl<'a> Engine<'a> {
             if let Some((turn, outcome)) = turn {
                 tx.end_turn(goal, turn, outcome)?;
             }
-            frames::pause(tx, goal, reason.as_str(), &detail)
+            tx.pause_goal(goal, reason.as_str(), Some(&detail))
         })?;
         Ok(Finish::Paused { reason, detail })
     }

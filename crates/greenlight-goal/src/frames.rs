@@ -1,5 +1,5 @@
-//! The goal's stream: the frame for each moment of the loop, built from the loop's own data, and
-//! the goal's state changes, each bundled with its `goal-state` frame.
+//! The goal's stream: the frame for each moment of the loop, built from the loop's own data.
+//! (The store writes each state change's `goal-state` frame itself.)
 //!
 //! A frame is appended in the transaction of the state change it describes (persist first, then
 //! publish), so a watcher's view and the store can never disagree. Live activity and gate output
@@ -12,7 +12,7 @@ use greenlight_store::greenlight_stream::{
     ActivityKind, FrameBody, GateVerdict, MAX_PROMPT_BYTES, MAX_TEXT_BYTES, StreamId, ToolStatus,
     TurnTokens, bounded,
 };
-use greenlight_store::{GateRunVerdict, GoalId, GoalState, NewGateRun, NewGoal, Tx};
+use greenlight_store::{GateRunVerdict, GoalId, NewGateRun};
 
 use crate::ledger::ledger_end;
 
@@ -22,54 +22,6 @@ pub const HARNESS_ERROR: &str = "HARNESS_ERROR";
 /// The goal's stream.
 pub fn stream(goal: GoalId) -> StreamId {
     StreamId::Goal(goal.0)
-}
-
-type StoreResult<T> = Result<T, greenlight_store::Error>;
-
-fn state_frame(state: GoalState, reason: Option<&str>, detail: Option<&str>) -> FrameBody {
-    FrameBody::GoalState {
-        state: state.as_str().to_owned(),
-        reason: reason.map(str::to_owned),
-        detail: detail.map(str::to_owned),
-    }
-}
-
-/// Creates a goal; its stream starts with `goal-state active`.
-pub fn create_goal(tx: &Tx<'_>, new: &NewGoal) -> StoreResult<GoalId> {
-    let goal = tx.create_goal(new)?;
-    tx.append_frame(stream(goal), &state_frame(GoalState::Active, None, None))?;
-    Ok(goal)
-}
-
-/// Pauses a goal, saying why.
-pub fn pause(tx: &Tx<'_>, goal: GoalId, reason: &str, detail: &str) -> StoreResult<()> {
-    tx.pause_goal(goal, reason, Some(detail))?;
-    tx.append_frame(
-        stream(goal),
-        &state_frame(GoalState::Paused, Some(reason), Some(detail)),
-    )?;
-    Ok(())
-}
-
-/// Resumes a paused goal.
-pub fn resume(tx: &Tx<'_>, goal: GoalId) -> StoreResult<()> {
-    tx.resume_goal(goal)?;
-    tx.append_frame(stream(goal), &state_frame(GoalState::Active, None, None))?;
-    Ok(())
-}
-
-/// Marks a goal done.
-pub fn complete(tx: &Tx<'_>, goal: GoalId) -> StoreResult<()> {
-    tx.complete_goal(goal)?;
-    tx.append_frame(stream(goal), &state_frame(GoalState::Done, None, None))?;
-    Ok(())
-}
-
-/// Clears a goal (kept for audit).
-pub fn clear(tx: &Tx<'_>, goal: GoalId) -> StoreResult<()> {
-    tx.clear_goal(goal)?;
-    tx.append_frame(stream(goal), &state_frame(GoalState::Cleared, None, None))?;
-    Ok(())
 }
 
 /// A turn started with `prompt` (empty when the turn dispatches nothing: its gates run first).

@@ -119,7 +119,7 @@ impl Engine<'_> {
         let goal_id = self.goal;
         self.store.write(|tx| {
             tx.end_turn(goal_id, turn, "done")?;
-            frames::complete(tx, goal_id)
+            tx.complete_goal(goal_id)
         })?;
         Ok(Step::Finish(Finish::Done))
     }
@@ -154,7 +154,7 @@ impl Engine<'_> {
             if !passed {
                 tx.end_turn(goal_id, turn, Reason::GateFailed.as_str())?;
                 if recorded.attempt >= retries {
-                    frames::pause(tx, goal_id, Reason::RetriesExhausted.as_str(), &detail)?;
+                    tx.pause_goal(goal_id, Reason::RetriesExhausted.as_str(), Some(&detail))?;
                 }
             }
             Ok::<_, greenlight_store::Error>(recorded)

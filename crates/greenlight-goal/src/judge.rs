@@ -92,7 +92,7 @@ impl Engine<'_> {
                             &frames::judge_verdict(turn, true, text),
                         )?;
                         tx.end_turn(goal_id, turn, "done")?;
-                        frames::complete(tx, goal_id)
+                        tx.complete_goal(goal_id)
                     })?;
                     return Ok(Step::Finish(Finish::Done));
                 }

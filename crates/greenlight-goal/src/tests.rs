@@ -183,9 +183,7 @@ impl Fixture {
                 "grep -q good value.txt || { echo \"got $(cat value.txt)\"; exit 1; }".into(),
             ],
         };
-        self.store
-            .write(|tx| crate::frames::create_goal(tx, &new))
-            .unwrap()
+        self.store.write(|tx| tx.create_goal(&new)).unwrap()
     }
 
     fn settings(&self, agent: FakeAgent, judge: Option<&str>) -> (Settings, Arc<FakeAgent>) {
@@ -738,9 +736,7 @@ fn a_pause_and_a_resume_are_goal_state_frames_and_a_machine_error_ends_the_strea
         FrameBody::GoalState { state, reason: Some(reason), .. }
             if state == "paused" && reason == "retries-exhausted"
     ));
-    fx.store
-        .write(|tx| crate::frames::resume(tx, goal))
-        .unwrap();
+    fx.store.write(|tx| tx.resume_goal(goal)).unwrap();
     // Changed by hand, so the gates run first; the gate lock root is a file, so the gate cannot
     // take its mutex and the loop fails.
     std::fs::write(fx.worktree().join("value.txt"), "other\n").unwrap();

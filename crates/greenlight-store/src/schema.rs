@@ -176,7 +176,7 @@ CREATE TABLE runs (
 );
 CREATE INDEX runs_by_start ON runs (started_at);
 CREATE TABLE frames (
-    id     INTEGER PRIMARY KEY,
+    id     INTEGER PRIMARY KEY AUTOINCREMENT,
     stream TEXT    NOT NULL CHECK (stream <> ''),
     seq    INTEGER NOT NULL CHECK (seq >= 1),
     kind   TEXT    NOT NULL CHECK (kind NOT GLOB '*[^a-z0-9-]*' AND kind <> ''),

@@ -8,6 +8,7 @@
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
+use greenlight_stream::{FrameBody, StreamId};
 use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::{Value, json};
 
@@ -190,12 +191,22 @@ impl<'a> Tx<'a> {
                 "gate_timeout_sec": new.gate_timeout_sec,
             }),
         )?;
+        self.append_frame(
+            StreamId::Goal(id.0),
+            &FrameBody::GoalState {
+                state: GoalState::Active.as_str().to_owned(),
+                reason: None,
+                detail: None,
+            },
+        )?;
         for gate in &new.gates {
             self.add_new_gate(id, gate)?;
         }
         Ok(id)
     }
 
+    /// Every state change writes its `goal-state` frame here, so no caller (the loop, the CLI,
+    /// the server) can change a goal's state without its stream saying so.
     fn set_state(
         &self,
         goal: GoalId,
@@ -214,6 +225,14 @@ impl<'a> Tx<'a> {
                 self.now,
                 reset_turns
             ],
+        )?;
+        self.append_frame(
+            StreamId::Goal(goal.0),
+            &FrameBody::GoalState {
+                state: state.as_str().to_owned(),
+                reason: pause.map(|p| p.0.to_owned()),
+                detail: pause.and_then(|p| p.1).map(str::to_owned),
+            },
         )?;
         Ok(())
     }

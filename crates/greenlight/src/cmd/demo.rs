@@ -97,7 +97,7 @@ fn demo(args: &Args) -> Result<i32, String> {
         gates: vec!["sh test.sh".into()],
     };
     let id = store
-        .write(|tx| greenlight_goal::frames::create_goal(tx, &goal))
+        .write(|tx| tx.create_goal(&goal))
         .map_err(|e| e.to_string())?;
     outln!(
         "greenlight demo: a goal, a scripted agent, and one gate (`sh test.sh`) in {}",

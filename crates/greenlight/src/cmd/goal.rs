@@ -212,9 +212,7 @@ fn dispatch(args: Args) -> CliResult {
                 .serve
                 .map(|listen| serve_beside(&store, listen))
                 .transpose()?;
-            let id = store
-                .write(|tx| greenlight_goal::frames::create_goal(tx, &new))
-                .map_err(store_err)?;
+            let id = store.write(|tx| tx.create_goal(&new)).map_err(store_err)?;
             outln!("greenlight: goal {id} for {}", worktree.display());
             let driven = drive(&mut store, id, &run.loop_args, None, &mut render_progress);
             if let Some(server) = server
@@ -251,7 +249,7 @@ fn dispatch(args: Args) -> CliResult {
         Command::Clear => {
             let goal = live_goal(&store, &worktree)?;
             store
-                .write(|tx| greenlight_goal::frames::clear(tx, goal.id))
+                .write(|tx| tx.clear_goal(goal.id))
                 .map_err(|e| (exit::ERROR, e.to_string()))?;
             outln!(
                 "greenlight: goal {} cleared (kept in the state for audit)",
