@@ -26,7 +26,8 @@ struct Fixture {
 }
 
 impl Fixture {
-    /// A state file with one goal holding `frames` activity frames.
+    /// A state file with one goal holding its `goal-state` frame (seq 1, written by the store
+    /// when the goal is created) and then `frames` activity frames.
     fn new(frames: u64) -> Fixture {
         let dir = tempfile::tempdir().expect("tempdir");
         let state = dir.path().join("state.db");
@@ -177,7 +178,7 @@ fn seq_of(event: &Event, goal: GoalId) -> u64 {
 
 #[test]
 fn a_dropped_watcher_resumes_after_frame_5_and_gets_every_later_frame_once() {
-    let f = Fixture::new(10);
+    let f = Fixture::new(9);
     let server = f.serve();
     runtime().block_on(async {
         let mut first = get(server.addr(), &f.stream_path(), &[]).await;
@@ -198,7 +199,8 @@ fn a_dropped_watcher_resumes_after_frame_5_and_gets_every_later_frame_once() {
             let event = next_event(&mut first).await.expect("frame");
             assert_eq!(seq_of(&event, f.goal), want);
             let frame: serde_json::Value = serde_json::from_str(&event.data).expect("frame JSON");
-            assert_eq!(frame["body"]["type"], "activity");
+            let kind = if want == 1 { "goal-state" } else { "activity" };
+            assert_eq!(frame["body"]["type"], kind);
             assert_eq!(frame["seq"], want);
         }
         drop(first);
@@ -341,9 +343,11 @@ fn frames_committed_by_another_process_arrive_live_within_100_ms() {
     runtime().block_on(async {
         let mut response = get(server.addr(), &f.stream_path(), &[]).await;
         assert_eq!(response.status, 200);
+        let created = next_event(&mut response).await.expect("the goal's first frame");
+        assert_eq!(seq_of(&created, f.goal), 1);
         let writer = f.spawn_writer(50, 50);
         let mut late = Vec::new();
-        for want in 1..=50 {
+        for want in 2..=51 {
             let event = next_event(&mut response).await.expect("live frame");
             let now = load::now_us();
             assert_eq!(seq_of(&event, f.goal), want);
@@ -415,7 +419,7 @@ fn unknown_goals_runs_and_paths_are_404_with_a_json_error() {
 
 #[test]
 fn the_json_api_lists_snapshots_and_pages_frames() {
-    let f = Fixture::new(20);
+    let f = Fixture::new(19);
     let server = f.serve();
     runtime().block_on(async {
         let (status, goals) = json(server.addr(), "GET", "/api/goals", &[]).await;
@@ -629,7 +633,7 @@ fn with_a_token_every_request_needs_it() {
 
 #[test]
 fn pages_assets_and_the_live_summary() {
-    let f = Fixture::new(1);
+    let f = Fixture::new(0);
     let server = f.serve();
     runtime().block_on(async {
         for (path, kind) in [
@@ -658,7 +662,7 @@ fn pages_assets_and_the_live_summary() {
 
 #[test]
 fn stopping_the_server_ends_open_streams() {
-    let f = Fixture::new(1);
+    let f = Fixture::new(0);
     let server = f.serve();
     runtime().block_on(async {
         let mut response = get(server.addr(), &f.stream_path(), &[]).await;
@@ -707,6 +711,10 @@ fn load_100_subscribers_by_1000_frames_every_10th_dropped_and_resumed() {
         (0, 0, 0),
         "{summary}"
     );
-    assert_eq!(report.delivered, 100 * 1000, "{summary}");
+    assert_eq!(
+        report.delivered,
+        100 * (1000 + load::GOAL_FRAMES_BEFORE_WRITER),
+        "{summary}"
+    );
     assert_eq!(report.reconnects, 10, "{summary}");
 }

@@ -66,6 +66,15 @@ pub fn write_frames(state: &Path, goal: GoalId, frames: u64, rate: u64) {
     }
 }
 
+/// Frames a goal's stream holds before the writer's: the `goal-state active` frame the store
+/// writes when the goal is created.
+pub const GOAL_FRAMES_BEFORE_WRITER: u64 = 1;
+
+/// The seq of the writer's last frame: where every subscriber must get to.
+fn last_seq(plan: &Plan) -> u64 {
+    plan.frames + GOAL_FRAMES_BEFORE_WRITER
+}
+
 /// What the subscribers do.
 #[derive(Debug, Clone)]
 pub struct Plan {
@@ -75,7 +84,8 @@ pub struct Plan {
     pub goal: i64,
     /// How many subscribers.
     pub subscribers: usize,
-    /// How many frames each must receive.
+    /// How many frames the writer appends; each subscriber must receive them all (after the
+    /// goal's own first frame).
     pub frames: u64,
     /// Every `drop_every`-th subscriber drops its connection once, after frame `frames / 2`,
     /// and resumes with `Last-Event-ID` (0: none do).
@@ -144,7 +154,7 @@ async fn subscriber(
     let mut drop_at =
         (plan.drop_every > 0 && index.is_multiple_of(plan.drop_every)).then_some(plan.frames / 2);
     let prefix = format!("{}:", plan.goal);
-    while one.last < plan.frames && Instant::now() < deadline {
+    while one.last < last_seq(&plan) && Instant::now() < deadline {
         let cursor = format!("{}:{}", plan.goal, one.last);
         let headers: Vec<(&str, &str)> = if one.last > 0 {
             vec![("Last-Event-ID", &cursor)]
@@ -201,7 +211,7 @@ async fn subscriber(
                 if let Some(t) = stamp(&event.data) {
                     one.latencies.push(now.saturating_sub(t));
                 }
-                if one.last >= plan.frames {
+                if one.last >= last_seq(&plan) {
                     return true;
                 }
                 if drop_at == Some(seq) {
@@ -254,7 +264,7 @@ pub async fn run(plan: Plan, start_writer: impl FnOnce()) -> Report {
         report.gaps += one.gaps;
         report.duplicates += one.duplicates;
         report.reconnects += one.reconnects;
-        report.incomplete += usize::from(one.last < plan.frames);
+        report.incomplete += usize::from(one.last < last_seq(&plan));
         report.latencies_us.extend(one.latencies);
         report.problems.extend(one.problems.into_iter().take(3));
     }

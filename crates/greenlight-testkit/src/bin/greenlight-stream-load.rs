@@ -105,7 +105,7 @@ fn load_mode(args: &[String]) -> Result<ExitCode, String> {
     println!(
         "delivered {} of {}; reconnects {}",
         report.delivered,
-        subscribers as u64 * frames,
+        subscribers as u64 * (frames + load::GOAL_FRAMES_BEFORE_WRITER),
         report.reconnects
     );
     println!(
