@@ -116,9 +116,18 @@ pub fn start(config: Config) -> Result<Server, Error> {
             ..config
         })),
     };
+    // The CPUs this process may run on (its affinity mask, so `taskset -c 0` gives 1). On one
+    // CPU the current-thread scheduler does the same work without the work-stealing machinery:
+    // measured with `scripts/bench-stream.sh` pinned to one core, it is the cheaper fan-out.
     let workers = std::thread::available_parallelism().map_or(2, |n| n.get().min(4));
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(workers)
+    let mut builder = if workers == 1 {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        let mut multi = tokio::runtime::Builder::new_multi_thread();
+        multi.worker_threads(workers);
+        multi
+    };
+    let runtime = builder
         .max_blocking_threads(8)
         .thread_name("greenlight-serve")
         .enable_all()

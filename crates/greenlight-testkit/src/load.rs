@@ -154,7 +154,7 @@ async fn subscriber(
     let mut drop_at =
         (plan.drop_every > 0 && index.is_multiple_of(plan.drop_every)).then_some(plan.frames / 2);
     let prefix = format!("{}:", plan.goal);
-    while one.last < last_seq(&plan) && Instant::now() < deadline {
+    while one.last < last_seq(plan) && Instant::now() < deadline {
         let cursor = format!("{}:{}", plan.goal, one.last);
         let headers: Vec<(&str, &str)> = if one.last > 0 {
             vec![("Last-Event-ID", &cursor)]
@@ -211,7 +211,7 @@ async fn subscriber(
                 if let Some(t) = stamp(&event.data) {
                     one.latencies.push(now.saturating_sub(t));
                 }
-                if one.last >= last_seq(&plan) {
+                if one.last >= last_seq(plan) {
                     return true;
                 }
                 if drop_at == Some(seq) {
