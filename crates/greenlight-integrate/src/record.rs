@@ -6,6 +6,7 @@
 //! code stay exactly what they would have been.
 
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, mpsc};
 use std::time::Instant;
 
 use greenlight_gate::{GateReport, GateVerdict as LineVerdict, RunEvent};
@@ -38,33 +39,53 @@ pub struct RunGate {
     pub command: String,
 }
 
-/// Records one run; every method is best effort.
+/// What the caller hands the writer thread.
+enum Message {
+    Frame(FrameBody),
+    Finish {
+        result: String,
+        exit_code: i32,
+        duration_ms: u64,
+    },
+}
+
+/// Records one run; every method is best effort and none waits for the database except
+/// [`Recorder::finish`].
+///
+/// A thread of its own owns the database: it opens (and migrates) the file while the run probes
+/// git and starts its first gate, and writes whatever frames have queued up in one transaction,
+/// so recording overlaps the gates instead of adding a commit to each (measured by
+/// `scripts/bench-verify.sh`, recording on and off).
 #[derive(Debug)]
 pub struct Recorder {
-    /// `None` once recording failed (or never started).
-    live: Option<(Store, RunId)>,
+    /// `None` once finished (or when recording is off).
+    queue: Option<mpsc::Sender<Message>>,
+    writer: Option<std::thread::JoinHandle<()>>,
+    /// The one warning to show, set by the writer when the database cannot be used.
+    warning: Arc<Mutex<Option<String>>>,
     gates: Vec<RunGate>,
     started: Instant,
-    /// The one warning to show, until taken.
-    warning: Option<String>,
-    how_to_turn_off: &'static str,
+}
+
+fn lock(m: &Mutex<Option<String>>) -> std::sync::MutexGuard<'_, Option<String>> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl Recorder {
     /// A recorder that records nothing.
     pub fn off() -> Self {
         Self {
-            live: None,
+            queue: None,
+            writer: None,
+            warning: Arc::new(Mutex::new(None)),
             gates: Vec::new(),
             started: Instant::now(),
-            warning: None,
-            how_to_turn_off: "",
         }
     }
 
-    /// Opens the state database (`state`, else the default path) and records the run's start,
-    /// pruning runs older than [`RUN_TTL_MS`]. `how_to_turn_off` ends the warning shown if the
-    /// database cannot be used (e.g. "pass --no-record or set GREENLIGHT_NO_RECORD=1").
+    /// Starts recording the run in the state database (`state`, else the default path), pruning
+    /// runs older than [`RUN_TTL_MS`]. `how_to_turn_off` ends the warning shown if the database
+    /// cannot be used (e.g. "pass --no-record or set GREENLIGHT_NO_RECORD=1").
     pub fn start(
         state: Option<&Path>,
         kind: RunKind,
@@ -72,70 +93,63 @@ impl Recorder {
         gates: Vec<RunGate>,
         how_to_turn_off: &'static str,
     ) -> Self {
-        let mut recorder = Self {
-            live: None,
-            gates,
-            started: Instant::now(),
-            warning: None,
-            how_to_turn_off,
-        };
+        let warning = Arc::new(Mutex::new(None));
+        let (queue, inbox) = mpsc::channel();
         let path = match state {
             Some(p) => Ok(p.to_path_buf()),
             None => greenlight_store::default_state_path(),
         };
-        let commands: Vec<String> = recorder.gates.iter().map(|g| g.command.clone()).collect();
-        let begun = path.and_then(|path| {
-            let mut store = Store::open(&path)?;
-            // A run record is a view: a power cut may lose its last frames, and an fsync per
-            // gate would cost more than the gates (docs/state.md, "The cost of recording").
-            store.relax_durability()?;
-            let run = store.write(|tx| {
-                tx.prune_runs(tx.now() - RUN_TTL_MS)?;
-                tx.begin_run(kind, worktree, &commands)
-            })?;
-            Ok((store, run))
-        });
-        match begun {
-            Ok(live) => recorder.live = Some(live),
-            Err(e) => recorder.fail(state, &e),
+        let commands: Vec<String> = gates.iter().map(|g| g.command.clone()).collect();
+        let worktree = worktree.to_path_buf();
+        let shared = Arc::clone(&warning);
+        let writer = std::thread::Builder::new()
+            .name("greenlight-record".into())
+            .spawn(move || {
+                let shown = path.as_ref().ok().cloned();
+                if let Err(e) =
+                    path.and_then(|path| write_run(&path, kind, &worktree, &commands, &inbox))
+                {
+                    let path = shown.unwrap_or_else(|| PathBuf::from("the state database"));
+                    *lock(&shared) = Some(format!(
+                        "greenlight: cannot record this run in {} ({e}); it goes on unrecorded \
+                         ({how_to_turn_off})",
+                        path.display()
+                    ));
+                }
+            });
+        match writer {
+            Ok(writer) => Self {
+                queue: Some(queue),
+                writer: Some(writer),
+                warning,
+                gates,
+                started: Instant::now(),
+            },
+            Err(e) => {
+                *lock(&warning) = Some(format!(
+                    "greenlight: cannot record this run ({e}); it goes on unrecorded \
+                     ({how_to_turn_off})"
+                ));
+                Self {
+                    queue: None,
+                    writer: None,
+                    warning,
+                    gates,
+                    started: Instant::now(),
+                }
+            }
         }
-        recorder
     }
 
-    /// The run's id, while it is being recorded.
-    pub fn run(&self) -> Option<RunId> {
-        self.live.as_ref().map(|(_, run)| *run)
-    }
-
-    /// The warning to show once (recording failed and is off now), if not shown yet.
+    /// The warning to show once (recording failed and is off now), if there is one not shown yet.
     pub fn take_warning(&mut self) -> Option<String> {
-        self.warning.take()
+        lock(&self.warning).take()
     }
 
-    fn fail(&mut self, state: Option<&Path>, error: &greenlight_store::Error) {
-        let path = self
-            .live
-            .as_ref()
-            .map(|(store, _)| store.path().to_path_buf())
-            .or_else(|| state.map(Path::to_path_buf))
-            .or_else(|| greenlight_store::default_state_path().ok())
-            .unwrap_or_else(|| PathBuf::from("the state database"));
-        if self.live.take().is_some() || self.warning.is_none() {
-            self.warning = Some(format!(
-                "greenlight: cannot record this run in {} ({error}); it goes on unrecorded ({})",
-                path.display(),
-                self.how_to_turn_off
-            ));
-        }
-    }
-
-    fn append(&mut self, body: &FrameBody) {
-        let Some((store, run)) = &mut self.live else {
-            return;
-        };
-        let run = *run;
-        if let Err(e) = store.write(|tx| tx.append_frame(run.stream(), body)) {
-            self.fail(None, &e);
+    fn append(&mut self, body: FrameBody) {
+        if let Some(queue) = &self.queue {
+            // A writer that gave up has dropped its end; its warning says why.
+            let _ = queue.send(Message::Frame(body));
         }
     }
 
@@ -146,7 +160,7 @@ impl Recorder {
 
     /// One event of the gate runner.
     pub fn event(&mut self, event: &RunEvent<'_>) {
-        if self.live.is_none() {
+        if self.queue.is_none() {
             return;
         }
         match event {
@@ -163,28 +177,97 @@ impl Recorder {
                         .unwrap_or_default(),
                     turn: None,
                 };
-                self.append(&body);
+                self.append(body);
             }
             RunEvent::GateFinished(gate) => {
                 let body = gate_finished(self.number(&gate.id), gate);
-                self.append(&body);
+                self.append(body);
             }
             _ => {}
         }
     }
 
-    /// Records the run's end with its result and exit code.
+    /// Records the run's end with its result and exit code, and waits until every frame is
+    /// written (or recording failed: then [`Recorder::take_warning`] says why).
     pub fn finish(&mut self, result: &str, exit_code: i32) {
         let duration_ms = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
-        let Some((store, run)) = &mut self.live else {
-            return;
-        };
-        let run = *run;
-        if let Err(e) = store.write(|tx| tx.finish_run(run, result, exit_code, duration_ms)) {
-            self.fail(None, &e);
+        if let Some(queue) = self.queue.take() {
+            let _ = queue.send(Message::Finish {
+                result: result.to_owned(),
+                exit_code,
+                duration_ms,
+            });
         }
-        self.live = None;
+        if let Some(writer) = self.writer.take() {
+            let _ = writer.join();
+        }
     }
+}
+
+impl Drop for Recorder {
+    /// A run that ends without `finish` (an early return) still lets the writer end: its queue
+    /// closes, and what was queued is written.
+    fn drop(&mut self) {
+        self.queue = None;
+        if let Some(writer) = self.writer.take() {
+            let _ = writer.join();
+        }
+    }
+}
+
+/// The writer thread: opens the file, begins the run, then writes what has queued up, one
+/// transaction per batch, until the run finishes or the caller goes away.
+fn write_run(
+    path: &Path,
+    kind: RunKind,
+    worktree: &Path,
+    commands: &[String],
+    inbox: &mpsc::Receiver<Message>,
+) -> Result<(), greenlight_store::Error> {
+    let mut store = Store::open(path)?;
+    // A run record is a view: a power cut may lose its last frames, and an fsync per batch
+    // would cost more than the gates (docs/state.md, "The cost of recording").
+    store.relax_durability()?;
+    let run = store.write(|tx| {
+        tx.prune_runs(tx.now() - RUN_TTL_MS)?;
+        tx.begin_run(kind, worktree, commands)
+    })?;
+    while let Ok(first) = inbox.recv() {
+        let mut batch = vec![first];
+        batch.extend(inbox.try_iter());
+        let finished = write_batch(&mut store, run, batch)?;
+        if finished {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// Writes one batch in one transaction; `true` when it held the run's end.
+fn write_batch(
+    store: &mut Store,
+    run: RunId,
+    batch: Vec<Message>,
+) -> Result<bool, greenlight_store::Error> {
+    store.write(|tx| {
+        let mut finished = false;
+        for message in &batch {
+            match message {
+                Message::Frame(body) => {
+                    tx.append_frame(run.stream(), body)?;
+                }
+                Message::Finish {
+                    result,
+                    exit_code,
+                    duration_ms,
+                } => {
+                    tx.finish_run(run, result, *exit_code, *duration_ms)?;
+                    finished = true;
+                }
+            }
+        }
+        Ok(finished)
+    })
 }
 
 /// The `gate-finished` frame of a gate as the runner reported it: the last attempt's exit code,
