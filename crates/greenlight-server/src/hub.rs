@@ -21,11 +21,15 @@ use crate::error::ApiError;
 
 /// How often the poller looks for new commits: well under the 100 ms delivery promise.
 pub const POLL_INTERVAL: Duration = Duration::from_millis(10);
-/// Frames a subscriber may fall behind the live feed before it is disconnected (it resumes by
-/// cursor from the file, so nothing is lost).
+/// Batches (one per poll that found frames of the stream) a subscriber may fall behind the live
+/// feed before it is disconnected (it resumes by cursor from the file, so nothing is lost).
 pub const LIVE_CAPACITY: usize = 4096;
 /// Frames read per poll.
 const POLL_BATCH: usize = 1024;
+
+/// The frames of one stream that one poll found, in seq order: one wake-up and one write per
+/// subscriber however many frames the poll brought (the fan-out's cost is per wake-up).
+pub type LiveBatch = Arc<[LiveFrame]>;
 
 /// One committed frame as subscribers receive it: its seq and its SSE bytes, encoded once.
 #[derive(Debug, Clone)]
@@ -39,7 +43,7 @@ pub struct LiveFrame {
 /// Shared by every request: the broadcasts, the change counter, the read pool.
 pub struct Hub {
     state: PathBuf,
-    streams: Mutex<HashMap<StreamId, broadcast::Sender<LiveFrame>>>,
+    streams: Mutex<HashMap<StreamId, broadcast::Sender<LiveBatch>>>,
     changes: watch::Sender<u64>,
     pool: Mutex<Vec<Store>>,
     stopping: AtomicBool,
@@ -72,7 +76,7 @@ impl Hub {
     }
 
     /// A receiver of `stream`'s live frames (its broadcast is created on first use).
-    pub fn subscribe(&self, stream: StreamId) -> broadcast::Receiver<LiveFrame> {
+    pub fn subscribe(&self, stream: StreamId) -> broadcast::Receiver<LiveBatch> {
         lock(&self.streams)
             .entry(stream)
             .or_insert_with(|| broadcast::channel(LIVE_CAPACITY).0)
@@ -127,20 +131,30 @@ impl Hub {
             let Some(&(last, _)) = batch.last() else {
                 return Ok(position);
             };
-            let mut streams = lock(&self.streams);
+            let mut by_stream: Vec<(StreamId, Vec<LiveFrame>)> = Vec::new();
             for (_, frame) in &batch {
-                let Some(sender) = streams.get(&frame.stream) else {
-                    continue;
-                };
-                if sender.receiver_count() == 0 {
-                    streams.remove(&frame.stream);
-                    continue;
-                }
                 let live = LiveFrame {
                     seq: frame.seq,
                     sse: Bytes::from(encode_frame(frame)),
                 };
-                let _ = sender.send(live);
+                match by_stream
+                    .iter_mut()
+                    .find(|(stream, _)| *stream == frame.stream)
+                {
+                    Some((_, frames)) => frames.push(live),
+                    None => by_stream.push((frame.stream, vec![live])),
+                }
+            }
+            let mut streams = lock(&self.streams);
+            for (stream, frames) in by_stream {
+                let Some(sender) = streams.get(&stream) else {
+                    continue;
+                };
+                if sender.receiver_count() == 0 {
+                    streams.remove(&stream);
+                    continue;
+                }
+                let _ = sender.send(LiveBatch::from(frames));
             }
             // Streams whose last subscriber left since the last frame are dropped too.
             streams.retain(|_, sender| sender.receiver_count() > 0);

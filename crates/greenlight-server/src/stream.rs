@@ -19,7 +19,7 @@ use greenlight_stream::{Resume, StreamId, encode_frame, encode_gap, encode_retry
 use tokio::sync::{broadcast, watch};
 
 use crate::error::ApiError;
-use crate::hub::{Hub, LiveFrame};
+use crate::hub::{Hub, LiveBatch};
 use crate::summary::stream_exists;
 
 /// The reconnection delay sent once at the start.
@@ -69,7 +69,7 @@ enum Phase {
 struct Subscriber {
     hub: Arc<Hub>,
     stream: StreamId,
-    live: broadcast::Receiver<LiveFrame>,
+    live: broadcast::Receiver<LiveBatch>,
     shutdown: watch::Receiver<bool>,
     ping: tokio::time::Interval,
     last: u64,
@@ -157,27 +157,30 @@ impl Subscriber {
                 _ = self.ping.tick() => return Some(Bytes::from_static(PING)),
             };
             let first = match received {
-                Ok(frame) => frame,
+                Ok(batch) => batch,
                 // Too slow: disconnect rather than skip; the client resumes from the file.
                 Err(broadcast::error::RecvError::Lagged(_)) => return None,
                 Err(broadcast::error::RecvError::Closed) => return None,
             };
             let mut out: Option<Vec<u8>> = None;
             let mut next = Some(first);
-            while let Some(frame) = next.take() {
-                if frame.seq > self.last + 1 {
-                    // Skipped ahead: what lies between is in the file.
-                    self.phase = Phase::Replay;
-                    return out.map(Bytes::from);
+            while let Some(batch) = next.take() {
+                for frame in batch.iter() {
+                    if frame.seq > self.last + 1 {
+                        // Skipped ahead: what lies between is in the file.
+                        self.phase = Phase::Replay;
+                        return out.map(Bytes::from);
+                    }
+                    // At or below `last`: already sent (the hand-over from the file).
+                    if frame.seq == self.last + 1 {
+                        out.get_or_insert_with(Vec::new)
+                            .extend_from_slice(&frame.sse);
+                        self.last = frame.seq;
+                    }
                 }
-                if frame.seq == self.last + 1 {
-                    out.get_or_insert_with(Vec::new)
-                        .extend_from_slice(&frame.sse);
-                    self.last = frame.seq;
-                }
-                // Frames already waiting go out in the same write.
+                // Batches already waiting go out in the same write.
                 next = match self.live.try_recv() {
-                    Ok(f) => Some(f),
+                    Ok(batch) => Some(batch),
                     Err(broadcast::error::TryRecvError::Lagged(_)) => {
                         self.phase = Phase::Done;
                         return out.map(Bytes::from);
