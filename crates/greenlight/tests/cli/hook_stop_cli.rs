@@ -379,7 +379,11 @@ fn malformed_stdin_is_a_non_blocking_error() {
 #[test]
 fn a_bad_flag_is_a_non_blocking_error_too() {
     let repo = TempRepo::worktree_with_commit();
-    let run = hook_raw(&repo, b"{}", &["--max-blocks", "lots"]);
+    // A usage error exits before reading the payload, so the payload may meet a closed pipe.
+    let run = repo
+        .cli(["hook", "stop", "--max-blocks", "lots"])
+        .offer_stdin("{}")
+        .run();
     assert_eq!(run.code, 1, "{}", run.stderr);
     assert_eq!(run.stdout, "");
     assert!(run.stderr.contains("--max-blocks"), "{}", run.stderr);
