@@ -359,7 +359,8 @@ mod tests {
 
     #[test]
     fn any_split_of_the_input_gives_the_same_items() {
-        let input: &[u8] = b"retry: 2000\r\n\r: ping\rid: 7:1\r\ndata: a\r\rdata: \xff\n\nid: 9\n\n";
+        let input: &[u8] =
+            b"retry: 2000\r\n\r: ping\rid: 7:1\r\ndata: a\r\rdata: \xff\n\nid: 9\n\n";
         let mut whole = Vec::new();
         Parser::default().feed(input, &mut whole);
         assert_eq!(whole.len(), 4, "{whole:?}");
