@@ -14,7 +14,7 @@ use std::time::Duration;
 use axum::body::{Body, Bytes};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use greenlight_store::Reads;
+use greenlight_store::{Reads, SystemClock, WallClock};
 use greenlight_stream::{Resume, StreamId, encode_frame, encode_gap, encode_retry, resolve};
 use tokio::sync::{broadcast, watch};
 
@@ -49,12 +49,6 @@ pub fn cursor(headers: &HeaderMap, query: Option<String>) -> Option<String> {
         .get("last-event-id")
         .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
         .or(query)
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 /// Where a subscriber is.
@@ -196,7 +190,7 @@ impl Subscriber {
 }
 
 fn gap(stream: StreamId, detail: &str) -> Bytes {
-    Bytes::from(encode_gap(stream, now_ms(), detail))
+    Bytes::from(encode_gap(stream, SystemClock.now_ms(), detail))
 }
 
 fn sse_response(body: Body) -> Response {

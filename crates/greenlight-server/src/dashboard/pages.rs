@@ -4,17 +4,16 @@
 //! the HTML); the script then fills the timeline from the stream and keeps the page live. The
 //! elements the script looks up by id are the same in the HTML here and in `app.js`.
 
+use greenlight_store::{SystemClock, WallClock};
 use std::fmt::Write as _;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::html::{badge, elapsed, esc, layout, time};
 use crate::model::{GateSummary, GoalSnapshot, GoalSummary, RunSummary, TurnSummary};
 
-/// Now, ms since the epoch (the start of the elapsed times the page renders).
+/// Now, ms since the epoch (the start of the elapsed times the page renders), from the clock
+/// the store stamps frames with.
 fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+    SystemClock.now_ms()
 }
 
 /// Verdicts and results the page marks as failures.
