@@ -11,7 +11,7 @@ use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use greenlight_server::{Config, Server};
-use greenlight_store::greenlight_stream::{ActivityKind, FrameBody, RunKind, StreamId};
+use greenlight_store::greenlight_stream::{RunKind, StreamId};
 use greenlight_store::{GoalId, Reads, Store};
 use greenlight_testkit::load::{self, Plan};
 use greenlight_testkit::sse::{self, Event, Item};
@@ -41,16 +41,7 @@ impl Fixture {
         let mut store = Store::open(&self.state).expect("open");
         for i in 0..frames {
             store
-                .write(|tx| {
-                    tx.append_frame(
-                        StreamId::Goal(self.goal.0),
-                        &FrameBody::Activity {
-                            turn: 1,
-                            kind: ActivityKind::Text,
-                            text: format!("t={} n={i}", load::now_us()),
-                        },
-                    )
-                })
+                .write(|tx| tx.append_frame(StreamId::Goal(self.goal.0), &load::stamped_frame(i)))
                 .expect("append");
         }
     }

@@ -42,6 +42,16 @@ pub fn create_goal(state: &Path, dir: &Path) -> GoalId {
         .expect("create the goal")
 }
 
+/// The `i`-th frame a writer appends: activity whose text is `t=<µs> n=<i>`, the time taken now,
+/// just before its commit (what the subscribers measure latency from).
+pub fn stamped_frame(i: u64) -> FrameBody {
+    FrameBody::Activity {
+        turn: 1,
+        kind: ActivityKind::Output,
+        text: format!("t={} n={i}", now_us()),
+    }
+}
+
 /// Appends `frames` activity frames to `goal` at `rate` per second, one transaction each; the
 /// text is `t=<µs> n=<i>`, the time taken just before the commit.
 pub fn write_frames(state: &Path, goal: GoalId, frames: u64, rate: u64) {
@@ -54,14 +64,7 @@ pub fn write_frames(state: &Path, goal: GoalId, frames: u64, rate: u64) {
             std::thread::sleep(wait);
         }
         store
-            .write(|tx| {
-                let body = FrameBody::Activity {
-                    turn: 1,
-                    kind: ActivityKind::Output,
-                    text: format!("t={} n={i}", now_us()),
-                };
-                tx.append_frame(StreamId::Goal(goal.0), &body)
-            })
+            .write(|tx| tx.append_frame(StreamId::Goal(goal.0), &stamped_frame(i)))
             .expect("append a frame");
     }
 }
