@@ -469,6 +469,45 @@ impl Digest {
         compact::render(self, budget)
     }
 
+    /// What `greenlight digest` prints: the compact form when there is one, else a header
+    /// line (exit, format, classification and why) and the output's tail.
+    pub fn text(&self) -> String {
+        let d = self;
+        if let Some(c) = &d.compact {
+            return c.clone();
+        }
+        let mut out = String::new();
+        let exit = match d.exit_code {
+            Some(c) => format!("exit {c}"),
+            None if d.exit_code_given => "killed".to_owned(),
+            None => "exit ?".to_owned(),
+        };
+        let format = d
+            .format
+            .map_or("no known format".to_owned(), |f| f.name().to_owned());
+        let class = match d.classification {
+            Classification::Recognised => "recognised",
+            Classification::Partial => "partial",
+            Classification::Unrecognised => "unrecognised",
+        };
+        let reasons: Vec<&str> = d.reasons.iter().map(|r| r.name()).collect();
+        out.push_str(&format!("{exit} · {format} · {class}"));
+        if !reasons.is_empty() {
+            out.push_str(&format!(" ({})", reasons.join(", ")));
+        } else {
+            out.push_str(" (the compact form does not fit the budget)");
+        }
+        out.push('\n');
+        if !d.tail.is_empty() {
+            out.push_str(&format!("--- last {} lines of {}\n", d.tail.len(), d.lines));
+            for line in &d.tail {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+        out
+    }
+
     /// The digest as the JSON object of the `greenlight digest --json` contract.
     pub fn to_json(&self) -> String {
         serde_json::to_string(self).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))

@@ -7,7 +7,7 @@
 use serde::Serialize;
 
 /// How far the digest can be trusted to stand in for the raw output.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Classification {
     /// One known format, its terminal summary seen and agreeing with the exit code, every
@@ -21,7 +21,9 @@ pub enum Classification {
 }
 
 /// The output formats the digest recognises.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum Format {
     /// `cargo test` (libtest's human output, one or more test binaries).
@@ -111,7 +113,7 @@ impl std::fmt::Display for Format {
 
 /// Counts from the run's own terminal summary. A count the tool did not print is `None`
 /// (serialised as `null`), never a guessed zero.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Summary {
     /// Tests that passed.
     pub passed: Option<u64>,
@@ -149,7 +151,7 @@ impl Summary {
 }
 
 /// One failed test.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Failure {
     /// The test's name as the tool prints it.
     pub name: String,
@@ -162,7 +164,7 @@ pub struct Failure {
 }
 
 /// Severity of a compiler or linter finding.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Severity {
     /// Fails the build or the lint.
@@ -172,7 +174,7 @@ pub enum Severity {
 }
 
 /// One compiler or linter finding.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Diagnostic {
     /// Error or warning.
     pub severity: Severity,
@@ -189,7 +191,9 @@ pub struct Diagnostic {
 }
 
 /// Why a digest is not `recognised`. Names are part of the JSON contract.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum DigestReason {
     /// The input was empty (or only blank lines).
@@ -240,7 +244,7 @@ impl DigestReason {
 }
 
 /// The digest of one run's output.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Digest {
     /// How far the digest can stand in for the raw output.
     pub classification: Classification,

@@ -43,7 +43,7 @@ pub use report::{
     Attempt, AttemptStatus, CANNOT_START_EXIT, GateReport, GateVerdict, RunReport, RunResult,
     SkipReason, WorkEvidenceReport, exit,
 };
-pub use runner::{RunEvent, RunOptions, run};
+pub use runner::{RunEvent, RunOptions, run, select_gates};
 pub use workspace_key::{WorkspaceKey, workspace_key};
 
 /// The `/proc` readers and the bounded tail live in the process runner.

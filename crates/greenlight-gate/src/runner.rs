@@ -10,7 +10,7 @@ use crate::capture::Capture;
 use crate::config::{Config, GateSpec};
 use crate::error::Error;
 use crate::evidence;
-use crate::exec::{self, ExecSpec, Interrupt, InterruptWatch, Termination};
+use crate::exec::{self, ExecSpec, Interrupt, InterruptWatch, OutputSink, Termination};
 use crate::lock::{self, Acquired};
 use crate::report::{
     Attempt, AttemptStatus, CANNOT_START_EXIT, GateReport, GateVerdict, RunReport, SkipReason,
@@ -45,6 +45,16 @@ pub enum RunEvent<'a> {
         id: &'a str,
         /// 1 or 2.
         attempt: u8,
+    },
+    /// A chunk of a running gate's output (stdout and stderr interleaved as written), for a
+    /// consumer that keeps or shows all of it; the report keeps only the tail.
+    GateOutput {
+        /// The gate id.
+        id: &'a str,
+        /// 1 or 2.
+        attempt: u8,
+        /// The bytes, as the gate wrote them (not necessarily UTF-8, not line-aligned).
+        bytes: &'a [u8],
     },
     /// A gate is decided.
     GateFinished(&'a GateReport),
@@ -193,7 +203,7 @@ async fn run_gate(
         id: &gate.id,
         attempt: 1,
     });
-    let first = match attempt(gate, config, options, interrupt).await {
+    let first = match attempt(gate, config, options, 1, on_event, interrupt).await {
         Ok(a) => a,
         Err(signal) => return Err((signal, None)),
     };
@@ -218,7 +228,7 @@ async fn run_gate(
                 id: &gate.id,
                 attempt: 2,
             });
-            let second = match attempt(gate, config, options, interrupt).await {
+            let second = match attempt(gate, config, options, 2, on_event, interrupt).await {
                 Ok(a) => a,
                 Err(signal) => {
                     report.verdict = GateVerdict::Fail;
@@ -253,6 +263,25 @@ async fn run_gate(
     Ok(report)
 }
 
+/// A gate's output on its way to the capture, also handed to the run's consumer as it arrives.
+struct Tee<'a, 'e> {
+    capture: &'a mut Capture,
+    id: &'a str,
+    attempt: u8,
+    on_event: &'a mut (dyn FnMut(RunEvent<'_>) + 'e),
+}
+
+impl OutputSink for Tee<'_, '_> {
+    fn chunk(&mut self, bytes: &[u8]) {
+        self.capture.chunk(bytes);
+        (self.on_event)(RunEvent::GateOutput {
+            id: self.id,
+            attempt: self.attempt,
+            bytes,
+        });
+    }
+}
+
 /// An attempt whose command could not be started: the gate's FAIL, never the run's end, so the
 /// other gates' verdicts stand and nothing reads a gate that never ran as green. The reason is
 /// the attempt's output too, as a shell-based runner would show the shell's own complaint.
@@ -271,6 +300,8 @@ async fn attempt(
     gate: &GateSpec,
     config: &Config,
     options: &RunOptions,
+    number: u8,
+    on_event: &mut dyn FnMut(RunEvent<'_>),
     interrupt: &mut InterruptWatch,
 ) -> Result<Attempt, Interrupt> {
     let budget = Duration::from_secs(u64::from(gate.timeout_sec));
@@ -341,7 +372,13 @@ async fn attempt(
         claim_adopted: true,
     };
     let mut capture = Capture::new(0);
-    let outcome = exec::run(&spec, &mut capture, interrupt).await;
+    let mut tee = Tee {
+        capture: &mut capture,
+        id: &gate.id,
+        attempt: number,
+        on_event,
+    };
+    let outcome = exec::run(&spec, &mut tee, interrupt).await;
     if let Some(guard) = guard {
         guard.release();
     }

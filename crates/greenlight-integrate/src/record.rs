@@ -60,7 +60,7 @@ enum Message {
 pub struct Recorder {
     /// `None` once finished (or when recording is off).
     queue: Option<mpsc::Sender<Message>>,
-    writer: Option<std::thread::JoinHandle<()>>,
+    writer: Option<std::thread::JoinHandle<Option<RunId>>>,
     /// The one warning to show, set by the writer when the database cannot be used.
     warning: Arc<Mutex<Option<String>>>,
     gates: Vec<RunGate>,
@@ -106,15 +106,17 @@ impl Recorder {
             .name("greenlight-record".into())
             .spawn(move || {
                 let shown = path.as_ref().ok().cloned();
-                if let Err(e) =
-                    path.and_then(|path| write_run(&path, kind, &worktree, &commands, &inbox))
-                {
-                    let path = shown.unwrap_or_else(|| PathBuf::from("the state database"));
-                    *lock(&shared) = Some(format!(
-                        "greenlight: cannot record this run in {} ({e}); it goes on unrecorded \
-                         ({how_to_turn_off})",
-                        path.display()
-                    ));
+                match path.and_then(|path| write_run(&path, kind, &worktree, &commands, &inbox)) {
+                    Ok(run) => Some(run),
+                    Err(e) => {
+                        let path = shown.unwrap_or_else(|| PathBuf::from("the state database"));
+                        *lock(&shared) = Some(format!(
+                            "greenlight: cannot record this run in {} ({e}); it goes on \
+                             unrecorded ({how_to_turn_off})",
+                            path.display()
+                        ));
+                        None
+                    }
                 }
             });
         match writer {
@@ -188,8 +190,9 @@ impl Recorder {
     }
 
     /// Records the run's end with its result and exit code, and waits until every frame is
-    /// written (or recording failed: then [`Recorder::take_warning`] says why).
-    pub fn finish(&mut self, result: &str, exit_code: i32) {
+    /// written (or recording failed: then [`Recorder::take_warning`] says why). Returns the
+    /// run's id when it was recorded whole.
+    pub fn finish(&mut self, result: &str, exit_code: i32) -> Option<RunId> {
         let duration_ms = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
         if let Some(queue) = self.queue.take() {
             let _ = queue.send(Message::Finish {
@@ -198,9 +201,9 @@ impl Recorder {
                 duration_ms,
             });
         }
-        if let Some(writer) = self.writer.take() {
-            let _ = writer.join();
-        }
+        self.writer
+            .take()
+            .and_then(|writer| writer.join().ok().flatten())
     }
 }
 
@@ -223,7 +226,7 @@ fn write_run(
     worktree: &Path,
     commands: &[String],
     inbox: &mpsc::Receiver<Message>,
-) -> Result<(), greenlight_store::Error> {
+) -> Result<RunId, greenlight_store::Error> {
     let mut store = Store::open(path)?;
     // A run record is a view: a power cut may lose its last frames, and an fsync per batch
     // would cost more than the gates (docs/state.md, "The cost of recording").
@@ -240,7 +243,7 @@ fn write_run(
             break;
         }
     }
-    Ok(())
+    Ok(run)
 }
 
 /// Writes one batch in one transaction; `true` when it held the run's end.

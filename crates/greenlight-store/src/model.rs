@@ -15,7 +15,7 @@ pub type Millis = i64;
 macro_rules! id_type {
     ($(#[$doc:meta])* $name:ident) => {
         $(#[$doc])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, schemars::JsonSchema)]
         #[serde(transparent)]
         pub struct $name(pub i64);
 
@@ -47,7 +47,7 @@ id_type!(
 macro_rules! name_enum {
     ($(#[$doc:meta])* $name:ident { $($(#[$vdoc:meta])* $variant:ident = $text:literal),+ $(,)? }) => {
         $(#[$doc])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, schemars::JsonSchema)]
         pub enum $name {
             $($(#[$vdoc])* #[serde(rename = $text)] $variant),+
         }
@@ -125,7 +125,7 @@ name_enum!(
 );
 
 /// Which agent runtime a goal drives.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct AgentSpec {
     /// `claude`, `codex` or `command`.
     pub family: String,
@@ -186,7 +186,7 @@ impl From<String> for NewGate {
 }
 
 /// Why a goal is paused.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Pause {
     /// A kebab-case reason name (the goal loop owns the list).
     pub reason: String,
@@ -195,7 +195,7 @@ pub struct Pause {
 }
 
 /// A goal as stored.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Goal {
     /// Row id.
     pub id: GoalId,
@@ -230,7 +230,7 @@ pub struct Goal {
 }
 
 /// The last recorded result of a gate.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct LastResult {
     /// The verdict.
     pub verdict: GateRunVerdict,
@@ -245,7 +245,7 @@ pub struct LastResult {
 }
 
 /// A gate of a goal.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Gate {
     /// Row id.
     pub id: GateId,
@@ -269,7 +269,7 @@ pub struct Gate {
 }
 
 /// One turn of a goal.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Turn {
     /// The goal.
     pub goal: GoalId,
@@ -309,7 +309,7 @@ pub struct NewGateRun {
 }
 
 /// A gate run as stored.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct GateRun {
     /// Row id.
     pub id: GateRunId,
@@ -341,7 +341,7 @@ pub struct GateRun {
 
 /// Token and cost figures as the runtime reported them; every field is `None` when not
 /// reported (never 0, never estimated).
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Tokens {
     /// Input tokens.
     pub input: Option<u64>,
@@ -392,7 +392,7 @@ pub struct DispatchEnd {
 }
 
 /// A dispatch ledger row.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Dispatch {
     /// Row id.
     pub id: DispatchId,
@@ -427,7 +427,7 @@ pub struct Dispatch {
 }
 
 /// One entry of the append-only event log.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Event {
     /// Position in the log: contiguous from 1 for the whole database.
     pub seq: i64,
@@ -444,7 +444,7 @@ pub struct Event {
 }
 
 /// What crash recovery changed.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Recovered {
     /// Ledger rows turned from in-flight into interrupted.
     pub dispatches: Vec<DispatchId>,

@@ -12,7 +12,7 @@ use std::io::Read;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use greenlight_digest::{Classification, Digest, DigestOptions, Format, StreamingDigester};
+use greenlight_digest::{Digest, DigestOptions, Format, StreamingDigester};
 use greenlight_proc::{Ending, Input, Observer, Output, Program, Spec, Stream};
 
 /// Exit code when greenlight itself cannot read the input or start the command.
@@ -106,7 +106,7 @@ pub fn run(args: Args) -> i32 {
     let text = if args.json {
         format!("{}\n", digest.to_json())
     } else {
-        render(&digest)
+        digest.text()
     };
     out!("{text}");
     code
@@ -228,41 +228,4 @@ fn run_command(
         _ => None,
     };
     Ok((digesting.0.finish(exit), code))
-}
-
-/// The text form: the compact digest, or a header with the reasons and the output's tail.
-fn render(d: &Digest) -> String {
-    if let Some(c) = &d.compact {
-        return c.clone();
-    }
-    let mut out = String::new();
-    let exit = match d.exit_code {
-        Some(c) => format!("exit {c}"),
-        None if d.exit_code_given => "killed".to_owned(),
-        None => "exit ?".to_owned(),
-    };
-    let format = d
-        .format
-        .map_or("no known format".to_owned(), |f| f.name().to_owned());
-    let class = match d.classification {
-        Classification::Recognised => "recognised",
-        Classification::Partial => "partial",
-        Classification::Unrecognised => "unrecognised",
-    };
-    let reasons: Vec<&str> = d.reasons.iter().map(|r| r.name()).collect();
-    out.push_str(&format!("{exit} · {format} · {class}"));
-    if !reasons.is_empty() {
-        out.push_str(&format!(" ({})", reasons.join(", ")));
-    } else {
-        out.push_str(" (the compact form does not fit the budget)");
-    }
-    out.push('\n');
-    if !d.tail.is_empty() {
-        out.push_str(&format!("--- last {} lines of {}\n", d.tail.len(), d.lines));
-        for line in &d.tail {
-            out.push_str(line);
-            out.push('\n');
-        }
-    }
-    out
 }

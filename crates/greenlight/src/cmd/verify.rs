@@ -155,6 +155,8 @@ async fn verify(args: Args, interrupt: greenlight_proc::InterruptWatch) -> i32 {
             }
         }
         RunEvent::GateStarted { id, attempt } => progress.set(Some((id.to_owned(), attempt))),
+        // The tail in the report is what the terminal shows; the whole output is for `mcp`.
+        RunEvent::GateOutput { .. } => {}
         RunEvent::GateFinished(gate) => {
             progress.set(None);
             if !json {

@@ -1,0 +1,13 @@
+//! `greenlight mcp`: verify, digest, evidence and the goal tools as an MCP server, over stdio
+//! (`stdio`) or streamable HTTP mounted on `greenlight serve` (`http`).
+
+mod digest;
+pub mod evidence;
+mod goals;
+mod handler;
+pub mod http;
+mod progress;
+pub mod stdio;
+mod verify;
+
+pub use handler::{EvidenceArgs, EvidencePage, McpServer, Options, TOOL_NAMES};

@@ -1,0 +1,74 @@
+//! `greenlight mcp`: the MCP server on stdin and stdout (what Claude Code, Codex and other MCP
+//! clients start), until its input ends or SIGINT/SIGTERM; a verify still running then ends
+//! its gates before the server exits.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use greenlight_mcp::{McpServer, Options};
+
+/// Arguments of `greenlight mcp`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The state database runs and goals are read from and recorded in [default:
+    /// $GREENLIGHT_STATE, else $XDG_STATE_HOME/greenlight/state.db].
+    #[arg(long, value_name = "PATH")]
+    pub state: Option<PathBuf>,
+}
+
+/// Exit codes of `greenlight mcp`.
+mod exit {
+    /// The client closed the session.
+    pub const DONE: i32 = 0;
+    /// The runtime, the working directory or the session could not be set up.
+    pub const ERROR: i32 = 1;
+}
+
+/// How long a stop waits for a running verify to end its gates.
+const PATIENCE: Duration = Duration::from_secs(30);
+
+/// Runs the subcommand and returns the process exit code.
+pub fn run(args: Args) -> i32 {
+    let cwd = match std::env::current_dir() {
+        Ok(dir) => dir,
+        Err(e) => {
+            errln!(
+                "greenlight mcp: cannot read the working directory ({e}); start the server in the project's directory"
+            );
+            return exit::ERROR;
+        }
+    };
+    let outcome = greenlight_proc::run_main(|signals| async move {
+        let server = McpServer::new(
+            Options {
+                cwd,
+                state: args.state,
+            },
+            signals.clone(),
+        );
+        let session =
+            greenlight_mcp::stdio::serve(server.clone(), tokio::io::stdin(), tokio::io::stdout());
+        let mut signals = signals;
+        tokio::select! {
+            ended = session => match ended {
+                Ok(()) => exit::DONE,
+                Err(e) => {
+                    errln!("greenlight mcp: {e}");
+                    exit::ERROR
+                }
+            },
+            received = signals.wait_for(Option::is_some) => {
+                let signal = received.ok().and_then(|r| *r);
+                server.shutdown(PATIENCE).await;
+                signal.map_or(exit::ERROR, |s| s.exit_code())
+            }
+        }
+    });
+    match outcome {
+        Ok(code) => code,
+        Err(e) => {
+            errln!("greenlight mcp: cannot start the async runtime or its signal handlers: {e}");
+            exit::ERROR
+        }
+    }
+}
