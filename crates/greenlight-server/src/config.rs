@@ -20,6 +20,9 @@ pub struct Config {
     pub token: Option<String>,
     /// Host names accepted in the `Host` header besides the loopback names and the listen address.
     pub allow_hosts: Vec<String>,
+    /// More routes served behind the same Host, Origin and token checks (`greenlight serve`
+    /// mounts the MCP endpoint `/mcp` here).
+    pub extra_routes: Option<axum::Router>,
 }
 
 impl Config {
@@ -30,6 +33,7 @@ impl Config {
             state,
             token: None,
             allow_hosts: Vec::new(),
+            extra_routes: None,
         }
     }
 

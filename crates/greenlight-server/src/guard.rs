@@ -147,7 +147,15 @@ fn check(access: &Access, request: &Request) -> Result<(), ApiError> {
         // browsers send Origin (checked above) or Sec-Fetch-Site on their requests, and a
         // cross-site form carries a foreign one.
         let fetch_site = header_str(headers, header::HeaderName::from_static("sec-fetch-site"));
-        if origin.is_none() && fetch_site != Some("same-origin") {
+        // A JSON body cannot come from a cross-site form or a simple request: a browser would
+        // have to ask first (a CORS preflight), and this server never allows one. That is how
+        // MCP clients, which send no Origin, post to `/mcp`.
+        let json_body = header_str(headers, header::CONTENT_TYPE).is_some_and(|t| {
+            t.split(';')
+                .next()
+                .is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json"))
+        });
+        if origin.is_none() && fetch_site != Some("same-origin") && !json_body {
             return Err(ApiError::forbidden(
                 "a state change needs a same-origin `Origin` header (or `Sec-Fetch-Site: same-origin`); from a script, send `Origin: http://<host:port>`",
             ));

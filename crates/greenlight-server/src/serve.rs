@@ -19,10 +19,10 @@ use crate::{Config, Error};
 /// How long a stop waits for connections to finish after every stream was told to end.
 const STOP_GRACE: Duration = Duration::from_secs(5);
 
-/// Every route, behind the guard.
-pub fn router(app: App) -> Router {
+/// Every route, `extra` included, behind the guard.
+pub fn router(app: App, extra: Option<Router>) -> Router {
     let access = Arc::clone(&app.access);
-    Router::new()
+    let routes = Router::new()
         .route("/", get(api::goals_page))
         .route("/goals/{id}", get(api::goal_page))
         .route("/runs/{id}", get(api::run_page))
@@ -40,9 +40,14 @@ pub fn router(app: App) -> Router {
         .route("/api/runs/{id}", get(api::run))
         .route("/api/runs/{id}/events", get(api::run_events))
         .route("/api/runs/{id}/stream", get(api::run_stream))
+        .with_state(app);
+    let routes = match extra {
+        Some(extra) => routes.merge(extra),
+        None => routes,
+    };
+    routes
         .fallback(|| async { crate::error::ApiError::not_found("no such page or endpoint") })
         .layer(axum::middleware::from_fn_with_state(access, guard::guard))
-        .with_state(app)
 }
 
 /// A running server, on its own thread and runtime.
@@ -109,6 +114,7 @@ pub fn start(config: Config) -> Result<Server, Error> {
     listener.set_nonblocking(true).map_err(Error::Runtime)?;
     let hub = Hub::new(config.state.clone())?;
     let poller = hub.spawn_poller()?;
+    let extra = config.extra_routes.clone();
     let app = App {
         hub: Arc::clone(&hub),
         access: Arc::new(Access::new(&Config {
@@ -147,7 +153,7 @@ pub fn start(config: Config) -> Result<Server, Error> {
                 });
                 let (done_tx, done_rx) = oneshot::channel::<()>();
                 let server =
-                    axum::serve(listener, router(app)).with_graceful_shutdown(async move {
+                    axum::serve(listener, router(app, extra)).with_graceful_shutdown(async move {
                         let _ = stop_rx.await;
                         let _ = done_tx.send(());
                     });

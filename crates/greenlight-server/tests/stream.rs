@@ -466,6 +466,22 @@ fn pause_and_resume_need_a_same_origin_request_without_a_token() {
         )
         .await;
         assert_eq!(status, 403);
+        // A JSON body is what a browser cannot send cross-site without a preflight; with a
+        // foreign Origin or a cross-site fetch it is refused all the same.
+        for refused in [
+            [
+                ("Content-Type", "application/json"),
+                ("Origin", "http://evil.example"),
+            ],
+            [
+                ("Content-Type", "application/json"),
+                ("Sec-Fetch-Site", "cross-site"),
+            ],
+            [("Content-Type", "text/plain"), ("X-Not-Origin", "x")],
+        ] {
+            let (status, _) = json(server.addr(), "POST", &pause, &refused).await;
+            assert_eq!(status, 403, "{refused:?}");
+        }
         let state = |f: &Fixture| {
             Store::open(&f.state)
                 .expect("open")
@@ -498,6 +514,24 @@ fn pause_and_resume_need_a_same_origin_request_without_a_token() {
                 .is_some_and(|h| h.contains("greenlight goal resume")),
             "{body}"
         );
+        // A script's (or an MCP client's) JSON post needs no Origin.
+        let (status, body) = json(
+            server.addr(),
+            "POST",
+            &pause,
+            &[("Content-Type", "application/json; charset=utf-8")],
+        )
+        .await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["goal"]["state"], "paused");
+        let (status, _) = json(
+            server.addr(),
+            "POST",
+            &resume,
+            &[("Content-Type", "application/json")],
+        )
+        .await;
+        assert_eq!(status, 202);
         assert_eq!(state(&f), "active");
     });
 }

@@ -31,6 +31,9 @@ mod exit {
     pub const ERROR: i32 = 1;
 }
 
+/// How long a stop waits for a verify running for an MCP client to end its gates.
+const MCP_PATIENCE: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// The server's setup from the arguments.
 pub fn config(
     listen: SocketAddr,
@@ -68,6 +71,22 @@ pub fn run(args: Args) -> i32 {
         }
     };
     let token = config.token.is_some();
+    // The MCP endpoint's verify ends its gates on the same signals as the rest of the server.
+    let (mcp_stop, mcp_signals) = tokio::sync::watch::channel(None);
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+    let mcp = greenlight_mcp::McpServer::new(
+        greenlight_mcp::Options {
+            cwd,
+            state: Some(config.state.clone()),
+        },
+        mcp_signals,
+    );
+    let config = Config {
+        extra_routes: Some(
+            axum::Router::new().nest_service("/mcp", greenlight_mcp::http::service(mcp.clone())),
+        ),
+        ..config
+    };
     let server = match greenlight_server::start(config) {
         Ok(server) => server,
         Err(e) => {
@@ -81,6 +100,7 @@ pub fn run(args: Args) -> i32 {
     } else {
         errln!("greenlight: serving on {url}");
     }
+    errln!("greenlight: MCP (streamable HTTP) on {url}mcp");
     // The signals every long-running subcommand stops on; the server runs on its own threads.
     let waited = greenlight_proc::run_main(|mut interrupt| async move {
         while interrupt.borrow().is_none() {
@@ -88,6 +108,9 @@ pub fn run(args: Args) -> i32 {
                 break;
             }
         }
+        // A verify running for an MCP client ends its gates before the server goes.
+        mcp_stop.send_replace(*interrupt.borrow());
+        mcp.shutdown(MCP_PATIENCE).await;
     });
     if let Err(e) = waited {
         errln!("greenlight: cannot wait for signals: {e}");
