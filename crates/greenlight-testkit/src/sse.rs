@@ -122,15 +122,31 @@ pub async fn request(
     path: &str,
     headers: &[(&str, &str)],
 ) -> io::Result<Response> {
+    request_with_body(addr, method, path, headers, &[]).await
+}
+
+/// [`request`] with a body (sent with its `Content-Length`; the caller names its type).
+pub async fn request_with_body(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> io::Result<Response> {
     let mut socket = TcpStream::connect(addr).await?;
     socket.set_nodelay(true)?;
-    let mut head =
-        format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\n");
+    let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\n");
+    if !headers
+        .iter()
+        .any(|(k, _)| k.eq_ignore_ascii_case("accept"))
+    {
+        head.push_str("Accept: text/event-stream\r\n");
+    }
     for (k, v) in headers {
         head.push_str(&format!("{k}: {v}\r\n"));
     }
     if method != "GET" {
-        head.push_str("Content-Length: 0\r\n");
+        head.push_str(&format!("Content-Length: {}\r\n", body.len()));
     }
     head.push_str("\r\n");
     let head = if headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
@@ -140,6 +156,7 @@ pub async fn request(
         head
     };
     socket.write_all(head.as_bytes()).await?;
+    socket.write_all(body).await?;
     let mut buf = Vec::with_capacity(8192);
     let end = loop {
         if let Some(end) = find(&buf, b"\r\n\r\n") {

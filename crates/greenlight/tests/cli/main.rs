@@ -18,6 +18,7 @@ mod goal_worktrees_demo;
 mod hook_install_cli;
 mod hook_stop_cli;
 mod init_cli;
+mod mcp_http;
 mod mcp_rmcp;
 mod proc_agent;
 mod proc_digest;

@@ -1,0 +1,157 @@
+//! The MCP server over streamable HTTP at `/mcp` on `greenlight serve`: the handshake, a verify
+//! with progress on the call's event stream, and the same Host and Origin checks as the rest
+//! of the server.
+
+#![allow(clippy::unwrap_used)] // a test that cannot set up its fixture should stop loudly
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::process::Stdio;
+use std::time::Duration;
+
+use greenlight_testkit::TempRepo;
+use greenlight_testkit::sse::{self, Response};
+use serde_json::{Value, json};
+
+/// Ends the server if the test fails before it was stopped.
+struct EndOnDrop(i32);
+
+impl Drop for EndOnDrop {
+    fn drop(&mut self) {
+        greenlight_testkit::procs::end(self.0);
+    }
+}
+
+async fn post(addr: SocketAddr, body: &Value, headers: &[(&str, &str)]) -> Response {
+    let mut all = vec![
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+    ];
+    all.extend_from_slice(headers);
+    let body = serde_json::to_vec(body).unwrap();
+    tokio::time::timeout(
+        Duration::from_secs(60),
+        sse::request_with_body(addr, "POST", "/mcp", &all, &body),
+    )
+    .await
+    .unwrap()
+    .unwrap()
+}
+
+/// The JSON-RPC messages of a response: its SSE events' data, or a JSON body.
+async fn messages(response: &mut Response) -> Vec<Value> {
+    let event_stream = response
+        .header("content-type")
+        .is_some_and(|t| t.starts_with("text/event-stream"));
+    if !event_stream {
+        let body = response.body().await.unwrap();
+        if body.is_empty() {
+            return Vec::new();
+        }
+        return vec![serde_json::from_slice(&body).unwrap()];
+    }
+    let mut out = Vec::new();
+    while let Some(event) = tokio::time::timeout(Duration::from_secs(60), response.next_event())
+        .await
+        .unwrap()
+        .unwrap()
+    {
+        if event.data.trim().is_empty() {
+            continue; // the priming event
+        }
+        let message: Value = serde_json::from_str(&event.data).unwrap();
+        let done = message.get("id").is_some() && message.get("method").is_none();
+        out.push(message);
+        if done {
+            break;
+        }
+    }
+    out
+}
+
+#[test]
+fn verify_over_http_streams_progress_then_the_answer_behind_the_host_check() {
+    let repo = TempRepo::worktree_with_commit();
+    repo.verify_yaml(
+        "version: 1\ngates:\n  - id: lint\n    command: echo linted\n  - id: unit\n    command: echo broken; exit 4\n",
+    );
+    let state = repo.home().join("state.db");
+    let mut child = repo
+        .command(["serve", "--listen", "127.0.0.1:0", "--state"])
+        .arg(&state)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let _reaper = EndOnDrop(child.id() as i32);
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    let addr: SocketAddr = loop {
+        line.clear();
+        stderr.read_line(&mut line).unwrap();
+        if let Some(rest) = line.strip_prefix("greenlight: MCP (streamable HTTP) on http://") {
+            break rest.trim().trim_end_matches("/mcp").parse().unwrap();
+        }
+        assert!(
+            !line.is_empty(),
+            "the server ended before it printed its MCP address"
+        );
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "test", "version": "1"}}});
+
+        // DNS rebinding and cross-site posts are refused before MCP sees them.
+        let mut refused = post(addr, &initialize, &[("Host", "evil.example")]).await;
+        assert_eq!(refused.status, 403);
+        let _ = refused.body().await;
+        let mut refused = post(addr, &initialize, &[("Origin", "http://evil.example")]).await;
+        assert_eq!(refused.status, 403);
+        let _ = refused.body().await;
+
+        let mut response = post(addr, &initialize, &[]).await;
+        assert_eq!(response.status, 200);
+        let session = response.header("mcp-session-id").map(str::to_owned);
+        let answer = messages(&mut response).await;
+        let result = &answer.last().unwrap()["result"];
+        assert_eq!(result["protocolVersion"], "2025-06-18");
+        assert_eq!(result["serverInfo"]["name"], "greenlight");
+        let mut headers = vec![("MCP-Protocol-Version", "2025-06-18")];
+        if let Some(session) = session.as_deref() {
+            headers.push(("Mcp-Session-Id", session));
+        }
+        let mut done = post(
+            addr,
+            &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+            &headers,
+        )
+        .await;
+        assert!(done.status == 202 || done.status == 200, "{}", done.status);
+        let _ = done.body().await;
+
+        let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": "verify", "arguments": {}, "_meta": {"progressToken": "t1"}}});
+        let mut response = post(addr, &call, &headers).await;
+        assert_eq!(response.status, 200);
+        let answer = messages(&mut response).await;
+        let (progress, result): (Vec<&Value>, Vec<&Value>) = answer
+            .iter()
+            .partition(|m| m["method"] == "notifications/progress");
+        let messages: Vec<&str> = progress
+            .iter()
+            .map(|p| p["params"]["message"].as_str().unwrap())
+            .collect();
+        assert!(
+            messages.iter().any(|m| m.contains("gate 2/2 unit: FAIL")),
+            "{messages:?}"
+        );
+        let structured = &result[0]["result"]["structuredContent"];
+        assert_eq!(structured["result"], "failed", "{answer:?}");
+        assert_eq!(structured["gates"][1]["tail"], "broken\n");
+    });
+}
