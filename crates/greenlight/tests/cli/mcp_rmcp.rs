@@ -356,3 +356,60 @@ fn a_fifty_megabyte_gate_output_pages_through_evidence_exactly() {
         client.cancel().await.unwrap();
     });
 }
+
+#[test]
+fn every_handshake_version_clients_send_is_answered_in_kind() {
+    let repo = TempRepo::worktree_with_commit();
+    repo.verify_yaml("version: 1\ngates:\n  - id: lint\n    command: echo linted\n");
+    // The classic handshake, at each revision current clients send.
+    for version in ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"] {
+        let input = format!(
+            "{}\n{}\n{}\n",
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": version, "capabilities": {},
+                "clientInfo": {"name": "test", "version": "1"}}}),
+            json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+            json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+        );
+        let out = repo
+            .cli(["mcp"])
+            .stdin(input)
+            .within(Duration::from_secs(30))
+            .run();
+        let answers: Vec<Value> = out
+            .stdout
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let init = answers.iter().find(|a| a["id"] == 1).unwrap();
+        assert_eq!(init["result"]["protocolVersion"], version, "{}", out.stdout);
+        let list = answers.iter().find(|a| a["id"] == 2).unwrap();
+        assert_eq!(list["result"]["tools"].as_array().unwrap().len(), 7);
+    }
+    // The newest revision the SDK knows: no handshake, each request carries its own version.
+    runtime().block_on(async {
+        let mut command = tokio::process::Command::from(repo.command(["mcp"]));
+        command.stderr(std::process::Stdio::inherit());
+        let transport = TokioChildProcess::new(command).unwrap();
+        let newest = rmcp::model::ProtocolVersion::LATEST;
+        let client = rmcp::service::ClientServiceExt::serve_with_lifecycle(
+            Recorder::default(),
+            transport,
+            rmcp::service::ClientLifecycleMode::Discover {
+                preferred_versions: vec![newest.clone()],
+            },
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            client.peer_info().map(|i| i.protocol_version.clone()),
+            Some(newest)
+        );
+        let result = call_tool(&client, "verify", json!({})).await;
+        assert_eq!(
+            result.structured_content.as_ref().unwrap()["result"],
+            "passed"
+        );
+        client.cancel().await.unwrap();
+    });
+}
