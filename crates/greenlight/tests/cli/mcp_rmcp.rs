@@ -413,3 +413,66 @@ fn every_handshake_version_clients_send_is_answered_in_kind() {
         client.cancel().await.unwrap();
     });
 }
+
+#[test]
+fn goal_tools_read_pause_and_resume_the_goal_of_a_worktree() {
+    let repo = TempRepo::worktree_with_commit();
+    let state = repo.home().join("state/greenlight/state.db");
+    std::fs::create_dir_all(state.parent().unwrap()).unwrap();
+    let worktree = repo.path().canonicalize().unwrap();
+    let goal = greenlight_testkit::load::create_goal(&state, &worktree).0;
+    runtime().block_on(async {
+        let client = connect(&repo, Recorder::default()).await;
+        let tools = client.list_all_tools().await.unwrap();
+
+        let status = call_tool(&client, "goal_status", json!({})).await;
+        let status = assert_matches_schema(&tools, "goal_status", &status);
+        assert_eq!(status["goal"]["id"], goal);
+        assert_eq!(status["goal"]["state"], "active");
+        assert_eq!(status["gates"][0]["command"], "true");
+
+        let log = call_tool(&client, "goal_log", json!({"id": goal, "limit": 1})).await;
+        let log = assert_matches_schema(&tools, "goal_log", &log);
+        assert_eq!(log["events"].as_array().unwrap().len(), 1);
+        let after = log["next_after"]
+            .as_i64()
+            .expect("more events than one page");
+        let rest = call_tool(&client, "goal_log", json!({"id": goal, "after": after})).await;
+        let rest = assert_matches_schema(&tools, "goal_log", &rest);
+        assert!(rest["events"][0]["seq"].as_i64().unwrap() > after);
+        assert_eq!(rest["next_after"], Value::Null);
+
+        let paused = call_tool(&client, "goal_pause", json!({"id": goal})).await;
+        let paused = assert_matches_schema(&tools, "goal_pause", &paused);
+        assert_eq!(
+            (&paused["goal"]["state"], &paused["changed"]),
+            (&json!("paused"), &json!(true))
+        );
+        let again = call_tool(&client, "goal_pause", json!({"id": goal})).await;
+        assert_eq!(again.structured_content.unwrap()["changed"], false);
+        let resumed = call_tool(&client, "goal_resume", json!({})).await;
+        let resumed = assert_matches_schema(&tools, "goal_resume", &resumed);
+        assert_eq!(resumed["goal"]["state"], "active");
+        assert!(
+            resumed["hint"]
+                .as_str()
+                .unwrap()
+                .contains("greenlight goal resume"),
+            "{resumed}"
+        );
+
+        // A goal that does not exist is a protocol error that says how to find one.
+        let missing = client
+            .send_cancellable_request(
+                call("goal_status", json!({"id": 999})),
+                PeerRequestOptions::no_options(),
+            )
+            .await
+            .unwrap()
+            .await_response()
+            .await;
+        let message = format!("{missing:?}");
+        assert!(message.contains("no goal 999"), "{message}");
+        client.cancel().await.unwrap();
+    });
+}
