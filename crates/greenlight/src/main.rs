@@ -42,6 +42,8 @@ enum Command {
     Hook(cmd::hook::Command),
     /// Serve the dashboard and the live API (SSE with resume) for a state file.
     Serve(cmd::serve::Args),
+    /// The MCP server (stdio), and its install into Claude Code and Codex.
+    Mcp(cmd::mcp_install::Args),
 }
 
 fn main() {
@@ -77,6 +79,7 @@ fn main() {
         Command::Init(args) => cmd::init::run(args),
         Command::Hook(command) => cmd::hook::run(command),
         Command::Serve(args) => cmd::serve::run(args),
+        Command::Mcp(args) => cmd::mcp_install::run(args),
     };
     std::process::exit(out::finish(code));
 }

@@ -6,5 +6,6 @@ pub mod digest;
 pub mod goal;
 pub mod hook;
 pub mod init;
+pub mod mcp_install;
 pub mod serve;
 pub mod verify;
