@@ -4,29 +4,15 @@
 //! `--include-ignored`, and there a missing CLI fails them loudly.
 //!
 //! Where the CLIs are found: the directory in `GREENLIGHT_AGENT_CLI_BIN`, else
-//! `.tools/npm/node_modules/.bin` under the workspace root.
+//! `.tools/npm/node_modules/.bin` under the workspace root (`greenlight_testkit::real_agent_cli`).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use greenlight_agent::{Deliverable, claude, codex};
+use greenlight_testkit::real_agent_cli;
 use regex::Regex;
-
-fn cli(name: &str) -> PathBuf {
-    let dir = match std::env::var_os("GREENLIGHT_AGENT_CLI_BIN") {
-        Some(dir) => PathBuf::from(dir),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.tools/npm/node_modules/.bin"),
-    };
-    let bin = dir.join(name);
-    assert!(
-        bin.exists(),
-        "the real `{name}` CLI is not installed at {}: run scripts/ci/install-agent-clis.sh \
-         (or set GREENLIGHT_AGENT_CLI_BIN to the directory holding it)",
-        bin.display()
-    );
-    bin
-}
 
 fn help(bin: &Path, args: &[&str]) -> String {
     let home = tempfile::tempdir().expect("tempdir");
@@ -81,7 +67,7 @@ fn assert_flags_documented(help: &str, argv: &[String], cli: &str) {
 #[test]
 #[ignore = "needs the claude and codex CLIs (npm): run scripts/test"]
 fn every_claude_flag_greenlight_passes_is_in_the_real_help() {
-    let text = help(&cli("claude"), &["--help"]);
+    let text = help(&real_agent_cli("claude"), &["--help"]);
     for deliverable in [Deliverable::ReturnValue, Deliverable::File] {
         assert_flags_documented(&text, &claude::argv("sonnet", deliverable), "claude");
     }
@@ -99,7 +85,7 @@ fn every_claude_flag_greenlight_passes_is_in_the_real_help() {
 #[test]
 #[ignore = "needs the claude and codex CLIs (npm): run scripts/test"]
 fn every_codex_flag_greenlight_passes_is_in_the_real_help() {
-    let text = help(&cli("codex"), &["exec", "--help"]);
+    let text = help(&real_agent_cli("codex"), &["exec", "--help"]);
     for deliverable in [Deliverable::ReturnValue, Deliverable::File] {
         let argv = codex::argv("gpt-5", deliverable);
         assert_eq!(argv.first().map(String::as_str), Some("exec"));

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-/// Everything that can go wrong while drafting a config or installing a hook.
+/// Everything that can go wrong while drafting a config or installing a hook or the MCP server.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// A directory or file could not be read.
@@ -36,14 +36,43 @@ pub enum Error {
         /// What the JSON parser found.
         message: String,
     },
-    /// A hook settings file is valid JSON but a key greenlight must edit has an unexpected type.
+    /// An agent settings file is not valid TOML; greenlight refuses to touch it.
     #[error(
-        "{path}: `{pointer}` must be {expected}, found {found}; fix the file by hand (greenlight \
+        "{path}:{line}:{column}: not valid TOML ({message}); fix the file by hand (greenlight \
          left it untouched) and run the command again"
+    )]
+    InvalidToml {
+        /// The settings file.
+        path: PathBuf,
+        /// 1-based line of the fault.
+        line: usize,
+        /// 1-based column of the fault.
+        column: usize,
+        /// What the TOML parser found.
+        message: String,
+    },
+    /// A TOML settings file would not come back byte for byte from greenlight's editor.
+    #[error(
+        "{path}: greenlight cannot edit this file without changing bytes outside its own entry \
+         (it mixes \\r\\n and \\n line ends); give every line the same line end, then run the \
+         command again (greenlight left the file untouched)"
+    )]
+    NotKeptAsWritten {
+        /// The settings file.
+        path: PathBuf,
+    },
+    /// A settings file parses, but a key greenlight must edit has an unexpected type.
+    #[error(
+        "{path}:{line}:{column}: `{pointer}` must be {expected}, found {found}; fix the file by \
+         hand (greenlight left it untouched) and run the command again"
     )]
     UnexpectedShape {
         /// The settings file.
         path: PathBuf,
+        /// 1-based line where the value (or its table header) starts.
+        line: usize,
+        /// 1-based column where it starts.
+        column: usize,
         /// Where in the document, e.g. `hooks.Stop[0].hooks`.
         pointer: String,
         /// What greenlight needs there.
@@ -151,6 +180,8 @@ impl Error {
         matches!(
             self,
             Error::InvalidJson { .. }
+                | Error::InvalidToml { .. }
+                | Error::NotKeptAsWritten { .. }
                 | Error::UnexpectedShape { .. }
                 | Error::NoHome { .. }
                 | Error::DuplicateKey { .. }

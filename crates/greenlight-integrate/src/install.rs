@@ -15,18 +15,20 @@
 //! binary) and nothing else, and edits the file's text only where those handlers go
 //! (`jsontext`): every other byte, number, escape, key order and layout stays. A file that is
 //! not valid JSON, repeats a key, has a `hooks` of the wrong shape, or is read-only is refused
-//! and left byte-identical. Before the first change the old bytes go to
-//! `<file>.greenlight.bak` (created exclusively, never through a symlink, never replaced), and
-//! the new file replaces the old one atomically.
+//! and left byte-identical. Backup, atomic replace and the other file rules are
+//! `settings_file`'s.
 
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
 use crate::Error;
 use crate::draft::classify::{program, words};
-use crate::jsontext::{self, Edits, Layout, Node, ParseError};
+use crate::jsontext::{self, Edits, Layout, Node};
+use crate::settings_file::{self, Rules, Syntax};
+pub use crate::settings_file::{
+    Applied, BACKUP_SUFFIX, Backup, Locations, Plan, check_inside_project, project_root,
+};
 
 /// The hook events greenlight installs into, in both agents: the two that judge a stop, and
 /// the one that records where the session's work began (see `stop::record_session_base`).
@@ -39,9 +41,6 @@ pub const SESSION_EVENT: &str = "SessionStart";
 /// 600 s by default and then let the agent stop; gates can take longer than that, so
 /// greenlight asks for 30 minutes.
 pub const DEFAULT_TIMEOUT_SEC: u32 = 1800;
-
-/// The suffix of the backup written before a settings file is changed.
-pub const BACKUP_SUFFIX: &str = ".greenlight.bak";
 
 /// The agents whose hook settings greenlight knows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,7 +74,8 @@ impl Agent {
         }
     }
 
-    fn override_var(self) -> &'static str {
+    /// The environment variable that moves the agent's user-level directory.
+    pub(crate) fn override_var(self) -> &'static str {
         match self {
             Agent::Claude => "CLAUDE_CONFIG_DIR",
             Agent::Codex => "CODEX_HOME",
@@ -90,33 +90,6 @@ pub enum Scope {
     Project,
     /// `~/.claude/settings.json` or `~/.codex/hooks.json`.
     User,
-}
-
-/// Where user-level settings live, read from the environment once by the caller.
-#[derive(Debug, Clone, Default)]
-pub struct Locations {
-    /// `HOME`.
-    pub home: Option<PathBuf>,
-    /// `CLAUDE_CONFIG_DIR`: replaces `~/.claude` when set.
-    pub claude_config_dir: Option<PathBuf>,
-    /// `CODEX_HOME`: replaces `~/.codex` when set.
-    pub codex_home: Option<PathBuf>,
-}
-
-impl Locations {
-    /// Reads `HOME`, `CLAUDE_CONFIG_DIR` and `CODEX_HOME` (empty values count as unset).
-    pub fn from_env() -> Locations {
-        let var = |name: &str| {
-            std::env::var_os(name)
-                .filter(|v| !v.is_empty())
-                .map(PathBuf::from)
-        };
-        Locations {
-            home: var("HOME"),
-            claude_config_dir: var("CLAUDE_CONFIG_DIR"),
-            codex_home: var("CODEX_HOME"),
-        }
-    }
 }
 
 /// The settings file of `agent` at `scope`; `project_dir` is used for [`Scope::Project`].
@@ -141,62 +114,6 @@ pub fn settings_path(
                 })?;
             Ok(dir.join(agent.file_name()))
         }
-    }
-}
-
-/// The directory whose `.claude`/`.codex` holds project settings: the top of the git worktree
-/// containing `dir` (agents read project settings from there), or `dir` itself outside git.
-pub fn project_root(dir: &Path) -> PathBuf {
-    let output = greenlight_proc::git::command(dir)
-        .args(["rev-parse", "--show-toplevel"])
-        .stderr(std::process::Stdio::null())
-        .output();
-    match output {
-        Ok(out) if out.status.success() => {
-            use std::os::unix::ffi::OsStrExt as _;
-            // Bytes, not text: a worktree path need not be UTF-8.
-            let mut top: &[u8] = &out.stdout;
-            while let [rest @ .., b'\n' | b'\r'] = top {
-                top = rest;
-            }
-            if top.is_empty() {
-                dir.to_path_buf()
-            } else {
-                PathBuf::from(std::ffi::OsStr::from_bytes(top))
-            }
-        }
-        _ => dir.to_path_buf(),
-    }
-}
-
-/// Refuses a project settings path that leads outside the project: a cloned repository can
-/// ship `.claude/settings.json` (or `.claude` itself) as a symlink to a file of the user's, and
-/// greenlight would edit that file. A user-scope file may be a symlink anywhere (dotfiles).
-pub fn check_inside_project(path: &Path, project: &Path) -> Result<(), Error> {
-    let Ok(root) = std::fs::canonicalize(project) else {
-        return Ok(());
-    };
-    let real = if std::fs::symlink_metadata(path).is_ok() {
-        std::fs::canonicalize(path).map_err(|source| Error::Read {
-            path: path.to_path_buf(),
-            source,
-        })?
-    } else {
-        match path
-            .parent()
-            .and_then(|dir| std::fs::canonicalize(dir).ok())
-        {
-            Some(dir) => dir.join(path.file_name().unwrap_or_default()),
-            None => return Ok(()),
-        }
-    };
-    if real.starts_with(&root) {
-        Ok(())
-    } else {
-        Err(Error::OutsideProject {
-            path: path.to_path_buf(),
-            target: real,
-        })
     }
 }
 
@@ -314,215 +231,27 @@ fn greenlight_positions(handlers: &[Node]) -> Vec<usize> {
         .collect()
 }
 
-/// A change to one settings file, computed but not yet made.
-#[derive(Debug, Clone)]
-pub struct Plan {
-    /// The file as named (project or user settings path).
-    pub path: PathBuf,
-    /// The file actually written: `path`, or the file a symlink at `path` points to, so a
-    /// settings file kept in a dotfiles repository stays a symlink.
-    pub target: PathBuf,
-    /// The file's current text; `None` when it does not exist.
-    pub before: Option<String>,
-    /// The file's new text; `None` when the file does not exist afterwards (an uninstall that
-    /// leaves nothing in a file greenlight created).
-    pub after: Option<String>,
-}
-
-/// What [`Plan::apply`] did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Applied {
-    /// The file already said what was asked; nothing was written.
-    Unchanged,
-    /// The file was written.
-    Written {
-        /// Where the file's bytes before greenlight first changed it are kept, when there were
-        /// any.
-        backup: Option<Backup>,
-    },
-    /// The file held nothing but greenlight's hooks, and no earlier file was backed up, so
-    /// greenlight created it: it was removed.
-    Removed,
-}
-
-/// The backup beside a settings file.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Backup {
-    /// Written now, with the bytes the file had before this change.
-    Made(PathBuf),
-    /// An earlier backup was there already and is kept as it is: it holds the file as it was
-    /// before greenlight first changed it, which is the copy worth keeping.
-    Kept(PathBuf),
-}
-
-impl Plan {
-    /// True when applying the plan would change the file.
-    pub fn changes(&self) -> bool {
-        self.before != self.after
-    }
-
-    /// A unified diff of the change (empty when there is none), for `--dry-run`.
-    pub fn diff(&self) -> String {
-        if !self.changes() {
-            return String::new();
-        }
-        let name = self.path.display().to_string();
-        let old_header = if self.before.is_some() {
-            name.clone()
-        } else {
-            "/dev/null".to_string()
-        };
-        let new_header = if self.after.is_some() {
-            name
-        } else {
-            "/dev/null".to_string()
-        };
-        let before = self.before.as_deref().unwrap_or("");
-        let after = self.after.as_deref().unwrap_or("");
-        similar::TextDiff::from_lines(before, after)
-            .unified_diff()
-            .context_radius(3)
-            .header(&old_header, &new_header)
-            .to_string()
-    }
-
-    fn backup_path(&self) -> PathBuf {
-        let mut name = self.target.clone().into_os_string();
-        name.push(BACKUP_SUFFIX);
-        PathBuf::from(name)
-    }
-
-    /// Makes the change: backup first, then an atomic replace (or removal). Refuses when the
-    /// file changed since the plan was made, when it is read-only, or when the backup path
-    /// holds something other than a regular file.
-    pub fn apply(&self) -> Result<Applied, Error> {
-        if !self.changes() {
-            return Ok(Applied::Unchanged);
-        }
-        let now = read_text(&self.target)?;
-        if now != self.before {
-            return Err(Error::ChangedUnderfoot {
-                path: self.path.clone(),
-            });
-        }
-        let mode = match std::fs::metadata(&self.target) {
-            Ok(meta) => {
-                use std::os::unix::fs::PermissionsExt as _;
-                let mode = meta.permissions().mode() & 0o7777;
-                if mode & 0o200 == 0 {
-                    return Err(Error::ReadOnly {
-                        path: self.path.clone(),
-                    });
-                }
-                Some(mode)
-            }
-            Err(_) => None,
-        };
-        // A file that goes is one greenlight created holding only its own hooks: nothing of
-        // the user's to back up.
-        let backup = match (&self.before, mode, &self.after) {
-            (Some(old), Some(mode), Some(_)) => Some(make_backup(&self.backup_path(), old, mode)?),
-            _ => None,
-        };
-        match &self.after {
-            Some(text) => {
-                write_atomically(&self.target, text.as_bytes())?;
-                Ok(Applied::Written { backup })
-            }
-            None => {
-                std::fs::remove_file(&self.target).map_err(|source| Error::Write {
-                    path: self.target.clone(),
-                    source,
-                })?;
-                // The `.claude`/`.codex` directory install made goes too, if nothing else is
-                // in it (remove_dir refuses a directory that is not empty).
-                if let Some(dir) = self.target.parent() {
-                    let _ = std::fs::remove_dir(dir);
-                }
-                Ok(Applied::Removed)
-            }
-        }
-    }
-}
-
-/// Writes the backup with `O_CREAT | O_EXCL | O_NOFOLLOW` and the original's mode, so nothing
-/// already at the path (a symlink a cloned repository ships, an earlier backup) is written
-/// through or replaced. An earlier regular backup is kept; anything else there is refused.
-fn make_backup(path: &Path, bytes: &str, mode: u32) -> Result<Backup, Error> {
-    use std::os::unix::fs::OpenOptionsExt as _;
-    let created = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(mode & 0o777)
-        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-        .open(path);
-    match created {
-        Ok(mut file) => {
-            let written = file
-                .write_all(bytes.as_bytes())
-                .and_then(|()| file.sync_all());
-            if let Err(source) = written {
-                let _ = std::fs::remove_file(path);
-                return Err(Error::Write {
-                    path: path.to_path_buf(),
-                    source,
-                });
-            }
-            Ok(Backup::Made(path.to_path_buf()))
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-            match std::fs::symlink_metadata(path) {
-                Ok(meta) if meta.file_type().is_file() => Ok(Backup::Kept(path.to_path_buf())),
-                _ => Err(Error::BackupNotRegular {
-                    path: path.to_path_buf(),
-                }),
-            }
-        }
-        Err(source) => Err(Error::Write {
-            path: path.to_path_buf(),
-            source,
-        }),
-    }
-}
-
 /// Plans installing greenlight's handlers for [`EVENTS`] into the settings file at `path`.
 ///
 /// Idempotent: an existing greenlight handler is updated in place (never duplicated), and a
 /// file that already says exactly this is left alone. The text is edited where it changes
 /// and nowhere else.
 pub fn plan_install(path: &Path, spec: &HookSpec) -> Result<Plan, Error> {
-    let (target, before) = load(path)?;
-    let text = match before.as_deref().filter(|t| !t.trim().is_empty()) {
-        Some(text) => text,
-        None => {
-            let hooks: Map<String, Value> = EVENTS
-                .iter()
-                .map(|e| (e.to_string(), Value::Array(vec![spec.group(e)])))
-                .collect();
-            let doc = Value::Object(Map::from_iter([(
-                "hooks".to_string(),
-                Value::Object(hooks),
-            )]));
-            let layout = Layout {
-                unit: "  ".to_string(),
-                newline: "\n",
-            };
-            let mut after = jsontext::render_value(&doc, &layout, "", true);
-            after.push('\n');
-            return Ok(Plan {
-                path: path.to_path_buf(),
-                target,
-                before,
-                after: Some(after),
-            });
-        }
+    let file = settings_file::load(path, rules())?;
+    let Some(text) = file.text() else {
+        let hooks: Map<String, Value> = EVENTS
+            .iter()
+            .map(|e| (e.to_string(), Value::Array(vec![spec.group(e)])))
+            .collect();
+        let doc = Value::Object(Map::from_iter([(
+            "hooks".to_string(),
+            Value::Object(hooks),
+        )]));
+        return Ok(file.plan(Some(jsontext::render_file(&doc))));
     };
-    let doc = parse(path, text)?;
+    let doc = jsontext::parse_settings(path, text)?;
     let layout = Layout::of(text);
     let mut edits = Edits::default();
-    if doc.members().is_none() {
-        return Err(shape(path, "the top level", "an object", &doc));
-    }
     match doc.get("hooks") {
         None => {
             let hooks: Map<String, Value> = EVENTS
@@ -533,7 +262,7 @@ pub fn plan_install(path: &Path, spec: &HookSpec) -> Result<Plan, Error> {
         }
         Some(hooks) => {
             if hooks.members().is_none() {
-                return Err(shape(path, "hooks", "an object", hooks));
+                return Err(jsontext::shape(path, text, "hooks", "an object", hooks));
             }
             let mut missing: Vec<(&str, Value)> = Vec::new();
             for event in EVENTS {
@@ -549,17 +278,19 @@ pub fn plan_install(path: &Path, spec: &HookSpec) -> Result<Plan, Error> {
             }
         }
     }
-    let after = if edits.is_empty() {
-        text.to_string()
-    } else {
-        edits.apply(text)
-    };
-    Ok(Plan {
-        path: path.to_path_buf(),
-        target,
-        before: before.clone(),
-        after: Some(after),
-    })
+    let after = edits.apply(text);
+    Ok(file.plan(Some(after)))
+}
+
+/// Hook settings files: JSON of at most [`greenlight_gate::file::MAX_CONFIG_BYTES`], created
+/// 0644 in the agent's own directory.
+fn rules() -> Rules {
+    Rules {
+        syntax: Syntax::Json,
+        limit: greenlight_gate::file::MAX_CONFIG_BYTES,
+        new_mode: 0o644,
+        own_dir: true,
+    }
 }
 
 /// Puts exactly one greenlight handler into one event's list of groups: the first one found is
@@ -574,10 +305,8 @@ fn install_event(
     layout: &Layout,
     edits: &mut Edits,
 ) -> Result<(), Error> {
+    let groups = hook_groups(path, text, event, list)?;
     let pointer = format!("hooks.{event}");
-    let Some(groups) = list.items() else {
-        return Err(shape(path, &pointer, "a list of hook groups", list));
-    };
     // (group index, handler indices that are greenlight's)
     let mut found: Vec<(usize, Vec<usize>)> = Vec::new();
     for (gi, group) in groups.iter().enumerate() {
@@ -585,8 +314,9 @@ fn install_event(
             continue;
         };
         let Some(items) = handlers.items() else {
-            return Err(shape(
+            return Err(jsontext::shape(
                 path,
+                text,
                 &format!("{pointer}[{gi}].hooks"),
                 "a list of handlers",
                 handlers,
@@ -640,23 +370,21 @@ fn install_event(
         ("command", Value::from(spec.command_for(event))),
         ("timeout", Value::from(spec.timeout_for(event))),
     ];
-    let mut absent: Vec<(&str, Value)> = Vec::new();
-    for (key, value) in wanted {
-        match handler.get(key) {
-            Some(node) => {
-                let same = serde_json::from_str::<Value>(&text[node.span.clone()])
-                    .is_ok_and(|v| v == value);
-                if !same {
-                    edits.replace(node.span.clone(), value.to_string());
-                }
-            }
-            None => absent.push((key, value)),
-        }
-    }
-    if !absent.is_empty() {
-        edits.add_members(text, handler, &absent, layout);
-    }
+    edits.set_members(text, handler, wanted, layout);
     Ok(())
+}
+
+/// The groups of one event's list, refused when the list is not one.
+fn hook_groups<'a>(
+    path: &Path,
+    text: &str,
+    event: &str,
+    list: &'a Node,
+) -> Result<&'a [Node], Error> {
+    list.items().ok_or_else(|| {
+        let pointer = format!("hooks.{event}");
+        jsontext::shape(path, text, &pointer, "a list of hook groups", list)
+    })
 }
 
 /// Plans removing every greenlight handler from [`EVENTS`] in the settings file at `path`.
@@ -666,25 +394,17 @@ fn install_event(
 /// empty object, with no backup beside it (no file existed before greenlight wrote it), is
 /// removed.
 pub fn plan_uninstall(path: &Path) -> Result<Plan, Error> {
-    let (target, before) = load(path)?;
-    let unchanged = |before: Option<String>| Plan {
-        path: path.to_path_buf(),
-        target: target.clone(),
-        after: before.clone(),
-        before,
+    let file = settings_file::load(path, rules())?;
+    let Some(text) = file.text() else {
+        return Ok(file.unchanged());
     };
-    let Some(text) = before.as_deref().filter(|t| !t.trim().is_empty()) else {
-        return Ok(unchanged(before));
-    };
-    let doc = parse(path, text)?;
-    let Some(root_members) = doc.members() else {
-        return Err(shape(path, "the top level", "an object", &doc));
-    };
+    let doc = jsontext::parse_settings(path, text)?;
+    let root_members = doc.members().unwrap_or_default();
     let Some(hooks) = doc.get("hooks") else {
-        return Ok(unchanged(before));
+        return Ok(file.unchanged());
     };
     let Some(hook_members) = hooks.members() else {
-        return Err(shape(path, "hooks", "an object", hooks));
+        return Err(jsontext::shape(path, text, "hooks", "an object", hooks));
     };
     let mut edits = Edits::default();
     let mut removed_any = false;
@@ -694,11 +414,8 @@ pub fn plan_uninstall(path: &Path) -> Result<Plan, Error> {
         if !EVENTS.contains(&member.key.as_str()) {
             continue;
         }
-        let pointer = format!("hooks.{}", member.key);
         let list = &member.value;
-        let Some(groups) = list.items() else {
-            return Err(shape(path, &pointer, "a list of hook groups", list));
-        };
+        let groups = hook_groups(path, text, &member.key, list)?;
         let mut drop_groups: Vec<usize> = Vec::new();
         let mut group_edits: Vec<(&Node, Vec<usize>)> = Vec::new();
         for (gi, group) in groups.iter().enumerate() {
@@ -729,7 +446,7 @@ pub fn plan_uninstall(path: &Path) -> Result<Plan, Error> {
         inner.remove_items(list, &drop_groups);
     }
     if !removed_any {
-        return Ok(unchanged(before));
+        return Ok(file.unchanged());
     }
     let hooks_emptied = emptied_events.len() == hook_members.len() && inner.is_empty();
     if hooks_emptied {
@@ -737,14 +454,9 @@ pub fn plan_uninstall(path: &Path) -> Result<Plan, Error> {
             .iter()
             .position(|m| m.key == "hooks")
             .unwrap_or(0);
-        if root_members.len() == 1 && !backup_exists(&target) {
+        if root_members.len() == 1 && !file.has_backup() {
             // Nothing but greenlight's hooks, in a file greenlight created: remove it.
-            return Ok(Plan {
-                path: path.to_path_buf(),
-                target,
-                before,
-                after: None,
-            });
+            return Ok(file.plan(None));
         }
         edits.remove_members(&doc, &[at]);
     } else {
@@ -752,128 +464,7 @@ pub fn plan_uninstall(path: &Path) -> Result<Plan, Error> {
         edits.remove_members(hooks, &emptied_events);
     }
     let after = edits.apply(text);
-    Ok(Plan {
-        path: path.to_path_buf(),
-        target,
-        before,
-        after: Some(after),
-    })
-}
-
-fn backup_exists(target: &Path) -> bool {
-    let mut name = target.as_os_str().to_owned();
-    name.push(BACKUP_SUFFIX);
-    std::fs::symlink_metadata(PathBuf::from(name)).is_ok()
-}
-
-/// Reads the file behind `path` (following a symlink), as text; `None` when absent.
-fn load(path: &Path) -> Result<(PathBuf, Option<String>), Error> {
-    let target = if path.is_symlink() {
-        std::fs::canonicalize(path).map_err(|source| Error::Read {
-            path: path.to_path_buf(),
-            source,
-        })?
-    } else {
-        path.to_path_buf()
-    };
-    let text = read_text(&target)?;
-    Ok((target, text))
-}
-
-/// The settings file's text, read bounded and without blocking (a FIFO or a device at the
-/// path is refused, not waited on); `None` when absent.
-fn read_text(path: &Path) -> Result<Option<String>, Error> {
-    let bytes = match greenlight_gate::file::read_config_file(path) {
-        Ok(Some(bytes)) => bytes,
-        Ok(None) => return Ok(None),
-        Err(e) => {
-            return Err(Error::Unusable {
-                path: path.to_path_buf(),
-                reason: e.reason(),
-            });
-        }
-    };
-    match String::from_utf8(bytes) {
-        Ok(text) => Ok(Some(text)),
-        Err(e) => {
-            let valid = &e.as_bytes()[..e.utf8_error().valid_up_to()];
-            let text = String::from_utf8_lossy(valid);
-            let line = text.matches('\n').count() + 1;
-            let column = text.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
-            Err(Error::InvalidJson {
-                path: path.to_path_buf(),
-                line,
-                column,
-                message: "bytes that are not UTF-8".to_string(),
-            })
-        }
-    }
-}
-
-/// Parses the file's text into a spanned document.
-fn parse(path: &Path, text: &str) -> Result<Node, Error> {
-    jsontext::parse(text).map_err(|e| match e {
-        ParseError::Invalid {
-            line,
-            column,
-            message,
-        } => Error::InvalidJson {
-            path: path.to_path_buf(),
-            line,
-            column,
-            message,
-        },
-        ParseError::DuplicateKey { key, line, column } => Error::DuplicateKey {
-            path: path.to_path_buf(),
-            line,
-            column,
-            key,
-        },
-    })
-}
-
-fn shape(path: &Path, pointer: &str, expected: &'static str, found: &Node) -> Error {
-    Error::UnexpectedShape {
-        path: path.to_path_buf(),
-        pointer: pointer.to_string(),
-        expected,
-        found: found.kind_name(),
-    }
-}
-
-/// Writes `bytes` to a temporary file beside `path` and renames it over `path`, keeping the
-/// old file's permissions, so a crash never leaves a half-written settings file.
-fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), Error> {
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(|source| Error::Write {
-        path: dir.to_path_buf(),
-        source,
-    })?;
-    let err = |source| Error::Write {
-        path: path.to_path_buf(),
-        source,
-    };
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".greenlight-")
-        .suffix(".tmp")
-        .tempfile_in(dir)
-        .map_err(err)?;
-    tmp.write_all(bytes).map_err(err)?;
-    tmp.as_file().sync_all().map_err(err)?;
-    let permissions = match std::fs::metadata(path) {
-        Ok(meta) => meta.permissions(),
-        Err(_) => {
-            use std::os::unix::fs::PermissionsExt as _;
-            // A new settings file gets the usual 0644, not the temporary file's 0600.
-            std::fs::Permissions::from_mode(0o644)
-        }
-    };
-    std::fs::set_permissions(tmp.path(), permissions).map_err(err)?;
-    tmp.persist(path).map_err(|e| err(e.error))?;
-    Ok(())
+    Ok(file.plan(Some(after)))
 }
 
 #[cfg(test)]

@@ -8,6 +8,10 @@
 //! in any object is refused, because which copy an agent reads is not ours to guess.
 
 use std::ops::Range;
+use std::path::Path;
+
+use crate::Error;
+use crate::settings_file::line_col;
 
 /// A value in the text: where it is, and what it holds.
 #[derive(Debug, Clone)]
@@ -96,6 +100,64 @@ pub(crate) enum ParseError {
     },
 }
 
+/// Reads the text of the settings file at `path` into nodes with spans, or the error that
+/// names the file, line and column; the top level must be an object.
+pub(crate) fn parse_settings(path: &Path, text: &str) -> Result<Node, Error> {
+    let doc = parse(text).map_err(|e| match e {
+        ParseError::Invalid {
+            line,
+            column,
+            message,
+        } => Error::InvalidJson {
+            path: path.to_path_buf(),
+            line,
+            column,
+            message,
+        },
+        ParseError::DuplicateKey { key, line, column } => Error::DuplicateKey {
+            path: path.to_path_buf(),
+            line,
+            column,
+            key,
+        },
+    })?;
+    if doc.members().is_none() {
+        return Err(shape(path, text, "the top level", "an object", &doc));
+    }
+    Ok(doc)
+}
+
+/// The error for a value of the wrong kind at `pointer` (e.g. `hooks.Stop`), naming where it
+/// starts in the file.
+pub(crate) fn shape(
+    path: &Path,
+    text: &str,
+    pointer: &str,
+    expected: &'static str,
+    found: &Node,
+) -> Error {
+    let (line, column) = line_col(text, found.span.start);
+    Error::UnexpectedShape {
+        path: path.to_path_buf(),
+        line,
+        column,
+        pointer: pointer.to_string(),
+        expected,
+        found: found.kind_name(),
+    }
+}
+
+/// A whole new settings file holding `doc`: two-space indentation and a final newline.
+pub(crate) fn render_file(doc: &serde_json::Value) -> String {
+    let layout = Layout {
+        unit: "  ".to_string(),
+        newline: "\n",
+    };
+    let mut text = render_value(doc, &layout, "", true);
+    text.push('\n');
+    text
+}
+
 /// Reads `text` (valid JSON, one value) into nodes with spans.
 pub(crate) fn parse(text: &str) -> Result<Node, ParseError> {
     if let Err(e) = serde_json::from_str::<serde::de::IgnoredAny>(text) {
@@ -136,10 +198,7 @@ impl Parser<'_> {
     }
 
     fn line_col(&self, at: usize) -> (usize, usize) {
-        let before = &self.text[..at];
-        let line = before.matches('\n').count() + 1;
-        let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
-        (line, column)
+        line_col(self.text, at)
     }
 
     // serde_json has accepted the text, so every branch below meets valid JSON; the
@@ -360,6 +419,40 @@ impl Edits {
                     .collect()
             }),
         }
+    }
+
+    /// Gives `object` each of the `wanted` members: a value that differs is replaced where it
+    /// stands (the key keeps its place), an absent member is added at the end, and a member
+    /// that already holds the value is not touched. Returns true when anything changes.
+    pub(crate) fn set_members<'k>(
+        &mut self,
+        text: &str,
+        object: &Node,
+        wanted: impl IntoIterator<Item = (&'k str, serde_json::Value)>,
+        layout: &Layout,
+    ) -> bool {
+        let mut absent: Vec<(&str, serde_json::Value)> = Vec::new();
+        let mut changed = false;
+        for (key, value) in wanted {
+            match object.get(key) {
+                Some(node) => {
+                    let same = text
+                        .get(node.span.clone())
+                        .and_then(|raw| serde_json::from_str::<serde_json::Value>(raw).ok())
+                        .is_some_and(|v| v == value);
+                    if !same {
+                        self.replace(node.span.clone(), value.to_string());
+                        changed = true;
+                    }
+                }
+                None => absent.push((key, value)),
+            }
+        }
+        if !absent.is_empty() {
+            self.add_members(text, object, &absent, layout);
+            changed = true;
+        }
+        changed
     }
 
     /// Appends items at the end of a list, in the list's own style.

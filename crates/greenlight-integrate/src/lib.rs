@@ -6,6 +6,11 @@
 //! - [`install`]: merge greenlight's Stop, SubagentStop and SessionStart hook entries into
 //!   Claude Code's or Codex's hook settings, and take them out again, without disturbing a
 //!   byte of anything else.
+//! - [`mcp_install`]: register greenlight's MCP server (`greenlight mcp`) with Claude Code
+//!   (`.mcp.json`, `~/.claude.json`) and Codex (`config.toml`), and take it out again, with
+//!   the same care for every other byte.
+//! - [`settings_file`]: where agent settings live and how a change to one is made: a plan
+//!   (text before and after, shown as a diff), a backup, an atomic replace.
 //! - [`foreground`]: run one child command in the foreground (its own process group, signals
 //!   forwarded, always reaped), used to run a freshly drafted config once.
 //! - [`stop`]: the Stop hook itself: an agent's Stop / SubagentStop payload in, the gates run,
@@ -20,7 +25,10 @@ pub mod foreground;
 mod git;
 pub mod install;
 mod jsontext;
+pub mod mcp_install;
 pub mod record;
+pub mod settings_file;
 pub mod stop;
+mod tomltext;
 
 pub use error::Error;

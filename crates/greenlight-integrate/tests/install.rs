@@ -4,27 +4,15 @@ use std::path::{Path, PathBuf};
 
 use greenlight_integrate::Error;
 use greenlight_integrate::install::{self, Applied, HookSpec};
+use support::{read, tmp, write};
+
+mod support;
 
 fn spec() -> HookSpec {
     HookSpec {
         command: "greenlight hook stop".to_string(),
         timeout_sec: 1800,
     }
-}
-
-fn tmp() -> tempfile::TempDir {
-    tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"))
-}
-
-fn read(path: &Path) -> String {
-    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
-}
-
-fn write(path: &Path, text: &str) {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("mkdir: {e}"));
-    }
-    std::fs::write(path, text).unwrap_or_else(|e| panic!("write: {e}"));
 }
 
 fn install(path: &Path) -> Applied {
@@ -516,25 +504,7 @@ mod round_trip {
     use super::*;
     use proptest::prelude::*;
     use serde_json::{Map, Value};
-
-    fn scalar() -> impl Strategy<Value = Value> {
-        prop_oneof![
-            Just(Value::Null),
-            any::<bool>().prop_map(Value::from),
-            any::<i64>().prop_map(Value::from),
-            "[a-z é\"\\\\/]{0,8}".prop_map(Value::from),
-        ]
-    }
-
-    fn value() -> impl Strategy<Value = Value> {
-        scalar().prop_recursive(3, 24, 4, |inner| {
-            prop_oneof![
-                prop::collection::vec(inner.clone(), 0..4).prop_map(Value::from),
-                prop::collection::btree_map("[a-z]{1,6}", inner, 0..4)
-                    .prop_map(|m| Value::Object(m.into_iter().collect())),
-            ]
-        })
-    }
+    use support::{layout, value};
 
     /// Someone else's handler group (never greenlight's).
     fn group() -> impl Strategy<Value = Value> {
@@ -573,30 +543,6 @@ mod round_trip {
                 }
                 Value::Object(root)
             })
-    }
-
-    fn layout(doc: &Value, style: u8) -> String {
-        match style {
-            0 => doc.to_string(),
-            1 => format!(
-                "{}\n",
-                serde_json::to_string_pretty(doc).unwrap_or_default()
-            ),
-            2 => {
-                let mut buf = Vec::new();
-                let f = serde_json::ser::PrettyFormatter::with_indent(b"\t");
-                let mut ser = serde_json::Serializer::with_formatter(&mut buf, f);
-                let _ = serde::Serialize::serialize(doc, &mut ser);
-                String::from_utf8_lossy(&buf).replace('\n', "\r\n")
-            }
-            _ => {
-                let mut buf = Vec::new();
-                let f = serde_json::ser::PrettyFormatter::with_indent(b"    ");
-                let mut ser = serde_json::Serializer::with_formatter(&mut buf, f);
-                let _ = serde::Serialize::serialize(doc, &mut ser);
-                String::from_utf8_lossy(&buf).into_owned()
-            }
-        }
     }
 
     proptest! {

@@ -6,7 +6,7 @@
 //! - [`Run`]: what a run produced, rendered for snapshots.
 //! - [`files`]: temp dirs, fixture files, executables and named pipes.
 //! - [`procs`]: processes by pid: alive, signalled, waited for, ended.
-//! - [`fake_agent`]: scripted fake agent CLIs.
+//! - [`fake_agent`]: scripted fake agent CLIs; [`real_agent_cli`]: where the real ones are.
 //! - [`sse`]: an HTTP/1.1 + Server-Sent Events client; [`load`]: the SSE load harness.
 //!
 //! A tiny temp-dir + command helper, not a framework: every helper does one real thing (runs
@@ -15,6 +15,7 @@
 
 #![allow(clippy::unwrap_used, clippy::print_stderr)]
 
+mod agent_cli;
 mod cli;
 pub mod fake_agent;
 pub mod files;
@@ -24,6 +25,7 @@ mod repo;
 mod run;
 pub mod sse;
 
+pub use agent_cli::real_agent_cli;
 pub use cli::{Cli, signal_and_wait};
 pub use repo::TempRepo;
 pub use run::{Run, greenlight_bin};

@@ -42,7 +42,8 @@ enum Command {
     Hook(cmd::hook::Command),
     /// Serve the dashboard and the live API (SSE with resume) for a state file.
     Serve(cmd::serve::Args),
-    /// The MCP server (stdio): verify, digest, evidence and goals as tools for agents.
+    /// The MCP server (stdio): verify, digest, evidence and goals as tools for agents; and its
+    /// install into Claude Code and Codex.
     Mcp(cmd::mcp::Args),
 }
 

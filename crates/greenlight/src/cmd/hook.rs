@@ -207,9 +207,10 @@ fn run_stop(max_blocks: u32, state: Option<PathBuf>) -> i32 {
 
 /// A project-scope entry names `greenlight` for the agent's `PATH` to find (an absolute path
 /// from one machine would be wrong on the next). When this shell's `PATH` has no `greenlight`,
-/// the agent's likely has none either, and every hook run would fail: say so, and how to fix it.
-fn warn_if_not_on_path(command: &str) {
-    if !command.starts_with("greenlight ") {
+/// the agent's likely has none either, and every run of `command` would fail: say so, and how
+/// to fix it.
+pub(crate) fn warn_if_not_on_path(command: &str) {
+    if command.split(' ').next() != Some("greenlight") {
         return;
     }
     let found = std::env::var_os("PATH").is_some_and(|paths| {
@@ -224,9 +225,9 @@ fn warn_if_not_on_path(command: &str) {
             .map(|p| p.display().to_string())
             .unwrap_or_else(|_| "the greenlight binary".to_owned());
         errln!(
-            "warning: `greenlight` is not on PATH, so the agent cannot run the hook as written \
-             (`{command}`). Install it on PATH (e.g. `cargo install --locked --path \
-             crates/greenlight`), or install the hook for yourself only with `--scope user`, \
+            "warning: `greenlight` is not on PATH, so the agent cannot run `{command}` as \
+             written. Install it on PATH (e.g. `cargo install --locked --path \
+             crates/greenlight`), or install for yourself only with `--scope user`, \
              which names {exe} by its absolute path."
         );
     }
@@ -257,7 +258,7 @@ fn agent_of(agent: AgentArg) -> Agent {
     }
 }
 
-fn scope_of(scope: ScopeArg) -> Scope {
+pub(crate) fn scope_of(scope: ScopeArg) -> Scope {
     match scope {
         ScopeArg::Project => Scope::Project,
         ScopeArg::User => Scope::User,
@@ -316,16 +317,7 @@ fn finish(verb: &str, agent: Agent, plan: Result<Plan, Error>, dry_run: bool) ->
             } else {
                 outln!("removed greenlight's hooks from {path}");
             }
-            match backup {
-                Some(Backup::Made(backup)) => {
-                    outln!("the previous file is kept as {}", backup.display());
-                }
-                Some(Backup::Kept(backup)) => outln!(
-                    "{} (the file as it was before greenlight first changed it) is kept as it was",
-                    backup.display()
-                ),
-                None => {}
-            }
+            report_backup(backup.as_ref());
             if verb == "install" {
                 match agent {
                     Agent::Claude => outln!(
@@ -342,8 +334,28 @@ fn finish(verb: &str, agent: Agent, plan: Result<Plan, Error>, dry_run: bool) ->
     }
 }
 
+/// Says where the file's earlier bytes are kept.
+pub(crate) fn report_backup(backup: Option<&Backup>) {
+    match backup {
+        Some(Backup::Made(backup)) => {
+            outln!("the previous file is kept as {}", backup.display());
+        }
+        Some(Backup::Kept(backup)) => outln!(
+            "{} (the file as it was before greenlight first changed it) is kept as it was",
+            backup.display()
+        ),
+        None => {}
+    }
+}
+
 fn fail(verb: &str, e: &Error) -> i32 {
     errln!("greenlight hook {verb}: {e}");
+    exit_code(e)
+}
+
+/// The exit code of a failed install or uninstall: [`exit::REFUSED`] when the fault is in a
+/// file or setting the user controls, else [`exit::IO_ERROR`].
+pub(crate) fn exit_code(e: &Error) -> i32 {
     if e.is_user_input() {
         exit::REFUSED
     } else {

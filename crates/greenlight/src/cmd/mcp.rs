@@ -7,9 +7,14 @@ use std::time::Duration;
 
 use greenlight_mcp::{McpServer, Options};
 
+use crate::cmd::mcp_install::{self, McpCommand};
+
 /// Arguments of `greenlight mcp`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
+    /// Without a subcommand: run the MCP server on stdin/stdout.
+    #[command(subcommand)]
+    pub command: Option<McpCommand>,
     /// The state database runs and goals are read from and recorded in [default:
     /// $GREENLIGHT_STATE, else $XDG_STATE_HOME/greenlight/state.db].
     #[arg(long, value_name = "PATH")]
@@ -29,6 +34,15 @@ const PATIENCE: Duration = Duration::from_secs(30);
 
 /// Runs the subcommand and returns the process exit code.
 pub fn run(args: Args) -> i32 {
+    match args.command {
+        None => serve(args.state),
+        Some(McpCommand::Install(args)) => mcp_install::install(args),
+        Some(McpCommand::Uninstall(args)) => mcp_install::uninstall(args),
+    }
+}
+
+/// The server on stdin and stdout.
+fn serve(state: Option<PathBuf>) -> i32 {
     let cwd = match std::env::current_dir() {
         Ok(dir) => dir,
         Err(e) => {
@@ -39,13 +53,7 @@ pub fn run(args: Args) -> i32 {
         }
     };
     let outcome = greenlight_proc::run_main(|signals| async move {
-        let server = McpServer::new(
-            Options {
-                cwd,
-                state: args.state,
-            },
-            signals.clone(),
-        );
+        let server = McpServer::new(Options { cwd, state }, signals.clone());
         let session =
             greenlight_mcp::stdio::serve(server.clone(), tokio::io::stdin(), tokio::io::stdout());
         let mut signals = signals;

@@ -7,5 +7,6 @@ pub mod goal;
 pub mod hook;
 pub mod init;
 pub mod mcp;
+pub mod mcp_install;
 pub mod serve;
 pub mod verify;

@@ -19,6 +19,7 @@ mod hook_install_cli;
 mod hook_stop_cli;
 mod init_cli;
 mod mcp_http;
+mod mcp_install_cli;
 mod mcp_rmcp;
 mod proc_agent;
 mod proc_digest;
