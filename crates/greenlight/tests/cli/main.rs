@@ -18,6 +18,8 @@ mod goal_worktrees_demo;
 mod hook_install_cli;
 mod hook_stop_cli;
 mod init_cli;
+mod mcp_python;
+mod mcp_stdio;
 mod proc_agent;
 mod proc_digest;
 mod proc_git_env;
