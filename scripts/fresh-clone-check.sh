@@ -17,8 +17,9 @@
 # stricter: it runs with a PATH of links to /usr/bin and /bin minus every tool scripts/test
 # installs (python3, node, npm, go, hyperfine, pytest, cargo-nextest).
 #
-# The clone installs the agent CLIs itself (npm, into its own .tools); cargo-nextest, when it
-# must be built, comes from the main checkout's .tools/cargo (GREENLIGHT_CARGO_TOOLS).
+# The clone installs the agent CLIs (npm) and the Python MCP SDK's venv itself, into its own
+# .tools, with the minimal PATH's python3; cargo-nextest, when it must be built, comes from the
+# main checkout's .tools/cargo (GREENLIGHT_CARGO_TOOLS).
 # The clone's cargo target dir is $CARGO_TARGET_DIR/fresh-clone (default target/fresh-clone),
 # apart from the main target dir so the main build's binaries are never overwritten by the
 # clone's. The first time, it is seeded with a copy of the main target dir's debug and release
@@ -77,8 +78,8 @@ run_in_clone() {
     shift
     (
         cd "$work/greenlight"
-        env -u GREENLIGHT_AGENT_CLI_BIN -u VIRTUAL_ENV -u PYENV_VERSION -u NODE_PATH \
-            -u RUSTFLAGS -u CARGO_BUILD_TARGET_DIR \
+        env -u GREENLIGHT_AGENT_CLI_BIN -u GREENLIGHT_PYTHON_MCP -u VIRTUAL_ENV -u PYENV_VERSION \
+            -u NODE_PATH -u RUSTFLAGS -u CARGO_BUILD_TARGET_DIR \
             PATH="$path" CARGO_TARGET_DIR="$TARGET" GREENLIGHT_FRESH_CLONE_CHECK=1 \
             GREENLIGHT_CARGO_TOOLS="$cargo_tools" "$@"
     )

@@ -210,7 +210,7 @@ fn prune(root: &Path, keep: usize) {
             .unwrap_or(std::time::SystemTime::UNIX_EPOCH);
         runs.push((modified, entry.path()));
     }
-    runs.sort_by(|a, b| b.0.cmp(&a.0));
+    runs.sort_by_key(|run| std::cmp::Reverse(run.0));
     for (_, path) in runs.into_iter().skip(keep) {
         let _ = fs::remove_dir_all(path);
     }

@@ -235,9 +235,20 @@ fn parse<T: DeserializeOwned>(
     arguments: Option<serde_json::Map<String, serde_json::Value>>,
 ) -> Result<T, ErrorData> {
     let value = serde_json::Value::Object(arguments.unwrap_or_default());
-    serde_json::from_value(value).map_err(|e| {
+    // The path names the argument at fault (`gates: 5` says `gates`, not only "expected a
+    // sequence"); an unknown or missing field has no path, and its message names it.
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let at = e.path().to_string();
+        let what = if at == "." {
+            format!("`{tool}` arguments")
+        } else {
+            format!("`{tool}` argument `{at}`")
+        };
         ErrorData::invalid_params(
-            format!("`{tool}` arguments: {e}; see the tool's inputSchema in tools/list"),
+            format!(
+                "{what}: {}; see the tool's inputSchema in tools/list",
+                e.inner()
+            ),
             None,
         )
     })

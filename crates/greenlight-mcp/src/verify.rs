@@ -88,6 +88,16 @@ pub struct GateOutcome {
 #[derive(Debug)]
 pub struct CannotRun(pub Vec<String>);
 
+/// The gate that is running, for the heartbeat.
+#[derive(Clone)]
+struct Running {
+    /// Its number in the run (1-based).
+    n: usize,
+    id: String,
+    attempt: u8,
+    since: Instant,
+}
+
 /// Bytes of a failing gate's tail put in the answer when it has no compact digest.
 const TAIL_IN_ANSWER: usize = 4096;
 
@@ -205,8 +215,7 @@ async fn run(args: &VerifyArgs, ctx: VerifyContext) -> Result<VerifyOutput, Cann
 
     let progress = ctx.progress;
     progress.send(format!("verify: {total} gate(s) in {}", ctx.cwd.display()));
-    // The gate that is running, for the heartbeat: (number, id, attempt, since).
-    let running: Arc<Mutex<Option<(usize, String, u8, Instant)>>> = Arc::new(Mutex::new(None));
+    let running: Arc<Mutex<Option<Running>>> = Arc::new(Mutex::new(None));
     let (beat_stop, mut beat_stopped) = watch::channel(false);
     let heartbeat = {
         let running = Arc::clone(&running);
@@ -218,7 +227,13 @@ async fn run(args: &VerifyArgs, ctx: VerifyContext) -> Result<VerifyOutput, Cann
                     _ = beat_stopped.changed() => return,
                 }
                 let now = running.lock().ok().and_then(|r| r.clone());
-                if let Some((n, id, attempt, since)) = now {
+                if let Some(Running {
+                    n,
+                    id,
+                    attempt,
+                    since,
+                }) = now
+                {
                     let retry = if attempt > 1 { " (retry)" } else { "" };
                     progress.send(format!(
                         "gate {n}/{total} {id}{retry}: running for {} s",
@@ -241,7 +256,12 @@ async fn run(args: &VerifyArgs, ctx: VerifyContext) -> Result<VerifyOutput, Cann
             RunEvent::GateStarted { id, attempt } => {
                 let n = ids.iter().position(|g| g == id).map_or(0, |i| i + 1);
                 if let Ok(mut slot) = running.lock() {
-                    *slot = Some((n, id.to_owned(), attempt, Instant::now()));
+                    *slot = Some(Running {
+                        n,
+                        id: id.to_owned(),
+                        attempt,
+                        since: Instant::now(),
+                    });
                 }
                 let what = if attempt > 1 { "retrying" } else { "started" };
                 progress.send(format!("gate {n}/{total} {id}: {what}"));

@@ -83,7 +83,7 @@ fn verify_over_http_streams_progress_then_the_answer_behind_the_host_check() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let _reaper = EndOnDrop(child.id() as i32);
+    let reaper = EndOnDrop(child.id() as i32);
     let mut stderr = BufReader::new(child.stderr.take().unwrap());
     let mut line = String::new();
     let addr: SocketAddr = loop {
@@ -154,4 +154,6 @@ fn verify_over_http_streams_progress_then_the_answer_behind_the_host_check() {
         assert_eq!(structured["result"], "failed", "{answer:?}");
         assert_eq!(structured["gates"][1]["tail"], "broken\n");
     });
+    drop(reaper);
+    let _ = child.wait();
 }

@@ -1,0 +1,158 @@
+//! `greenlight mcp` over a raw pipe, one JSON-RPC line at a time, as no SDK would write them:
+//! a line that is not JSON, an unknown tool, an argument of the wrong type and a `cwd` that is
+//! not a directory each get a JSON-RPC error whose message names what is wrong, and the server
+//! goes on serving: the valid call after them runs its gates, and the server exits 0 when its
+//! input ends.
+
+#![allow(clippy::unwrap_used)]
+
+use std::io::{BufRead, BufReader, Write as _};
+use std::process::{Child, ChildStdin, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use greenlight_testkit::TempRepo;
+use serde_json::{Value, json};
+
+/// How long one answer may take (a verify of two `echo` gates included).
+const ANSWER_WITHIN: Duration = Duration::from_secs(30);
+
+struct Server {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: mpsc::Receiver<String>,
+}
+
+impl Server {
+    fn start(repo: &TempRepo) -> Server {
+        let mut child = repo
+            .command(["mcp"])
+            .env("GREENLIGHT_STATE", repo.home().join("state.db"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let (send, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in stdout.lines() {
+                let Ok(line) = line else { return };
+                if send.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        Server {
+            child,
+            stdin,
+            lines,
+        }
+    }
+
+    fn send(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().unwrap();
+        stdin.write_all(line.as_bytes()).unwrap();
+        stdin.write_all(b"\n").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    /// The next line the server writes, as JSON.
+    fn answer(&self) -> Value {
+        let line = self
+            .lines
+            .recv_timeout(ANSWER_WITHIN)
+            .unwrap_or_else(|e| panic!("the server wrote no line within {ANSWER_WITHIN:?}: {e}"));
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"))
+    }
+
+    /// Sends `line` and returns the error the server answers it with (code, message).
+    fn error_for(&mut self, line: &str, id: &Value) -> (i64, String) {
+        self.send(line);
+        let answer = self.answer();
+        assert_eq!(&answer["id"], id, "{answer}");
+        assert!(
+            answer.get("result").is_none(),
+            "{line} was answered: {answer}"
+        );
+        let code = answer["error"]["code"].as_i64().unwrap();
+        let message = answer["error"]["message"].as_str().unwrap().to_owned();
+        (code, message)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+fn call(id: u64, tool: &str, arguments: &Value) -> String {
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": tool, "arguments": arguments}})
+        .to_string()
+}
+
+#[test]
+fn malformed_requests_get_errors_that_name_the_fault_and_the_server_keeps_serving() {
+    let repo = TempRepo::worktree_with_commit();
+    repo.verify_yaml("version: 1\ngates:\n  - id: lint\n    command: echo linted\n");
+    let mut server = Server::start(&repo);
+    server.send(
+        &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "raw pipe", "version": "1"}}})
+        .to_string(),
+    );
+    let init = server.answer();
+    assert_eq!(init["result"]["serverInfo"]["name"], "greenlight", "{init}");
+    server.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+
+    let (code, message) = server.error_for(r#"{"jsonrpc":"2.0","id":1,"method":"#, &Value::Null);
+    assert_eq!(code, -32700, "{message}");
+    assert!(message.contains("line 3 is not JSON"), "{message}");
+
+    let (code, message) = server.error_for(&call(2, "nope", &json!({})), &json!(2));
+    assert_eq!(code, -32602, "{message}");
+    assert!(
+        message.contains("unknown tool `nope`") && message.contains("verify, digest, evidence"),
+        "{message}"
+    );
+
+    let (code, message) = server.error_for(&call(3, "verify", &json!({"gates": 5})), &json!(3));
+    assert_eq!(code, -32602, "{message}");
+    assert!(
+        message.contains("argument `gates`") && message.contains("expected a sequence"),
+        "{message}"
+    );
+
+    let file = repo.path().join("src/work.txt");
+    let (code, message) = server.error_for(
+        &call(4, "verify", &json!({"cwd": file.to_str().unwrap()})),
+        &json!(4),
+    );
+    assert_eq!(code, -32602, "{message}");
+    assert!(
+        message.contains(&format!("`cwd` {} is not a directory", file.display())),
+        "{message}"
+    );
+
+    server.send(&call(5, "verify", &json!({})));
+    let answer = server.answer();
+    assert_eq!(answer["id"], 5, "{answer}");
+    let result = &answer["result"];
+    assert_eq!(result["isError"], false, "{answer}");
+    assert_eq!(result["structuredContent"]["result"], "passed", "{answer}");
+    assert_eq!(result["structuredContent"]["gates"][0]["id"], "lint");
+
+    drop(server.stdin.take());
+    let status = greenlight_testkit::procs::wait_until(
+        Duration::from_secs(10),
+        "the server did not exit when its input ended",
+        || server.child.try_wait().unwrap(),
+    );
+    assert!(status.success(), "{status}");
+}
