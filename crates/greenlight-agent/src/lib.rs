@@ -45,6 +45,7 @@ pub mod containment;
 pub mod dispatch;
 pub mod env;
 pub mod live;
+pub mod openai;
 pub mod reason;
 pub mod runner;
 pub mod verdict;
