@@ -64,8 +64,8 @@ pub use verdict::{DEFANG_MARKER, ReplyVerdict, defang, parse_verdict};
 /// Errors building a dispatcher or reading a name.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// A family name that is not `claude`, `codex` or `command`.
-    #[error("unknown agent family `{0}`; use claude, codex or command")]
+    /// A family name that is not `claude`, `codex`, `command` or `openai`.
+    #[error("unknown agent family `{0}`; use claude, codex, command or openai")]
     UnknownFamily(String),
     /// A deliverable name that is not `return-value` or `file`.
     #[error("unknown deliverable `{0}`; use return-value or file")]
@@ -73,4 +73,10 @@ pub enum Error {
     /// The command family has no default executable.
     #[error("the command family needs an executable; pass its path (--bin PATH)")]
     CommandBinMissing,
+    /// The openai family was asked for without a server.
+    #[error("the openai family needs a server; pass --base-url URL (e.g. http://127.0.0.1:8080/v1)")]
+    OpenAiEndpointMissing,
+    /// The openai family's server settings are unusable (the message says which and why).
+    #[error("{0}")]
+    OpenAiEndpoint(String),
 }

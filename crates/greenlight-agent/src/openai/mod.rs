@@ -22,3 +22,13 @@ pub mod turn;
 
 pub use parse::ToolCallParser;
 pub use turn::{ToolCall, ToolFormat, TurnDecoder, TurnEvent, canonical};
+
+// The agent harness around the decoder: the dispatcher and its loop, the HTTP client, the
+// tools and their host, the patch format, the messages, the write-ahead tool ledger.
+pub mod adapter;
+pub mod client;
+pub mod host;
+pub mod ledger;
+pub mod patch;
+pub mod prompt;
+pub mod tools;
