@@ -18,9 +18,15 @@ use crate::frames::{self, ActivityBuffer};
 use crate::ledger::{interrupted_end, ledger_end, next_attempt};
 use crate::progress::Progress;
 use crate::prompt;
+use crate::tool_ledger::StoreToolLedger;
 
+/// A failure the next turn may not repeat: the agent died, ran out of time, or (openai) spent
+/// its bound of requests or tokens with its work so far left in the worktree.
 fn is_transport(reason: Reason) -> bool {
-    matches!(reason, Reason::DispatchTimeout | Reason::DispatchDead)
+    matches!(
+        reason,
+        Reason::DispatchTimeout | Reason::DispatchDead | Reason::DispatchBudgetExhausted
+    )
 }
 
 impl Engine<'_> {
@@ -89,7 +95,10 @@ impl Engine<'_> {
         let sink = ActivityBuffer::default();
         let mut live = ActivityCoalescer::default();
         let agent = std::sync::Arc::clone(&self.settings.agent);
-        let dispatch = agent.dispatch_observed(&request, &sink);
+        // The tool calls greenlight runs itself (openai) are recorded write-ahead beside the
+        // dispatch's ledger row; an agent CLI's own tools are not greenlight's to record.
+        let ledger = StoreToolLedger::open(self.store.path(), dispatch_id)?;
+        let dispatch = agent.dispatch_recorded(&request, &sink, &ledger);
         tokio::pin!(dispatch);
         let started = tokio::time::Instant::now();
         let mut tick = tokio::time::interval(Duration::from_millis(ACTIVITY_INTERVAL_MS));
