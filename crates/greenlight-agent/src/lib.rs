@@ -74,7 +74,9 @@ pub enum Error {
     #[error("the command family needs an executable; pass its path (--bin PATH)")]
     CommandBinMissing,
     /// The openai family was asked for without a server.
-    #[error("the openai family needs a server; pass --base-url URL (e.g. http://127.0.0.1:8080/v1)")]
+    #[error(
+        "the openai family needs a server; pass --base-url URL (e.g. http://127.0.0.1:8080/v1)"
+    )]
     OpenAiEndpointMissing,
     /// The openai family's server settings are unusable (the message says which and why).
     #[error("{0}")]

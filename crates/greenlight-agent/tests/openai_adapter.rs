@@ -70,7 +70,11 @@ fn endpoint(base_url: &str, format: ToolFormat) -> Endpoint {
 fn openai(ep: Endpoint, env: &[(&str, &str)]) -> OpenAi {
     OpenAi::new(AdapterOptions {
         openai: Some(ep),
-        base_env: Some(env.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect()),
+        base_env: Some(
+            env.iter()
+                .map(|(k, v)| ((*k).into(), (*v).into()))
+                .collect(),
+        ),
         grace: Duration::from_millis(200),
         ..AdapterOptions::default()
     })
@@ -104,7 +108,10 @@ const FIX: &str = "--- a/calc.sh\n+++ b/calc.sh\n@@ -1,3 +1,3 @@\n add() {\n-   
 
 #[tokio::test]
 async fn a_text_answer_is_the_reply_with_its_usage_and_the_request_is_well_formed() {
-    let server = ScriptedServer::start(vec![Reply::stream(answer("All good.\nGATE: PASS", (12, 5)))]);
+    let server = ScriptedServer::start(vec![Reply::stream(answer(
+        "All good.\nGATE: PASS",
+        (12, 5),
+    ))]);
     let d = openai(endpoint(&server.base_url(), ToolFormat::Auto), &[]);
     let dir = worktree();
     let (result, sink, _) = dispatch(&d, &file_request(dir.path(), Duration::from_secs(20))).await;
@@ -117,7 +124,10 @@ async fn a_text_answer_is_the_reply_with_its_usage_and_the_request_is_well_forme
     let requests = server.requests();
     assert_eq!(requests.len(), 1);
     let r = &requests[0];
-    assert_eq!((r.method.as_str(), r.path.as_str()), ("POST", "/v1/chat/completions"));
+    assert_eq!(
+        (r.method.as_str(), r.path.as_str()),
+        ("POST", "/v1/chat/completions")
+    );
     assert_eq!(r.body["model"], "scripted");
     assert_eq!(r.body["stream"], true);
     assert_eq!(r.body["stream_options"]["include_usage"], true);
@@ -129,18 +139,38 @@ async fn a_text_answer_is_the_reply_with_its_usage_and_the_request_is_well_forme
         .collect();
     assert_eq!(
         names,
-        ["read_file", "list_dir", "search", "write_file", "apply_patch", "run"]
+        [
+            "read_file",
+            "list_dir",
+            "search",
+            "write_file",
+            "apply_patch",
+            "run"
+        ]
     );
     assert_eq!(r.messages()[0]["role"], "system");
-    assert_eq!(r.messages()[1], json!({"role": "user", "content": "fix add()"}));
+    assert_eq!(
+        r.messages()[1],
+        json!({"role": "user", "content": "fix add()"})
+    );
     assert_eq!(r.header("authorization"), None, "no key set, none sent");
 }
 
 #[tokio::test]
 async fn a_native_loop_reads_patches_and_answers_with_every_call_recorded_write_ahead() {
     let server = ScriptedServer::start(vec![
-        Reply::stream(call("call_a", "read_file", json!({"path": "calc.sh"}), (100, 10))),
-        Reply::stream(call("call_b", "apply_patch", json!({"patch": FIX}), (200, 40))),
+        Reply::stream(call(
+            "call_a",
+            "read_file",
+            json!({"path": "calc.sh"}),
+            (100, 10),
+        )),
+        Reply::stream(call(
+            "call_b",
+            "apply_patch",
+            json!({"patch": FIX}),
+            (200, 40),
+        )),
         Reply::stream(answer("Fixed add().", (300, 5))),
     ]);
     let d = openai(endpoint(&server.base_url(), ToolFormat::Native), &[]);
@@ -163,7 +193,12 @@ async fn a_native_loop_reads_patches_and_answers_with_every_call_recorded_write_
     assert_eq!(m[3]["role"], "tool");
     assert_eq!(m[3]["tool_call_id"], "call_a");
     let result: Value = serde_json::from_str(m[3]["content"].as_str().unwrap()).unwrap();
-    assert!(result["content"].as_str().unwrap().contains("echo $(( $1 - $2 ))"));
+    assert!(
+        result["content"]
+            .as_str()
+            .unwrap()
+            .contains("echo $(( $1 - $2 ))")
+    );
     assert_eq!(result["total_lines"], 3);
     let m = requests[2].messages();
     assert_eq!(m[5]["tool_call_id"], "call_b");
@@ -188,7 +223,10 @@ async fn a_native_loop_reads_patches_and_answers_with_every_call_recorded_write_
     }
     assert_eq!(
         sink.tools(),
-        [("read_file".to_owned(), false), ("apply_patch".to_owned(), false)]
+        [
+            ("read_file".to_owned(), false),
+            ("apply_patch".to_owned(), false)
+        ]
     );
 }
 
@@ -216,7 +254,12 @@ async fn one_byte_per_write_gives_the_same_result_as_one_piece() {
 #[tokio::test]
 async fn splits_inside_utf8_sequences_and_inside_tags_give_the_same_tags_call() {
     let content = "Je lis le fichier — <tool_call>{\"name\": \"read_file\", \"arguments\": {\"path\": \"calc.sh\"}}</tool_call>";
-    let body = Body::new().role().content(content).finish("stop").usage(3, 4).done();
+    let body = Body::new()
+        .role()
+        .content(content)
+        .finish("stop")
+        .usage(3, 4)
+        .done();
     let at_tag = body.find("<tool_call>").unwrap() + 4;
     let at_dash = body.find('—').unwrap() + 1; // inside the three bytes of the dash
     let at_json = body.find("read_file").unwrap() + 3;
@@ -260,7 +303,10 @@ async fn a_429_with_retry_after_is_waited_out_then_the_answer_comes() {
         .dispatch_observed(&file_request(dir.path(), Duration::from_secs(20)), &sink)
         .await;
     assert_eq!(result.outcome, Outcome::Ok, "{result:?}");
-    assert!(started.elapsed() >= Duration::from_secs(1), "Retry-After honoured");
+    assert!(
+        started.elapsed() >= Duration::from_secs(1),
+        "Retry-After honoured"
+    );
     assert_eq!(server.requests().len(), 2);
     let said = sink.0.lock().unwrap().clone();
     assert!(
@@ -275,10 +321,16 @@ async fn a_retry_after_longer_than_greenlight_waits_fails_at_once() {
     let d = openai(endpoint(&server.base_url(), ToolFormat::Auto), &[]);
     let dir = worktree();
     let started = Instant::now();
-    let result = d.dispatch(&file_request(dir.path(), Duration::from_secs(20))).await;
+    let result = d
+        .dispatch(&file_request(dir.path(), Duration::from_secs(20)))
+        .await;
     let failure = result.failure.unwrap();
     assert_eq!(failure.reason, Reason::DispatchDead);
-    assert!(failure.detail.contains("asked to wait 3600 s"), "{}", failure.detail);
+    assert!(
+        failure.detail.contains("asked to wait 3600 s"),
+        "{}",
+        failure.detail
+    );
     assert!(started.elapsed() < Duration::from_secs(5));
 }
 
@@ -291,13 +343,17 @@ async fn server_errors_are_retried_with_backoff_within_bounded_attempts() {
     ]);
     let d = openai(endpoint(&server.base_url(), ToolFormat::Auto), &[]);
     let dir = worktree();
-    let result = d.dispatch(&file_request(dir.path(), Duration::from_secs(20))).await;
+    let result = d
+        .dispatch(&file_request(dir.path(), Duration::from_secs(20)))
+        .await;
     assert_eq!(result.text.as_deref(), Some("up now"), "{result:?}");
     assert_eq!(server.requests().len(), 3);
 
     let server = ScriptedServer::with(|_| Reply::status(500, "always down"));
     let d = openai(endpoint(&server.base_url(), ToolFormat::Auto), &[]);
-    let result = d.dispatch(&file_request(dir.path(), Duration::from_secs(20))).await;
+    let result = d
+        .dispatch(&file_request(dir.path(), Duration::from_secs(20)))
+        .await;
     let failure = result.failure.unwrap();
     assert_eq!(failure.reason, Reason::DispatchDead);
     assert!(failure.detail.contains("4 attempts"), "{}", failure.detail);
@@ -312,19 +368,29 @@ async fn a_client_error_is_not_retried_and_a_401_names_the_key_variable() {
     ep.api_key_env = "MY_LLM_KEY".into();
     let d = openai(ep, &[("MY_LLM_KEY", "sk-test-123")]);
     let dir = worktree();
-    let result = d.dispatch(&file_request(dir.path(), Duration::from_secs(20))).await;
+    let result = d
+        .dispatch(&file_request(dir.path(), Duration::from_secs(20)))
+        .await;
     let failure = result.failure.unwrap();
     assert_eq!(failure.reason, Reason::DispatchDead);
     assert!(failure.detail.contains("401"), "{}", failure.detail);
     assert!(failure.detail.contains("$MY_LLM_KEY"), "{}", failure.detail);
     let requests = server.requests();
     assert_eq!(requests.len(), 1, "not retried");
-    assert_eq!(requests[0].header("authorization"), Some("Bearer sk-test-123"));
+    assert_eq!(
+        requests[0].header("authorization"),
+        Some("Bearer sk-test-123")
+    );
 }
 
 #[tokio::test]
 async fn a_stream_cut_mid_way_is_asked_again_and_no_tool_runs_twice() {
-    let full = call("call_w", "write_file", json!({"path": "new.txt", "content": "once\n"}), (5, 5));
+    let full = call(
+        "call_w",
+        "write_file",
+        json!({"path": "new.txt", "content": "once\n"}),
+        (5, 5),
+    );
     let server = ScriptedServer::start(vec![
         Reply::cut(full.clone(), full.len() / 2),
         Reply::stream(full),
@@ -337,7 +403,10 @@ async fn a_stream_cut_mid_way_is_asked_again_and_no_tool_runs_twice() {
     assert_eq!(result.text.as_deref(), Some("wrote it"), "{result:?}");
     assert_eq!(server.requests().len(), 3);
     assert_eq!(ledger.ends().len(), 1, "the cut reply's call never ran");
-    assert_eq!(std::fs::read_to_string(dir.path().join("new.txt")).unwrap(), "once\n");
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("new.txt")).unwrap(),
+        "once\n"
+    );
 }
 
 #[tokio::test]
@@ -346,11 +415,16 @@ async fn a_hanging_server_ends_at_the_deadline() {
     let d = openai(endpoint(&server.base_url(), ToolFormat::Auto), &[]);
     let dir = worktree();
     let started = Instant::now();
-    let result = d.dispatch(&file_request(dir.path(), Duration::from_millis(800))).await;
+    let result = d
+        .dispatch(&file_request(dir.path(), Duration::from_millis(800)))
+        .await;
     assert_eq!(result.outcome, Outcome::Null);
     assert_eq!(result.failure.unwrap().reason, Reason::DispatchTimeout);
     let took = started.elapsed();
-    assert!(took >= Duration::from_millis(800) && took < Duration::from_secs(5), "{took:?}");
+    assert!(
+        took >= Duration::from_millis(800) && took < Duration::from_secs(5),
+        "{took:?}"
+    );
 }
 
 #[tokio::test]
@@ -379,7 +453,9 @@ async fn a_refused_connection_at_the_start_is_retried_until_the_server_is_up() {
         ScriptedServer::start_at(addr, vec![Reply::stream(answer("late but here", (1, 1)))])
     });
     let dir = worktree();
-    let result = d.dispatch(&file_request(dir.path(), Duration::from_secs(20))).await;
+    let result = d
+        .dispatch(&file_request(dir.path(), Duration::from_secs(20)))
+        .await;
     let server = late.join().unwrap();
     assert_eq!(result.text.as_deref(), Some("late but here"), "{result:?}");
     assert_eq!(server.requests().len(), 1);
@@ -388,12 +464,21 @@ async fn a_refused_connection_at_the_start_is_retried_until_the_server_is_up() {
 #[tokio::test]
 async fn nothing_listening_fails_dead_after_the_attempts_naming_the_url() {
     let addr = unused_addr();
-    let d = openai(endpoint(&format!("http://{addr}/v1"), ToolFormat::Auto), &[]);
+    let d = openai(
+        endpoint(&format!("http://{addr}/v1"), ToolFormat::Auto),
+        &[],
+    );
     let dir = worktree();
-    let result = d.dispatch(&file_request(dir.path(), Duration::from_secs(20))).await;
+    let result = d
+        .dispatch(&file_request(dir.path(), Duration::from_secs(20)))
+        .await;
     let failure = result.failure.unwrap();
     assert_eq!(failure.reason, Reason::DispatchDead);
-    assert!(failure.detail.contains(&addr.to_string()), "{}", failure.detail);
+    assert!(
+        failure.detail.contains(&addr.to_string()),
+        "{}",
+        failure.detail
+    );
 }
 
 #[tokio::test]
@@ -403,27 +488,63 @@ async fn writes_outside_the_worktree_are_refused_to_the_model_and_the_turn_goes_
     std::os::unix::fs::symlink(outside.path(), dir.path().join("out")).unwrap();
     let absolute = outside.path().join("abs.txt");
     let server = ScriptedServer::start(vec![
-        Reply::stream(call("c1", "write_file", json!({"path": "../escape.txt", "content": "x"}), (1, 1))),
-        Reply::stream(call("c2", "write_file", json!({"path": absolute.to_str().unwrap(), "content": "x"}), (1, 1))),
-        Reply::stream(call("c3", "write_file", json!({"path": "out/linked.txt", "content": "x"}), (1, 1))),
-        Reply::stream(call("c4", "apply_patch", json!({"patch": "--- /dev/null\n+++ b/out/p.txt\n@@ -0,0 +1 @@\n+x\n"}), (1, 1))),
+        Reply::stream(call(
+            "c1",
+            "write_file",
+            json!({"path": "../escape.txt", "content": "x"}),
+            (1, 1),
+        )),
+        Reply::stream(call(
+            "c2",
+            "write_file",
+            json!({"path": absolute.to_str().unwrap(), "content": "x"}),
+            (1, 1),
+        )),
+        Reply::stream(call(
+            "c3",
+            "write_file",
+            json!({"path": "out/linked.txt", "content": "x"}),
+            (1, 1),
+        )),
+        Reply::stream(call(
+            "c4",
+            "apply_patch",
+            json!({"patch": "--- /dev/null\n+++ b/out/p.txt\n@@ -0,0 +1 @@\n+x\n"}),
+            (1, 1),
+        )),
         Reply::stream(answer("I stayed inside.", (1, 1))),
     ]);
     let d = openai(endpoint(&server.base_url(), ToolFormat::Native), &[]);
     let (result, sink, ledger) =
         dispatch(&d, &file_request(dir.path(), Duration::from_secs(20))).await;
-    assert_eq!(result.text.as_deref(), Some("I stayed inside."), "{result:?}");
+    assert_eq!(
+        result.text.as_deref(),
+        Some("I stayed inside."),
+        "{result:?}"
+    );
     let statuses: Vec<ToolStatus> = ledger.ends().iter().map(|e| e.status).collect();
     assert_eq!(statuses, [ToolStatus::Refused; 4]);
-    assert!(ledger.ends()[0].result.contains("contains `..`"), "{:?}", ledger.ends()[0]);
+    assert!(
+        ledger.ends()[0].result.contains("contains `..`"),
+        "{:?}",
+        ledger.ends()[0]
+    );
     assert!(ledger.ends()[1].result.contains("is absolute"));
     assert!(ledger.ends()[2].result.contains("outside the root"));
-    assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0, "nothing written outside");
+    assert_eq!(
+        std::fs::read_dir(outside.path()).unwrap().count(),
+        0,
+        "nothing written outside"
+    );
     assert!(!dir.path().parent().unwrap().join("escape.txt").exists());
     assert!(sink.tools().iter().all(|(_, failed)| *failed));
     // The model was told, in the tool result, why.
     let m = server.requests()[1].messages();
-    assert!(m[3]["content"].as_str().unwrap().contains("refused"), "{}", m[3]);
+    assert!(
+        m[3]["content"].as_str().unwrap().contains("refused"),
+        "{}",
+        m[3]
+    );
 }
 
 #[tokio::test]
@@ -433,7 +554,10 @@ async fn an_unreadable_call_is_fed_back_to_the_model_and_recorded() {
         .tool_call(0, "call_bad", "read_file", &json!("placeholder"), 1)
         .finish("tool_calls")
         .done()
-        .replace("\"arguments\":\"\\\"placeholder\\\"\"", "\"arguments\":\"{not json\"");
+        .replace(
+            "\"arguments\":\"\\\"placeholder\\\"\"",
+            "\"arguments\":\"{not json\"",
+        );
     let server = ScriptedServer::start(vec![
         Reply::stream(broken),
         Reply::stream(answer("sorry, done", (1, 1))),
@@ -453,9 +577,7 @@ async fn an_unreadable_call_is_fed_back_to_the_model_and_recorded() {
 
 #[tokio::test]
 async fn the_step_bound_ends_a_dispatch_whose_model_never_stops_calling_tools() {
-    let server = ScriptedServer::with(|_| {
-        Reply::stream(call("c", "list_dir", json!({}), (10, 1)))
-    });
+    let server = ScriptedServer::with(|_| Reply::stream(call("c", "list_dir", json!({}), (10, 1))));
     let mut ep = endpoint(&server.base_url(), ToolFormat::Native);
     ep.limits.max_steps = 3;
     let d = openai(ep, &[]);
@@ -467,19 +589,24 @@ async fn the_step_bound_ends_a_dispatch_whose_model_never_stops_calling_tools() 
     assert!(failure.detail.contains("3 requests"), "{}", failure.detail);
     assert_eq!(server.requests().len(), 3);
     assert_eq!(ledger.ends().len(), 3);
-    assert_eq!(result.tokens_in, Some(30), "spent tokens are reported on failure too");
+    assert_eq!(
+        result.tokens_in,
+        Some(30),
+        "spent tokens are reported on failure too"
+    );
 }
 
 #[tokio::test]
 async fn the_token_bound_ends_the_dispatch_from_reported_usage() {
-    let server = ScriptedServer::with(|_| {
-        Reply::stream(call("c", "list_dir", json!({}), (600, 100)))
-    });
+    let server =
+        ScriptedServer::with(|_| Reply::stream(call("c", "list_dir", json!({}), (600, 100))));
     let mut ep = endpoint(&server.base_url(), ToolFormat::Native);
     ep.limits.max_tokens = Some(1000);
     let d = openai(ep, &[]);
     let dir = worktree();
-    let result = d.dispatch(&file_request(dir.path(), Duration::from_secs(20))).await;
+    let result = d
+        .dispatch(&file_request(dir.path(), Duration::from_secs(20)))
+        .await;
     let failure = result.failure.unwrap();
     assert_eq!(failure.reason, Reason::DispatchBudgetExhausted);
     assert!(failure.detail.contains("1400 tokens"), "{}", failure.detail);
@@ -500,10 +627,20 @@ async fn a_long_result_is_cut_with_a_note_saying_how_much_and_how_to_see_more() 
     let (result, _, ledger) =
         dispatch(&d, &file_request(dir.path(), Duration::from_secs(20))).await;
     assert!(result.is_ok(), "{result:?}");
-    let sent = server.requests()[1].messages()[3]["content"].as_str().unwrap().to_owned();
-    assert!(sent.contains("[greenlight: this result was cut: the first 1000 of"), "{sent}");
+    let sent = server.requests()[1].messages()[3]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        sent.contains("[greenlight: this result was cut: the first 1000 of"),
+        "{sent}"
+    );
     assert!(sent.contains("| tail -n 50"), "{sent}");
-    assert_eq!(ledger.ends()[0].result, sent, "the ledger holds what the model was sent");
+    assert_eq!(
+        ledger.ends()[0].result,
+        sent,
+        "the ledger holds what the model was sent"
+    );
 }
 
 #[tokio::test]
@@ -514,27 +651,34 @@ async fn a_host_result_of_the_wrong_shape_is_not_shown_to_the_model() {
     ]);
     let fake = FakeTools::new().with("read_file", |_| ToolReply::Ok(json!({"secret": "leak"})));
     let fake = Arc::new(fake);
-    let d = openai(endpoint(&server.base_url(), ToolFormat::Native), &[])
-        .with_tools(fake.clone());
+    let d = openai(endpoint(&server.base_url(), ToolFormat::Native), &[]).with_tools(fake.clone());
     let dir = worktree();
     let (result, _, ledger) =
         dispatch(&d, &file_request(dir.path(), Duration::from_secs(20))).await;
     assert!(result.is_ok(), "{result:?}");
     assert_eq!(fake.calls().len(), 1);
     assert_eq!(ledger.ends()[0].status, ToolStatus::Error);
-    let sent = server.requests()[1].messages()[3]["content"].as_str().unwrap().to_owned();
+    let sent = server.requests()[1].messages()[3]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     assert!(sent.contains("malformed result"), "{sent}");
     assert!(!sent.contains("leak"), "{sent}");
 }
 
 #[tokio::test]
 async fn a_tool_still_running_at_the_deadline_ends_the_dispatch_as_a_timeout() {
-    let server = ScriptedServer::start(vec![Reply::stream(call("c", "read_file", json!({"path": "a"}), (1, 1)))]);
+    let server = ScriptedServer::start(vec![Reply::stream(call(
+        "c",
+        "read_file",
+        json!({"path": "a"}),
+        (1, 1),
+    ))]);
     let fake = FakeTools::new()
         .with("read_file", |_| ToolReply::Failed("never".into()))
         .delayed(Duration::from_secs(30));
-    let d = openai(endpoint(&server.base_url(), ToolFormat::Native), &[])
-        .with_tools(Arc::new(fake));
+    let d =
+        openai(endpoint(&server.base_url(), ToolFormat::Native), &[]).with_tools(Arc::new(fake));
     let dir = worktree();
     let started = Instant::now();
     let (result, _, ledger) =
@@ -572,13 +716,26 @@ async fn a_ledger_that_cannot_record_stops_the_dispatch_before_the_effect() {
 async fn run_works_in_the_worktree_hides_the_key_and_ends_a_command_at_its_limit() {
     let dir = worktree();
     let server = ScriptedServer::start(vec![
-        Reply::stream(call("c1", "run", json!({"command": "pwd; echo key=${OPENAI_API_KEY:-unset}"}), (1, 1))),
-        Reply::stream(call("c2", "run", json!({"command": "sleep 30", "timeout_sec": 1}), (1, 1))),
+        Reply::stream(call(
+            "c1",
+            "run",
+            json!({"command": "pwd; echo key=${OPENAI_API_KEY:-unset}"}),
+            (1, 1),
+        )),
+        Reply::stream(call(
+            "c2",
+            "run",
+            json!({"command": "sleep 30", "timeout_sec": 1}),
+            (1, 1),
+        )),
         Reply::stream(answer("ran", (1, 1))),
     ]);
     let d = openai(
         endpoint(&server.base_url(), ToolFormat::Native),
-        &[("OPENAI_API_KEY", "sk-secret"), ("PATH", &std::env::var("PATH").unwrap())],
+        &[
+            ("OPENAI_API_KEY", "sk-secret"),
+            ("PATH", &std::env::var("PATH").unwrap()),
+        ],
     );
     let started = Instant::now();
     let (result, _, ledger) =
@@ -587,8 +744,17 @@ async fn run_works_in_the_worktree_hides_the_key_and_ends_a_command_at_its_limit
     assert!(started.elapsed() < Duration::from_secs(10));
     let first: Value = serde_json::from_str(&ledger.ends()[0].result).unwrap();
     let real = dir.path().canonicalize().unwrap();
-    assert!(first["output"].as_str().unwrap().contains(real.to_str().unwrap()), "{first}");
-    assert!(first["output"].as_str().unwrap().contains("key=unset"), "{first}");
+    assert!(
+        first["output"]
+            .as_str()
+            .unwrap()
+            .contains(real.to_str().unwrap()),
+        "{first}"
+    );
+    assert!(
+        first["output"].as_str().unwrap().contains("key=unset"),
+        "{first}"
+    );
     assert_eq!(first["exit_code"], 0);
     let second: Value = serde_json::from_str(&ledger.ends()[1].result).unwrap();
     assert_eq!(second["timed_out"], true, "{second}");
@@ -596,7 +762,11 @@ async fn run_works_in_the_worktree_hides_the_key_and_ends_a_command_at_its_limit
 
 #[tokio::test]
 async fn a_server_error_in_the_stream_fails_the_dispatch_with_its_message() {
-    let body = Body::new().role().content("thinking…").error("out of memory").done();
+    let body = Body::new()
+        .role()
+        .content("thinking…")
+        .error("out of memory")
+        .done();
     let server = ScriptedServer::start(vec![Reply::Stream {
         pieces: vec![body.into_bytes()],
         pause: Duration::ZERO,
@@ -604,10 +774,16 @@ async fn a_server_error_in_the_stream_fails_the_dispatch_with_its_message() {
     }]);
     let d = openai(endpoint(&server.base_url(), ToolFormat::Auto), &[]);
     let dir = worktree();
-    let result = d.dispatch(&file_request(dir.path(), Duration::from_secs(20))).await;
+    let result = d
+        .dispatch(&file_request(dir.path(), Duration::from_secs(20)))
+        .await;
     let failure = result.failure.unwrap();
     assert_eq!(failure.reason, Reason::DispatchDead);
-    assert!(failure.detail.contains("out of memory"), "{}", failure.detail);
+    assert!(
+        failure.detail.contains("out of memory"),
+        "{}",
+        failure.detail
+    );
 }
 
 #[tokio::test]
@@ -622,7 +798,11 @@ async fn a_probe_asks_without_tools_and_records_the_id_that_answers() {
     let d = openai(endpoint(&server.base_url(), ToolFormat::Auto), &[]);
     let outcome = d.probe(&["missing".to_owned(), "good".to_owned()]).await;
     assert_eq!(outcome.id.as_deref(), Some("good"), "{outcome:?}");
-    assert!(outcome.detail.contains("missing: dispatch-dead"), "{}", outcome.detail);
+    assert!(
+        outcome.detail.contains("missing: dispatch-dead"),
+        "{}",
+        outcome.detail
+    );
     let requests = server.requests();
     assert!(requests.iter().all(|r| r.body.get("tools").is_none()));
     assert_eq!(requests[1].last_user_text(), "Reply with exactly: OK");
@@ -637,7 +817,11 @@ async fn bad_settings_are_refused_before_any_request() {
         ..AdapterOptions::default()
     })
     .unwrap_err();
-    assert!(err.to_string().contains("must start with http:// or https://"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("must start with http:// or https://"),
+        "{err}"
+    );
     let server = ScriptedServer::start(vec![]);
     let d = openai(endpoint(&server.base_url(), ToolFormat::Auto), &[]);
     let dir = worktree();

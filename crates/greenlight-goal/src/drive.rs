@@ -9,12 +9,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use greenlight_agent::openai::adapter::{DEFAULT_API_KEY_ENV, Endpoint};
+use greenlight_agent::openai::turn::ToolFormat;
 use greenlight_agent::{AdapterOptions, Dispatcher, Family};
 use greenlight_gate::lock::{self, Acquired};
 use greenlight_gate::procs::LeftoverProcess;
 use greenlight_proc::InterruptWatch;
-use greenlight_agent::openai::adapter::{DEFAULT_API_KEY_ENV, Endpoint};
-use greenlight_agent::openai::turn::ToolFormat;
 use greenlight_store::{
     AgentEndpoint, AgentSpec, GoalId, GoalState, NewGate, NewGoal, Reads, Store,
 };
@@ -544,7 +544,10 @@ mod tests {
         )
         .expect("defaults");
         let ep = default.endpoint.expect("endpoint");
-        assert_eq!((ep.api_key_env.as_str(), ep.tool_format.as_str()), ("OPENAI_API_KEY", "auto"));
+        assert_eq!(
+            (ep.api_key_env.as_str(), ep.tool_format.as_str()),
+            ("OPENAI_API_KEY", "auto")
+        );
 
         let err = |agent: &str, model: Option<&str>, args: &OpenAiArgs| {
             parse_agent(agent, model.map(str::to_owned), args).expect_err("refused")

@@ -227,7 +227,9 @@ pub enum Error {
     },
 
     /// A tool call completed as `intent`.
-    #[error("tool call {seq} of dispatch #{dispatch} cannot be completed as an intent; give ok, error, refused or violation")]
+    #[error(
+        "tool call {seq} of dispatch #{dispatch} cannot be completed as an intent; give ok, error, refused or violation"
+    )]
     ToolCallFinishedAsIntent {
         /// The dispatch.
         dispatch: DispatchId,

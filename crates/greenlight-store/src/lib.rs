@@ -59,10 +59,10 @@ pub use error::Error;
 pub use frames::{Run, RunId};
 pub use greenlight_stream;
 pub use model::{
-    AgentEndpoint, AgentSpec, Dispatch, DispatchEnd, DispatchId, DispatchOutcome, DispatchStep, Event, Gate,
-    GateId, GateRun, GateRunId, GateRunVerdict, Goal, GoalId, GoalState, LastResult, Millis,
-    NewDispatch, NewGate, NewGateRun, NewGoal, NewToolCall, Pause, Recovered, Tokens, ToolCallRecord, ToolCallStatus,
-    Turn,
+    AgentEndpoint, AgentSpec, Dispatch, DispatchEnd, DispatchId, DispatchOutcome, DispatchStep,
+    Event, Gate, GateId, GateRun, GateRunId, GateRunVerdict, Goal, GoalId, GoalState, LastResult,
+    Millis, NewDispatch, NewGate, NewGateRun, NewGoal, NewToolCall, Pause, Recovered, Tokens,
+    ToolCallRecord, ToolCallStatus, Turn,
 };
 pub use read::Reads;
 pub use schema::SCHEMA_VERSION;

@@ -12,8 +12,9 @@ use rusqlite::{OptionalExtension, Row, params};
 
 use crate::Error;
 use crate::model::{
-    AgentEndpoint, AgentSpec, Dispatch, DispatchId, DispatchOutcome, DispatchStep, Event, Gate, GateId, GateRun,
-    GateRunId, GateRunVerdict, Goal, GoalId, GoalState, LastResult, Pause, Tokens, ToolCallRecord, ToolCallStatus, Turn,
+    AgentEndpoint, AgentSpec, Dispatch, DispatchId, DispatchOutcome, DispatchStep, Event, Gate,
+    GateId, GateRun, GateRunId, GateRunVerdict, Goal, GoalId, GoalState, LastResult, Pause, Tokens,
+    ToolCallRecord, ToolCallStatus, Turn,
 };
 
 pub(crate) mod sealed {
@@ -148,29 +149,53 @@ pub trait Reads: sealed::Access {
             [dispatch.0],
             |r| {
                 Ok((
-                    (r.get::<_, i64>(0)?, r.get::<_, u32>(1)?, r.get::<_, u32>(2)?),
-                    (r.get::<_, String>(3)?, r.get::<_, String>(4)?, r.get::<_, String>(5)?),
-                    (r.get::<_, String>(6)?, r.get::<_, Option<String>>(7)?, r.get::<_, Option<i64>>(8)?),
+                    (
+                        r.get::<_, i64>(0)?,
+                        r.get::<_, u32>(1)?,
+                        r.get::<_, u32>(2)?,
+                    ),
+                    (
+                        r.get::<_, String>(3)?,
+                        r.get::<_, String>(4)?,
+                        r.get::<_, String>(5)?,
+                    ),
+                    (
+                        r.get::<_, String>(6)?,
+                        r.get::<_, Option<String>>(7)?,
+                        r.get::<_, Option<i64>>(8)?,
+                    ),
                     (r.get::<_, i64>(9)?, r.get::<_, Option<i64>>(10)?),
                 ))
             },
         )?;
         raws.into_iter()
-            .map(|((d, seq, step), (call_id, tool, arguments), (status, result, wall), (started_at, ended_at))| {
-                Ok(ToolCallRecord {
-                    dispatch: DispatchId(d),
-                    seq,
-                    step,
-                    call_id,
-                    tool,
-                    arguments,
-                    status: named(self.db_path(), "tool_calls.status", status, ToolCallStatus::from_name)?,
-                    result,
-                    wall_ms: wall.and_then(|w| u64::try_from(w).ok()),
-                    started_at,
-                    ended_at,
-                })
-            })
+            .map(
+                |(
+                    (d, seq, step),
+                    (call_id, tool, arguments),
+                    (status, result, wall),
+                    (started_at, ended_at),
+                )| {
+                    Ok(ToolCallRecord {
+                        dispatch: DispatchId(d),
+                        seq,
+                        step,
+                        call_id,
+                        tool,
+                        arguments,
+                        status: named(
+                            self.db_path(),
+                            "tool_calls.status",
+                            status,
+                            ToolCallStatus::from_name,
+                        )?,
+                        result,
+                        wall_ms: wall.and_then(|w| u64::try_from(w).ok()),
+                        started_at,
+                        ended_at,
+                    })
+                },
+            )
             .collect()
     }
 

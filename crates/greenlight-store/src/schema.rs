@@ -321,7 +321,8 @@ mod tests {
         for step in &MIGRATIONS[..5] {
             conn.execute_batch(step).expect("old step");
         }
-        conn.pragma_update(None, "user_version", 5).expect("version");
+        conn.pragma_update(None, "user_version", 5)
+            .expect("version");
         conn.execute_batch(
             "INSERT INTO goals (worktree, text, state, agent_family, max_turns, retries, \
              gate_timeout_sec, created_at, updated_at) VALUES (x'2f77', 'g', 'active', 'claude', 3, 2, 300, 1, 1); \

@@ -662,11 +662,20 @@ impl<'a> Tx<'a> {
         if status == ToolCallStatus::Intent {
             return Err(Error::ToolCallFinishedAsIntent { dispatch, seq });
         }
-        let row = self.dispatch(dispatch)?.ok_or(Error::NoSuchDispatch(dispatch))?;
+        let row = self
+            .dispatch(dispatch)?
+            .ok_or(Error::NoSuchDispatch(dispatch))?;
         let changed = self.exec(
             "UPDATE tool_calls SET status = ?3, result = ?4, wall_ms = ?5, ended_at = ?6 \
              WHERE dispatch_id = ?1 AND seq = ?2 AND status = 'intent'",
-            params![dispatch.0, seq, status.as_str(), result, int(wall_ms), self.now],
+            params![
+                dispatch.0,
+                seq,
+                status.as_str(),
+                result,
+                int(wall_ms),
+                self.now
+            ],
         )?;
         if changed == 0 {
             return Err(Error::ToolCallNotOpen { dispatch, seq });

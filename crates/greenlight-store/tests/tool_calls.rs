@@ -9,8 +9,11 @@ use greenlight_store::{
 };
 
 fn open(dir: &tempfile::TempDir) -> Store {
-    Store::open_with_clock(&dir.path().join("state.db"), Arc::new(StepClock::new(1_000, 1)))
-        .expect("open")
+    Store::open_with_clock(
+        &dir.path().join("state.db"),
+        Arc::new(StepClock::new(1_000, 1)),
+    )
+    .expect("open")
 }
 
 fn openai_goal(store: &mut Store, dir: &tempfile::TempDir) -> GoalId {
@@ -104,7 +107,15 @@ fn a_tool_call_is_an_intent_first_then_completed_exactly_once() {
     assert_eq!(seen[0].status, ToolCallStatus::Intent);
     assert_eq!(seen[0].ended_at, None);
     store
-        .write(|tx| tx.finish_tool_call(dispatch, 1, ToolCallStatus::Refused, "{\"error\":\"refused\"}", 3))
+        .write(|tx| {
+            tx.finish_tool_call(
+                dispatch,
+                1,
+                ToolCallStatus::Refused,
+                "{\"error\":\"refused\"}",
+                3,
+            )
+        })
         .expect("end");
     let done = store.tool_calls(dispatch).expect("read");
     assert_eq!(done[0].status, ToolCallStatus::Refused);
@@ -112,12 +123,18 @@ fn a_tool_call_is_an_intent_first_then_completed_exactly_once() {
     assert_eq!(done[0].wall_ms, Some(3));
     assert!(done[0].ended_at.is_some());
     let again = store.write(|tx| tx.finish_tool_call(dispatch, 1, ToolCallStatus::Ok, "x", 1));
-    assert!(matches!(again, Err(Error::ToolCallNotOpen { seq: 1, .. })), "{again:?}");
+    assert!(
+        matches!(again, Err(Error::ToolCallNotOpen { seq: 1, .. })),
+        "{again:?}"
+    );
     let intent = store.write(|tx| {
         tx.begin_tool_call(&call(dispatch, 2, "run"))?;
         tx.finish_tool_call(dispatch, 2, ToolCallStatus::Intent, "x", 1)
     });
-    assert!(matches!(intent, Err(Error::ToolCallFinishedAsIntent { .. })), "{intent:?}");
+    assert!(
+        matches!(intent, Err(Error::ToolCallFinishedAsIntent { .. })),
+        "{intent:?}"
+    );
     // The failed transaction left nothing behind.
     assert_eq!(store.tool_calls(dispatch).expect("read").len(), 1);
     let duplicate = store.write(|tx| tx.begin_tool_call(&call(dispatch, 1, "run")));
@@ -155,7 +172,13 @@ fn no_tool_call_is_recorded_for_a_dispatch_that_is_not_in_flight() {
         .expect("finish");
     let late = store.write(|tx| tx.begin_tool_call(&call(dispatch, 1, "run")));
     assert!(
-        matches!(late, Err(Error::ToolCallOutsideDispatch { outcome: DispatchOutcome::Ok, .. })),
+        matches!(
+            late,
+            Err(Error::ToolCallOutsideDispatch {
+                outcome: DispatchOutcome::Ok,
+                ..
+            })
+        ),
         "{late:?}"
     );
 }
@@ -177,10 +200,16 @@ fn recovery_marks_the_open_intents_of_a_crashed_dispatch_interrupted() {
         .expect("calls");
     drop(store);
     let mut store = open(&dir);
-    let recovered = store.write(|tx| tx.recover_interrupted(goal)).expect("recover");
+    let recovered = store
+        .write(|tx| tx.recover_interrupted(goal))
+        .expect("recover");
     assert_eq!(recovered.tool_calls, vec![(dispatch, 2)]);
     let calls = store.tool_calls(dispatch).expect("read");
-    assert_eq!(calls[0].status, ToolCallStatus::Ok, "a finished call is kept as it was");
+    assert_eq!(
+        calls[0].status,
+        ToolCallStatus::Ok,
+        "a finished call is kept as it was"
+    );
     assert_eq!(calls[1].status, ToolCallStatus::Interrupted);
     assert!(calls[1].ended_at.is_some());
     let event = store
@@ -216,5 +245,13 @@ fn a_goal_of_another_family_reads_back_with_no_endpoint() {
             })
         })
         .expect("goal");
-    assert_eq!(store.goal(goal).expect("read").expect("goal").agent.endpoint, None);
+    assert_eq!(
+        store
+            .goal(goal)
+            .expect("read")
+            .expect("goal")
+            .agent
+            .endpoint,
+        None
+    );
 }

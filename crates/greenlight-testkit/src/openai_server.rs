@@ -180,7 +180,14 @@ impl Body {
     }
 
     /// A native tool call, its arguments split over `pieces` deltas as servers stream them.
-    pub fn tool_call(mut self, index: u32, id: &str, name: &str, arguments: &Value, pieces: usize) -> Self {
+    pub fn tool_call(
+        mut self,
+        index: u32,
+        id: &str,
+        name: &str,
+        arguments: &Value,
+        pieces: usize,
+    ) -> Self {
         let text = arguments.to_string();
         self.events.push(chunk(
             json!({"tool_calls": [{"index": index, "id": id, "type": "function",
@@ -285,7 +292,10 @@ impl Request {
 
     /// The messages sent.
     pub fn messages(&self) -> Vec<Value> {
-        self.body["messages"].as_array().cloned().unwrap_or_default()
+        self.body["messages"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
     }
 
     /// The text of the last user message (for scripts that answer by prompt).
@@ -396,7 +406,11 @@ impl ScriptedServer {
 
     /// Every request received so far, in order.
     pub fn requests(&self) -> Vec<Request> {
-        self.shared.requests.lock().map(|r| r.clone()).unwrap_or_default()
+        self.shared
+            .requests
+            .lock()
+            .map(|r| r.clone())
+            .unwrap_or_default()
     }
 }
 
@@ -506,7 +520,11 @@ fn serve_connection(mut stream: TcpStream, shared: &Shared) {
                 let mut framed = format!("{:x}\r\n", piece.len()).into_bytes();
                 framed.extend_from_slice(piece);
                 framed.extend_from_slice(b"\r\n");
-                if stream.write_all(&framed).and_then(|()| stream.flush()).is_err() {
+                if stream
+                    .write_all(&framed)
+                    .and_then(|()| stream.flush())
+                    .is_err()
+                {
                     return;
                 }
             }

@@ -369,9 +369,7 @@ impl ToolHost for NoTools {
     }
     fn call<'a>(&'a self, _: &'a ToolRequest) -> BoxFuture<'a, ToolReply> {
         Box::pin(async {
-            ToolReply::Refused(
-                "no tools are available in this dispatch; answer in text".to_owned(),
-            )
+            ToolReply::Refused("no tools are available in this dispatch; answer in text".to_owned())
         })
     }
 }
@@ -484,8 +482,10 @@ impl Run<'_> {
                 ));
             }
             if let Some(max) = limits.max_tokens {
-                let spent =
-                    self.tokens_in.unwrap_or(0).saturating_add(self.tokens_out.unwrap_or(0));
+                let spent = self
+                    .tokens_in
+                    .unwrap_or(0)
+                    .saturating_add(self.tokens_out.unwrap_or(0));
                 if spent > max && !(reply.calls.is_empty() && reply.violations.is_empty()) {
                     return Err((
                         Reason::DispatchBudgetExhausted,
@@ -699,7 +699,9 @@ impl Run<'_> {
                         Ok(()) => (ToolStatus::Ok, value.to_string()),
                         Err(why) => (
                             ToolStatus::Error,
-                            format!("the tool returned a malformed result ({why}); it is not shown"),
+                            format!(
+                                "the tool returned a malformed result ({why}); it is not shown"
+                            ),
                         ),
                     },
                     Ok(ToolReply::Failed(message)) => (ToolStatus::Error, message),
@@ -800,7 +802,8 @@ fn final_answer(reply: Reply) -> Result<String, Failure> {
             raw.chars().take(300).collect::<String>()
         ),
         (Some("length"), _) => {
-            "the model stopped at its length limit before answering (finish reason `length`)".to_owned()
+            "the model stopped at its length limit before answering (finish reason `length`)"
+                .to_owned()
         }
         (Some(reason), _) => {
             format!("the model ended its reply (finish reason `{reason}`) with no answer text")
@@ -816,7 +819,12 @@ mod tests {
 
     #[test]
     fn model_ids_servers_use_are_accepted_and_unsafe_ones_refused() {
-        for ok in ["qwen2.5-coder:7b", "Qwen/Qwen2.5-Coder-7B-Instruct", "model.gguf", "gpt-4o"] {
+        for ok in [
+            "qwen2.5-coder:7b",
+            "Qwen/Qwen2.5-Coder-7B-Instruct",
+            "model.gguf",
+            "gpt-4o",
+        ] {
             assert!(is_acceptable_model_id(ok), "{ok}");
         }
         for bad in ["", "a b", "x\ny", &"m".repeat(257)] {

@@ -252,7 +252,10 @@ mod tests {
         assert_eq!(p.delay(2, None), Duration::from_secs(1));
         assert_eq!(p.delay(3, None), Duration::from_secs(2));
         assert_eq!(p.delay(10, None), Duration::from_secs(8));
-        assert_eq!(p.delay(1, Some(Duration::from_secs(3))), Duration::from_secs(3));
+        assert_eq!(
+            p.delay(1, Some(Duration::from_secs(3))),
+            Duration::from_secs(3)
+        );
     }
 
     #[test]

@@ -206,7 +206,11 @@ impl WorktreeHost {
             stopped: None,
             limits: self.limits,
         };
-        let shown = if path == "." { String::new() } else { path.trim_end_matches('/').to_owned() };
+        let shown = if path == "." {
+            String::new()
+        } else {
+            path.trim_end_matches('/').to_owned()
+        };
         state.walk(&full, &shown, 0);
         Ok(json!({
             "matches": state.matches,
@@ -240,7 +244,10 @@ impl WorktreeHost {
         };
         if let Some(parent) = full.parent() {
             fs::create_dir_all(parent).map_err(|e| {
-                ToolReply::Failed(format!("cannot create the directories of `{}`: {e}", a.path))
+                ToolReply::Failed(format!(
+                    "cannot create the directories of `{}`: {e}",
+                    a.path
+                ))
             })?;
         }
         fs::write(&full, &a.content)
@@ -255,13 +262,21 @@ impl WorktreeHost {
             patch: String,
         }
         let a: Args = arguments(APPLY_PATCH, args)?;
-        let files = patch::parse(&a.patch)
-            .map_err(|e| ToolReply::Failed(format!("apply_patch: {e}")))?;
+        let files =
+            patch::parse(&a.patch).map_err(|e| ToolReply::Failed(format!("apply_patch: {e}")))?;
         // Everything is computed first; nothing is written unless every hunk of every file applies.
         let mut plan: Vec<(PathBuf, Option<PathBuf>, Option<String>, Value)> = Vec::new();
         for file in &files {
-            let old = file.old_path.as_deref().map(|p| self.contained(p)).transpose()?;
-            let new = file.new_path.as_deref().map(|p| self.contained(p)).transpose()?;
+            let old = file
+                .old_path
+                .as_deref()
+                .map(|p| self.contained(p))
+                .transpose()?;
+            let new = file
+                .new_path
+                .as_deref()
+                .map(|p| self.contained(p))
+                .transpose()?;
             let original = match (&old, file.old_path.as_deref()) {
                 (Some(full), Some(shown)) => self.read_text(full, shown)?,
                 _ => {
@@ -342,7 +357,9 @@ impl WorktreeHost {
             return Err(ToolReply::Refused("run: the command is empty".to_owned()));
         }
         if a.command.contains('\0') {
-            return Err(ToolReply::Refused("run: the command contains a NUL byte".to_owned()));
+            return Err(ToolReply::Refused(
+                "run: the command contains a NUL byte".to_owned(),
+            ));
         }
         let asked = a
             .timeout_sec

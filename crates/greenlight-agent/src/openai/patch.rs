@@ -83,7 +83,9 @@ pub enum PatchError {
         path: String,
     },
     /// A `@@` line that does not parse.
-    #[error("patch line {line}: `{header}` is not a hunk header; write `@@ -OLD_LINE,COUNT +NEW_LINE,COUNT @@`")]
+    #[error(
+        "patch line {line}: `{header}` is not a hunk header; write `@@ -OLD_LINE,COUNT +NEW_LINE,COUNT @@`"
+    )]
     BadHunkHeader {
         /// 1-based line of the patch.
         line: usize,
@@ -161,8 +163,9 @@ pub fn parse(patch: &str) -> Result<Vec<FilePatch>, PatchError> {
     let lines: Vec<&str> = patch.lines().collect();
     let mut files: Vec<FilePatch> = Vec::new();
     let mut i = 0;
-    let is_file_header =
-        |i: usize| lines[i].starts_with("--- ") && lines.get(i + 1).is_some_and(|n| n.starts_with("+++ "));
+    let is_file_header = |i: usize| {
+        lines[i].starts_with("--- ") && lines.get(i + 1).is_some_and(|n| n.starts_with("+++ "))
+    };
     while i < lines.len() {
         if !lines[i].starts_with("--- ") {
             i += 1;
@@ -298,7 +301,8 @@ pub fn apply(path: &str, original: &str, hunks: &[Hunk]) -> Result<String, Patch
             }
             at
         } else {
-            find(&lines, &old, cursor, wanted).ok_or_else(|| fail(mismatch(&lines, &old, wanted)))?
+            find(&lines, &old, cursor, wanted)
+                .ok_or_else(|| fail(mismatch(&lines, &old, wanted)))?
         };
         let end = at + old.len();
         let added = new.len();
@@ -373,7 +377,8 @@ fn mismatch(lines: &[String], old: &[&str], wanted: usize) -> String {
 mod tests {
     use super::*;
 
-    const CALC: &str = "#!/bin/sh\n\nadd() {\n    echo $(( $1 - $2 ))\n}\n\nmul() {\n    echo $(( $1 * $2 ))\n}\n";
+    const CALC: &str =
+        "#!/bin/sh\n\nadd() {\n    echo $(( $1 - $2 ))\n}\n\nmul() {\n    echo $(( $1 * $2 ))\n}\n";
 
     #[test]
     fn a_git_diff_applies_and_keeps_the_rest_of_the_file() {
@@ -401,7 +406,10 @@ mod tests {
         let err = apply("calc.sh", CALC, &files[0].hunks).expect_err("refused");
         let text = err.to_string();
         assert!(text.contains("hunk 1 of `calc.sh`"), "{text}");
-        assert!(text.contains("line 4 of the file is `    echo $(( $1 - $2 ))`"), "{text}");
+        assert!(
+            text.contains("line 4 of the file is `    echo $(( $1 - $2 ))`"),
+            "{text}"
+        );
     }
 
     #[test]
@@ -410,25 +418,42 @@ mod tests {
         let files = parse(patch).expect("parses");
         assert_eq!(files.len(), 2);
         assert_eq!(files[0].old_path, None);
-        assert_eq!(apply("notes.md", "", &files[0].hunks).expect("new"), "hello\nworld\n");
+        assert_eq!(
+            apply("notes.md", "", &files[0].hunks).expect("new"),
+            "hello\nworld\n"
+        );
         assert_eq!(files[1].new_path, None);
-        assert_eq!(apply("old.txt", "bye\n", &files[1].hunks).expect("gone"), "");
+        assert_eq!(
+            apply("old.txt", "bye\n", &files[1].hunks).expect("gone"),
+            ""
+        );
     }
 
     #[test]
     fn garbage_is_refused_with_the_line_at_fault() {
         assert_eq!(parse("just some text\n"), Err(PatchError::NoFiles));
         let err = parse("--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n*b\n").expect_err("bad line");
-        assert!(matches!(err, PatchError::BadHunkLine { line: 5, .. }), "{err}");
+        assert!(
+            matches!(err, PatchError::BadHunkLine { line: 5, .. }),
+            "{err}"
+        );
         let err = parse("--- a/x\n+++ b/x\n@@ nonsense\n").expect_err("bad header");
-        assert!(matches!(err, PatchError::BadHunkHeader { line: 3, .. }), "{err}");
+        assert!(
+            matches!(err, PatchError::BadHunkHeader { line: 3, .. }),
+            "{err}"
+        );
         let err = parse("--- a/x\nnot plus\n").expect_err("no +++");
-        assert!(matches!(err, PatchError::MissingNewHeader { line: 1, .. }), "{err}");
+        assert!(
+            matches!(err, PatchError::MissingNewHeader { line: 1, .. }),
+            "{err}"
+        );
     }
 
     #[test]
     fn a_missing_final_newline_is_kept_and_a_marker_is_honoured() {
-        let hunks = parse("--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n").expect("p")[0].hunks.clone();
+        let hunks = parse("--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n").expect("p")[0]
+            .hunks
+            .clone();
         assert_eq!(apply("x", "a", &hunks).expect("applies"), "b");
         let hunks = parse("--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n\\ No newline at end of file\n")
             .expect("p")[0]

@@ -135,9 +135,15 @@ mod tests {
         let (text, cut) = bounded_result("run", "é".repeat(10), 5);
         assert!(cut);
         assert!(text.starts_with("éé\n"), "{text}");
-        assert!(text.contains("the first 4 of 20 bytes are shown, 16 bytes are not"), "{text}");
+        assert!(
+            text.contains("the first 4 of 20 bytes are shown, 16 bytes are not"),
+            "{text}"
+        );
         assert!(text.contains("| tail -n 50"), "{text}");
-        assert_eq!(bounded_result("run", "short".into(), 5), ("short".into(), false));
+        assert_eq!(
+            bounded_result("run", "short".into(), 5),
+            ("short".into(), false)
+        );
     }
 
     #[test]
@@ -160,7 +166,10 @@ mod tests {
         };
         let native = assistant(ToolFormat::Native, "", std::slice::from_ref(&call));
         assert_eq!(native["tool_calls"][0]["id"], "call_9");
-        assert_eq!(native["tool_calls"][0]["function"]["arguments"], "{\"path\":\"a\"}");
+        assert_eq!(
+            native["tool_calls"][0]["function"]["arguments"],
+            "{\"path\":\"a\"}"
+        );
         assert!(native["content"].is_null());
         let tags = assistant(ToolFormat::Tags, "looking", &[call]);
         let content = tags["content"].as_str().expect("text");

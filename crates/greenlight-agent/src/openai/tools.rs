@@ -131,7 +131,11 @@ impl ResultShape {
                         kind.name()
                     ));
                 }
-                None => return Err(format!("the {tool} result has an unexpected field `{name}`")),
+                None => {
+                    return Err(format!(
+                        "the {tool} result has an unexpected field `{name}`"
+                    ));
+                }
             }
         }
         Ok(())
@@ -330,9 +334,13 @@ pub trait ToolHost: Send + Sync {
 }
 
 /// Reads a call's arguments into `T`, strictly: the error names the field at fault.
-pub fn arguments<T: serde::de::DeserializeOwned>(tool: &str, value: &Value) -> Result<T, ToolReply> {
-    serde_json::from_value(value.clone())
-        .map_err(|e| ToolReply::Refused(format!("{tool}: bad arguments: {e}; see the tool's schema")))
+pub fn arguments<T: serde::de::DeserializeOwned>(
+    tool: &str,
+    value: &Value,
+) -> Result<T, ToolReply> {
+    serde_json::from_value(value.clone()).map_err(|e| {
+        ToolReply::Refused(format!("{tool}: bad arguments: {e}; see the tool's schema"))
+    })
 }
 
 type Handler = Box<dyn Fn(&Value) -> ToolReply + Send + Sync>;
@@ -429,7 +437,9 @@ mod tests {
     fn every_spec_is_an_object_schema_with_its_required_fields_declared() {
         for spec in specs(&ToolLimits::default()) {
             assert_eq!(spec.parameters["type"], "object", "{}", spec.name);
-            let props = spec.parameters["properties"].as_object().expect("properties");
+            let props = spec.parameters["properties"]
+                .as_object()
+                .expect("properties");
             for required in spec.parameters["required"].as_array().into_iter().flatten() {
                 let name = required.as_str().expect("a name");
                 assert!(props.contains_key(name), "{}: {name}", spec.name);
@@ -447,11 +457,26 @@ mod tests {
         let ok = json!({"path": "a", "bytes": 3, "created": true});
         assert_eq!(spec.result.check(WRITE_FILE, &ok), Ok(()));
         let missing = json!({"path": "a", "bytes": 3});
-        assert!(spec.result.check(WRITE_FILE, &missing).expect_err("missing").contains("`created`"));
+        assert!(
+            spec.result
+                .check(WRITE_FILE, &missing)
+                .expect_err("missing")
+                .contains("`created`")
+        );
         let wrong = json!({"path": "a", "bytes": -1, "created": true});
-        assert!(spec.result.check(WRITE_FILE, &wrong).expect_err("wrong").contains("`bytes`"));
+        assert!(
+            spec.result
+                .check(WRITE_FILE, &wrong)
+                .expect_err("wrong")
+                .contains("`bytes`")
+        );
         let extra = json!({"path": "a", "bytes": 3, "created": true, "secret": "x"});
-        assert!(spec.result.check(WRITE_FILE, &extra).expect_err("extra").contains("`secret`"));
+        assert!(
+            spec.result
+                .check(WRITE_FILE, &extra)
+                .expect_err("extra")
+                .contains("`secret`")
+        );
         assert!(spec.result.check(WRITE_FILE, &json!("text")).is_err());
     }
 }

@@ -14,11 +14,11 @@ use std::time::Duration;
 use crate::duration::parse_duration;
 
 use greenlight_agent::openai::adapter::Endpoint;
-use greenlight_goal::drive::{OpenAiArgs, openai_endpoint};
 use greenlight_agent::{
     AdapterOptions, Deliverable, DispatchFailure, DispatchRequest, DispatchResult, Family,
     MonotonicClock, Outcome, WriteBaseline, check_all, dispatcher,
 };
+use greenlight_goal::drive::{OpenAiArgs, openai_endpoint};
 
 /// Exit codes of `greenlight agent`.
 pub mod exit {

@@ -36,7 +36,7 @@ pub struct Args {
 #[derive(Debug, clap::Subcommand)]
 pub enum Command {
     /// Create a goal for this worktree and run it until done or paused.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Show the worktree's goal, its gates and their last results.
     Status {
         /// One JSON object instead of text.

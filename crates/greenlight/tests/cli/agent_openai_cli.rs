@@ -55,7 +55,10 @@ fn a_file_dispatch_runs_the_tool_loop_in_the_cwd_and_prints_the_answer() {
     assert_eq!(result["text"], "Rewrote notes.txt.");
     assert_eq!(result["tokens_in"], 30);
     assert_eq!(result["token_source"], "openai-usage");
-    assert_eq!(std::fs::read_to_string(dir.path().join("notes.txt")).unwrap(), "new\n");
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("notes.txt")).unwrap(),
+        "new\n"
+    );
     assert_eq!(server.requests()[0].body["model"], "qwen2.5-coder:7b");
 }
 
@@ -88,7 +91,11 @@ fn a_return_value_dispatch_offers_no_tools_and_a_failure_exits_1_with_its_reason
     let out = dispatch();
     assert_eq!(out.code, 1, "{}", out.render());
     assert!(out.stderr.contains("dispatch-dead"), "{}", out.render());
-    assert!(out.stderr.contains("context length exceeded"), "{}", out.render());
+    assert!(
+        out.stderr.contains("context length exceeded"),
+        "{}",
+        out.render()
+    );
 }
 
 #[test]
@@ -121,31 +128,65 @@ fn openai_flags_are_checked_before_anything_runs() {
     assert_eq!(out.code, 2, "{}", out.render());
     assert!(out.stderr.contains("--base-url"), "{}", out.render());
     let out = Cli::new([
-        "agent", "probe", "--family", "openai", "--base-url", "http://h/v1", "--tool-format",
-        "json", "m",
+        "agent",
+        "probe",
+        "--family",
+        "openai",
+        "--base-url",
+        "http://h/v1",
+        "--tool-format",
+        "json",
+        "m",
     ])
     .run();
     assert_eq!(out.code, 2, "{}", out.render());
-    assert!(out.stderr.contains("native, tags or auto"), "{}", out.render());
+    assert!(
+        out.stderr.contains("native, tags or auto"),
+        "{}",
+        out.render()
+    );
     let out = Cli::new([
-        "agent", "probe", "--family", "claude", "--base-url", "http://h/v1", "sonnet",
+        "agent",
+        "probe",
+        "--family",
+        "claude",
+        "--base-url",
+        "http://h/v1",
+        "sonnet",
     ])
     .run();
     assert_eq!(out.code, 2, "{}", out.render());
-    assert!(out.stderr.contains("for --family openai"), "{}", out.render());
+    assert!(
+        out.stderr.contains("for --family openai"),
+        "{}",
+        out.render()
+    );
 }
 
 #[test]
 fn replay_matches_a_golden_turn_and_prints_the_diff_of_one_that_does_not() {
-    let out = Cli::new(["agent", "replay", golden("hermes-tags.json").to_str().unwrap()]).run();
+    let out = Cli::new([
+        "agent",
+        "replay",
+        golden("hermes-tags.json").to_str().unwrap(),
+    ])
+    .run();
     assert_eq!(out.code, 0, "{}", out.render());
     assert_eq!(out.stdout, "");
-    assert!(out.stderr.contains("the 6 expected events"), "{}", out.render());
+    assert!(
+        out.stderr.contains("the 6 expected events"),
+        "{}",
+        out.render()
+    );
 
     let dir = tempfile::tempdir().unwrap();
     let changed = dir.path().join("changed.json");
     let text = std::fs::read_to_string(golden("hermes-tags.json")).unwrap();
-    std::fs::write(&changed, text.replace("\"name\":\"read_file\"", "\"name\":\"write_file\"")).unwrap();
+    std::fs::write(
+        &changed,
+        text.replace("\"name\":\"read_file\"", "\"name\":\"write_file\""),
+    )
+    .unwrap();
     let out = Cli::new(["agent", "replay", changed.to_str().unwrap()]).run();
     assert_eq!(out.code, 1, "{}", out.render());
     assert!(out.stdout.contains("-{\"tool_call\""), "{}", out.render());

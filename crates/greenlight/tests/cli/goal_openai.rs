@@ -21,7 +21,8 @@ fn demo() -> Fixture {
     let fx = Fixture::new();
     fx.repo.write("calc.sh", CALC);
     fx.repo.write("test.sh", TEST);
-    fx.repo.commit_all("the demo calculator and its failing test");
+    fx.repo
+        .commit_all("the demo calculator and its failing test");
     fx
 }
 
@@ -31,7 +32,10 @@ fn is_probe(req: &Request) -> bool {
 
 /// How many tool results the conversation already holds: where the scripted model is.
 fn results_so_far(req: &Request) -> usize {
-    req.messages().iter().filter(|m| m["role"] == "tool").count()
+    req.messages()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .count()
 }
 
 fn run_openai(fx: &Fixture, server: &ScriptedServer, extra: &[&str]) -> greenlight_testkit::Run {
@@ -51,7 +55,10 @@ fn run_openai(fx: &Fixture, server: &ScriptedServer, extra: &[&str]) -> greenlig
         "GL_E2E_KEY",
     ];
     args.extend_from_slice(extra);
-    fx.goal_env(&args, &[("GL_E2E_KEY", std::ffi::OsStr::new("sk-e2e-secret"))])
+    fx.goal_env(
+        &args,
+        &[("GL_E2E_KEY", std::ffi::OsStr::new("sk-e2e-secret"))],
+    )
 }
 
 fn tool_results(fx: &Fixture) -> Vec<Value> {
@@ -69,8 +76,18 @@ fn the_model_reads_the_failing_test_patches_the_bug_and_the_gates_go_green() {
             return Reply::stream(answer("OK", (5, 1)));
         }
         match results_so_far(req) {
-            0 => Reply::stream(call("call_read", "read_file", json!({"path": "test.sh"}), (900, 20))),
-            1 => Reply::byte_by_byte(call("call_fix", "apply_patch", json!({"patch": FIX}), (1400, 90))),
+            0 => Reply::stream(call(
+                "call_read",
+                "read_file",
+                json!({"path": "test.sh"}),
+                (900, 20),
+            )),
+            1 => Reply::byte_by_byte(call(
+                "call_fix",
+                "apply_patch",
+                json!({"patch": FIX}),
+                (1400, 90),
+            )),
             _ => Reply::stream(answer("add() subtracted; it adds now.", (1500, 12))),
         }
     });
@@ -93,18 +110,36 @@ fn the_model_reads_the_failing_test_patches_the_bug_and_the_gates_go_green() {
     assert_eq!(ledger[0]["tokens"]["source"], "openai-usage");
     // Both calls recorded write-ahead, in order, and both ran.
     let started = of_kind(&fx.log(), "tool-call-started");
-    let tools: Vec<&str> = started.iter().map(|e| e["payload"]["tool"].as_str().unwrap()).collect();
+    let tools: Vec<&str> = started
+        .iter()
+        .map(|e| e["payload"]["tool"].as_str().unwrap())
+        .collect();
     assert_eq!(tools, ["read_file", "apply_patch"]);
-    let statuses: Vec<Value> = tool_results(&fx).iter().map(|p| p["status"].clone()).collect();
+    let statuses: Vec<Value> = tool_results(&fx)
+        .iter()
+        .map(|p| p["status"].clone())
+        .collect();
     assert_eq!(statuses, [json!("ok"), json!("ok")]);
     // The model saw the failing test's text, and the key went to the server as a bearer token.
     let requests = server.requests();
     let turn: Vec<&Request> = requests.iter().filter(|r| !is_probe(r)).collect();
     assert_eq!(turn.len(), 3);
-    let read = turn[1].messages()[3]["content"].as_str().unwrap().to_owned();
+    let read = turn[1].messages()[3]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     assert!(read.contains("check add 2 2 4"), "{read}");
-    assert!(turn[0].messages()[1]["content"].as_str().unwrap().contains("Make `sh test.sh` pass"));
-    assert!(requests.iter().all(|r| r.header("authorization") == Some("Bearer sk-e2e-secret")));
+    assert!(
+        turn[0].messages()[1]["content"]
+            .as_str()
+            .unwrap()
+            .contains("Make `sh test.sh` pass")
+    );
+    assert!(
+        requests
+            .iter()
+            .all(|r| r.header("authorization") == Some("Bearer sk-e2e-secret"))
+    );
     // The state file names the key's variable, never the key.
     let db = std::fs::read(fx.state()).unwrap();
     let wal = std::fs::read(fx.state().with_extension("db-wal")).unwrap_or_default();
@@ -126,14 +161,26 @@ fn writes_outside_the_worktree_are_refused_and_the_goal_still_goes_green() {
         }
         let step = |id: &str, name: &str, args: Value| Reply::stream(call(id, name, args, (10, 5)));
         match results_so_far(req) {
-            0 => step("c1", "write_file", json!({"path": "../escape.txt", "content": "escaped\n"})),
-            1 => step("c2", "write_file", json!({"path": absolute, "content": "escaped\n"})),
+            0 => step(
+                "c1",
+                "write_file",
+                json!({"path": "../escape.txt", "content": "escaped\n"}),
+            ),
+            1 => step(
+                "c2",
+                "write_file",
+                json!({"path": absolute, "content": "escaped\n"}),
+            ),
             2 => step(
                 "c3",
                 "apply_patch",
                 json!({"patch": "--- /dev/null\n+++ b/out/linked.txt\n@@ -0,0 +1 @@\n+escaped\n"}),
             ),
-            3 => step("c4", "write_file", json!({"path": "out/direct.txt", "content": "escaped\n"})),
+            3 => step(
+                "c4",
+                "write_file",
+                json!({"path": "out/direct.txt", "content": "escaped\n"}),
+            ),
             4 => step("c5", "apply_patch", json!({"patch": FIX})),
             _ => Reply::stream(answer("Fixed, from inside the worktree.", (10, 5))),
         }
@@ -146,7 +193,11 @@ fn writes_outside_the_worktree_are_refused_and_the_goal_still_goes_green() {
         .map(|p| p["status"].as_str().unwrap().to_owned())
         .collect();
     assert_eq!(statuses, ["refused", "refused", "refused", "refused", "ok"]);
-    assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0, "nothing outside");
+    assert_eq!(
+        std::fs::read_dir(outside.path()).unwrap().count(),
+        0,
+        "nothing outside"
+    );
     assert!(!fx.repo.path().parent().unwrap().join("escape.txt").exists());
     // Each refusal went back to the model as the call's result, saying why.
     let last = server.requests().into_iter().last().unwrap();
@@ -170,7 +221,11 @@ fn a_paused_openai_goal_resumes_against_the_server_it_stored() {
             return Reply::stream(answer("OK", (1, 1)));
         }
         // First turn: claims success without a change. With evidence: the fix.
-        if !req.messages()[1]["content"].as_str().unwrap_or("").contains("The last check failed") {
+        if !req.messages()[1]["content"]
+            .as_str()
+            .unwrap_or("")
+            .contains("The last check failed")
+        {
             return Reply::stream(answer("Looks fine to me.", (1, 1)));
         }
         match results_so_far(req) {
@@ -180,7 +235,10 @@ fn a_paused_openai_goal_resumes_against_the_server_it_stored() {
     });
     let out = run_openai(&fx, &server, &["--max-turns", "1"]);
     assert_eq!(out.code, 75, "{}", out.render());
-    assert_eq!(fx.status()["goal"]["pause"]["reason"], "turn-budget-exhausted");
+    assert_eq!(
+        fx.status()["goal"]["pause"]["reason"],
+        "turn-budget-exhausted"
+    );
     // No server settings on the command line: the stored ones are used.
     let out = fx.goal_env(
         &["resume"],
@@ -188,9 +246,17 @@ fn a_paused_openai_goal_resumes_against_the_server_it_stored() {
     );
     assert_eq!(out.code, 0, "{}", out.render());
     assert_eq!(fx.status()["goal"]["state"], "done");
-    let turn_requests: Vec<Request> = server.requests().into_iter().filter(|r| !is_probe(r)).collect();
+    let turn_requests: Vec<Request> = server
+        .requests()
+        .into_iter()
+        .filter(|r| !is_probe(r))
+        .collect();
     assert_eq!(turn_requests.len(), 3);
-    assert!(turn_requests.iter().all(|r| r.body["model"] == "scripted-coder"));
+    assert!(
+        turn_requests
+            .iter()
+            .all(|r| r.body["model"] == "scripted-coder")
+    );
 }
 
 #[test]
@@ -208,18 +274,43 @@ fn a_server_that_never_answers_pauses_the_goal_at_its_probe() {
 #[test]
 fn openai_settings_are_checked_before_a_goal_is_created() {
     let fx = demo();
-    let out = fx.goal(&["run", "g", "--agent", "openai", "--model", "m", "--gate", "true"]);
+    let out = fx.goal(&[
+        "run", "g", "--agent", "openai", "--model", "m", "--gate", "true",
+    ]);
     assert_eq!(out.code, 2, "{}", out.render());
     assert!(out.stderr.contains("--base-url"), "{}", out.render());
     let out = fx.goal(&[
-        "run", "g", "--agent", "openai", "--model", "m", "--gate", "true", "--base-url",
-        "http://127.0.0.1:9/v1", "--api-key-env", "sk-live-123",
+        "run",
+        "g",
+        "--agent",
+        "openai",
+        "--model",
+        "m",
+        "--gate",
+        "true",
+        "--base-url",
+        "http://127.0.0.1:9/v1",
+        "--api-key-env",
+        "sk-live-123",
     ]);
     assert_eq!(out.code, 2, "{}", out.render());
     assert!(out.stderr.contains("never the key"), "{}", out.render());
-    let out = fx.goal(&["run", "g", "--agent", "claude", "--gate", "true", "--base-url", "http://h/v1"]);
+    let out = fx.goal(&[
+        "run",
+        "g",
+        "--agent",
+        "claude",
+        "--gate",
+        "true",
+        "--base-url",
+        "http://h/v1",
+    ]);
     assert_eq!(out.code, 2, "{}", out.render());
-    assert!(out.stderr.contains("for --agent openai"), "{}", out.render());
+    assert!(
+        out.stderr.contains("for --agent openai"),
+        "{}",
+        out.render()
+    );
     let out = fx.goal(&["status"]);
     assert_ne!(out.code, 0, "no goal was created: {}", out.render());
 }
