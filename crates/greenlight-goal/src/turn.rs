@@ -4,7 +4,8 @@
 //! within the budget; a refusal (bad model id, prompt over the ceiling, a path outside the
 //! worktree) would fail the same way again, so it pauses the goal.
 
-use greenlight_agent::{Deliverable, DispatchRequest, Outcome, Reason};
+use greenlight_agent::openai::ledger::{NoLedger, ToolLedger};
+use greenlight_agent::{Deliverable, DispatchRequest, Family, Outcome, Reason};
 use greenlight_proc::{Interrupt, InterruptWatch};
 use greenlight_store::{DispatchStep, NewDispatch};
 
@@ -97,8 +98,12 @@ impl Engine<'_> {
         let agent = std::sync::Arc::clone(&self.settings.agent);
         // The tool calls greenlight runs itself (openai) are recorded write-ahead beside the
         // dispatch's ledger row; an agent CLI's own tools are not greenlight's to record.
-        let ledger = StoreToolLedger::open(self.store.path(), dispatch_id)?;
-        let dispatch = agent.dispatch_recorded(&request, &sink, &ledger);
+        let ledger: Box<dyn ToolLedger> = if self.settings.family == Family::OpenAi {
+            Box::new(StoreToolLedger::open(self.store.path(), dispatch_id)?)
+        } else {
+            Box::new(NoLedger)
+        };
+        let dispatch = agent.dispatch_recorded(&request, &sink, ledger.as_ref());
         tokio::pin!(dispatch);
         let started = tokio::time::Instant::now();
         let mut tick = tokio::time::interval(Duration::from_millis(ACTIVITY_INTERVAL_MS));

@@ -311,8 +311,14 @@ fn status(store: &Store, worktree: &Path, json: bool) -> CliResult {
             pause.detail.as_deref().unwrap_or("")
         );
     }
+    let server = goal
+        .agent
+        .endpoint
+        .as_ref()
+        .map(|e| format!(" at {} ({} tools)", e.base_url, e.tool_format))
+        .unwrap_or_default();
     outln!(
-        "  turns {}/{}, agent {} {}",
+        "  turns {}/{}, agent {} {}{server}",
         goal.turns_used,
         goal.max_turns,
         goal.agent.family,
