@@ -16,6 +16,9 @@
 //!   timeout from dead on the runner's own fields; the family parser decides the rest.
 //! - [`live`] decodes the child's stdout as it arrives into [`Activity`] for the caller's
 //!   [`ActivitySink`] ([`Dispatcher::dispatch_observed`]); the result never depends on it.
+//! - [`openai`] decodes a streamed turn of an OpenAI-compatible server (bytes in, events out,
+//!   pure), finding thoughts and tool calls whether the server sends them natively or the model
+//!   writes them into its text.
 //! - [`verdict`] holds the `GATE: PASS|FAIL` grammar and [`defang`]; [`containment`] holds
 //!   declared-path checks and the landed barrier.
 //!

@@ -400,6 +400,33 @@ mod tests {
     }
 
     #[test]
+    fn update_fills_in_the_expected_events_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.json");
+        let empty = FILE[..FILE.find("  \"expected\"").unwrap()]
+            .trim_end()
+            .trim_end_matches(',')
+            .to_string()
+            + "\n}\n";
+        std::fs::write(&path, &empty).unwrap();
+        assert!(!replay(&path).unwrap().matches());
+        assert!(update(&path).unwrap());
+        assert!(replay(&path).unwrap().matches());
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            FILE.replace("\\u00e9", "é")
+        );
+        assert!(!update(&path).unwrap());
+        let missing = dir.path().join("none.json");
+        assert!(
+            replay(&missing)
+                .unwrap_err()
+                .to_string()
+                .contains("none.json: cannot read")
+        );
+    }
+
+    #[test]
     fn errors_name_the_file_and_the_place() {
         let e = parse("{\n  \"description\": 1\n}", Path::new("x.json")).unwrap_err();
         assert!(e.to_string().starts_with("x.json:2:"), "{e}");

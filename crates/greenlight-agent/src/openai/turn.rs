@@ -239,7 +239,7 @@ impl TurnDecoder {
             out.push(TurnEvent::Thought(reasoning));
         }
         if let Some(content) = chunk.content {
-            out.extend(self.text.feed(&content));
+            self.text.feed_into(&content, out);
         }
         for delta in chunk.tool_calls {
             self.native.push(delta);
@@ -259,5 +259,181 @@ impl TurnDecoder {
                 completion_tokens: u.completion_tokens,
             });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn delta(delta: serde_json::Value) -> String {
+        format!(
+            "data: {}\n\n",
+            json!({"choices": [{"index": 0, "delta": delta, "finish_reason": null}]})
+        )
+    }
+
+    fn finish(reason: &str) -> String {
+        format!(
+            "data: {}\n\n",
+            json!({"choices": [{"index": 0, "delta": {}, "finish_reason": reason}]})
+        )
+    }
+
+    fn decode(format: ToolFormat, body: &str) -> Vec<TurnEvent> {
+        let mut d = TurnDecoder::new(format);
+        let mut events = d.feed(body.as_bytes());
+        events.extend(d.finish());
+        canonical(&events)
+    }
+
+    fn call(id: &str, name: &str, arguments: serde_json::Value) -> TurnEvent {
+        TurnEvent::ToolCall(ToolCall {
+            id: id.into(),
+            name: name.into(),
+            arguments,
+        })
+    }
+
+    #[test]
+    fn native_format_leaves_written_calls_as_text_and_tags_format_parses_them() {
+        let body =
+            delta(json!({"content": "<think>t</think><tool_call>{\"name\":\"f\"}</tool_call>"}))
+                + &finish("stop");
+        assert_eq!(
+            decode(ToolFormat::Native, &body),
+            vec![
+                TurnEvent::Thought("t".into()),
+                TurnEvent::Answer("<tool_call>{\"name\":\"f\"}</tool_call>".into()),
+                TurnEvent::Finish {
+                    reason: "stop".into()
+                }
+            ]
+        );
+        assert_eq!(
+            decode(ToolFormat::Tags, &body),
+            vec![
+                TurnEvent::Thought("t".into()),
+                call("call_1", "f", json!({})),
+                TurnEvent::Finish {
+                    reason: "stop".into()
+                }
+            ]
+        );
+    }
+
+    #[test]
+    fn the_finish_reason_releases_held_text_and_judges_native_calls_first() {
+        let body = delta(json!({"content": "a <tool_"}))
+            + &delta(
+                json!({"tool_calls": [{"index": 0, "function": {"name": "f", "arguments": "{}"}}]}),
+            )
+            + &finish("tool_calls")
+            + "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":4}}\n\ndata: [DONE]\n\n";
+        assert_eq!(
+            decode(ToolFormat::Auto, &body),
+            vec![
+                TurnEvent::Answer("a <tool_".into()),
+                call("call_1", "f", json!({})),
+                TurnEvent::Finish {
+                    reason: "tool_calls".into()
+                },
+                TurnEvent::Usage {
+                    prompt_tokens: Some(3),
+                    completion_tokens: Some(4)
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn generated_ids_are_shared_by_native_and_written_calls_and_keep_counting_across_turns() {
+        let body = delta(json!({"content": "<tool_call>{\"name\":\"a\"}</tool_call>"}))
+            + &delta(
+                json!({"tool_calls": [{"index": 0, "function": {"name": "b", "arguments": ""}}]}),
+            )
+            + &finish("tool_calls");
+        let mut d = TurnDecoder::new(ToolFormat::Auto);
+        let mut first = d.feed(body.as_bytes());
+        first.extend(d.finish());
+        let mut second = d.feed(body.as_bytes());
+        second.extend(d.finish());
+        let ids = |events: &[TurnEvent]| -> Vec<String> {
+            events
+                .iter()
+                .filter_map(|e| {
+                    if let TurnEvent::ToolCall(c) = e {
+                        Some(c.id.clone())
+                    } else {
+                        None
+                    }
+                })
+                .collect()
+        };
+        assert_eq!(ids(&first), ["call_1", "call_2"]);
+        assert_eq!(ids(&second), ["call_3", "call_4"]);
+    }
+
+    #[test]
+    fn bad_payloads_and_a_body_that_is_not_sse_are_kept() {
+        let events = decode(
+            ToolFormat::Auto,
+            "data: {\"choices\":[{\"delta\":{\"content\":\"x\"\n\n<html>502</html>\n",
+        );
+        assert!(
+            matches!(&events[0], TurnEvent::BadChunk { raw, why } if raw.starts_with("{\"choices\"") && why.starts_with("not JSON"))
+        );
+        assert!(matches!(&events[1], TurnEvent::BadChunk { raw, .. } if raw == "<html>502</html>"));
+        // A non-streamed JSON answer (the server ignored `stream: true`) still reads.
+        let events = decode(
+            ToolFormat::Auto,
+            "{\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":\"hi\"},\"finish_reason\":\"stop\"}]}",
+        );
+        assert_eq!(
+            events,
+            vec![
+                TurnEvent::Answer("hi".into()),
+                TurnEvent::Finish {
+                    reason: "stop".into()
+                }
+            ]
+        );
+    }
+
+    #[test]
+    fn a_deadline_reports_an_unfinished_event_and_unfinished_native_calls() {
+        let mut d = TurnDecoder::new(ToolFormat::Auto);
+        let body = delta(
+            json!({"tool_calls": [{"index": 0, "id": "c", "function": {"name": "f", "arguments": "{\"a\""}}]}),
+        ) + "data: {\"choi";
+        assert_eq!(d.feed(body.as_bytes()), vec![]);
+        let events = d.finish_at_deadline();
+        assert!(matches!(&events[0], TurnEvent::BadChunk { raw, .. } if raw == "data: {\"choi"));
+        assert!(matches!(&events[1], TurnEvent::Violation { raw, .. } if raw == "{\"a\""));
+        assert_eq!(d.finish(), vec![]);
+    }
+
+    #[test]
+    fn done_stops_reading() {
+        let mut d = TurnDecoder::new(ToolFormat::Auto);
+        let body =
+            delta(json!({"content": "a"})) + "data: [DONE]\n\n" + &delta(json!({"content": "b"}));
+        assert_eq!(d.feed(body.as_bytes()), vec![TurnEvent::Answer("a".into())]);
+        assert!(d.is_done());
+        assert_eq!(d.finish(), vec![]);
+    }
+
+    #[test]
+    fn tool_format_names() {
+        for f in [ToolFormat::Native, ToolFormat::Tags, ToolFormat::Auto] {
+            assert_eq!(f.as_str().parse::<ToolFormat>(), Ok(f));
+        }
+        assert!(
+            "xml"
+                .parse::<ToolFormat>()
+                .unwrap_err()
+                .contains("native, tags or auto")
+        );
     }
 }
