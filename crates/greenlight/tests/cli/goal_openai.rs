@@ -8,6 +8,9 @@
 use greenlight_testkit::openai_server::{Reply, Request, ScriptedServer, answer, call};
 use serde_json::{Value, json};
 
+use greenlight_store::Reads;
+use greenlight_store::greenlight_stream::{FrameBody, ToolStatus};
+
 use crate::goal_support::{Fixture, of_kind};
 
 const CALC: &str = include_str!("../../demo/calc.sh");
@@ -211,6 +214,28 @@ fn writes_outside_the_worktree_are_refused_and_the_goal_still_goes_green() {
     assert!(results[1].contains("is absolute"), "{}", results[1]);
     assert!(results[2].contains("outside the root"), "{}", results[2]);
     assert!(results[3].contains("outside the root"), "{}", results[3]);
+    // The live stream carried each call as a tool-call frame: started, then its result, the
+    // refused ones as errors.
+    let store = greenlight_store::Store::open(&fx.state()).unwrap();
+    let goal = fx.status()["goal"]["id"].as_i64().unwrap();
+    let frames = store
+        .frames_after(greenlight_store::greenlight_stream::StreamId::Goal(goal), 0, 10_000)
+        .unwrap();
+    let calls: Vec<(String, ToolStatus)> = frames
+        .into_iter()
+        .filter_map(|f| match f.body {
+            FrameBody::ToolCall { name, status, .. } => Some((name, status)),
+            _ => None,
+        })
+        .collect();
+    let ended: Vec<&(String, ToolStatus)> =
+        calls.iter().filter(|(_, s)| *s != ToolStatus::Started).collect();
+    assert_eq!(calls.len(), 10, "{calls:?}");
+    assert_eq!(
+        ended.iter().map(|(_, s)| *s).collect::<Vec<_>>(),
+        [ToolStatus::Error, ToolStatus::Error, ToolStatus::Error, ToolStatus::Error, ToolStatus::Ok]
+    );
+    assert_eq!(ended[4].0, "apply_patch");
 }
 
 #[test]
