@@ -428,6 +428,41 @@ async fn a_hanging_server_ends_at_the_deadline() {
 }
 
 #[tokio::test]
+async fn a_server_silent_past_the_idle_timeout_is_asked_again() {
+    let body = answer("second time lucky", (1, 1));
+    let server = ScriptedServer::start(vec![
+        Reply::Hang,
+        Reply::stall(body.clone(), body.len() / 3),
+        Reply::stream(body),
+    ]);
+    let mut ep = endpoint(&server.base_url(), ToolFormat::Auto);
+    ep.idle_timeout = Duration::from_millis(300);
+    let d = openai(ep, &[]);
+    let dir = worktree();
+    let sink = Collect::default();
+    let result = d
+        .dispatch_observed(&file_request(dir.path(), Duration::from_secs(20)), &sink)
+        .await;
+    assert_eq!(
+        result.text.as_deref(),
+        Some("second time lucky"),
+        "{result:?}"
+    );
+    assert_eq!(server.requests().len(), 3);
+    let said = sink.0.lock().unwrap().clone();
+    assert!(
+        said.iter()
+            .any(|a| matches!(a, Activity::Output(l) if l.contains("sent no response for 0.3 s"))),
+        "{said:?}"
+    );
+    assert!(
+        said.iter()
+            .any(|a| matches!(a, Activity::Output(l) if l.contains("sent nothing for"))),
+        "{said:?}"
+    );
+}
+
+#[tokio::test]
 async fn a_stream_that_stalls_mid_reply_ends_at_the_deadline_with_the_partial_text_seen() {
     let body = answer("partial answer that never ends", (1, 1));
     let server = ScriptedServer::start(vec![Reply::stall(body.clone(), body.len() / 2)]);

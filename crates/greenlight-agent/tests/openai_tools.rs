@@ -64,7 +64,10 @@ async fn read_file_pages_long_files_and_numbers_lines() {
     let first = ok(call(&h, "read_file", json!({"path": "f.txt"})).await);
     assert_eq!(first["total_lines"], 10);
     assert_eq!(first["next_start_line"], 5);
-    assert_eq!(first["content"], "     1\tline 1\n     2\tline 2\n     3\tline 3\n     4\tline 4\n");
+    assert_eq!(
+        first["content"],
+        "     1\tline 1\n     2\tline 2\n     3\tline 3\n     4\tline 4\n"
+    );
     let last = ok(call(&h, "read_file", json!({"path": "f.txt", "start_line": 9})).await);
     assert_eq!(last["content"], "     9\tline 9\n    10\tline 10\n");
     assert!(last.get("next_start_line").is_none_or(Value::is_null));
@@ -117,7 +120,8 @@ async fn every_file_tool_refuses_paths_that_leave_the_worktree() {
     std::fs::write(outside.path().join("secret.txt"), "secret\n").unwrap();
     let dir = tempfile::tempdir().unwrap();
     std::os::unix::fs::symlink(outside.path(), dir.path().join("link")).unwrap();
-    std::os::unix::fs::symlink(outside.path().join("secret.txt"), dir.path().join("s.txt")).unwrap();
+    std::os::unix::fs::symlink(outside.path().join("secret.txt"), dir.path().join("s.txt"))
+        .unwrap();
     std::os::unix::fs::symlink("/dev/zero", dir.path().join("zero")).unwrap();
     let h = host(dir.path(), ToolLimits::default());
     let abs = outside.path().join("secret.txt");
@@ -130,15 +134,27 @@ async fn every_file_tool_refuses_paths_that_leave_the_worktree() {
         ("read_file", json!({"path": "zero"})),
         ("list_dir", json!({"path": "link"})),
         ("search", json!({"pattern": "secret", "path": "link"})),
-        ("write_file", json!({"path": "link/new.txt", "content": "x"})),
+        (
+            "write_file",
+            json!({"path": "link/new.txt", "content": "x"}),
+        ),
         ("write_file", json!({"path": "s.txt", "content": "x"})),
-        ("write_file", json!({"path": "a/../../x.txt", "content": "x"})),
-        ("apply_patch", json!({"patch": "--- a/link/secret.txt\n+++ b/link/secret.txt\n@@ -1 +1 @@\n-secret\n+public\n"})),
+        (
+            "write_file",
+            json!({"path": "a/../../x.txt", "content": "x"}),
+        ),
+        (
+            "apply_patch",
+            json!({"patch": "--- a/link/secret.txt\n+++ b/link/secret.txt\n@@ -1 +1 @@\n-secret\n+public\n"}),
+        ),
     ] {
         let err = refused(call(&h, tool, args.clone()).await);
         assert!(err.starts_with("refused:"), "{tool} {args}: {err}");
     }
-    assert_eq!(std::fs::read_to_string(outside.path().join("secret.txt")).unwrap(), "secret\n");
+    assert_eq!(
+        std::fs::read_to_string(outside.path().join("secret.txt")).unwrap(),
+        "secret\n"
+    );
     assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 1);
 }
 
@@ -149,7 +165,11 @@ async fn search_finds_regex_and_literal_matches_skipping_git_and_symlinks() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("src")).unwrap();
     std::fs::create_dir_all(dir.path().join(".git")).unwrap();
-    std::fs::write(dir.path().join("src/a.rs"), "fn add() {}\nlet x = a+b; // needle\n").unwrap();
+    std::fs::write(
+        dir.path().join("src/a.rs"),
+        "fn add() {}\nlet x = a+b; // needle\n",
+    )
+    .unwrap();
     std::fs::write(dir.path().join(".git/config"), "needle in git\n").unwrap();
     std::fs::write(dir.path().join("bin.dat"), b"needle\0binary").unwrap();
     std::os::unix::fs::symlink(outside.path(), dir.path().join("out")).unwrap();
@@ -158,7 +178,12 @@ async fn search_finds_regex_and_literal_matches_skipping_git_and_symlinks() {
     assert_eq!(v["matches"], json!(["src/a.rs:2: let x = a+b; // needle"]));
     let v = ok(call(&h, "search", json!({"pattern": "a+b", "literal": true})).await);
     assert_eq!(v["matches"].as_array().unwrap().len(), 1);
-    let v = ok(call(&h, "search", json!({"pattern": "fn \\w+\\(", "path": "src"})).await);
+    let v = ok(call(
+        &h,
+        "search",
+        json!({"pattern": "fn \\w+\\(", "path": "src"}),
+    )
+    .await);
     assert_eq!(v["matches"], json!(["src/a.rs:1: fn add() {}"]));
     let err = refused(call(&h, "search", json!({"pattern": "("})).await);
     assert!(err.contains("literal: true"), "{err}");
@@ -204,11 +229,27 @@ async fn list_dir_sorts_names_and_says_how_many_it_left_out() {
 async fn write_file_creates_directories_and_says_whether_it_created_the_file() {
     let dir = tempfile::tempdir().unwrap();
     let h = host(dir.path(), ToolLimits::default());
-    let v = ok(call(&h, "write_file", json!({"path": "new/deep/f.txt", "content": "é\n"})).await);
-    assert_eq!(v, json!({"path": "new/deep/f.txt", "bytes": 3, "created": true}));
-    let v = ok(call(&h, "write_file", json!({"path": "new/deep/f.txt", "content": "x"})).await);
+    let v = ok(call(
+        &h,
+        "write_file",
+        json!({"path": "new/deep/f.txt", "content": "é\n"}),
+    )
+    .await);
+    assert_eq!(
+        v,
+        json!({"path": "new/deep/f.txt", "bytes": 3, "created": true})
+    );
+    let v = ok(call(
+        &h,
+        "write_file",
+        json!({"path": "new/deep/f.txt", "content": "x"}),
+    )
+    .await);
     assert_eq!(v["created"], false);
-    assert_eq!(std::fs::read_to_string(dir.path().join("new/deep/f.txt")).unwrap(), "x");
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("new/deep/f.txt")).unwrap(),
+        "x"
+    );
 }
 
 #[tokio::test]
@@ -221,7 +262,10 @@ async fn a_patch_applies_to_every_file_or_to_none() {
     let err = failed(call(&h, "apply_patch", json!({"patch": bad})).await);
     assert!(err.contains("hunk 1 of `b.txt`"), "{err}");
     assert!(err.contains("nothing was changed"), "{err}");
-    assert_eq!(std::fs::read_to_string(dir.path().join("a.txt")).unwrap(), "one\ntwo\n");
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("a.txt")).unwrap(),
+        "one\ntwo\n"
+    );
     let good = "--- a/a.txt\n+++ b/a.txt\n@@ -1,2 +1,2 @@\n one\n-two\n+TWO\n--- /dev/null\n+++ b/c.txt\n@@ -0,0 +1 @@\n+new\n--- a/b.txt\n+++ /dev/null\n@@ -1,2 +0,0 @@\n-three\n-four\n";
     let v = ok(call(&h, "apply_patch", json!({"patch": good})).await);
     assert_eq!(
@@ -232,10 +276,23 @@ async fn a_patch_applies_to_every_file_or_to_none() {
             {"path": "b.txt", "action": "deleted", "hunks": 1},
         ])
     );
-    assert_eq!(std::fs::read_to_string(dir.path().join("a.txt")).unwrap(), "one\nTWO\n");
-    assert_eq!(std::fs::read_to_string(dir.path().join("c.txt")).unwrap(), "new\n");
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("a.txt")).unwrap(),
+        "one\nTWO\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("c.txt")).unwrap(),
+        "new\n"
+    );
     assert!(!dir.path().join("b.txt").exists());
-    let err = failed(call(&h, "apply_patch", json!({"patch": "--- /dev/null\n+++ b/c.txt\n@@ -0,0 +1 @@\n+again\n"})).await);
+    let err = failed(
+        call(
+            &h,
+            "apply_patch",
+            json!({"patch": "--- /dev/null\n+++ b/c.txt\n@@ -0,0 +1 @@\n+again\n"}),
+        )
+        .await,
+    );
     assert!(err.contains("but it exists"), "{err}");
 }
 
@@ -249,7 +306,12 @@ async fn run_kills_what_a_command_leaves_running_and_bounds_its_output() {
             ..ToolLimits::default()
         },
     );
-    let v = ok(call(&h, "run", json!({"command": "sleep 300 & echo started; exit 3"})).await);
+    let v = ok(call(
+        &h,
+        "run",
+        json!({"command": "sleep 300 & echo started; exit 3"}),
+    )
+    .await);
     assert_eq!(v["exit_code"], 3);
     assert_eq!(v["leftovers_killed"], 1, "{v}");
     let v = ok(call(&h, "run", json!({"command": "seq 1 1000"})).await);

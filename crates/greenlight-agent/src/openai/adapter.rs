@@ -544,12 +544,26 @@ impl Run<'_> {
                     policy.max_attempts
                 )));
             }
-            let opened = tokio::time::timeout_at(
-                self.deadline,
+            // The idle timeout covers the wait for the response's head as well as each chunk.
+            let idle = self.adapter.endpoint.idle_timeout;
+            let idle_end = Instant::now() + idle;
+            let opened = match tokio::time::timeout_at(
+                self.deadline.min(idle_end),
                 client.open(body, self.api_key.as_deref(), key_var),
             )
             .await
-            .map_err(|_| self.timeout())?;
+            {
+                Ok(opened) => opened,
+                Err(_) if self.deadline <= idle_end => return Err(self.timeout()),
+                Err(_) => Err(AttemptError::Retry {
+                    detail: format!(
+                        "{} sent no response for {} s",
+                        client.url(),
+                        idle.as_secs_f64()
+                    ),
+                    retry_after: None,
+                }),
+            };
             let retry_after = match opened {
                 Err(AttemptError::Fatal(detail)) => return Err((Reason::DispatchDead, detail)),
                 Err(AttemptError::Retry {

@@ -178,7 +178,7 @@ impl Client {
             Err(_) => Err(Some(format!(
                 "the stream from {} sent nothing for {} s",
                 self.url,
-                self.idle.as_secs()
+                self.idle.as_secs_f64()
             ))),
         }
     }

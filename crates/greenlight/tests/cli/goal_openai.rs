@@ -219,7 +219,11 @@ fn writes_outside_the_worktree_are_refused_and_the_goal_still_goes_green() {
     let store = greenlight_store::Store::open(&fx.state()).unwrap();
     let goal = fx.status()["goal"]["id"].as_i64().unwrap();
     let frames = store
-        .frames_after(greenlight_store::greenlight_stream::StreamId::Goal(goal), 0, 10_000)
+        .frames_after(
+            greenlight_store::greenlight_stream::StreamId::Goal(goal),
+            0,
+            10_000,
+        )
         .unwrap();
     let calls: Vec<(String, ToolStatus)> = frames
         .into_iter()
@@ -228,12 +232,20 @@ fn writes_outside_the_worktree_are_refused_and_the_goal_still_goes_green() {
             _ => None,
         })
         .collect();
-    let ended: Vec<&(String, ToolStatus)> =
-        calls.iter().filter(|(_, s)| *s != ToolStatus::Started).collect();
+    let ended: Vec<&(String, ToolStatus)> = calls
+        .iter()
+        .filter(|(_, s)| *s != ToolStatus::Started)
+        .collect();
     assert_eq!(calls.len(), 10, "{calls:?}");
     assert_eq!(
         ended.iter().map(|(_, s)| *s).collect::<Vec<_>>(),
-        [ToolStatus::Error, ToolStatus::Error, ToolStatus::Error, ToolStatus::Error, ToolStatus::Ok]
+        [
+            ToolStatus::Error,
+            ToolStatus::Error,
+            ToolStatus::Error,
+            ToolStatus::Error,
+            ToolStatus::Ok
+        ]
     );
     assert_eq!(ended[4].0, "apply_patch");
 }
