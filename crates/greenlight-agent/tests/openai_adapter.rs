@@ -289,6 +289,35 @@ async fn splits_inside_utf8_sequences_and_inside_tags_give_the_same_tags_call() 
     assert!(back.contains("echo $(( $1 - $2 ))"), "{back}");
 }
 
+/// Calls written into the text get ids greenlight makes up, which start again with every
+/// request; each call of the conversation keeps an id of its own.
+#[tokio::test]
+async fn made_up_call_ids_stay_unique_across_requests() {
+    let tag = |path: &str| {
+        let content = format!(
+            "<tool_call>{{\"name\": \"read_file\", \"arguments\": {{\"path\": \"{path}\"}}}}</tool_call>"
+        );
+        Body::new().role().content(&content).finish("stop").done()
+    };
+    let server = ScriptedServer::start(vec![
+        Reply::stream(tag("calc.sh")),
+        Reply::stream(tag("calc.sh")),
+        Reply::stream(answer("done", (1, 1))),
+    ]);
+    let d = openai(endpoint(&server.base_url(), ToolFormat::Auto), &[]);
+    let dir = worktree();
+    let (result, _, _) = dispatch(&d, &file_request(dir.path(), Duration::from_secs(20))).await;
+    assert!(result.is_ok(), "{result:?}");
+    let messages = server.requests()[2].messages();
+    let ids: Vec<&str> = messages
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["tool_call_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["call_1", "call_1_2"]);
+    assert_eq!(messages[4]["tool_calls"][0]["id"], "call_1_2");
+}
+
 #[tokio::test]
 async fn a_429_with_retry_after_is_waited_out_then_the_answer_comes() {
     let server = ScriptedServer::start(vec![

@@ -236,6 +236,7 @@ impl OpenAi {
             tokens_in: None,
             tokens_out: None,
             seq: 0,
+            call_ids: std::collections::HashSet::new(),
         };
         let ended = run.agent_loop().await;
         let wall_ms = elapsed_ms(clock, start);
@@ -429,6 +430,7 @@ struct Run<'a> {
     tokens_in: Option<u64>,
     tokens_out: Option<u64>,
     seq: u32,
+    call_ids: std::collections::HashSet<String>,
 }
 
 fn add(total: &mut Option<u64>, more: Option<u64>) {
@@ -472,7 +474,15 @@ impl Run<'_> {
             if format != ToolFormat::Tags && !specs.is_empty() {
                 body["tools"] = specs.iter().map(ToolSpec::as_openai_tool).collect();
             }
-            let reply = self.request(&body).await?;
+            let mut reply = self.request(&body).await?;
+            // Ids greenlight made up (`call_1`, …) start again with each request: keep every id
+            // of the conversation unique, so each result pairs with exactly one call.
+            for call in &mut reply.calls {
+                if !self.call_ids.insert(call.id.clone()) {
+                    call.id = format!("{}_{step}", call.id);
+                    self.call_ids.insert(call.id.clone());
+                }
+            }
             add(&mut self.tokens_in, reply.prompt_tokens);
             add(&mut self.tokens_out, reply.completion_tokens);
             if let Some(message) = &reply.server_error {
