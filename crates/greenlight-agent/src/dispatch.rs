@@ -36,6 +36,10 @@ pub enum Family {
     Codex,
     /// Any other command, through an argv template.
     Command,
+    /// An OpenAI-compatible `/v1/chat/completions` server (llama.cpp, vLLM, Ollama, LM Studio):
+    /// greenlight is the agent harness itself ([`crate::openai`]).
+    #[serde(rename = "openai")]
+    OpenAi,
 }
 
 impl Family {
@@ -45,6 +49,7 @@ impl Family {
             Family::Claude => "claude",
             Family::Codex => "codex",
             Family::Command => "command",
+            Family::OpenAi => "openai",
         }
     }
 }
@@ -62,6 +67,7 @@ impl std::str::FromStr for Family {
             "claude" => Ok(Family::Claude),
             "codex" => Ok(Family::Codex),
             "command" => Ok(Family::Command),
+            "openai" => Ok(Family::OpenAi),
             other => Err(crate::Error::UnknownFamily(other.into())),
         }
     }
@@ -162,6 +168,8 @@ pub enum TokenSource {
     ClaudeEnvelope,
     /// codex's `--json` `turn.completed` events, `usage`.
     CodexEvents,
+    /// The `usage` object of each chat-completions response of an openai dispatch, summed.
+    OpenaiUsage,
 }
 
 /// Why a dispatch failed.
@@ -278,6 +286,19 @@ pub trait Dispatcher: Send + Sync {
         request: &'a DispatchRequest,
         activity: &'a dyn crate::activity::ActivitySink,
     ) -> BoxFuture<'a, DispatchResult>;
+    /// [`Dispatcher::dispatch_observed`], recording every tool call greenlight itself runs in
+    /// `ledger` (write-ahead: the intent before the effect). Only a family whose tools
+    /// greenlight runs (openai) records anything; an agent CLI runs its own tools, so the
+    /// default ignores the ledger.
+    fn dispatch_recorded<'a>(
+        &'a self,
+        request: &'a DispatchRequest,
+        activity: &'a dyn crate::activity::ActivitySink,
+        ledger: &'a dyn crate::openai::ledger::ToolLedger,
+    ) -> BoxFuture<'a, DispatchResult> {
+        let _ = ledger;
+        self.dispatch_observed(request, activity)
+    }
 }
 
 /// The prompt a probe sends.
@@ -310,6 +331,9 @@ pub struct AdapterOptions {
     pub probe_timeout: Duration,
     /// The environment before scrubbing; `None` means this process's own.
     pub base_env: Option<Vec<(std::ffi::OsString, std::ffi::OsString)>>,
+    /// For the openai family: the server, the key's variable, the tool format and the loop's
+    /// bounds. Required for that family, ignored by the others.
+    pub openai: Option<crate::openai::adapter::Endpoint>,
 }
 
 impl Default for AdapterOptions {
@@ -323,6 +347,7 @@ impl Default for AdapterOptions {
             capture_limit: DEFAULT_CAPTURE_LIMIT,
             probe_timeout: DEFAULT_PROBE_TIMEOUT,
             base_env: None,
+            openai: None,
         }
     }
 }
@@ -350,6 +375,7 @@ pub fn dispatcher(
                 options,
             })
         }
+        Family::OpenAi => Box::new(crate::openai::adapter::OpenAi::new(options)?),
     })
 }
 

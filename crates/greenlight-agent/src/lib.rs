@@ -16,6 +16,9 @@
 //!   timeout from dead on the runner's own fields; the family parser decides the rest.
 //! - [`live`] decodes the child's stdout as it arrives into [`Activity`] for the caller's
 //!   [`ActivitySink`] ([`Dispatcher::dispatch_observed`]); the result never depends on it.
+//! - [`openai`] decodes a streamed turn of an OpenAI-compatible server (bytes in, events out,
+//!   pure), finding thoughts and tool calls whether the server sends them natively or the model
+//!   writes them into its text.
 //! - [`verdict`] holds the `GATE: PASS|FAIL` grammar and [`defang`]; [`containment`] holds
 //!   declared-path checks and the landed barrier.
 //!
@@ -45,6 +48,7 @@ pub mod containment;
 pub mod dispatch;
 pub mod env;
 pub mod live;
+pub mod openai;
 pub mod reason;
 pub mod runner;
 pub mod verdict;
@@ -63,8 +67,8 @@ pub use verdict::{DEFANG_MARKER, ReplyVerdict, defang, parse_verdict};
 /// Errors building a dispatcher or reading a name.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// A family name that is not `claude`, `codex` or `command`.
-    #[error("unknown agent family `{0}`; use claude, codex or command")]
+    /// A family name that is not `claude`, `codex`, `command` or `openai`.
+    #[error("unknown agent family `{0}`; use claude, codex, command or openai")]
     UnknownFamily(String),
     /// A deliverable name that is not `return-value` or `file`.
     #[error("unknown deliverable `{0}`; use return-value or file")]
@@ -72,4 +76,12 @@ pub enum Error {
     /// The command family has no default executable.
     #[error("the command family needs an executable; pass its path (--bin PATH)")]
     CommandBinMissing,
+    /// The openai family was asked for without a server.
+    #[error(
+        "the openai family needs a server; pass --base-url URL (e.g. http://127.0.0.1:8080/v1)"
+    )]
+    OpenAiEndpointMissing,
+    /// The openai family's server settings are unusable (the message says which and why).
+    #[error("{0}")]
+    OpenAiEndpoint(String),
 }

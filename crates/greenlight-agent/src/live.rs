@@ -130,7 +130,8 @@ impl ActivityDecoder {
         let format = match family {
             Family::Claude => Format::Claude(ClaudeState::default()),
             Family::Codex => Format::Codex(CodexState::default()),
-            Family::Command => Format::Command,
+            // The openai family hands its activity over itself; a line view is all that fits.
+            Family::Command | Family::OpenAi => Format::Command,
         };
         Self {
             lines: LineBuffer::new(max),

@@ -24,6 +24,9 @@ pub enum Reason {
     /// No candidate model id answered the liveness probe, or the agent's executable cannot be
     /// started at all (not installed).
     ProbeFailed,
+    /// An openai dispatch spent its bound of model requests or tokens while the model was still
+    /// calling tools (the work it did so far stays in the worktree; the next turn goes on).
+    DispatchBudgetExhausted,
     /// A model id does not match the family's safe grammar (claude and codex:
     /// `^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`; command also allows `:` and `/`) and so could be
     /// read as an option; refused before any process started.
@@ -61,7 +64,7 @@ pub enum Reason {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Producer {
-    /// A claude, codex or command adapter's `dispatch`.
+    /// A claude, codex, command or openai adapter's `dispatch`.
     Adapter,
     /// An adapter's `probe`.
     Probe,
@@ -79,11 +82,12 @@ pub enum Producer {
 
 impl Reason {
     /// Every member, in declaration order.
-    pub const ALL: [Reason; 17] = [
+    pub const ALL: [Reason; 18] = [
         Reason::DispatchTimeout,
         Reason::DispatchDead,
         Reason::PromptOverCeiling,
         Reason::ProbeFailed,
+        Reason::DispatchBudgetExhausted,
         Reason::ModelIdInvalid,
         Reason::PathEscapesRoot,
         Reason::DeliverableNotLanded,
@@ -106,6 +110,7 @@ impl Reason {
             Reason::DispatchDead => "dispatch-dead",
             Reason::PromptOverCeiling => "prompt-over-ceiling",
             Reason::ProbeFailed => "probe-failed",
+            Reason::DispatchBudgetExhausted => "dispatch-budget-exhausted",
             Reason::ModelIdInvalid => "model-id-invalid",
             Reason::PathEscapesRoot => "path-escapes-root",
             Reason::DeliverableNotLanded => "deliverable-not-landed",
@@ -125,9 +130,10 @@ impl Reason {
     /// Which parts of greenlight may emit this reason.
     pub const fn producers(self) -> &'static [Producer] {
         match self {
-            Reason::DispatchTimeout | Reason::DispatchDead | Reason::PromptOverCeiling => {
-                &[Producer::Adapter]
-            }
+            Reason::DispatchTimeout
+            | Reason::DispatchDead
+            | Reason::PromptOverCeiling
+            | Reason::DispatchBudgetExhausted => &[Producer::Adapter],
             // The goal loop's start-of-run check finds an agent that cannot start.
             Reason::ProbeFailed => &[Producer::Probe, Producer::GoalLoop],
             Reason::ModelIdInvalid => &[Producer::Adapter],
@@ -192,6 +198,7 @@ mod tests {
                 Reason::DispatchTimeout,
                 Reason::DispatchDead,
                 Reason::PromptOverCeiling,
+                Reason::DispatchBudgetExhausted,
                 Reason::ModelIdInvalid
             ]
         );

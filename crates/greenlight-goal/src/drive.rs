@@ -9,11 +9,15 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use greenlight_agent::openai::adapter::{DEFAULT_API_KEY_ENV, Endpoint};
+use greenlight_agent::openai::turn::ToolFormat;
 use greenlight_agent::{AdapterOptions, Dispatcher, Family};
 use greenlight_gate::lock::{self, Acquired};
 use greenlight_gate::procs::LeftoverProcess;
 use greenlight_proc::InterruptWatch;
-use greenlight_store::{AgentSpec, GoalId, GoalState, NewGate, NewGoal, Reads, Store};
+use greenlight_store::{
+    AgentEndpoint, AgentSpec, GoalId, GoalState, NewGate, NewGoal, Reads, Store,
+};
 
 use crate::engine::{Engine, Finish, Settings};
 use crate::error::Error;
@@ -128,30 +132,106 @@ pub fn split_template(template: &str) -> Result<Vec<String>, String> {
     Ok(args)
 }
 
-/// Parses `--agent` (and `--model`) into what the store records.
-pub fn parse_agent(agent: &str, model: Option<String>) -> Result<AgentSpec, String> {
+/// The openai family's settings, as given on the command line (`--base-url`,
+/// `--api-key-env`, `--tool-format`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OpenAiArgs {
+    /// The server's base URL.
+    pub base_url: Option<String>,
+    /// The variable holding the API key (default `OPENAI_API_KEY`).
+    pub api_key_env: Option<String>,
+    /// `native`, `tags` or `auto` (default `auto`).
+    pub tool_format: Option<String>,
+}
+
+impl OpenAiArgs {
+    fn any(&self) -> bool {
+        self.base_url.is_some() || self.api_key_env.is_some() || self.tool_format.is_some()
+    }
+}
+
+/// Whether `name` can be an environment variable's name: `[A-Za-z_][A-Za-z0-9_]*`.
+fn is_env_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// Checks the openai settings and returns what the store records (never the key itself).
+pub fn openai_endpoint(args: &OpenAiArgs) -> Result<AgentEndpoint, String> {
+    let base_url = args.base_url.clone().ok_or(
+        "--agent openai needs --base-url (the server's OpenAI-compatible base URL, e.g. http://127.0.0.1:8080/v1)",
+    )?;
+    greenlight_agent::openai::client::completions_url(&base_url)?;
+    let api_key_env = args
+        .api_key_env
+        .clone()
+        .unwrap_or_else(|| DEFAULT_API_KEY_ENV.to_owned());
+    if !is_env_name(&api_key_env) {
+        return Err(format!(
+            "--api-key-env `{api_key_env}` is not a variable name; pass the NAME of the variable that holds the key (e.g. OPENAI_API_KEY), never the key"
+        ));
+    }
+    let tool_format: ToolFormat = args
+        .tool_format
+        .as_deref()
+        .unwrap_or("auto")
+        .parse()
+        .map_err(|e: String| format!("--tool-format: {e}"))?;
+    Ok(AgentEndpoint {
+        base_url,
+        api_key_env,
+        tool_format: tool_format.as_str().to_owned(),
+    })
+}
+
+/// Parses `--agent` (and `--model`, and the openai settings) into what the store records.
+pub fn parse_agent(
+    agent: &str,
+    model: Option<String>,
+    openai: &OpenAiArgs,
+) -> Result<AgentSpec, String> {
     let (family, template) = match agent {
         "claude" => ("claude", None),
         "codex" => ("codex", None),
+        "openai" => ("openai", None),
         other => match other.strip_prefix("command:") {
             Some(t) => ("command", Some(split_template(t)?)),
             None => {
                 return Err(format!(
-                    "--agent `{other}`: use claude, codex, or command:<argv template>"
+                    "--agent `{other}`: use claude, codex, openai, or command:<argv template>"
                 ));
             }
         },
+    };
+    let endpoint = if family == "openai" {
+        Some(openai_endpoint(openai)?)
+    } else if openai.any() {
+        return Err(format!(
+            "--base-url, --api-key-env and --tool-format are for --agent openai, not {family}"
+        ));
+    } else {
+        None
     };
     let model = match (family, model) {
         (_, Some(m)) => m,
         ("claude", None) => "sonnet".into(),
         ("command", None) => "default".into(),
+        ("openai", None) => {
+            return Err(
+                "--agent openai needs --model (an id the server serves: GET <base-url>/models lists them)"
+                    .into(),
+            );
+        }
         _ => return Err("--agent codex needs --model (the model id codex should run)".into()),
     };
     Ok(AgentSpec {
         family: family.into(),
         model: Some(model),
         argv_template: template,
+        endpoint,
     })
 }
 
@@ -160,6 +240,8 @@ pub fn parse_agent(agent: &str, model: Option<String>) -> Result<AgentSpec, Stri
 pub fn agent_bin(agent: &AgentSpec) -> Option<PathBuf> {
     match &agent.argv_template {
         Some(template) => template.first().map(PathBuf::from),
+        // The openai family starts no executable: the probe asks its server.
+        None if agent.family == "openai" => None,
         None => Some(PathBuf::from(agent.family.as_str())),
     }
 }
@@ -173,6 +255,7 @@ pub fn dispatcher_for(
         "claude" => Family::Claude,
         "codex" => Family::Codex,
         "command" => Family::Command,
+        "openai" => Family::OpenAi,
         other => {
             return Err(format!(
                 "unknown agent family `{other}` in the state database"
@@ -186,6 +269,16 @@ pub fn dispatcher_for(
             .collect();
         env.push((var.into(), value.into()));
         options.base_env = Some(env);
+    }
+    if family == Family::OpenAi {
+        let stored = agent
+            .endpoint
+            .as_ref()
+            .ok_or("the stored openai agent has no server; clear the goal and run it again with --base-url")?;
+        let mut endpoint = Endpoint::new(stored.base_url.clone());
+        endpoint.api_key_env = stored.api_key_env.clone();
+        endpoint.tool_format = stored.tool_format.parse()?;
+        options.openai = Some(endpoint);
     }
     if let Some(template) = &agent.argv_template {
         let (bin, args) = template
@@ -228,10 +321,12 @@ pub struct GoalRequest {
     pub worktree: PathBuf,
     /// What the agent must achieve.
     pub text: String,
-    /// `--agent`: claude, codex, or `command:<argv template>`.
+    /// `--agent`: claude, codex, openai, or `command:<argv template>`.
     pub agent: String,
     /// `--model`.
     pub model: Option<String>,
+    /// `--base-url`, `--api-key-env`, `--tool-format` (openai only).
+    pub openai: OpenAiArgs,
     /// `--gate`, in order; empty = verify.yaml's gates.
     pub gates: Vec<String>,
     /// `--max-turns`.
@@ -246,7 +341,7 @@ pub struct GoalRequest {
 
 /// The goal to create for a request, or what is wrong with it (a usage error).
 pub fn plan_goal(request: GoalRequest) -> Result<NewGoal, String> {
-    let agent = parse_agent(&request.agent, request.model)?;
+    let agent = parse_agent(&request.agent, request.model, &request.openai)?;
     // `--gate "$UNSET"` would be `sh -c ''`, which exits 0: a gate that always passes.
     if request.gates.iter().any(|g| g.trim().is_empty()) {
         return Err("--gate needs a command: an empty or whitespace-only gate (an unset $VAR?) would pass without judging anything".into());
@@ -347,7 +442,7 @@ pub async fn drive(
         kill_grace: options.kill_grace,
         gate_env: vec![marker.clone()],
         agent_bin: agent_bin(&record.agent),
-        probe: matches!(family, Family::Claude | Family::Codex),
+        probe: matches!(family, Family::Claude | Family::Codex | Family::OpenAi),
         lock_root: lock::lock_root(),
     };
     let runners = runners_dir(store.path());
@@ -417,6 +512,64 @@ mod tests {
             split_template("a ''").ok(),
             Some(vec!["a".to_owned(), String::new()])
         );
+    }
+
+    #[test]
+    fn openai_settings_are_checked_and_stored_without_the_key() {
+        let args = OpenAiArgs {
+            base_url: Some("http://127.0.0.1:8080/v1".into()),
+            api_key_env: Some("LOCAL_KEY".into()),
+            tool_format: Some("tags".into()),
+        };
+        let spec = parse_agent("openai", Some("qwen2.5-coder:7b".into()), &args).expect("ok");
+        assert_eq!(spec.family, "openai");
+        assert_eq!(
+            spec.endpoint,
+            Some(AgentEndpoint {
+                base_url: "http://127.0.0.1:8080/v1".into(),
+                api_key_env: "LOCAL_KEY".into(),
+                tool_format: "tags".into(),
+            })
+        );
+        assert_eq!(agent_bin(&spec), None);
+        let (d, family) = dispatcher_for(&spec, None).expect("builds");
+        assert_eq!((d.family(), family), (Family::OpenAi, Family::OpenAi));
+        let default = parse_agent(
+            "openai",
+            Some("m".into()),
+            &OpenAiArgs {
+                base_url: Some("http://h/v1".into()),
+                ..OpenAiArgs::default()
+            },
+        )
+        .expect("defaults");
+        let ep = default.endpoint.expect("endpoint");
+        assert_eq!(
+            (ep.api_key_env.as_str(), ep.tool_format.as_str()),
+            ("OPENAI_API_KEY", "auto")
+        );
+
+        let err = |agent: &str, model: Option<&str>, args: &OpenAiArgs| {
+            parse_agent(agent, model.map(str::to_owned), args).expect_err("refused")
+        };
+        assert!(err("openai", Some("m"), &OpenAiArgs::default()).contains("--base-url"));
+        assert!(err("openai", None, &args).contains("--model"));
+        assert!(err("claude", None, &args).contains("for --agent openai"));
+        let key = OpenAiArgs {
+            api_key_env: Some("sk-abc123".into()),
+            ..args.clone()
+        };
+        assert!(err("openai", Some("m"), &key).contains("never the key"));
+        let format = OpenAiArgs {
+            tool_format: Some("xml".into()),
+            ..args.clone()
+        };
+        assert!(err("openai", Some("m"), &format).contains("--tool-format"));
+        let url = OpenAiArgs {
+            base_url: Some("localhost:8080".into()),
+            ..args
+        };
+        assert!(err("openai", Some("m"), &url).contains("http://"));
     }
 
     #[test]

@@ -19,6 +19,7 @@ mod ledger;
 pub mod preflight;
 pub mod progress;
 pub mod prompt;
+mod tool_ledger;
 mod turn;
 
 pub use drive::{DriveOptions, Driven, Started, drive};

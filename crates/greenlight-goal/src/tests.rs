@@ -174,6 +174,7 @@ impl Fixture {
                 family: "command".into(),
                 model: Some("m".into()),
                 argv_template: Some(vec!["fake".into()]),
+                endpoint: None,
             },
             judge: judge.map(str::to_owned),
             max_turns: 5,

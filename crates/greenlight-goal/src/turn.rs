@@ -4,7 +4,8 @@
 //! within the budget; a refusal (bad model id, prompt over the ceiling, a path outside the
 //! worktree) would fail the same way again, so it pauses the goal.
 
-use greenlight_agent::{Deliverable, DispatchRequest, Outcome, Reason};
+use greenlight_agent::openai::ledger::{NoLedger, ToolLedger};
+use greenlight_agent::{Deliverable, DispatchRequest, Family, Outcome, Reason};
 use greenlight_proc::{Interrupt, InterruptWatch};
 use greenlight_store::{DispatchStep, NewDispatch};
 
@@ -18,9 +19,15 @@ use crate::frames::{self, ActivityBuffer};
 use crate::ledger::{interrupted_end, ledger_end, next_attempt};
 use crate::progress::Progress;
 use crate::prompt;
+use crate::tool_ledger::StoreToolLedger;
 
+/// A failure the next turn may not repeat: the agent died, ran out of time, or (openai) spent
+/// its bound of requests or tokens with its work so far left in the worktree.
 fn is_transport(reason: Reason) -> bool {
-    matches!(reason, Reason::DispatchTimeout | Reason::DispatchDead)
+    matches!(
+        reason,
+        Reason::DispatchTimeout | Reason::DispatchDead | Reason::DispatchBudgetExhausted
+    )
 }
 
 impl Engine<'_> {
@@ -89,7 +96,14 @@ impl Engine<'_> {
         let sink = ActivityBuffer::default();
         let mut live = ActivityCoalescer::default();
         let agent = std::sync::Arc::clone(&self.settings.agent);
-        let dispatch = agent.dispatch_observed(&request, &sink);
+        // The tool calls greenlight runs itself (openai) are recorded write-ahead beside the
+        // dispatch's ledger row; an agent CLI's own tools are not greenlight's to record.
+        let ledger: Box<dyn ToolLedger> = if self.settings.family == Family::OpenAi {
+            Box::new(StoreToolLedger::open(self.store.path(), dispatch_id)?)
+        } else {
+            Box::new(NoLedger)
+        };
+        let dispatch = agent.dispatch_recorded(&request, &sink, ledger.as_ref());
         tokio::pin!(dispatch);
         let started = tokio::time::Instant::now();
         let mut tick = tokio::time::interval(Duration::from_millis(ACTIVITY_INTERVAL_MS));

@@ -204,6 +204,39 @@ pub enum Error {
     #[error("dispatch #{0} does not exist in the ledger")]
     NoSuchDispatch(DispatchId),
 
+    /// A tool call recorded for a dispatch that is not in flight.
+    #[error(
+        "dispatch #{id} is {outcome}, so no tool call can be recorded for it; tool calls are recorded while their dispatch runs"
+    )]
+    ToolCallOutsideDispatch {
+        /// The ledger row.
+        id: DispatchId,
+        /// Its recorded outcome.
+        outcome: DispatchOutcome,
+    },
+
+    /// A tool call that is not (or no longer) an intent.
+    #[error(
+        "tool call {seq} of dispatch #{dispatch} is not an open intent; a tool call is completed exactly once, after its intent"
+    )]
+    ToolCallNotOpen {
+        /// The dispatch.
+        dispatch: DispatchId,
+        /// The call's position.
+        seq: u32,
+    },
+
+    /// A tool call completed as `intent`.
+    #[error(
+        "tool call {seq} of dispatch #{dispatch} cannot be completed as an intent; give ok, error, refused or violation"
+    )]
+    ToolCallFinishedAsIntent {
+        /// The dispatch.
+        dispatch: DispatchId,
+        /// The call's position.
+        seq: u32,
+    },
+
     /// A dispatch is completed exactly once.
     #[error("dispatch #{id} is already {outcome}; a ledger row is completed exactly once")]
     DispatchNotInFlight {

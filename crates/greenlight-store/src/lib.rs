@@ -23,7 +23,7 @@
 //!     tx.create_goal(&NewGoal {
 //!         worktree: ".".into(),
 //!         text: "make the tests pass".into(),
-//!         agent: AgentSpec { family: "claude".into(), model: None, argv_template: None },
+//!         agent: AgentSpec { family: "claude".into(), ..AgentSpec::default() },
 //!         judge: None,
 //!         max_turns: 20,
 //!         retries: 3,
@@ -59,9 +59,10 @@ pub use error::Error;
 pub use frames::{Run, RunId};
 pub use greenlight_stream;
 pub use model::{
-    AgentSpec, Dispatch, DispatchEnd, DispatchId, DispatchOutcome, DispatchStep, Event, Gate,
-    GateId, GateRun, GateRunId, GateRunVerdict, Goal, GoalId, GoalState, LastResult, Millis,
-    NewDispatch, NewGate, NewGateRun, NewGoal, Pause, Recovered, Tokens, Turn,
+    AgentEndpoint, AgentSpec, Dispatch, DispatchEnd, DispatchId, DispatchOutcome, DispatchStep,
+    Event, Gate, GateId, GateRun, GateRunId, GateRunVerdict, Goal, GoalId, GoalState, LastResult,
+    Millis, NewDispatch, NewGate, NewGateRun, NewGoal, NewToolCall, Pause, Recovered, Tokens,
+    ToolCallRecord, ToolCallStatus, Turn,
 };
 pub use read::Reads;
 pub use schema::SCHEMA_VERSION;

@@ -125,14 +125,91 @@ name_enum!(
 );
 
 /// Which agent runtime a goal drives.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Default, schemars::JsonSchema)]
 pub struct AgentSpec {
-    /// `claude`, `codex` or `command`.
+    /// `claude`, `codex`, `command` or `openai`.
     pub family: String,
     /// The model id, when one was chosen.
     pub model: Option<String>,
     /// The argv template of the `command` family.
     pub argv_template: Option<Vec<String>>,
+    /// The server of the `openai` family.
+    pub endpoint: Option<AgentEndpoint>,
+}
+
+/// Where an `openai` goal's model is served. Never the API key: only the name of the variable
+/// it is read from when the goal runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema)]
+pub struct AgentEndpoint {
+    /// The server's base URL (`http://127.0.0.1:8080/v1`).
+    pub base_url: String,
+    /// The environment variable holding the API key.
+    pub api_key_env: String,
+    /// `native`, `tags` or `auto`.
+    pub tool_format: String,
+}
+
+name_enum!(
+    /// Where a recorded tool call stands.
+    ToolCallStatus {
+        /// Written before the call had any effect; never left this way by a finished call.
+        Intent = "intent",
+        /// It ran and returned its result.
+        Ok = "ok",
+        /// It ran, or tried to, and failed; the model was told why.
+        Error = "error",
+        /// Refused before any effect (a path outside the worktree, bad arguments).
+        Refused = "refused",
+        /// The model's call could not be read; nothing ran.
+        Violation = "violation",
+        /// Its dispatch was cut short (a crash, found on resume): whether it had its effect is
+        /// unknown.
+        Interrupted = "interrupted",
+    }
+);
+
+/// A tool call about to run.
+#[derive(Debug, Clone)]
+pub struct NewToolCall {
+    /// The dispatch it belongs to (must be in flight).
+    pub dispatch: DispatchId,
+    /// 1-based position among the dispatch's calls.
+    pub seq: u32,
+    /// The model request that produced it.
+    pub step: u32,
+    /// The model's id for it.
+    pub call_id: String,
+    /// The tool's name.
+    pub tool: String,
+    /// The arguments as JSON text (or the raw text of an unreadable call).
+    pub arguments: String,
+}
+
+/// A recorded tool call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct ToolCallRecord {
+    /// The dispatch.
+    pub dispatch: DispatchId,
+    /// 1-based position among the dispatch's calls.
+    pub seq: u32,
+    /// The model request that produced it.
+    pub step: u32,
+    /// The model's id for it.
+    pub call_id: String,
+    /// The tool's name.
+    pub tool: String,
+    /// The arguments as JSON text.
+    pub arguments: String,
+    /// Where it stands.
+    pub status: ToolCallStatus,
+    /// What the model was sent.
+    pub result: Option<String>,
+    /// Wall time of the call.
+    pub wall_ms: Option<u64>,
+    /// When the intent was recorded.
+    pub started_at: Millis,
+    /// When it ended.
+    pub ended_at: Option<Millis>,
 }
 
 /// Everything needed to create a goal.
@@ -450,6 +527,9 @@ pub struct Recovered {
     pub dispatches: Vec<DispatchId>,
     /// Turns that were open and are now ended as interrupted.
     pub turns: Vec<u32>,
+    /// Tool calls recorded as intents whose dispatch was cut short, now `interrupted`, as
+    /// `(dispatch, seq)`: their effect may or may not have happened.
+    pub tool_calls: Vec<(DispatchId, u32)>,
     /// The open turn left open because its dispatch finished `ok`: it owes its gate phase.
     pub gates_owed: Vec<u32>,
 }

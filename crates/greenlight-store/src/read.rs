@@ -12,8 +12,9 @@ use rusqlite::{OptionalExtension, Row, params};
 
 use crate::Error;
 use crate::model::{
-    AgentSpec, Dispatch, DispatchId, DispatchOutcome, DispatchStep, Event, Gate, GateId, GateRun,
-    GateRunId, GateRunVerdict, Goal, GoalId, GoalState, LastResult, Pause, Tokens, Turn,
+    AgentEndpoint, AgentSpec, Dispatch, DispatchId, DispatchOutcome, DispatchStep, Event, Gate,
+    GateId, GateRun, GateRunId, GateRunVerdict, Goal, GoalId, GoalState, LastResult, Pause, Tokens,
+    ToolCallRecord, ToolCallStatus, Turn,
 };
 
 pub(crate) mod sealed {
@@ -26,7 +27,7 @@ pub(crate) mod sealed {
 
 pub(crate) const GOAL_COLUMNS: &str = "id, worktree, text, state, pause_reason, pause_detail, \
      agent_family, agent_model, agent_argv, judge, max_turns, retries, gate_timeout_sec, \
-     turns_used, created_at, updated_at, model_probed";
+     turns_used, created_at, updated_at, model_probed, agent_endpoint";
 
 const GATE_COLUMNS: &str = "id, goal_id, command, attempts, last_verdict, last_exit_code, \
      last_workspace_key, last_evidence, last_at, removed, timeout_sec, mutex";
@@ -137,6 +138,65 @@ pub trait Reads: sealed::Access {
             format!("SELECT {DISPATCH_COLUMNS} FROM dispatches WHERE goal_id = ?1 ORDER BY id");
         let raws = collect(self, &sql, [goal.0], RawDispatch::from_row)?;
         raws.into_iter().map(|r| r.decode(self.db_path())).collect()
+    }
+
+    /// The tool calls recorded for a dispatch, in order.
+    fn tool_calls(&self, dispatch: DispatchId) -> Result<Vec<ToolCallRecord>, Error> {
+        let raws = collect(
+            self,
+            "SELECT dispatch_id, seq, step, call_id, tool, arguments, status, result, wall_ms, \
+             started_at, ended_at FROM tool_calls WHERE dispatch_id = ?1 ORDER BY seq",
+            [dispatch.0],
+            |r| {
+                Ok((
+                    (
+                        r.get::<_, i64>(0)?,
+                        r.get::<_, u32>(1)?,
+                        r.get::<_, u32>(2)?,
+                    ),
+                    (
+                        r.get::<_, String>(3)?,
+                        r.get::<_, String>(4)?,
+                        r.get::<_, String>(5)?,
+                    ),
+                    (
+                        r.get::<_, String>(6)?,
+                        r.get::<_, Option<String>>(7)?,
+                        r.get::<_, Option<i64>>(8)?,
+                    ),
+                    (r.get::<_, i64>(9)?, r.get::<_, Option<i64>>(10)?),
+                ))
+            },
+        )?;
+        raws.into_iter()
+            .map(
+                |(
+                    (d, seq, step),
+                    (call_id, tool, arguments),
+                    (status, result, wall),
+                    (started_at, ended_at),
+                )| {
+                    Ok(ToolCallRecord {
+                        dispatch: DispatchId(d),
+                        seq,
+                        step,
+                        call_id,
+                        tool,
+                        arguments,
+                        status: named(
+                            self.db_path(),
+                            "tool_calls.status",
+                            status,
+                            ToolCallStatus::from_name,
+                        )?,
+                        result,
+                        wall_ms: wall.and_then(|w| u64::try_from(w).ok()),
+                        started_at,
+                        ended_at,
+                    })
+                },
+            )
+            .collect()
     }
 
     /// One ledger row.
@@ -334,6 +394,7 @@ pub(crate) struct RawGoal {
     created_at: i64,
     updated_at: i64,
     model_probed: Option<String>,
+    endpoint: Option<String>,
 }
 
 impl RawGoal {
@@ -356,6 +417,7 @@ impl RawGoal {
             created_at: r.get(14)?,
             updated_at: r.get(15)?,
             model_probed: r.get(16)?,
+            endpoint: r.get(17)?,
         })
     }
 
@@ -366,6 +428,13 @@ impl RawGoal {
             Some(text) => Some(
                 serde_json::from_str::<Vec<String>>(&text)
                     .map_err(|_| corrupt(path, "goals.agent_argv", text))?,
+            ),
+        };
+        let endpoint = match self.endpoint {
+            None => None,
+            Some(text) => Some(
+                serde_json::from_str::<AgentEndpoint>(&text)
+                    .map_err(|_| corrupt(path, "goals.agent_endpoint", text))?,
             ),
         };
         Ok(Goal {
@@ -381,6 +450,7 @@ impl RawGoal {
                 family: self.family,
                 model: self.model,
                 argv_template,
+                endpoint,
             },
             judge: self.judge,
             max_turns: self.max_turns,

@@ -187,6 +187,31 @@ CREATE TABLE frames (
 CREATE TRIGGER frames_no_update BEFORE UPDATE ON frames
     BEGIN SELECT RAISE(ABORT, 'frames are never changed'); END;
 "#,
+    // Version 6: the openai family. A goal keeps the server it talks to (base URL, the name of
+    // the variable holding the key — never the key —, the tool format), so a resume talks to
+    // the same one; and every tool call greenlight runs for a model is recorded write-ahead:
+    // its row is committed as `intent` before the call has any effect and completed after.
+    r#"
+ALTER TABLE goals ADD COLUMN agent_endpoint TEXT
+    CHECK (agent_endpoint IS NULL OR json_valid(agent_endpoint));
+CREATE TABLE tool_calls (
+    id          INTEGER PRIMARY KEY AUTOINCREMENT,
+    dispatch_id INTEGER NOT NULL REFERENCES dispatches (id),
+    seq         INTEGER NOT NULL CHECK (seq >= 1),
+    step        INTEGER NOT NULL CHECK (step >= 1),
+    call_id     TEXT    NOT NULL,
+    tool        TEXT    NOT NULL,
+    arguments   TEXT    NOT NULL,
+    status      TEXT    NOT NULL
+        CHECK (status IN ('intent', 'ok', 'error', 'refused', 'violation', 'interrupted')),
+    result      TEXT,
+    wall_ms     INTEGER CHECK (wall_ms >= 0),
+    started_at  INTEGER NOT NULL,
+    ended_at    INTEGER,
+    UNIQUE (dispatch_id, seq),
+    CHECK ((status = 'intent') = (ended_at IS NULL))
+);
+"#,
 ];
 
 /// The schema version this binary writes.
@@ -284,5 +309,44 @@ mod tests {
             )
             .expect("row");
         assert_eq!(row, ("make".to_owned(), None, None, None, None));
+    }
+
+    /// A version-5 file (before the openai family) keeps its goals: no endpoint, no tool calls,
+    /// and the new table takes rows for its dispatches.
+    #[test]
+    fn a_version_5_file_gains_the_endpoint_column_and_the_tool_call_table() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("v5.db");
+        let mut conn = Connection::open(&path).expect("open");
+        for step in &MIGRATIONS[..5] {
+            conn.execute_batch(step).expect("old step");
+        }
+        conn.pragma_update(None, "user_version", 5)
+            .expect("version");
+        conn.execute_batch(
+            "INSERT INTO goals (worktree, text, state, agent_family, max_turns, retries, \
+             gate_timeout_sec, created_at, updated_at) VALUES (x'2f77', 'g', 'active', 'claude', 3, 2, 300, 1, 1); \
+             INSERT INTO turns (goal_id, number, started_at) VALUES (1, 1, 1); \
+             INSERT INTO dispatches (goal_id, turn, attempt, family, outcome, started_at) \
+             VALUES (1, 1, 1, 'claude', 'in-flight', 1);",
+        )
+        .expect("rows");
+        migrate(&mut conn, &path).expect("migrate");
+        let endpoint: Option<String> = conn
+            .query_row("SELECT agent_endpoint FROM goals", [], |r| r.get(0))
+            .expect("row");
+        assert_eq!(endpoint, None);
+        conn.execute(
+            "INSERT INTO tool_calls (dispatch_id, seq, step, call_id, tool, arguments, status, started_at) \
+             VALUES (1, 1, 1, 'c', 'run', '{}', 'intent', 2)",
+            [],
+        )
+        .expect("a tool call row");
+        let bad = conn.execute(
+            "INSERT INTO tool_calls (dispatch_id, seq, step, call_id, tool, arguments, status, started_at, ended_at) \
+             VALUES (1, 2, 1, 'c', 'run', '{}', 'intent', 2, 3)",
+            [],
+        );
+        assert!(bad.is_err(), "an intent has no end");
     }
 }

@@ -15,7 +15,8 @@ use serde_json::{Value, json};
 use crate::Error;
 use crate::model::{
     DispatchEnd, DispatchId, DispatchOutcome, GateId, GateRun, GateRunVerdict, GoalId, GoalState,
-    Millis, NewDispatch, NewGate, NewGateRun, NewGoal, Recovered, Tokens, is_kebab,
+    Millis, NewDispatch, NewGate, NewGateRun, NewGoal, NewToolCall, Recovered, Tokens,
+    ToolCallStatus, is_kebab,
 };
 use crate::read::{self, Reads, sealed::Access};
 
@@ -159,10 +160,20 @@ impl<'a> Tx<'a> {
                 what: "agent argv template",
                 source,
             })?;
+        let endpoint = new
+            .agent
+            .endpoint
+            .as_ref()
+            .map(serde_json::to_string)
+            .transpose()
+            .map_err(|source| Error::Json {
+                what: "agent endpoint",
+                source,
+            })?;
         self.exec(
             "INSERT INTO goals (worktree, text, state, agent_family, agent_model, agent_argv, judge, \
-             max_turns, retries, gate_timeout_sec, created_at, updated_at) \
-             VALUES (?1, ?2, 'active', ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10)",
+             max_turns, retries, gate_timeout_sec, created_at, updated_at, agent_endpoint) \
+             VALUES (?1, ?2, 'active', ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10, ?11)",
             params![
                 worktree.as_os_str().as_bytes(),
                 new.text,
@@ -174,6 +185,7 @@ impl<'a> Tx<'a> {
                 new.retries,
                 new.gate_timeout_sec,
                 self.now,
+                endpoint,
             ],
         )?;
         let id = GoalId(self.tx.last_insert_rowid());
@@ -601,6 +613,82 @@ impl<'a> Tx<'a> {
         Ok(())
     }
 
+    // ---- tool calls (the openai family's write-ahead record) ----
+
+    /// Record a tool call's intent; commit this BEFORE the call has any effect, so a crash
+    /// leaves a row saying the effect may have happened. The dispatch must be in flight.
+    pub fn begin_tool_call(&self, call: &NewToolCall) -> Result<(), Error> {
+        let row = self
+            .dispatch(call.dispatch)?
+            .ok_or(Error::NoSuchDispatch(call.dispatch))?;
+        if row.outcome != DispatchOutcome::InFlight {
+            return Err(Error::ToolCallOutsideDispatch {
+                id: call.dispatch,
+                outcome: row.outcome,
+            });
+        }
+        self.exec(
+            "INSERT INTO tool_calls (dispatch_id, seq, step, call_id, tool, arguments, status, started_at) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'intent', ?7)",
+            params![
+                call.dispatch.0,
+                call.seq,
+                call.step,
+                call.call_id,
+                call.tool,
+                call.arguments,
+                self.now
+            ],
+        )?;
+        self.append_event(
+            Some(row.goal),
+            Some(row.turn),
+            "tool-call-started",
+            &json!({"dispatch": call.dispatch, "seq": call.seq, "step": call.step, "tool": call.tool, "call_id": call.call_id}),
+        )?;
+        Ok(())
+    }
+
+    /// Complete a tool call's intent with how it ended and what the model was sent. A call is
+    /// completed exactly once.
+    pub fn finish_tool_call(
+        &self,
+        dispatch: DispatchId,
+        seq: u32,
+        status: ToolCallStatus,
+        result: &str,
+        wall_ms: u64,
+    ) -> Result<(), Error> {
+        if status == ToolCallStatus::Intent {
+            return Err(Error::ToolCallFinishedAsIntent { dispatch, seq });
+        }
+        let row = self
+            .dispatch(dispatch)?
+            .ok_or(Error::NoSuchDispatch(dispatch))?;
+        let changed = self.exec(
+            "UPDATE tool_calls SET status = ?3, result = ?4, wall_ms = ?5, ended_at = ?6 \
+             WHERE dispatch_id = ?1 AND seq = ?2 AND status = 'intent'",
+            params![
+                dispatch.0,
+                seq,
+                status.as_str(),
+                result,
+                int(wall_ms),
+                self.now
+            ],
+        )?;
+        if changed == 0 {
+            return Err(Error::ToolCallNotOpen { dispatch, seq });
+        }
+        self.append_event(
+            Some(row.goal),
+            Some(row.turn),
+            "tool-call-ended",
+            &json!({"dispatch": dispatch, "seq": seq, "status": status.as_str(), "wall_ms": wall_ms}),
+        )?;
+        Ok(())
+    }
+
     /// Crash recovery for one goal: its leftover `in-flight` ledger rows become `interrupted`
     /// (reason `dispatch-interrupted`), and its open turns end as `interrupted` — except the
     /// latest open turn when its latest dispatch finished `ok`: that turn stays open and is
@@ -639,14 +727,31 @@ impl<'a> Tx<'a> {
             None => None,
         };
         let turns: Vec<u32> = open.into_iter().filter(|&t| Some(t) != owed).collect();
+        let tool_calls: Vec<(DispatchId, u32)> = read::collect(
+            self,
+            "SELECT c.dispatch_id, c.seq FROM tool_calls c JOIN dispatches d ON d.id = c.dispatch_id \
+             WHERE d.goal_id = ?1 AND d.outcome = 'in-flight' AND c.status = 'intent' \
+             ORDER BY c.dispatch_id, c.seq",
+            [goal.0],
+            |r| Ok((DispatchId(r.get(0)?), r.get(1)?)),
+        )?;
         let recovered = Recovered {
             dispatches,
             turns,
+            tool_calls,
             gates_owed: owed.into_iter().collect(),
         };
         if recovered == Recovered::default() {
             return Ok(recovered);
         }
+        // Before the dispatches change: the calls are found through their in-flight dispatch.
+        self.exec(
+            "UPDATE tool_calls SET status = 'interrupted', ended_at = ?2, \
+             result = 'the process running this call ended before recording its result' \
+             WHERE status = 'intent' AND dispatch_id IN \
+             (SELECT id FROM dispatches WHERE goal_id = ?1 AND outcome = 'in-flight')",
+            params![goal.0, self.now],
+        )?;
         self.exec(
             "UPDATE dispatches SET outcome = 'interrupted', ended_at = ?2, \
              reason = 'dispatch-interrupted', \
@@ -668,6 +773,7 @@ impl<'a> Tx<'a> {
             &json!({
                 "interrupted_dispatches": recovered.dispatches,
                 "interrupted_turns": recovered.turns,
+                "interrupted_tool_calls": recovered.tool_calls,
                 "gates_owed": recovered.gates_owed,
             }),
         )?;

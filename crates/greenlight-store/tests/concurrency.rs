@@ -24,6 +24,7 @@ fn new_goal(worktree: &Path) -> NewGoal {
             family: "claude".into(),
             model: None,
             argv_template: None,
+            endpoint: None,
         },
         judge: None,
         max_turns: 1000,

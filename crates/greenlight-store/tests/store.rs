@@ -50,6 +50,7 @@ fn new_goal(worktree: &Path) -> NewGoal {
             family: "command".into(),
             model: None,
             argv_template: Some(vec!["./fix.sh".into()]),
+            endpoint: None,
         },
         judge: None,
         max_turns: 3,
@@ -101,6 +102,7 @@ fn migrates_an_empty_file_to_the_current_schema_in_wal_mode() {
             "hook_bases",
             "hook_sessions",
             "runs",
+            "tool_calls",
             "turns"
         ]
     );
@@ -859,7 +861,7 @@ fn an_open_turn_whose_dispatch_finished_ok_is_kept_open_as_owing_its_gates() {
         .payload;
     assert_eq!(
         payload,
-        json!({"interrupted_dispatches": [], "interrupted_turns": [], "gates_owed": [1]})
+        json!({"interrupted_dispatches": [], "interrupted_turns": [], "interrupted_tool_calls": [], "gates_owed": [1]})
     );
 }
 

@@ -8,6 +8,7 @@
 //! - [`procs`]: processes by pid: alive, signalled, waited for, ended.
 //! - [`fake_agent`]: scripted fake agent CLIs; [`real_agent_cli`]: where the real ones are.
 //! - [`sse`]: an HTTP/1.1 + Server-Sent Events client; [`load`]: the SSE load harness.
+//! - [`openai_server`]: a scripted OpenAI-compatible chat-completions server on loopback.
 //!
 //! A tiny temp-dir + command helper, not a framework: every helper does one real thing (runs
 //! git, runs the binary) and panics with the command's output when that thing fails, because a
@@ -20,6 +21,7 @@ mod cli;
 pub mod fake_agent;
 pub mod files;
 pub mod load;
+pub mod openai_server;
 pub mod procs;
 mod repo;
 mod run;

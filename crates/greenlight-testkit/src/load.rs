@@ -31,6 +31,7 @@ pub fn create_goal(state: &Path, dir: &Path) -> GoalId {
                     family: "command".into(),
                     model: None,
                     argv_template: Some(vec!["true".into()]),
+                    endpoint: None,
                 },
                 judge: None,
                 max_turns: 1,

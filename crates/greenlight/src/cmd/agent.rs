@@ -1,8 +1,10 @@
-//! `greenlight agent probe|dispatch`: one probe or one dispatch, rendered for a person or as JSON.
+//! `greenlight agent probe|dispatch|replay`: one probe or one dispatch, rendered for a person or
+//! as JSON; or one golden turn of the openai decoder replayed.
 //!
 //! Every decision lives in `greenlight-agent`; this module parses arguments, reads the prompt
 //! from stdin, runs the same preflight → baseline → dispatch → landed-barrier sequence the goal
-//! loop runs, and prints.
+//! loop runs, and prints. A standalone openai dispatch records its tool calls nowhere (the
+//! no-op ledger): there is no goal to keep them for, and its live activity is not shown.
 
 use std::io::Read;
 use std::path::PathBuf;
@@ -11,10 +13,12 @@ use std::time::Duration;
 
 use crate::duration::parse_duration;
 
+use greenlight_agent::openai::adapter::Endpoint;
 use greenlight_agent::{
     AdapterOptions, Deliverable, DispatchFailure, DispatchRequest, DispatchResult, Family,
     MonotonicClock, Outcome, WriteBaseline, check_all, dispatcher,
 };
+use greenlight_goal::drive::{OpenAiArgs, openai_endpoint};
 
 /// Exit codes of `greenlight agent`.
 pub mod exit {
@@ -32,9 +36,20 @@ const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
 /// Options every agent subcommand shares.
 #[derive(Debug, clap::Args)]
 pub struct Runtime {
-    /// The agent runtime: claude, codex or command.
+    /// The agent runtime: claude, codex, command or openai.
     #[arg(long, value_parser = parse_family)]
     family: Family,
+    /// For --family openai: the server's OpenAI-compatible base URL (e.g. http://127.0.0.1:8080/v1).
+    #[arg(long, value_name = "URL")]
+    base_url: Option<String>,
+    /// For --family openai: the variable holding the API key, sent as a bearer token when set
+    /// [default: OPENAI_API_KEY; local servers need none].
+    #[arg(long, value_name = "NAME")]
+    api_key_env: Option<String>,
+    /// For --family openai: how tools are offered: native (the server's `tools`), tags
+    /// (`<tool_call>` in the text, described in the system prompt) or auto [default: auto].
+    #[arg(long, value_name = "FORMAT")]
+    tool_format: Option<String>,
     /// The executable (default: `claude` or `codex` on PATH; required for command).
     #[arg(long, value_name = "PATH")]
     bin: Option<PathBuf>,
@@ -90,6 +105,13 @@ pub enum Command {
         /// Refuse prompts longer than this many characters (codex defaults to 24000).
         #[arg(long, value_name = "CHARS")]
         prompt_ceiling: Option<usize>,
+    },
+    /// Replay a golden turn file through the openai decoder: prints the diff of the expected
+    /// events against the decoded ones; exit 0 when they match, 1 when they differ.
+    Replay {
+        /// The golden turn (JSON).
+        #[arg(value_name = "FILE")]
+        file: PathBuf,
     },
 }
 
@@ -157,21 +179,72 @@ pub fn run(command: Command) -> i32 {
             request.writes = writes;
             runtime.block_on(dispatch(rt, request, prompt_ceiling))
         }
+        Command::Replay { file } => replay(&file),
     }
 }
 
-fn options(rt: &Runtime) -> AdapterOptions {
-    AdapterOptions {
+fn replay(file: &std::path::Path) -> i32 {
+    match greenlight_agent::openai::golden::replay(file) {
+        Err(err) => {
+            errln!("greenlight: {err}");
+            exit::USAGE
+        }
+        Ok(replay) if replay.matches() => {
+            errln!(
+                "greenlight: {}: the decoder gives the {} expected events",
+                file.display(),
+                replay.expected.len()
+            );
+            exit::OK
+        }
+        Ok(replay) => {
+            out!("{}", replay.diff());
+            errln!(
+                "greenlight: {}: the decoded events differ from the expected ones (- expected, + decoded)",
+                file.display()
+            );
+            exit::FAILED
+        }
+    }
+}
+
+fn options(rt: &Runtime) -> Result<AdapterOptions, String> {
+    let openai = if rt.family == Family::OpenAi {
+        let stored = openai_endpoint(&OpenAiArgs {
+            base_url: rt.base_url.clone(),
+            api_key_env: rt.api_key_env.clone(),
+            tool_format: rt.tool_format.clone(),
+        })?;
+        let mut endpoint = Endpoint::new(stored.base_url);
+        endpoint.api_key_env = stored.api_key_env;
+        endpoint.tool_format = stored.tool_format.parse()?;
+        Some(endpoint)
+    } else if rt.base_url.is_some() || rt.api_key_env.is_some() || rt.tool_format.is_some() {
+        return Err(format!(
+            "--base-url, --api-key-env and --tool-format are for --family openai, not {}",
+            rt.family
+        ));
+    } else {
+        None
+    };
+    Ok(AdapterOptions {
         bin: rt.bin.clone(),
         command_args: rt.args.clone(),
         grace: rt.grace,
         clock: Arc::new(MonotonicClock::new()),
+        openai,
         ..AdapterOptions::default()
-    }
+    })
 }
 
 async fn probe(rt: Runtime, timeout: Duration, ids: Vec<String>) -> i32 {
-    let mut opts = options(&rt);
+    let mut opts = match options(&rt) {
+        Ok(opts) => opts,
+        Err(err) => {
+            errln!("greenlight: {err}");
+            return exit::USAGE;
+        }
+    };
     opts.probe_timeout = timeout;
     let d = match dispatcher(rt.family, opts) {
         Ok(d) => d,
@@ -201,7 +274,13 @@ async fn probe(rt: Runtime, timeout: Duration, ids: Vec<String>) -> i32 {
 }
 
 async fn dispatch(rt: Runtime, request: DispatchRequest, ceiling: Option<usize>) -> i32 {
-    let mut opts = options(&rt);
+    let mut opts = match options(&rt) {
+        Ok(opts) => opts,
+        Err(err) => {
+            errln!("greenlight: {err}");
+            return exit::USAGE;
+        }
+    };
     opts.prompt_ceiling = ceiling;
     let d = match dispatcher(rt.family, opts) {
         Ok(d) => d,

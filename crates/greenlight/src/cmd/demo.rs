@@ -89,6 +89,7 @@ fn demo(args: &Args) -> Result<i32, String> {
                 "demo-agent".into(),
                 "{prompt_file}".into(),
             ]),
+            endpoint: None,
         },
         judge: None,
         max_turns: 5,

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use greenlight_goal::drive::{GoalRequest, inside_run_of, pause_by_user, plan_goal};
+use greenlight_goal::drive::{GoalRequest, OpenAiArgs, inside_run_of, pause_by_user, plan_goal};
 use greenlight_store::{Goal, GoalState, Reads, Store};
 
 use crate::duration::parse_duration;
@@ -36,7 +36,7 @@ pub struct Args {
 #[derive(Debug, clap::Subcommand)]
 pub enum Command {
     /// Create a goal for this worktree and run it until done or paused.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Show the worktree's goal, its gates and their last results.
     Status {
         /// One JSON object instead of text.
@@ -87,13 +87,24 @@ pub enum GateCommand {
 pub struct RunArgs {
     /// What the agent must achieve.
     pub goal: String,
-    /// claude, codex, or command:<argv template> (placeholders {prompt}, {prompt_file}, {model};
-    /// without a prompt placeholder the prompt goes on stdin).
+    /// claude, codex, openai, or command:<argv template> (placeholders {prompt}, {prompt_file},
+    /// {model}; without a prompt placeholder the prompt goes on stdin).
     #[arg(long, default_value = "claude")]
     pub agent: String,
-    /// The agent's model id [default: sonnet for claude, `default` for command; required for codex].
+    /// The agent's model id [default: sonnet for claude, `default` for command; required for
+    /// codex and openai].
     #[arg(long)]
     pub model: Option<String>,
+    /// For --agent openai: the server's OpenAI-compatible base URL (e.g. http://127.0.0.1:8080/v1).
+    #[arg(long, value_name = "URL")]
+    pub base_url: Option<String>,
+    /// For --agent openai: the variable holding the API key; only its name is stored
+    /// [default: OPENAI_API_KEY].
+    #[arg(long, value_name = "NAME")]
+    pub api_key_env: Option<String>,
+    /// For --agent openai: native, tags or auto [default: auto].
+    #[arg(long, value_name = "FORMAT")]
+    pub tool_format: Option<String>,
     /// A gate command; repeat for several, run in order [default: the gates of .commandmate/verify.yaml].
     #[arg(long = "gate", value_name = "CMD")]
     pub gates: Vec<String>,
@@ -200,6 +211,11 @@ fn dispatch(args: Args) -> CliResult {
                 text: run.goal,
                 agent: run.agent,
                 model: run.model,
+                openai: OpenAiArgs {
+                    base_url: run.base_url,
+                    api_key_env: run.api_key_env,
+                    tool_format: run.tool_format,
+                },
                 gates: run.gates,
                 max_turns: run.max_turns,
                 retries: run.retries,
@@ -295,8 +311,14 @@ fn status(store: &Store, worktree: &Path, json: bool) -> CliResult {
             pause.detail.as_deref().unwrap_or("")
         );
     }
+    let server = goal
+        .agent
+        .endpoint
+        .as_ref()
+        .map(|e| format!(" at {} ({} tools)", e.base_url, e.tool_format))
+        .unwrap_or_default();
     outln!(
-        "  turns {}/{}, agent {} {}",
+        "  turns {}/{}, agent {} {}{server}",
         goal.turns_used,
         goal.max_turns,
         goal.agent.family,

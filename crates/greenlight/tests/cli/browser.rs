@@ -390,6 +390,7 @@ fn new_goal(store: &mut Store, worktree: &Path, text: &str) -> GoalId {
                     family: "claude".to_owned(),
                     model: None,
                     argv_template: None,
+                    endpoint: None,
                 },
                 judge: None,
                 max_turns: 10,

@@ -1,6 +1,7 @@
 //! The CLI through the real binary: one test binary, a module per subcommand and concern.
 
 mod agent_cli;
+mod agent_openai_cli;
 mod browser;
 mod cli_output;
 mod cli_wording;
@@ -12,6 +13,7 @@ mod goal_crash;
 mod goal_gates;
 mod goal_judge_dispatch;
 mod goal_loop;
+mod goal_openai;
 mod goal_resume;
 mod goal_support;
 mod goal_worktrees_demo;
