@@ -4,33 +4,42 @@
 //! file's expected events with what the decoder gives now; review the diff before committing.
 
 use std::path::PathBuf;
+use std::sync::OnceLock;
 
 use greenlight_agent::openai::TurnEvent;
 use greenlight_agent::openai::golden;
 
+/// The golden files, sorted; with `GREENLIGHT_UPDATE_GOLDEN=1` rewritten first, once, before any
+/// test of this binary reads them.
 fn golden_files() -> Vec<PathBuf> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/golden-turns");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|entry| {
-            entry
+    static FILES: OnceLock<Vec<PathBuf>> = OnceLock::new();
+    FILES
+        .get_or_init(|| {
+            let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/golden-turns");
+            let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
                 .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-                .path()
+                .map(|entry| {
+                    entry
+                        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+                        .path()
+                })
+                .filter(|p| p.extension().is_some_and(|e| e == "json"))
+                .collect();
+            files.sort();
+            if std::env::var("GREENLIGHT_UPDATE_GOLDEN").is_ok_and(|v| v == "1") {
+                for path in &files {
+                    golden::update(path).unwrap_or_else(|e| panic!("{e}"));
+                }
+            }
+            files
         })
-        .filter(|p| p.extension().is_some_and(|e| e == "json"))
-        .collect();
-    files.sort();
-    files
+        .clone()
 }
 
 #[test]
 fn every_golden_turn_replays_to_its_expected_events() {
-    let update = std::env::var("GREENLIGHT_UPDATE_GOLDEN").is_ok_and(|v| v == "1");
     let mut failures = Vec::new();
     for path in golden_files() {
-        if update {
-            golden::update(&path).unwrap();
-        }
         let replay = golden::replay(&path).unwrap_or_else(|e| panic!("{e}"));
         if !replay.matches() {
             failures.push(format!("{}:\n{}", path.display(), replay.diff()));

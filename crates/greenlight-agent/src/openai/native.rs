@@ -19,7 +19,7 @@ struct Partial {
     id: Option<String>,
     name: String,
     arguments: String,
-    /// The argument text passed [`TOOL_BUFFER_LIMIT`]; the rest was not kept.
+    /// The argument text or the name passed [`TOOL_BUFFER_LIMIT`]; the rest was not kept.
     overflowed: bool,
 }
 
@@ -68,7 +68,11 @@ impl NativeCalls {
             call.id = delta.id;
         }
         if let Some(name) = delta.name {
-            call.name.push_str(&name);
+            if call.name.len() + name.len() > TOOL_BUFFER_LIMIT {
+                call.overflowed = true;
+            } else {
+                call.name.push_str(&name);
+            }
         }
         if let Some(piece) = delta.arguments {
             if call.arguments.len() + piece.len() > TOOL_BUFFER_LIMIT {
@@ -108,7 +112,7 @@ fn judge(call: Partial, next_id: &mut dyn FnMut() -> String) -> TurnEvent {
     let what = format!("native tool call {} (`{}`)", call.index, call.name);
     if call.overflowed {
         return TurnEvent::Violation {
-            why: format!("{what}: arguments longer than {TOOL_BUFFER_LIMIT} bytes"),
+            why: format!("{what}: name or arguments longer than {TOOL_BUFFER_LIMIT} bytes"),
             raw: call.arguments,
         };
     }

@@ -6,7 +6,9 @@
 //! joined with `\n` and the event is complete at a blank line. Comment lines (`:` keepalives)
 //! and the other fields (`event:`, `id:`, `retry:`) carry nothing for a chat completion and are
 //! skipped; any other line is returned as [`SseItem::Stray`] rather than ignored, so a body that
-//! is not SSE is noticed. `data: [DONE]` ends the stream: nothing after it is read.
+//! is not SSE is noticed. `data: [DONE]` ends the stream: nothing after it is read. A line or an
+//! event's data longer than [`MAX_EVENT`] is not kept: it is reported ([`SseItem::Overlong`])
+//! with its first bytes, so memory stays bounded whatever the server sends.
 
 /// One thing the body said.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -18,16 +20,34 @@ pub enum SseItem {
     /// A line that is neither a field nor a comment (a body that is not SSE at all, such as a
     /// JSON error response), kept for the caller to judge.
     Stray(String),
+    /// A line or an event's data longer than [`MAX_EVENT`], dropped: its length and first bytes.
+    Overlong {
+        /// Its length in bytes.
+        bytes: usize,
+        /// Its first [`OVERLONG_HEAD`] bytes, decoded with replacement.
+        head: String,
+    },
 }
+
+/// The most bytes one line, or one event's data, may hold: 8 MiB. A chunk is a few hundred
+/// bytes; a non-streamed answer read as one line can be large, and this leaves it room.
+pub const MAX_EVENT: usize = 8 << 20;
+
+/// How much of an overlong line is kept to show what it was.
+pub const OVERLONG_HEAD: usize = 256;
 
 /// Incremental SSE reader. Feed it the body in any chunking; it returns the same items.
 #[derive(Debug, Default)]
 pub struct SseDecoder {
-    /// The bytes of the line being read, not yet ended.
+    /// The bytes of the line being read, not yet ended (at most [`MAX_EVENT`] of them), and its
+    /// length so far.
     line: Vec<u8>,
-    /// The data of the event being read, and whether it has a `data:` line yet.
+    line_len: usize,
+    /// The data of the event being read, whether it has a `data:` line yet, and the length of
+    /// its data counting what was not kept.
     data: String,
     has_data: bool,
+    data_len: usize,
     /// The previous chunk ended in CR: an LF starting this one belongs to that line end.
     after_cr: bool,
     done: bool,
@@ -57,20 +77,21 @@ impl SseDecoder {
         while !rest.is_empty() && !self.done {
             match memchr::memchr2(b'\n', b'\r', rest) {
                 None => {
-                    self.line.extend_from_slice(rest);
+                    self.keep(rest);
                     break;
                 }
                 Some(end) => {
                     let is_cr = rest[end] == b'\r';
-                    if self.line.is_empty() {
-                        self.take_line(&rest[..end], &mut out);
+                    if self.line_len == 0 {
+                        self.take_line(&rest[..end], end, &mut out);
                     } else {
+                        self.keep(&rest[..end]);
                         let mut line = std::mem::take(&mut self.line);
-                        line.extend_from_slice(&rest[..end]);
-                        self.take_line(&line, &mut out);
+                        self.take_line(&line, self.line_len, &mut out);
                         line.clear();
                         self.line = line;
                     }
+                    self.line_len = 0;
                     rest = &rest[end + 1..];
                     if is_cr {
                         match rest.first() {
@@ -91,8 +112,8 @@ impl SseDecoder {
         let mut out = Vec::new();
         if !self.done {
             let line = std::mem::take(&mut self.line);
-            if !line.is_empty() {
-                self.take_line(&line, &mut out);
+            if self.line_len > 0 {
+                self.take_line(&line, self.line_len, &mut out);
             }
             if !self.done {
                 self.dispatch(&mut out);
@@ -118,7 +139,19 @@ impl SseDecoder {
         held
     }
 
-    fn take_line(&mut self, line: &[u8], out: &mut Vec<SseItem>) {
+    /// Adds bytes to the unended line, keeping at most [`MAX_EVENT`] of them.
+    fn keep(&mut self, bytes: &[u8]) {
+        self.line_len += bytes.len();
+        let room = MAX_EVENT.saturating_sub(self.line.len());
+        self.line.extend_from_slice(&bytes[..bytes.len().min(room)]);
+    }
+
+    /// Reads one line of `len` bytes, of which `line` holds the first [`MAX_EVENT`].
+    fn take_line(&mut self, line: &[u8], len: usize, out: &mut Vec<SseItem>) {
+        if len > MAX_EVENT {
+            out.push(overlong(line, len));
+            return;
+        }
         if line.is_empty() {
             self.dispatch(out);
             return;
@@ -137,10 +170,23 @@ impl SseDecoder {
             }
         };
         if self.has_data {
-            self.data.push('\n');
+            self.data_len += 1;
+        }
+        self.data_len += value.len();
+        if self.data_len > MAX_EVENT {
+            // Kept up to the limit, to show what it was; dropped at its end.
+            if self.data.len() < OVERLONG_HEAD {
+                self.data.push_str(&String::from_utf8_lossy(
+                    &value[..value.len().min(OVERLONG_HEAD)],
+                ));
+            }
+        } else {
+            if self.has_data {
+                self.data.push('\n');
+            }
+            self.data.push_str(&String::from_utf8_lossy(value));
         }
         self.has_data = true;
-        self.data.push_str(&String::from_utf8_lossy(value));
     }
 
     fn dispatch(&mut self, out: &mut Vec<SseItem>) {
@@ -149,12 +195,22 @@ impl SseDecoder {
         }
         self.has_data = false;
         let data = std::mem::take(&mut self.data);
-        if data.trim() == "[DONE]" {
+        let len = std::mem::take(&mut self.data_len);
+        if len > MAX_EVENT {
+            out.push(overlong(data.as_bytes(), len));
+        } else if data.trim() == "[DONE]" {
             self.done = true;
             out.push(SseItem::Done);
         } else {
             out.push(SseItem::Data(data));
         }
+    }
+}
+
+fn overlong(kept: &[u8], bytes: usize) -> SseItem {
+    SseItem::Overlong {
+        bytes,
+        head: String::from_utf8_lossy(&kept[..kept.len().min(OVERLONG_HEAD)]).into_owned(),
     }
 }
 
@@ -221,6 +277,28 @@ mod tests {
             );
         }
         assert_eq!(all(&[b"data: a\xffb\n\n"]), vec![data("a\u{fffd}b")]);
+    }
+
+    #[test]
+    fn an_overlong_line_or_event_is_reported_once_whatever_the_chunking_and_reading_goes_on() {
+        let long = "x".repeat(MAX_EVENT + 5);
+        let line = format!("data: {long}\n\ndata: after\n\n");
+        let half = format!(
+            "data: {}\ndata: {}\n\ndata: after\n\n",
+            &long[..MAX_EVENT / 2],
+            &long[..MAX_EVENT / 2]
+        );
+        for body in [line, half] {
+            let whole = all(&[body.as_bytes()]);
+            assert!(
+                matches!(&whole[0], SseItem::Overlong { bytes, head } if *bytes > MAX_EVENT && head.len() == OVERLONG_HEAD),
+                "{:?}",
+                &whole[0]
+            );
+            assert_eq!(whole[1..], [data("after")]);
+            let pieces: Vec<&[u8]> = body.as_bytes().chunks(1 << 16).collect();
+            assert_eq!(all(&pieces), whole);
+        }
     }
 
     #[test]

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use super::chunk::parse_chunk;
 use super::native::NativeCalls;
 use super::parse::ToolCallParser;
-use super::sse::{SseDecoder, SseItem};
+use super::sse::{MAX_EVENT, SseDecoder, SseItem};
 
 /// Where tool calls come from (`--tool-format`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
@@ -213,6 +213,15 @@ impl TurnDecoder {
     fn item(&mut self, item: SseItem, out: &mut Vec<TurnEvent>) {
         let payload = match item {
             SseItem::Done => return,
+            SseItem::Overlong { bytes, head } => {
+                out.push(TurnEvent::BadChunk {
+                    raw: head,
+                    why: format!(
+                        "a line or event of {bytes} bytes, over the {MAX_EVENT}-byte limit, was dropped (its first bytes are kept here)"
+                    ),
+                });
+                return;
+            }
             SseItem::Data(p) => p,
             SseItem::Stray(line) => {
                 // A body that is not SSE (an error response read as a stream, a server that
