@@ -347,7 +347,7 @@ pub fn page(
         end = char_start(body, end);
         if end == 0 {
             // One character longer than the page: take it whole rather than return nothing.
-            end = body.len().min(4);
+            end = body.len().min(char_width(body.first().copied().unwrap_or(0)));
         }
     }
     let next = start + end as u64;
@@ -360,6 +360,16 @@ pub fn page(
         printed_bytes: printed[usize::from(attempt - 1)].max(kept),
         text: String::from_utf8_lossy(&body[..end]).into_owned(),
     })
+}
+
+/// The bytes of the UTF-8 character starting with `lead` (1 for a byte that starts none).
+fn char_width(lead: u8) -> usize {
+    match lead {
+        0xF0..=0xF7 => 4,
+        0xE0..=0xEF => 3,
+        0xC0..=0xDF => 2,
+        _ => 1,
+    }
 }
 
 /// The start of the UTF-8 character holding byte `at` of `bytes` (`at` itself when it starts
