@@ -347,7 +347,9 @@ pub fn page(
         end = char_start(body, end);
         if end == 0 {
             // One character longer than the page: take it whole rather than return nothing.
-            end = body.len().min(char_width(body.first().copied().unwrap_or(0)));
+            end = body
+                .len()
+                .min(char_width(body.first().copied().unwrap_or(0)));
         }
     }
     let next = start + end as u64;

@@ -157,3 +157,61 @@ fn verify_over_http_streams_progress_then_the_answer_behind_the_host_check() {
     drop(reaper);
     let _ = child.wait();
 }
+
+#[test]
+fn with_a_token_file_mcp_needs_the_token_like_every_other_route() {
+    let repo = TempRepo::worktree_with_commit();
+    let token_file = repo.home().join("token");
+    std::fs::write(&token_file, "s3cret-token\n").unwrap();
+    let mut child = repo
+        .command(["serve", "--listen", "127.0.0.1:0", "--token-file"])
+        .arg(&token_file)
+        .arg("--state")
+        .arg(repo.home().join("state.db"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let reaper = EndOnDrop(child.id() as i32);
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    let addr: SocketAddr = loop {
+        line.clear();
+        stderr.read_line(&mut line).unwrap();
+        if let Some(rest) = line.strip_prefix("greenlight: MCP (streamable HTTP) on http://") {
+            break rest.trim().trim_end_matches("/mcp").parse().unwrap();
+        }
+        assert!(
+            !line.is_empty(),
+            "the server ended before it printed its MCP address"
+        );
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "test", "version": "1"}}});
+        for wrong in [vec![], vec![("Authorization", "Bearer nope")]] {
+            let mut refused = post(addr, &initialize, &wrong).await;
+            assert_eq!(refused.status, 401, "{wrong:?}");
+            let _ = refused.body().await;
+        }
+        let mut response = post(
+            addr,
+            &initialize,
+            &[("Authorization", "Bearer s3cret-token")],
+        )
+        .await;
+        assert_eq!(response.status, 200);
+        let answer = messages(&mut response).await;
+        assert_eq!(
+            answer.last().unwrap()["result"]["protocolVersion"],
+            "2025-11-25"
+        );
+    });
+    drop(reaper);
+    let _ = child.wait();
+}
