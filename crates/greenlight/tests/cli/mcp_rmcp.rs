@@ -220,7 +220,13 @@ fn progress_arrives_in_order_before_the_answer() {
     repo.verify_yaml(
         "version: 1\ngates:\n  - id: first\n    command: \"true\"\n  - id: second\n    command: sleep 0.3\n",
     );
-    runtime().block_on(async {
+    // rmcp's client hands each notification to the handler in a task of its own; on a
+    // multi-thread runtime two of them can run out of order. One thread runs them as received.
+    let one_thread = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    one_thread.block_on(async {
         let recorder = Recorder::default();
         let client = connect(&repo, recorder.clone()).await;
         let result = call_tool(&client, "verify", json!({})).await;
