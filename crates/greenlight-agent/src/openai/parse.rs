@@ -194,6 +194,7 @@ impl ToolCallParser {
     /// [`feed`](Self::feed) that appends to `out` instead, merging text into the last event of
     /// `out` when it is text of the same kind: a caller that gathers a read's worth of token
     /// pieces into one vector gets one event per run of text, not one per token.
+    #[inline]
     pub fn feed_into(&mut self, text: &str, out: &mut Vec<TurnEvent>) {
         if text.is_empty() {
             return;
@@ -749,6 +750,7 @@ enum Kind {
 }
 
 /// Appends text, merged into the last event when it is text of the same kind.
+#[inline]
 fn push_text(out: &mut Vec<TurnEvent>, kind: Kind, text: &str) {
     if text.is_empty() {
         return;
@@ -808,6 +810,7 @@ fn partial_suffix(s: &str, marker: &str) -> usize {
 /// setup dominates on a token-sized piece (measured with the `tool_parser` bench).
 const SHORT: usize = 16;
 
+#[inline]
 fn find1(needle: u8, bytes: &[u8]) -> Option<usize> {
     if bytes.len() < SHORT {
         bytes.iter().position(|&b| b == needle)
@@ -816,6 +819,7 @@ fn find1(needle: u8, bytes: &[u8]) -> Option<usize> {
     }
 }
 
+#[inline]
 fn find2(a: u8, b: u8, bytes: &[u8]) -> Option<usize> {
     if bytes.len() < SHORT {
         bytes.iter().position(|&c| c == a || c == b)
@@ -834,6 +838,7 @@ fn trim_ws(s: &str) -> &str {
 
 /// `Some(n)` when `s[..i]` ends a line's start of `n` spaces or tabs (counting `start` when the
 /// blank run reaches the beginning of `s`), `None` when something else precedes `i` on its line.
+#[inline]
 fn indent_before(s: &str, i: usize, start: Option<usize>) -> Option<usize> {
     let bytes = &s.as_bytes()[..i];
     let blank = bytes
