@@ -7,10 +7,9 @@
 //! body, one delta per token, cut into 1,400-byte reads (a TCP segment). Every input is
 //! generated here, deterministic, a few MiB.
 //!
-//! `cargo bench -p greenlight-agent --bench tool_parser`. Measured on a 2-core machine shared with
-//! other builds (load average about 6): 16 KiB reads 650 MiB/s; token pieces with `feed_into`
-//! 130 MiB/s, with `feed` 45 MiB/s (a vector and a string allocated per piece); the decoder
-//! 180 MiB/s of body.
+//! `cargo bench -p greenlight-agent --bench tool_parser`. Measured on this 2-core machine, idle
+//! (medians): 16 KiB reads 1.6 GiB/s; token pieces with `feed_into` 210 MiB/s, with `feed`
+//! 95 MiB/s (a vector and a string allocated per piece); the decoder 305 MiB/s of body.
 
 // criterion_group! defines an undocumented public function.
 #![allow(missing_docs)]
