@@ -625,16 +625,10 @@ impl<F: FamilyAdapter> Adapter<F> {
         {
             Ok(dir) => dir,
             Err(err) => {
-                let detail = format!("cannot create an empty directory to probe in: {err}");
-                return ProbeOutcome {
-                    id: None,
-                    wall_ms: elapsed_ms(clock, start),
-                    detail: detail.clone(),
-                    failure: Some(DispatchFailure {
-                        reason: Reason::ProbeFailed,
-                        detail,
-                    }),
-                };
+                return probe_failed(
+                    elapsed_ms(clock, start),
+                    format!("cannot create an empty directory to probe in: {err}"),
+                );
             }
         };
         for id in &list {
@@ -647,24 +641,13 @@ impl<F: FamilyAdapter> Adapter<F> {
             );
             req.step_id = "probe".into();
             let result = self.run_dispatch(&req, &crate::activity::NoActivity).await;
-            match (&result.failure, &result.text) {
-                (None, Some(text)) if says_ok(text) => {
-                    notes.push(format!("{id}: answered OK"));
-                    return ProbeOutcome {
-                        id: Some(id.clone()),
-                        wall_ms: elapsed_ms(clock, start),
-                        detail: format!("{family} answered on {id} ({})", notes.join("; ")),
-                        failure: None,
-                    };
-                }
-                (None, Some(text)) => notes.push(format!(
-                    "{id}: answered without a word-bounded OK: {:?}",
-                    text.chars().take(80).collect::<String>()
-                )),
-                (Some(failure), _) => {
-                    notes.push(format!("{id}: {} ({})", failure.reason, failure.detail))
-                }
-                (None, None) => notes.push(format!("{id}: no answer")),
+            if note_probe_answer(id, &result, &mut notes) {
+                return ProbeOutcome {
+                    id: Some(id.clone()),
+                    wall_ms: elapsed_ms(clock, start),
+                    detail: format!("{family} answered on {id} ({})", notes.join("; ")),
+                    failure: None,
+                };
             }
         }
         let detail = if list.is_empty() {
@@ -675,15 +658,41 @@ impl<F: FamilyAdapter> Adapter<F> {
                 notes.join("; ")
             )
         };
-        ProbeOutcome {
-            id: None,
-            wall_ms: elapsed_ms(clock, start),
-            detail: detail.clone(),
-            failure: Some(DispatchFailure {
-                reason: Reason::ProbeFailed,
-                detail,
-            }),
+        probe_failed(elapsed_ms(clock, start), detail)
+    }
+}
+
+/// Notes what candidate `id` answered a probe with; `true` when it said a word-bounded OK.
+pub(crate) fn note_probe_answer(
+    id: &str,
+    result: &DispatchResult,
+    notes: &mut Vec<String>,
+) -> bool {
+    match (&result.failure, &result.text) {
+        (None, Some(text)) if says_ok(text) => {
+            notes.push(format!("{id}: answered OK"));
+            return true;
         }
+        (None, Some(text)) => notes.push(format!(
+            "{id}: answered without a word-bounded OK: {:?}",
+            text.chars().take(80).collect::<String>()
+        )),
+        (Some(failure), _) => notes.push(format!("{id}: {} ({})", failure.reason, failure.detail)),
+        (None, None) => notes.push(format!("{id}: no answer")),
+    }
+    false
+}
+
+/// A probe that found no model id, `detail` saying why.
+pub(crate) fn probe_failed(wall_ms: u64, detail: String) -> ProbeOutcome {
+    ProbeOutcome {
+        id: None,
+        wall_ms,
+        detail: detail.clone(),
+        failure: Some(DispatchFailure {
+            reason: Reason::ProbeFailed,
+            detail,
+        }),
     }
 }
 

@@ -24,8 +24,8 @@ use crate::activity::{Activity, ActivitySink, NoActivity};
 use crate::clock::elapsed_ms;
 use crate::containment::check_all;
 use crate::dispatch::{
-    AdapterOptions, BoxFuture, Deliverable, DispatchFailure, DispatchRequest, DispatchResult,
-    Dispatcher, Family, Outcome, PROBE_PROMPT, ProbeOutcome, TokenSource, says_ok,
+    AdapterOptions, BoxFuture, Deliverable, DispatchRequest, DispatchResult, Dispatcher, Family,
+    Outcome, PROBE_PROMPT, ProbeOutcome, TokenSource, note_probe_answer, probe_failed,
 };
 use crate::openai::client::{AttemptError, Client, RetryPolicy};
 use crate::openai::host::WorktreeHost;
@@ -288,28 +288,17 @@ impl OpenAi {
             );
             req.step_id = "probe".into();
             let result = self.run(&req, &NoActivity, &NoLedger).await;
-            match (&result.failure, &result.text) {
-                (None, Some(text)) if says_ok(text) => {
-                    notes.push(format!("{id}: answered OK"));
-                    return ProbeOutcome {
-                        id: Some(id.clone()),
-                        wall_ms: elapsed_ms(clock, start),
-                        detail: format!(
-                            "{} answered on {id} ({})",
-                            self.client.url(),
-                            notes.join("; ")
-                        ),
-                        failure: None,
-                    };
-                }
-                (None, Some(text)) => notes.push(format!(
-                    "{id}: answered without a word-bounded OK: {:?}",
-                    text.chars().take(80).collect::<String>()
-                )),
-                (Some(failure), _) => {
-                    notes.push(format!("{id}: {} ({})", failure.reason, failure.detail))
-                }
-                (None, None) => notes.push(format!("{id}: no answer")),
+            if note_probe_answer(id, &result, &mut notes) {
+                return ProbeOutcome {
+                    id: Some(id.clone()),
+                    wall_ms: elapsed_ms(clock, start),
+                    detail: format!(
+                        "{} answered on {id} ({})",
+                        self.client.url(),
+                        notes.join("; ")
+                    ),
+                    failure: None,
+                };
             }
         }
         let detail = if candidates.is_empty() {
@@ -321,15 +310,7 @@ impl OpenAi {
                 notes.join("; ")
             )
         };
-        ProbeOutcome {
-            id: None,
-            wall_ms: elapsed_ms(clock, start),
-            detail: detail.clone(),
-            failure: Some(DispatchFailure {
-                reason: Reason::ProbeFailed,
-                detail,
-            }),
-        }
+        probe_failed(elapsed_ms(clock, start), detail)
     }
 }
 
