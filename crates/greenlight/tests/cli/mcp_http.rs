@@ -22,6 +22,36 @@ impl Drop for EndOnDrop {
     }
 }
 
+/// `greenlight serve` on a free loopback port in `repo`, with `extra` arguments; returns once it
+/// printed its MCP address. The stderr pipe goes back to the child (a closed one would fail the
+/// server's later writes).
+fn serve(repo: &TempRepo, extra: &[&str]) -> (std::process::Child, EndOnDrop, SocketAddr) {
+    let mut child = repo
+        .command(["serve", "--listen", "127.0.0.1:0", "--state"])
+        .arg(repo.home().join("state.db"))
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let reaper = EndOnDrop(child.id() as i32);
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    let addr = loop {
+        line.clear();
+        stderr.read_line(&mut line).unwrap();
+        if let Some(rest) = line.strip_prefix("greenlight: MCP (streamable HTTP) on http://") {
+            break rest.trim().trim_end_matches("/mcp").parse().unwrap();
+        }
+        assert!(
+            !line.is_empty(),
+            "the server ended before it printed its MCP address"
+        );
+    };
+    child.stderr = Some(stderr.into_inner());
+    (child, reaper, addr)
+}
+
 async fn post(addr: SocketAddr, body: &Value, headers: &[(&str, &str)]) -> Response {
     let mut all = vec![
         ("Content-Type", "application/json"),
@@ -75,28 +105,7 @@ fn verify_over_http_streams_progress_then_the_answer_behind_the_host_check() {
     repo.verify_yaml(
         "version: 1\ngates:\n  - id: lint\n    command: echo linted\n  - id: unit\n    command: echo broken; exit 4\n",
     );
-    let state = repo.home().join("state.db");
-    let mut child = repo
-        .command(["serve", "--listen", "127.0.0.1:0", "--state"])
-        .arg(&state)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let reaper = EndOnDrop(child.id() as i32);
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    let addr: SocketAddr = loop {
-        line.clear();
-        stderr.read_line(&mut line).unwrap();
-        if let Some(rest) = line.strip_prefix("greenlight: MCP (streamable HTTP) on http://") {
-            break rest.trim().trim_end_matches("/mcp").parse().unwrap();
-        }
-        assert!(
-            !line.is_empty(),
-            "the server ended before it printed its MCP address"
-        );
-    };
+    let (mut child, reaper, addr) = serve(&repo, &[]);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -163,29 +172,8 @@ fn with_a_token_file_mcp_needs_the_token_like_every_other_route() {
     let repo = TempRepo::worktree_with_commit();
     let token_file = repo.home().join("token");
     std::fs::write(&token_file, "s3cret-token\n").unwrap();
-    let mut child = repo
-        .command(["serve", "--listen", "127.0.0.1:0", "--token-file"])
-        .arg(&token_file)
-        .arg("--state")
-        .arg(repo.home().join("state.db"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let reaper = EndOnDrop(child.id() as i32);
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    let addr: SocketAddr = loop {
-        line.clear();
-        stderr.read_line(&mut line).unwrap();
-        if let Some(rest) = line.strip_prefix("greenlight: MCP (streamable HTTP) on http://") {
-            break rest.trim().trim_end_matches("/mcp").parse().unwrap();
-        }
-        assert!(
-            !line.is_empty(),
-            "the server ended before it printed its MCP address"
-        );
-    };
+    let token_arg = token_file.to_str().unwrap();
+    let (mut child, reaper, addr) = serve(&repo, &["--token-file", token_arg]);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
