@@ -7,7 +7,9 @@
 use serde::Serialize;
 
 /// How far the digest can be trusted to stand in for the raw output.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum Classification {
     /// One known format, its terminal summary seen and agreeing with the exit code, every
@@ -22,7 +24,17 @@ pub enum Classification {
 
 /// The output formats the digest recognises.
 #[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, schemars::JsonSchema,
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    serde::Deserialize,
+    schemars::JsonSchema,
 )]
 #[serde(rename_all = "kebab-case")]
 pub enum Format {
@@ -113,7 +125,9 @@ impl std::fmt::Display for Format {
 
 /// Counts from the run's own terminal summary. A count the tool did not print is `None`
 /// (serialised as `null`), never a guessed zero.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(
+    Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
 pub struct Summary {
     /// Tests that passed.
     pub passed: Option<u64>,
@@ -151,7 +165,7 @@ impl Summary {
 }
 
 /// One failed test.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct Failure {
     /// The test's name as the tool prints it.
     pub name: String,
@@ -164,7 +178,9 @@ pub struct Failure {
 }
 
 /// Severity of a compiler or linter finding.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum Severity {
     /// Fails the build or the lint.
@@ -174,7 +190,7 @@ pub enum Severity {
 }
 
 /// One compiler or linter finding.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct Diagnostic {
     /// Error or warning.
     pub severity: Severity,
@@ -192,7 +208,17 @@ pub struct Diagnostic {
 
 /// Why a digest is not `recognised`. Names are part of the JSON contract.
 #[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, schemars::JsonSchema,
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    serde::Deserialize,
+    schemars::JsonSchema,
 )]
 #[serde(rename_all = "kebab-case")]
 pub enum DigestReason {
@@ -244,7 +270,7 @@ impl DigestReason {
 }
 
 /// The digest of one run's output.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct Digest {
     /// How far the digest can stand in for the raw output.
     pub classification: Classification,

@@ -18,6 +18,7 @@
 //! The modules with a vocabulary of their own stay public ([`config`], [`lock`], [`render`],
 //! [`junit`], [`github`]); everything else is used through the names re-exported here.
 
+pub mod cache;
 mod capture;
 pub mod config;
 mod error;
@@ -27,6 +28,7 @@ pub mod file;
 pub mod github;
 pub mod junit;
 pub mod lock;
+mod plan;
 pub mod render;
 mod report;
 mod runner;
@@ -43,8 +45,8 @@ pub use report::{
     Attempt, AttemptStatus, CANNOT_START_EXIT, GateReport, GateVerdict, RunReport, RunResult,
     SkipReason, WorkEvidenceReport, exit,
 };
-pub use runner::{RunEvent, RunOptions, run, select_gates};
-pub use workspace_key::{WorkspaceKey, workspace_key};
+pub use runner::{RunEvent, RunOptions, run, select_gates, selected_gates};
+pub use workspace_key::{Listing, WorkspaceKey, listing, workspace_key};
 
 /// The `/proc` readers and the bounded tail live in the process runner.
 pub use greenlight_proc::{procs, tail};

@@ -54,16 +54,31 @@ pub fn work_evidence_line(report: &WorkEvidenceReport) -> String {
 
 /// A gate's line.
 pub fn gate_line(gate: &GateReport) -> String {
+    let line = verdict_line(gate);
+    match gate.cached_short() {
+        Some(short) => format!("{line} cached={short}"),
+        None => line,
+    }
+}
+
+fn skip_reason(gate: &GateReport) -> String {
+    match (gate.skip_reason, &gate.needs_failed) {
+        (Some(crate::report::SkipReason::Needs), Some(id)) => format!("needs:{id}"),
+        (reason, _) => reason.map(|r| r.as_str()).unwrap_or("unknown").to_owned(),
+    }
+}
+
+fn verdict_line(gate: &GateReport) -> String {
     let id = &gate.id;
     let Some(first) = gate.attempts.first() else {
-        let reason = gate.skip_reason.map(|r| r.as_str()).unwrap_or("unknown");
+        let reason = skip_reason(gate);
         return format!("GATE {id} SKIP reason={reason}");
     };
     let waited = waited_field(first);
     let code = |a: &Attempt| a.exit_code.map(|c| c.to_string()).unwrap_or_default();
     match (gate.verdict, gate.attempts.as_slice()) {
         (GateVerdict::Skip, _) => {
-            let reason = gate.skip_reason.map(|r| r.as_str()).unwrap_or("unknown");
+            let reason = skip_reason(gate);
             format!("GATE {id} SKIP reason={reason}{waited}")
         }
         (GateVerdict::Flaky | GateVerdict::Fail, [a, b]) => {
@@ -478,6 +493,12 @@ fn gate_json(gate: &GateReport) -> serde_json::Value {
         "timeout_sec": gate.timeout_sec,
         "retry_without_verdict": gate.retry_without_verdict,
         "attempts": gate.attempts,
+        "needs": gate.needs,
+        "needs_failed": gate.needs_failed,
+        "started_ms": gate.started_ms,
+        "cached": gate.cached.is_some(),
+        "cache_key": gate.cache_key,
+        "explain": gate.explain,
     })
 }
 

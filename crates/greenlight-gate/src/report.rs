@@ -66,7 +66,7 @@ impl RunResult {
 }
 
 /// How one attempt of a gate ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum AttemptStatus {
     /// Exit 0.
@@ -145,6 +145,8 @@ pub enum SkipReason {
     MutexWait,
     /// env-clean has no baseline outside CommandMate.
     NoBaseline,
+    /// A gate it needs did not pass (the id is in [`GateReport::needs_failed`]).
+    Needs,
 }
 
 impl SkipReason {
@@ -155,12 +157,13 @@ impl SkipReason {
             SkipReason::Flag => "flag",
             SkipReason::MutexWait => "mutex-wait",
             SkipReason::NoBaseline => "no-baseline",
+            SkipReason::Needs => "needs",
         }
     }
 }
 
 /// The verdict word on a gate's line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum GateVerdict {
     /// Passed first time.
@@ -196,6 +199,25 @@ pub struct GateReport {
     pub attempts: Vec<Attempt>,
     /// The retry reached no verdict of its own, so the first FAIL stands.
     pub retry_without_verdict: Option<AttemptStatus>,
+    /// The gates it needs (v2).
+    pub needs: Vec<String>,
+    /// The need that did not pass, for a `SKIP reason=needs:<id>`.
+    pub needs_failed: Option<String>,
+    /// Milliseconds from the run's start to this gate's start (none when it never started).
+    pub started_ms: Option<u64>,
+    /// The cache key, when the gate's result was replayed from the cache.
+    pub cached: Option<String>,
+    /// The gate's cache key, when it has one (replayed or not).
+    pub cache_key: Option<String>,
+    /// Why it ran or replayed (`--explain`).
+    pub explain: Option<String>,
+}
+
+impl GateReport {
+    /// The first 12 hex digits of the cache key of a replayed result.
+    pub fn cached_short(&self) -> Option<&str> {
+        self.cached.as_deref().map(|k| k.get(..12).unwrap_or(k))
+    }
 }
 
 /// The work-evidence gate's line.
@@ -243,6 +265,9 @@ pub struct RunReport {
     /// Gate processes of earlier greenlight runs that were killed before they could clean up,
     /// ended by this run before its first gate.
     pub orphans_ended: Vec<LeftoverProcess>,
+    /// Problems that changed nothing but are worth a line on stderr (the cache could not be
+    /// used, a result could not be stored).
+    pub warnings: Vec<String>,
 }
 
 fn ser_interrupt<S: serde::Serializer>(

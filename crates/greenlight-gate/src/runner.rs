@@ -1,17 +1,27 @@
-//! A verify run: from a loaded config to a [`RunReport`], gate after gate, in config order.
+//! A verify run: from a loaded config to a [`RunReport`]: gates in config order (v1), or as
+//! their needs and `jobs` allow (v2), with cached results replayed.
 //!
-//! Every gate runs even after one fails, so one run reports every finding. Progress leaves as
+//! Every gate runs even after one fails (unless it needs the one that failed), so one run
+//! reports every finding. Progress leaves as
 //! [`RunEvent`]s the moment it happens; the caller renders them.
 
+use std::cell::RefCell;
+use std::future::Future;
 use std::path::PathBuf;
-use std::time::Duration;
+use std::pin::Pin;
+use std::time::{Duration, Instant};
 
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
+
+use crate::cache::CacheSettings;
 use crate::capture::Capture;
-use crate::config::{Config, GateSpec};
+use crate::config::{Config, GateSpec, Loaded};
 use crate::error::Error;
 use crate::evidence;
 use crate::exec::{self, ExecSpec, Interrupt, InterruptWatch, OutputSink, Termination};
 use crate::lock::{self, Acquired};
+use crate::plan::CachePlan;
 use crate::report::{
     Attempt, AttemptStatus, CANNOT_START_EXIT, GateReport, GateVerdict, RunReport, SkipReason,
     WorkEvidenceReport, decide,
@@ -32,6 +42,8 @@ pub struct RunOptions {
     pub kill_grace: Duration,
     /// Where mutex locks live.
     pub lock_root: PathBuf,
+    /// The result cache (v2 files only); `None`: no cache.
+    pub cache: Option<CacheSettings>,
 }
 
 /// Something that happened during a run, in order.
@@ -93,8 +105,13 @@ pub fn select_gates<'c>(
 }
 
 /// Runs the selected gates of `config` and reports everything.
+///
+/// v1 gates run one after another in file order. v2 gates run up to `jobs` at once as their
+/// `needs` allow, and replay cached results; either way [`RunEvent::GateFinished`] arrives in
+/// config order (a gate is reported once it and every gate before it are decided), so the line
+/// contract reads the same.
 pub async fn run(
-    config: &Config,
+    config: &Loaded,
     options: &RunOptions,
     on_event: &mut dyn FnMut(RunEvent<'_>),
     interrupt: &mut InterruptWatch,
@@ -104,13 +121,15 @@ pub async fn run(
             cwd: options.cwd.clone(),
         });
     }
-    let selected = select_gates(config, options.only.as_deref())?;
+    let selected = selection(config, options.only.as_deref())?;
     let checkout = evidence::probe_checkout(&options.cwd)?;
     let base_ref = evidence::resolve_base_ref(
         &options.cwd,
         options.base_ref.as_deref(),
         config.options.base_ref.as_deref(),
     )?;
+    // The workspace listing for cache keys is read while work-evidence runs its own git.
+    let mut plan = CachePlan::start(config, options, &selected);
 
     let mut report = RunReport {
         base_ref: base_ref.clone(),
@@ -121,6 +140,7 @@ pub async fn run(
         result: None,
         interrupted: None,
         orphans_ended: exec::sweep_orphaned_gates(),
+        warnings: Vec::new(),
     };
     let require_commit = config.options.require_commit;
     if !options.skip_work_evidence {
@@ -151,28 +171,217 @@ pub async fn run(
 
     let primary = checkout.primary;
     report.primary_checkout = Some(primary);
-    for gate in selected {
-        let gate_report = if primary && config.options.skip_in_primary_checkout {
-            skipped(gate, SkipReason::PrimaryCheckout)
-        } else {
-            match run_gate(gate, config, options, on_event, interrupt).await {
-                Ok(r) => r,
-                Err((signal, partial)) => {
-                    report.gates.extend(partial);
-                    report.interrupted = Some(signal);
-                    return Ok(report);
-                }
-            }
-        };
-        on_event(RunEvent::GateFinished(&gate_report));
-        report.gates.push(gate_report);
+    if primary && config.options.skip_in_primary_checkout {
+        for &index in &selected {
+            let mut gate = skipped(&config.gates[index], SkipReason::PrimaryCheckout);
+            gate.needs = needs_of(config, index);
+            on_event(RunEvent::GateFinished(&gate));
+            report.gates.push(gate);
+        }
+    } else {
+        if let Err(signal) = plan.prepare(config, options, interrupt).await {
+            report.interrupted = Some(signal);
+            return Ok(report);
+        }
+        let (gates, interrupted) =
+            schedule(config, options, &selected, &mut plan, on_event, interrupt).await;
+        report.gates = gates;
+        if let Some(signal) = interrupted {
+            report.interrupted = Some(signal);
+            report.warnings.extend(plan.warnings);
+            return Ok(report);
+        }
+        plan.store_results(config, &selected, &report.gates);
     }
+    report.warnings.extend(plan.warnings);
     report.env_clean_skipped = config.options.require_env_clean;
     report.result = Some(decide(&report.gates));
     Ok(report)
 }
 
-fn skipped(gate: &GateSpec, reason: SkipReason) -> GateReport {
+fn needs_of(config: &Loaded, index: usize) -> Vec<String> {
+    config
+        .gate_v2(index)
+        .map(|g| g.needs.clone())
+        .unwrap_or_default()
+}
+
+/// The gates a run with `--gates` reports, in config order: the selection and, for v2, every
+/// gate it needs, transitively.
+pub fn selected_gates<'c>(
+    config: &'c Loaded,
+    only: Option<&[String]>,
+) -> Result<Vec<&'c GateSpec>, Error> {
+    Ok(selection(config, only)?
+        .into_iter()
+        .map(|i| &config.gates[i])
+        .collect())
+}
+
+/// The indices of the gates to run: `--gates` (checked against the config) and, for v2, every
+/// gate they need, transitively, so a selected gate never starts without what it needs.
+fn selection(config: &Loaded, only: Option<&[String]>) -> Result<Vec<usize>, Error> {
+    let chosen = select_gates(config, only)?;
+    let mut wanted: Vec<bool> = config
+        .gates
+        .iter()
+        .map(|g| chosen.iter().any(|c| c.id == g.id))
+        .collect();
+    let mut grew = true;
+    while grew {
+        grew = false;
+        for index in 0..wanted.len() {
+            if !wanted[index] {
+                continue;
+            }
+            for need in needs_of(config, index) {
+                if let Some(at) = config.gates.iter().position(|g| g.id == need)
+                    && !wanted[at]
+                {
+                    wanted[at] = true;
+                    grew = true;
+                }
+            }
+        }
+    }
+    Ok((0..wanted.len()).filter(|&i| wanted[i]).collect())
+}
+
+enum Slot {
+    Waiting,
+    Running,
+    Done(GateReport),
+    /// Ended by an interrupt before a verdict.
+    Cut,
+}
+
+type GateFuture<'f> = Pin<Box<dyn Future<Output = (usize, Result<GateReport, Interrupted>)> + 'f>>;
+
+/// Runs the selected gates as their needs and `jobs` allow; reports them in config order.
+async fn schedule(
+    config: &Loaded,
+    options: &RunOptions,
+    selected: &[usize],
+    plan: &mut CachePlan,
+    on_event: &mut dyn FnMut(RunEvent<'_>),
+    interrupt: &mut InterruptWatch,
+) -> (Vec<GateReport>, Option<Interrupt>) {
+    let jobs = config.jobs().max(1);
+    let started = Instant::now();
+    let events = RefCell::new(on_event);
+    let mut slots: Vec<Slot> = selected.iter().map(|_| Slot::Waiting).collect();
+    // Needs as positions in `selected` (the selection holds every need).
+    let needs: Vec<Vec<usize>> = selected
+        .iter()
+        .map(|&index| {
+            needs_of(config, index)
+                .iter()
+                .filter_map(|id| selected.iter().position(|&s| config.gates[s].id == *id))
+                .collect()
+        })
+        .collect();
+    let context = AttemptContext {
+        config,
+        options,
+        // Only a gate running alone may claim every process the subreaper adopts.
+        claim_adopted: jobs == 1,
+    };
+    let mut running: FuturesUnordered<GateFuture<'_>> = FuturesUnordered::new();
+    let mut emitted = 0;
+    let mut interrupted = None;
+    loop {
+        if interrupted.is_none() {
+            for at in 0..slots.len() {
+                if !matches!(slots[at], Slot::Waiting) {
+                    continue;
+                }
+                let index = selected[at];
+                let gate = &config.gates[index];
+                let mut blocked = false;
+                let mut failed = None;
+                for &need in &needs[at] {
+                    match &slots[need] {
+                        Slot::Done(r) if r.passed == Some(true) => {}
+                        Slot::Done(_) | Slot::Cut => {
+                            failed = Some(config.gates[selected[need]].id.clone());
+                            break;
+                        }
+                        Slot::Waiting | Slot::Running => blocked = true,
+                    }
+                }
+                if let Some(id) = failed {
+                    let mut report = skipped(gate, SkipReason::Needs);
+                    report.needs = needs_of(config, index);
+                    report.needs_failed = Some(id);
+                    slots[at] = Slot::Done(report);
+                    continue;
+                }
+                if blocked {
+                    continue;
+                }
+                if let Some(mut hit) = plan.replay(config, index, started.elapsed()) {
+                    hit.needs = needs_of(config, index);
+                    slots[at] = Slot::Done(hit);
+                    continue;
+                }
+                if running.len() >= jobs {
+                    continue;
+                }
+                slots[at] = Slot::Running;
+                let started_ms = started.elapsed().as_millis() as u64;
+                let gate_needs = needs_of(config, index);
+                let mut watch = interrupt.clone();
+                let events = &events;
+                let context = &context;
+                let cache = plan.decision(index);
+                running.push(Box::pin(async move {
+                    let mut sink = |event: RunEvent<'_>| (events.borrow_mut())(event);
+                    let result = run_gate(gate, context, &mut sink, &mut watch).await;
+                    let result = result.map(|mut report| {
+                        report.started_ms = Some(started_ms);
+                        report.needs = gate_needs;
+                        if let Some((key, explain)) = cache {
+                            report.cache_key = Some(key);
+                            report.explain = explain;
+                        }
+                        report
+                    });
+                    (at, result)
+                }));
+            }
+        }
+        while let Some(Slot::Done(report)) = slots.get(emitted) {
+            (events.borrow_mut())(RunEvent::GateFinished(report));
+            emitted += 1;
+        }
+        if emitted == slots.len() {
+            break;
+        }
+        let Some((at, result)) = running.next().await else {
+            break;
+        };
+        match result {
+            Ok(report) => slots[at] = Slot::Done(report),
+            Err((signal, partial)) => {
+                interrupted = Some(signal);
+                slots[at] = partial.map_or(Slot::Cut, Slot::Done);
+            }
+        }
+    }
+    drop(running);
+    let mut gates = Vec::new();
+    for (at, slot) in slots.into_iter().enumerate() {
+        if let Slot::Done(report) = slot {
+            if at >= emitted {
+                (events.borrow_mut())(RunEvent::GateFinished(&report));
+            }
+            gates.push(report);
+        }
+    }
+    (gates, interrupted)
+}
+
+pub(crate) fn skipped(gate: &GateSpec, reason: SkipReason) -> GateReport {
     GateReport {
         id: gate.id.clone(),
         command: gate.command.clone(),
@@ -183,7 +392,20 @@ fn skipped(gate: &GateSpec, reason: SkipReason) -> GateReport {
         timeout_sec: gate.timeout_sec,
         attempts: Vec::new(),
         retry_without_verdict: None,
+        needs: Vec::new(),
+        needs_failed: None,
+        started_ms: None,
+        cached: None,
+        cache_key: None,
+        explain: None,
     }
+}
+
+/// What every attempt of a run shares.
+struct AttemptContext<'a> {
+    config: &'a Config,
+    options: &'a RunOptions,
+    claim_adopted: bool,
 }
 
 type Interrupted = (Interrupt, Option<GateReport>);
@@ -192,8 +414,7 @@ type Interrupted = (Interrupt, Option<GateReport>);
 /// gate that cannot be started is a FAIL, never an error of the run.
 async fn run_gate(
     gate: &GateSpec,
-    config: &Config,
-    options: &RunOptions,
+    context: &AttemptContext<'_>,
     on_event: &mut dyn FnMut(RunEvent<'_>),
     interrupt: &mut InterruptWatch,
 ) -> Result<GateReport, Interrupted> {
@@ -203,7 +424,7 @@ async fn run_gate(
         id: &gate.id,
         attempt: 1,
     });
-    let first = match attempt(gate, config, options, 1, on_event, interrupt).await {
+    let first = match attempt(gate, context, 1, on_event, interrupt).await {
         Ok(a) => a,
         Err(signal) => return Err((signal, None)),
     };
@@ -228,7 +449,7 @@ async fn run_gate(
                 id: &gate.id,
                 attempt: 2,
             });
-            let second = match attempt(gate, config, options, 2, on_event, interrupt).await {
+            let second = match attempt(gate, context, 2, on_event, interrupt).await {
                 Ok(a) => a,
                 Err(signal) => {
                     report.verdict = GateVerdict::Fail;
@@ -298,12 +519,12 @@ fn cannot_start(mut attempt: Attempt, why: &Error) -> Attempt {
 /// One attempt: the mutex (if any), then the command. The lock is held for this attempt only.
 async fn attempt(
     gate: &GateSpec,
-    config: &Config,
-    options: &RunOptions,
+    context: &AttemptContext<'_>,
     number: u8,
     on_event: &mut dyn FnMut(RunEvent<'_>),
     interrupt: &mut InterruptWatch,
 ) -> Result<Attempt, Interrupt> {
+    let (config, options) = (context.config, context.options);
     let budget = Duration::from_secs(u64::from(gate.timeout_sec));
     let mut result = Attempt {
         status: AttemptStatus::MutexSkip,
@@ -368,8 +589,8 @@ async fn attempt(
         kill_grace: options.kill_grace,
         tail_bytes: config.options.max_log_tail_bytes,
         extra_env: &[],
-        // Gates run one at a time and nothing else here spawns meanwhile.
-        claim_adopted: true,
+        // Only when this gate runs alone and nothing else here spawns meanwhile.
+        claim_adopted: context.claim_adopted,
     };
     let mut capture = Capture::new(0);
     let mut tee = Tee {

@@ -89,7 +89,61 @@ type Entry<'a> = (Cow<'a, [u8]>, Cow<'a, [u8]>);
 
 const GITLINK: &[u8] = b"160000";
 
+/// Every file of a worktree as the key sees it: `(path, mode, id)` sorted by path, with the
+/// worktree's top directory and HEAD. What the result cache narrows to a gate's inputs.
+#[derive(Debug, Clone, Default)]
+pub struct Listing {
+    /// The worktree's top directory.
+    pub top: PathBuf,
+    /// HEAD's commit, if there is one.
+    pub head: Option<String>,
+    /// Path bytes, git mode, id (blob id, `l<hex>` link target, `s<key>` submodule).
+    pub entries: Vec<(Vec<u8>, Vec<u8>, Vec<u8>)>,
+}
+
+/// The listing of the worktree containing `worktree`. Blocking; writes nothing.
+pub fn listing(worktree: &Path) -> Result<Listing, String> {
+    with_listing(worktree, 0, |top, head, listing| {
+        Ok(Listing {
+            top: top.to_path_buf(),
+            head: head.map(str::to_owned),
+            entries: listing
+                .iter()
+                .map(|(path, (mode, id))| (path.to_vec(), mode.to_vec(), id.to_vec()))
+                .collect(),
+        })
+    })
+}
+
 fn key(worktree: &Path, depth: usize) -> Result<String, String> {
+    with_listing(worktree, depth, |top, head, listing| {
+        let head = head.unwrap_or("none");
+        let mut description = Vec::with_capacity(listing.len() * 64 + 64);
+        description.extend_from_slice(format!("{FORMAT}\nhead {head}\n").as_bytes());
+        for (path, (mode, id)) in listing {
+            for part in [mode.as_ref(), b" ", id.as_ref(), b"\t", path, b"\0"] {
+                description.extend_from_slice(part);
+            }
+        }
+        let hashed = git(top, &["hash-object", "--stdin"], Some(&description))?;
+        let hashed = String::from_utf8_lossy(&hashed).trim().to_owned();
+        if hashed.is_empty() || !hashed.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(format!(
+                "`git hash-object --stdin` in {} printed `{hashed}`",
+                top.display()
+            ));
+        }
+        Ok(hashed)
+    })
+}
+
+type Listed<'a> = BTreeMap<&'a [u8], Entry<'a>>;
+
+fn with_listing<R>(
+    worktree: &Path,
+    depth: usize,
+    finish: impl FnOnce(&Path, Option<&str>, &Listed<'_>) -> Result<R, String>,
+) -> Result<R, String> {
     if depth > MAX_SUBMODULE_DEPTH {
         return Err(format!(
             "submodules nested deeper than {MAX_SUBMODULE_DEPTH} levels at {}",
@@ -214,23 +268,7 @@ fn key(worktree: &Path, depth: usize) -> Result<String, String> {
         }
     }
 
-    let head = repo.head.as_deref().unwrap_or("none");
-    let mut description = Vec::with_capacity(out.len() + 64);
-    description.extend_from_slice(format!("{FORMAT}\nhead {head}\n").as_bytes());
-    for (path, (mode, id)) in &listing {
-        for part in [mode.as_ref(), b" ", id.as_ref(), b"\t", path, b"\0"] {
-            description.extend_from_slice(part);
-        }
-    }
-    let hashed = git(top, &["hash-object", "--stdin"], Some(&description))?;
-    let hashed = String::from_utf8_lossy(&hashed).trim().to_owned();
-    if hashed.is_empty() || !hashed.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err(format!(
-            "`git hash-object --stdin` in {} printed `{hashed}`",
-            top.display()
-        ));
-    }
-    Ok(hashed)
+    finish(top, repo.head.as_deref(), &listing)
 }
 
 fn odd_record(top: &Path, record: &[u8]) -> String {

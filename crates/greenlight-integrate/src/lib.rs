@@ -19,6 +19,7 @@
 //!
 //! Nothing here prints or exits: every function returns a value the command line renders.
 
+pub mod cache_place;
 pub mod draft;
 mod error;
 pub mod foreground;

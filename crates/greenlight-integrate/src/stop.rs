@@ -582,6 +582,8 @@ pub async fn run(
         skip_work_evidence: true,
         kill_grace: options.kill_grace,
         lock_root: options.lock_root.clone(),
+        // The hook replays what verify stored: a gate whose key is unchanged is not re-run.
+        cache: crate::cache_place::cache_settings(options.state_path.as_deref()),
     };
     let mut recorder = if crate::record::disabled_by_env() {
         Recorder::off()
@@ -746,7 +748,7 @@ pub fn record_session_start(payload: &Payload, options: &StopOptions) -> Vec<Str
     let base_ref = find_config(&cwd)
         .and_then(|p| Utf8PathBuf::from_path_buf(p).ok())
         .and_then(|p| config::load(&p).ok())
-        .and_then(|c| c.options.base_ref);
+        .and_then(|c| c.config.options.base_ref);
     let Some(base) = session_base(&top, base_ref.as_deref()) else {
         return Vec::new();
     };

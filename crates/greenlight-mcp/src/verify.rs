@@ -163,7 +163,7 @@ async fn run(args: &VerifyArgs, ctx: VerifyContext) -> Result<VerifyOutput, Cann
         ));
         CannotRun(lines)
     })?;
-    let selected = greenlight_gate::select_gates(&config, args.gates.as_deref())
+    let selected = greenlight_gate::selected_gates(&config, args.gates.as_deref())
         .map_err(|e| CannotRun(vec![e.to_string()]))?;
     let ids: Vec<String> = selected.iter().map(|g| g.id.clone()).collect();
     let total = ids.len();
@@ -175,6 +175,7 @@ async fn run(args: &VerifyArgs, ctx: VerifyContext) -> Result<VerifyOutput, Cann
         skip_work_evidence: args.skip_work_evidence,
         kill_grace: greenlight_proc::kill_grace(),
         lock_root: greenlight_gate::lock::lock_root(),
+        cache: greenlight_integrate::cache_place::cache_settings(ctx.state.as_deref()),
     };
     let mut warnings = Vec::new();
     let mut recorder = if record::disabled_by_env() {
@@ -307,6 +308,7 @@ async fn run(args: &VerifyArgs, ctx: VerifyContext) -> Result<VerifyOutput, Cann
             return Err(CannotRun(vec![message]));
         }
     };
+    warnings.extend(report.warnings.iter().cloned());
     let exit_code = report.exit_code();
     let result_word = match (report.interrupted, report.result) {
         (Some(_), _) => "interrupted",

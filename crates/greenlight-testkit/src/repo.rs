@@ -198,7 +198,9 @@ impl TempRepo {
             .env_remove("CM_WORKTREE_INDEX")
             .env_remove("CM_WORKTREE_ID")
             .env_remove("GREENLIGHT_STATE")
-            .env("XDG_STATE_HOME", self.home.join("state"));
+            .env("XDG_STATE_HOME", self.home.join("state"))
+            .env_remove("GREENLIGHT_CACHE_DIR")
+            .env("XDG_CACHE_HOME", self.home.join("cache"));
         cmd
     }
 }

@@ -26,9 +26,12 @@ pub struct ConfigError {
 
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.line {
-            Some(line) => write!(f, "{}:{}: {}", self.path, line, self.kind),
-            None => write!(f, "{}: {}", self.path, self.kind),
+        match (self.line, &self.kind) {
+            (Some(line), ConfigErrorKind::V2 { column, message }) => {
+                write!(f, "{}:{line}:{column}: {message}", self.path)
+            }
+            (Some(line), _) => write!(f, "{}:{}: {}", self.path, line, self.kind),
+            (None, _) => write!(f, "{}: {}", self.path, self.kind),
         }
     }
 }
@@ -111,6 +114,16 @@ pub enum ConfigErrorKind {
     /// The file starts with a UTF-8 byte order mark, which the line-based v1 format rejects.
     #[error("the file starts with a byte order mark; save it as UTF-8 without one")]
     ByteOrderMark,
+
+    /// A problem in a version 2 file, at a line and column; the message names the key, the
+    /// value found and what is allowed.
+    #[error("{message}")]
+    V2 {
+        /// 1-based column of the offending node.
+        column: usize,
+        /// What is wrong and what to do.
+        message: String,
+    },
 
     // --- line shape ------------------------------------------------------------------------
     /// A tab character anywhere on a line.

@@ -18,12 +18,14 @@
 
 mod error;
 mod lines;
+mod v2;
 mod validate;
 
 use camino::{Utf8Path, Utf8PathBuf};
 use serde::Serialize;
 
 pub use error::{ConfigError, ConfigErrorKind, ConfigErrors};
+pub use v2::{GATE_KEYS_V2, MAX_JOBS, OPTIONS_KEYS_V2};
 
 /// Timeout of a gate that declares no `timeoutSec`, in seconds (CommandMate's default).
 pub const DEFAULT_TIMEOUT_SEC: u32 = 600;
@@ -118,6 +120,162 @@ impl Default for Options {
     }
 }
 
+/// A loaded verify.yaml of either version: the part both versions share (dereferences to
+/// [`Config`]) and, for a version 2 file, what only v2 has.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    /// Gates and options as v1 knows them (for v2, the same keys with the same meaning).
+    pub config: Config,
+    /// `Some` for a `version: 2` file.
+    pub v2: Option<V2>,
+}
+
+impl std::ops::Deref for Loaded {
+    type Target = Config;
+    fn deref(&self) -> &Config {
+        &self.config
+    }
+}
+
+impl std::ops::DerefMut for Loaded {
+    fn deref_mut(&mut self) -> &mut Config {
+        &mut self.config
+    }
+}
+
+impl Loaded {
+    /// 1 or 2.
+    pub fn version(&self) -> u8 {
+        if self.v2.is_some() { 2 } else { 1 }
+    }
+
+    /// The v2 settings of gate `index` (defaults for a v1 file: no needs, whole workspace, no
+    /// cache).
+    pub fn gate_v2(&self, index: usize) -> Option<&GateV2> {
+        self.v2.as_ref().and_then(|v2| v2.gates.get(index))
+    }
+
+    /// How many gates may run at once: 1 for v1 (CommandMate runs them in order).
+    pub fn jobs(&self) -> usize {
+        match &self.v2 {
+            None => 1,
+            Some(v2) => v2.options.jobs.unwrap_or_else(|| {
+                std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+            }),
+        }
+    }
+
+    /// Whether results may be replayed from the local cache (never for v1).
+    pub fn cache(&self) -> CacheMode {
+        self.v2
+            .as_ref()
+            .map_or(CacheMode::Off, |v2| v2.options.cache)
+    }
+}
+
+/// What a version 2 file adds, gate by gate (same order as [`Config::gates`]) and in options.
+#[derive(Debug, Clone, Default)]
+pub struct V2 {
+    /// Per gate, in the order of `Config::gates`.
+    pub gates: Vec<GateV2>,
+    /// The options only v2 has.
+    pub options: OptionsV2,
+}
+
+/// The keys a v2 gate may add.
+#[derive(Debug, Clone)]
+pub struct GateV2 {
+    /// Ids of gates that must pass before this one starts.
+    pub needs: Vec<String>,
+    /// Globs (relative to the worktree) of what the gate reads; empty: the whole workspace.
+    pub inputs: Vec<String>,
+    /// Environment variables passed through and part of the cache key.
+    pub env: Vec<String>,
+    /// Commands whose output is part of the cache key.
+    pub keys: Vec<String>,
+    /// Whether this gate's result may be cached (`cache: false` opts out).
+    pub cache: bool,
+    /// Problem matcher files (resolved path, text), in the order written.
+    pub matchers: Vec<(Utf8PathBuf, String)>,
+}
+
+impl Default for GateV2 {
+    fn default() -> Self {
+        GateV2 {
+            needs: Vec::new(),
+            inputs: Vec::new(),
+            env: Vec::new(),
+            keys: Vec::new(),
+            cache: true,
+            matchers: Vec::new(),
+        }
+    }
+}
+
+/// The options only v2 has.
+#[derive(Debug, Clone, Default)]
+pub struct OptionsV2 {
+    /// Gates run at once; `None`: the number of CPUs.
+    pub jobs: Option<usize>,
+    /// `local` (default) or `off`.
+    pub cache: CacheMode,
+    /// Commands whose output is part of every gate's cache key.
+    pub keys: Vec<String>,
+}
+
+/// Where gate results may be replayed from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CacheMode {
+    /// The per-user cache under `$XDG_CACHE_HOME/greenlight`.
+    #[default]
+    Local,
+    /// Never replay, never store.
+    Off,
+}
+
+/// Whether `text` declares `version: 2` as its first key (comments and blank lines before it
+/// allowed), which selects the YAML reader.
+pub fn is_v2(text: &str) -> bool {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    for line in text.lines() {
+        let trimmed = line.trim();
+        if trimmed.is_empty() || trimmed.starts_with('#') || trimmed == "---" {
+            continue;
+        }
+        let Some(rest) = line.strip_prefix("version:") else {
+            return false;
+        };
+        let value = rest.split(" #").next().unwrap_or("").trim();
+        return matches!(value, "2" | "\"2\"" | "'2'");
+    }
+    false
+}
+
+/// Parses the text of a verify.yaml of either version (`version: 2` as the first key selects
+/// v2; anything else is read as v1, exactly as CommandMate reads it).
+pub fn parse(path: &Utf8Path, text: &str) -> Result<Loaded, ConfigErrors> {
+    if !is_v2(text) {
+        return parse_v1(path, text).map(|config| Loaded { config, v2: None });
+    }
+    match v2::parse(path, text) {
+        Ok((config, v2)) => Ok(Loaded {
+            config,
+            v2: Some(v2),
+        }),
+        Err(problems) => Err(ConfigErrors(
+            problems
+                .into_iter()
+                .map(|(line, column, message)| ConfigError {
+                    path: path.to_owned(),
+                    line: Some(line),
+                    kind: ConfigErrorKind::V2 { column, message },
+                })
+                .collect(),
+        )),
+    }
+}
+
 fn serialize_path<S: serde::Serializer>(
     path: &Utf8PathBuf,
     serializer: S,
@@ -152,9 +310,9 @@ pub fn parse_v1(path: &Utf8Path, text: &str) -> Result<Config, ConfigErrors> {
     ))
 }
 
-/// Reads and parses a v1 verify.yaml. A missing, unreadable or non-UTF-8 file is one
-/// [`ConfigError`] naming the path.
-pub fn load(path: &Utf8Path) -> Result<Config, ConfigErrors> {
+/// Reads and parses a verify.yaml of either version ([`parse`]). A missing, unreadable or
+/// non-UTF-8 file is one [`ConfigError`] naming the path.
+pub fn load(path: &Utf8Path) -> Result<Loaded, ConfigErrors> {
     let one = |line: Option<usize>, kind: ConfigErrorKind| {
         ConfigErrors(vec![ConfigError {
             path: path.to_owned(),
@@ -187,5 +345,5 @@ pub fn load(path: &Utf8Path) -> Result<Config, ConfigErrors> {
             return Err(one(Some(line), ConfigErrorKind::NotUtf8 { offset }));
         }
     };
-    parse_v1(path, &text)
+    parse(path, &text)
 }

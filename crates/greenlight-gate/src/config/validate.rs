@@ -215,7 +215,7 @@ fn interpret_options(raw: &RawFile, problems: &mut Vec<Problem>) -> Options {
 }
 
 /// `^[a-z0-9][a-z0-9-]{0,31}$`.
-fn is_valid_id(id: &str) -> bool {
+pub(super) fn is_valid_id(id: &str) -> bool {
     let bytes = id.as_bytes();
     let allowed = |b: &u8| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-';
     !bytes.is_empty() && bytes.len() <= 32 && bytes[0] != b'-' && bytes.iter().all(allowed)

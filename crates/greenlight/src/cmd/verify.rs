@@ -64,6 +64,22 @@ pub struct Args {
     /// $XDG_STATE_HOME/greenlight/state.db].
     #[arg(long, value_name = "PATH")]
     pub state: Option<PathBuf>,
+    /// Run every gate (a version 2 file replays unchanged results from the cache) and store
+    /// the fresh results.
+    #[arg(long)]
+    pub no_cache: bool,
+    /// Say on stderr, per gate, why it ran (no entry, which inputs/env/keys differ) or was
+    /// replayed from the cache.
+    #[arg(long)]
+    pub explain: bool,
+}
+
+/// The cache this run may use: the user's cache directory, its key beside the state database.
+fn cache_settings(args: &Args) -> Option<greenlight_gate::cache::CacheSettings> {
+    let mut settings = greenlight_integrate::cache_place::cache_settings(args.state.as_deref())?;
+    settings.refresh = args.no_cache;
+    settings.explain = args.explain;
+    Some(settings)
 }
 
 /// Runs the subcommand and returns the process exit code.
@@ -135,7 +151,9 @@ async fn verify(args: Args, interrupt: greenlight_proc::InterruptWatch) -> i32 {
         skip_work_evidence: args.skip_work_evidence,
         kill_grace: greenlight_proc::kill_grace(),
         lock_root: greenlight_gate::lock::lock_root(),
+        cache: cache_settings(&args),
     };
+    let explain = args.explain;
     let progress = Progress::start();
     let mut recorder = start_recording(&args, &config, &cwd);
     if let Some(warning) = recorder.take_warning() {
@@ -154,13 +172,16 @@ async fn verify(args: Args, interrupt: greenlight_proc::InterruptWatch) -> i32 {
                 progress.err(&format!("{note}\n"));
             }
         }
-        RunEvent::GateStarted { id, attempt } => progress.set(Some((id.to_owned(), attempt))),
+        RunEvent::GateStarted { id, attempt } => progress.started(id, attempt),
         // The tail in the report is what the terminal shows; the whole output is for `mcp`.
         RunEvent::GateOutput { .. } => {}
         RunEvent::GateFinished(gate) => {
-            progress.set(None);
+            progress.finished(Some(&gate.id));
             if !json {
                 out_line(&render::gate_line(gate));
+            }
+            if explain && let Some(why) = &gate.explain {
+                progress.err(&format!("greenlight: {}: {why}\n", gate.id));
             }
             let text = render::gate_stderr(gate, tail_limit, &cwd);
             if plain_stderr {
@@ -178,7 +199,7 @@ async fn verify(args: Args, interrupt: greenlight_proc::InterruptWatch) -> i32 {
         show_event(event)
     };
     let result = greenlight_gate::run(&config, &options, &mut on_event, &mut interrupt).await;
-    progress.set(None);
+    progress.finished(None);
     let report: RunReport = match result {
         Ok(r) => r,
         Err(e) => {
@@ -202,6 +223,9 @@ async fn verify(args: Args, interrupt: greenlight_proc::InterruptWatch) -> i32 {
             return exit::CONFIG_ERROR;
         }
     };
+    for warning in &report.warnings {
+        errln!("{warning}");
+    }
     if let Some(note) = render::orphans_stderr(&report) {
         // Command lines come from /proc: whatever a gate's process put there.
         if plain_stderr {
@@ -260,15 +284,14 @@ async fn verify(args: Args, interrupt: greenlight_proc::InterruptWatch) -> i32 {
 }
 
 /// The recorder of this run: off with `--no-record` or `GREENLIGHT_NO_RECORD=1`.
-fn start_recording(args: &Args, config: &config::Config, cwd: &std::path::Path) -> Recorder {
+fn start_recording(args: &Args, config: &config::Loaded, cwd: &std::path::Path) -> Recorder {
     if args.no_record || record::disabled_by_env() {
         return Recorder::off();
     }
-    // The gates the runner will report, in config order.
-    let gates = config
-        .gates
-        .iter()
-        .filter(|g| args.gates.as_ref().is_none_or(|only| only.contains(&g.id)))
+    // The gates the runner will report, in config order (a selection with what it needs).
+    let gates = greenlight_gate::selected_gates(config, args.gates.as_deref())
+        .unwrap_or_default()
+        .into_iter()
         .map(|g| RunGate {
             id: g.id.clone(),
             command: g.command.clone(),
@@ -352,7 +375,8 @@ struct Progress {
 }
 
 struct ProgressState {
-    running: Option<(String, u8, Instant)>,
+    /// Every running gate (v2 runs several at once), in the order they started.
+    running: Vec<(String, u8, Instant)>,
     drawn: bool,
 }
 
@@ -364,7 +388,7 @@ impl Progress {
             return Self { state: None };
         }
         let state = Arc::new(Mutex::new(ProgressState {
-            running: None,
+            running: Vec::new(),
             drawn: false,
         }));
         let ticker = Arc::clone(&state);
@@ -373,14 +397,18 @@ impl Progress {
             loop {
                 tick.tick().await;
                 if let Ok(mut s) = ticker.lock()
-                    && let Some((id, attempt, since)) = &s.running
+                    && !s.running.is_empty()
                 {
-                    let retry = if *attempt > 1 { " (retry)" } else { "" };
+                    let gates: Vec<String> = s
+                        .running
+                        .iter()
+                        .map(|(id, attempt, since)| {
+                            let retry = if *attempt > 1 { " (retry)" } else { "" };
+                            format!("{id}{retry} {}s", since.elapsed().as_secs())
+                        })
+                        .collect();
                     let style = anstyle::Style::new().dimmed();
-                    let line = format!(
-                        "\r\x1b[2K{style}running {id}{retry} {}s{style:#}",
-                        since.elapsed().as_secs()
-                    );
+                    let line = format!("\r\x1b[2K{style}running {}{style:#}", gates.join(", "));
                     let mut err = anstream::stderr().lock();
                     let _ = err.write_all(line.as_bytes());
                     let _ = err.flush();
@@ -391,12 +419,25 @@ impl Progress {
         Self { state: Some(state) }
     }
 
-    fn set(&self, running: Option<(String, u8)>) {
+    /// A gate attempt started (a retry replaces its first attempt).
+    fn started(&self, id: &str, attempt: u8) {
         if let Some(state) = &self.state
             && let Ok(mut s) = state.lock()
         {
             Self::clear(&mut s);
-            s.running = running.map(|(id, attempt)| (id, attempt, Instant::now()));
+            s.running.retain(|(running, _, _)| running != id);
+            s.running.push((id.to_owned(), attempt, Instant::now()));
+        }
+    }
+
+    /// A gate is decided (`None`: the run is over).
+    fn finished(&self, id: Option<&str>) {
+        if let Some(state) = &self.state
+            && let Ok(mut s) = state.lock()
+        {
+            Self::clear(&mut s);
+            s.running
+                .retain(|(running, _, _)| id.is_some_and(|id| running != id));
         }
     }
 

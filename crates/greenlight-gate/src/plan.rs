@@ -1,0 +1,386 @@
+//! One verify run's use of the result cache: the keys of its gates, the replays, and the
+//! results stored at the end.
+//!
+//! The rules that keep a replay exact:
+//! - the workspace listing is read once before the gates and once after them; a result is
+//!   stored only when its gate's key is the same both times, so a gate whose inputs changed
+//!   while it ran (an agent still editing, a formatter rewriting files) is never stored;
+//! - only PASS and FAIL are stored, and only when every attempt exited on its own: no timeout,
+//!   no FLAKY, no interrupt, no leftover process, no pipe left open, no start failure;
+//! - any problem with the cache (no directory, a key file that is not private) turns it off for
+//!   the run with a warning; it never changes a verdict.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crate::cache::{
+    self, CacheSettings, Entry, GateKey, KeyContext, KeyParts, Store, StoredAttempt,
+};
+use crate::config::{CacheMode, Loaded};
+use crate::exec::{self, ExecSpec, Interrupt, InterruptWatch, OutputSink, Termination};
+use crate::report::{Attempt, AttemptStatus, GateReport, GateVerdict};
+use crate::runner::RunOptions;
+use crate::workspace_key::{self, Listing};
+
+/// How long a `keys` command may run.
+const KEY_COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The cache as one run uses it.
+pub(crate) struct CachePlan {
+    settings: Option<CacheSettings>,
+    listing_thread: Option<JoinHandle<Result<Listing, String>>>,
+    listing: Option<Listing>,
+    store: Option<Store>,
+    /// Per gate index: its key (when it has one).
+    keys: HashMap<usize, GateKey>,
+    /// Per gate index: why it ran or replayed (`--explain`).
+    explain: HashMap<usize, String>,
+    /// Output hash of every key command, run once.
+    key_outputs: HashMap<String, String>,
+    /// Where the gates run, relative to the worktree's top.
+    cwd_in_worktree: String,
+    /// Problems worth a line on stderr.
+    pub(crate) warnings: Vec<String>,
+}
+
+impl CachePlan {
+    /// Decides whether this run uses the cache and, if so, starts reading the listing.
+    pub(crate) fn start(config: &Loaded, options: &RunOptions, selected: &[usize]) -> CachePlan {
+        let wants = config.cache() == CacheMode::Local
+            && selected
+                .iter()
+                .any(|&i| config.gate_v2(i).is_some_and(|g| g.cache));
+        let settings = options.cache.clone().filter(|_| wants);
+        let listing_thread = settings.as_ref().map(|_| {
+            let cwd = options.cwd.clone();
+            std::thread::spawn(move || workspace_key::listing(&cwd))
+        });
+        CachePlan {
+            settings,
+            listing_thread,
+            listing: None,
+            store: None,
+            keys: HashMap::new(),
+            explain: HashMap::new(),
+            key_outputs: HashMap::new(),
+            cwd_in_worktree: ".".to_owned(),
+            warnings: Vec::new(),
+        }
+    }
+
+    fn off(&mut self, why: String) {
+        self.warnings.push(format!(
+            "greenlight: the result cache is off for this run: {why}"
+        ));
+        self.settings = None;
+        self.store = None;
+        self.keys.clear();
+    }
+
+    /// Opens the store, runs the key commands, and computes every cacheable gate's key.
+    pub(crate) async fn prepare(
+        &mut self,
+        config: &Loaded,
+        options: &RunOptions,
+        interrupt: &mut InterruptWatch,
+    ) -> Result<(), Interrupt> {
+        let Some(settings) = self.settings.clone() else {
+            return Ok(());
+        };
+        let listing = match self.listing_thread.take().map(JoinHandle::join) {
+            Some(Ok(Ok(listing))) => listing,
+            Some(Ok(Err(why))) => {
+                self.off(format!("the workspace could not be listed ({why})"));
+                return Ok(());
+            }
+            _ => {
+                self.off("the workspace listing failed".into());
+                return Ok(());
+            }
+        };
+        let store = match settings.open() {
+            Ok(store) => store,
+            Err(why) => {
+                self.off(why);
+                return Ok(());
+            }
+        };
+        let Some(v2) = &config.v2 else {
+            return Ok(());
+        };
+        let mut commands: Vec<&String> = v2.options.keys.iter().collect();
+        for gate in &v2.gates {
+            commands.extend(gate.keys.iter());
+        }
+        let mut key_outputs = HashMap::new();
+        for command in commands {
+            if key_outputs.contains_key(command) {
+                continue;
+            }
+            let hash = run_key_command(command, options, interrupt).await?;
+            key_outputs.insert(command.clone(), hash);
+        }
+        self.cwd_in_worktree = cwd_in(&listing.top, &options.cwd);
+        let context = KeyContext {
+            listing: &listing,
+            cwd_in_worktree: self.cwd_in_worktree.clone(),
+            key_outputs: &key_outputs,
+            option_keys: &v2.options.keys,
+            tail_bytes: config.options.max_log_tail_bytes,
+            whole_listing: cache::listing_hash(&listing, |_| true),
+        };
+        let env = |name: &str| std::env::var_os(name);
+        for (index, (gate, extra)) in config.gates.iter().zip(&v2.gates).enumerate() {
+            if !extra.cache {
+                if settings.explain {
+                    self.explain
+                        .insert(index, "ran: `cache: false` on this gate".to_owned());
+                }
+                continue;
+            }
+            match cache::gate_key(&context, gate, extra, &env) {
+                Ok(key) => {
+                    self.keys.insert(index, key);
+                }
+                Err(why) => self.warnings.push(format!(
+                    "greenlight: gate {} has no cache key: {why}",
+                    gate.id
+                )),
+            }
+        }
+        self.store = Some(store);
+        self.listing = Some(listing);
+        // Carried for `store_results`: the key outputs do not change within a run.
+        self.key_outputs = key_outputs;
+        Ok(())
+    }
+
+    /// The stored result of gate `index`, as a report, when its key hits.
+    pub(crate) fn replay(
+        &mut self,
+        config: &Loaded,
+        index: usize,
+        at: Duration,
+    ) -> Option<GateReport> {
+        let settings = self.settings.as_ref()?;
+        let key = self.keys.get(&index)?;
+        let store = self.store.as_ref()?;
+        let gate = &config.gates[index];
+        let entry = if settings.refresh {
+            None
+        } else {
+            store.get(&key.key)
+        };
+        let Some(entry) = entry.filter(|e| e.command == gate.command) else {
+            if settings.explain {
+                let why = if settings.refresh {
+                    "ran: --no-cache".to_owned()
+                } else {
+                    let name = cache::record_name(&self.listing.as_ref()?.top, &gate.id);
+                    let last: Option<KeyParts> = store
+                        .record(&name)
+                        .and_then(|bytes| serde_json::from_slice(&bytes).ok());
+                    let v2 = config.gate_v2(index)?;
+                    format!(
+                        "ran: {}",
+                        cache::explain_miss(last.as_ref(), &key.parts, self.listing.as_ref()?, v2)
+                    )
+                };
+                self.explain.insert(index, why);
+            }
+            return None;
+        };
+        let mut report = crate::runner::skipped(gate, crate::report::SkipReason::Flag);
+        report.skip_reason = None;
+        report.verdict = entry.verdict;
+        report.passed = Some(entry.verdict == GateVerdict::Pass);
+        report.attempts = entry.attempts.iter().map(replayed).collect();
+        report.started_ms = Some(at.as_millis() as u64);
+        report.cached = Some(key.key.clone());
+        report.cache_key = Some(key.key.clone());
+        if settings.explain {
+            let age = cache::created_now().saturating_sub(entry.created_ms) / 1000;
+            report.explain = Some(format!(
+                "replayed: inputs, env and keys match the result stored {age}s ago"
+            ));
+        }
+        Some(report)
+    }
+
+    /// The key and explanation a running gate carries into its report.
+    pub(crate) fn decision(&self, index: usize) -> Option<(String, Option<String>)> {
+        let key = self.keys.get(&index)?;
+        Some((key.key.clone(), self.explain.get(&index).cloned()))
+    }
+
+    /// Stores the results that may be stored, after checking their keys against the workspace
+    /// as it is now.
+    pub(crate) fn store_results(
+        &mut self,
+        config: &Loaded,
+        selected: &[usize],
+        gates: &[GateReport],
+    ) {
+        let (Some(store), Some(before)) = (&self.store, &self.listing) else {
+            return;
+        };
+        let candidates: Vec<(usize, &GateReport)> = selected
+            .iter()
+            .filter_map(|&index| {
+                let report = gates.iter().find(|g| g.id == config.gates[index].id)?;
+                (report.cached.is_none() && storable(report) && self.keys.contains_key(&index))
+                    .then_some((index, report))
+            })
+            .collect();
+        if candidates.is_empty() {
+            return;
+        }
+        let after = match workspace_key::listing(&before.top) {
+            Ok(after) => after,
+            Err(why) => {
+                self.warnings.push(format!(
+                    "greenlight: results not cached: the workspace could not be listed again ({why})"
+                ));
+                return;
+            }
+        };
+        let Some(v2) = &config.v2 else { return };
+        let context = KeyContext {
+            listing: &after,
+            cwd_in_worktree: self.cwd_in_worktree.clone(),
+            key_outputs: &self.key_outputs,
+            option_keys: &v2.options.keys,
+            tail_bytes: config.options.max_log_tail_bytes,
+            whole_listing: cache::listing_hash(&after, |_| true),
+        };
+        let env = |name: &str| std::env::var_os(name);
+        for (index, report) in candidates {
+            let Some(before_key) = self.keys.get(&index) else {
+                continue;
+            };
+            let gate = &config.gates[index];
+            let extra = &v2.gates[index];
+            let Ok(now) = cache::gate_key(&context, gate, extra, &env) else {
+                continue;
+            };
+            if now.key != before_key.key {
+                // Its inputs changed while it ran: the result belongs to no one state.
+                continue;
+            }
+            let entry = Entry {
+                key: now.key.clone(),
+                gate: gate.id.clone(),
+                command: gate.command.clone(),
+                verdict: report.verdict,
+                attempts: report.attempts.iter().map(stored).collect(),
+                created_ms: cache::created_now(),
+            };
+            if let Err(why) = store.put(&entry) {
+                self.warnings
+                    .push(format!("greenlight: gate {} not cached: {why}", gate.id));
+                continue;
+            }
+            let mut parts = now.parts;
+            parts.inputs = cache::input_map(&after, extra);
+            if let Ok(json) = serde_json::to_vec(&parts) {
+                let _ = store.put_record(&cache::record_name(&after.top, &gate.id), &json);
+            }
+        }
+    }
+}
+
+/// Whether a result may be stored: PASS or FAIL, every attempt ended on its own and cleanly.
+fn storable(report: &GateReport) -> bool {
+    matches!(report.verdict, GateVerdict::Pass | GateVerdict::Fail)
+        && report.retry_without_verdict.is_none()
+        && !report.attempts.is_empty()
+        && report.attempts.iter().all(|a| {
+            matches!(a.status, AttemptStatus::Pass | AttemptStatus::Fail)
+                && a.leftovers.is_empty()
+                && !a.pipe_left_open
+                && a.start_error.is_none()
+                && a.waited.is_none_or(|_| a.lock_holder.is_none())
+        })
+}
+
+fn stored(attempt: &Attempt) -> StoredAttempt {
+    StoredAttempt {
+        status: attempt.status,
+        exit_code: attempt.exit_code,
+        duration_ms: attempt.duration.as_millis() as u64,
+        tail: attempt.tail.clone(),
+        output_bytes: attempt.output_bytes,
+        digest: attempt.digest.clone(),
+    }
+}
+
+fn replayed(attempt: &StoredAttempt) -> Attempt {
+    Attempt {
+        status: attempt.status,
+        exit_code: attempt.exit_code,
+        duration: Duration::from_millis(attempt.duration_ms),
+        waited: None,
+        tail: attempt.tail.clone(),
+        output_bytes: attempt.output_bytes,
+        leftovers: Vec::new(),
+        pipe_left_open: false,
+        lock_path: None,
+        lock_holder: None,
+        broke_stale_lock: None,
+        ownerless_lock: None,
+        digest: attempt.digest.clone(),
+        start_error: None,
+    }
+}
+
+/// `cwd` relative to the worktree's top, `.` at the top.
+fn cwd_in(top: &Path, cwd: &Path) -> String {
+    let cwd = cwd.canonicalize().unwrap_or_else(|_| cwd.to_path_buf());
+    match cwd.strip_prefix(top) {
+        Ok(rel) if rel.as_os_str().is_empty() => ".".to_owned(),
+        Ok(rel) => rel.to_string_lossy().into_owned(),
+        Err(_) => cwd.to_string_lossy().into_owned(),
+    }
+}
+
+struct Discard;
+
+impl OutputSink for Discard {
+    fn chunk(&mut self, _bytes: &[u8]) {}
+}
+
+/// Runs one `keys` command in the worktree and hashes how it ended and what it printed.
+async fn run_key_command(
+    command: &str,
+    options: &RunOptions,
+    interrupt: &mut InterruptWatch,
+) -> Result<String, Interrupt> {
+    let spec = ExecSpec {
+        command,
+        cwd: &options.cwd,
+        timeout: KEY_COMMAND_TIMEOUT,
+        kill_grace: options.kill_grace,
+        tail_bytes: 1 << 20,
+        extra_env: &[],
+        claim_adopted: false,
+    };
+    let mut hasher = blake3::Hasher::new();
+    match exec::run(&spec, &mut Discard, interrupt).await {
+        Ok(outcome) => {
+            let ended = match outcome.termination {
+                Termination::Exited(code) => format!("exit {code}"),
+                Termination::TimedOut => "timeout".to_owned(),
+                Termination::Interrupted(signal) => return Err(signal),
+            };
+            hasher.update(ended.as_bytes());
+            hasher.update(b"\0");
+            hasher.update(outcome.tail.text().as_bytes());
+        }
+        Err(error) => {
+            hasher.update(format!("cannot start: {error}").as_bytes());
+        }
+    }
+    Ok(hasher.finalize().to_hex().to_string())
+}
