@@ -42,6 +42,9 @@ enum Command {
     Hook(cmd::hook::Command),
     /// Serve the dashboard and the live API (SSE with resume) for a state file.
     Serve(cmd::serve::Args),
+    /// The result cache of version 2 gates: stats, prune, clear.
+    #[command(subcommand)]
+    Cache(cmd::cache::Command),
     /// The MCP server (stdio): verify, digest, evidence and goals as tools for agents; and its
     /// install into Claude Code and Codex.
     Mcp(cmd::mcp::Args),
@@ -81,6 +84,7 @@ fn main() {
         Command::Hook(command) => cmd::hook::run(command),
         Command::Serve(args) => cmd::serve::run(args),
         Command::Mcp(args) => cmd::mcp::run(args),
+        Command::Cache(command) => cmd::cache::run(command),
     };
     std::process::exit(out::finish(code));
 }

@@ -1,6 +1,7 @@
 //! One module per subcommand; each exposes its clap arguments and `run(args) -> exit code`.
 
 pub mod agent;
+pub mod cache;
 pub mod demo;
 pub mod digest;
 pub mod goal;
