@@ -219,3 +219,12 @@ capture tsc pretty js/tsc tsc "$JSBIN/tsc --version" "" -- "$JSBIN/tsc" -p . --p
 report_only js/eslint report.json -- "$JSBIN/eslint" -f json .
 capture eslint stylish js/eslint eslint "$JSBIN/eslint --version" report.json -- "$JSBIN/eslint" .
 capture eslint stylish-color js/eslint eslint "$JSBIN/eslint --version" report.json -- "$JSBIN/eslint" --color .
+
+# ---- Tools without a parser of their own, read through GitHub problem matchers ----
+# Stored under matchers/runs/, beside the matcher files (tests/fixtures/matchers/*.json) that
+# read them; tests/matchers.rs holds their expected problems.
+report_only go/vet report.json -- 'go vet -json ./... 2>&1'
+capture matchers/runs go-vet go/vet go "$GO_V" report.json -- go vet ./...
+capture matchers/runs python-traceback python/traceback python3 "python3 --version" "" -- python3 main.py
+capture matchers/runs eslint-compact js/eslint eslint "$JSBIN/eslint --version" report.json -- "$JSBIN/eslint" -f compact .
+capture matchers/runs rustfmt-check rust/unformatted rustfmt "cargo fmt --version" "" -- cargo fmt --check
