@@ -31,7 +31,7 @@ pub mod matchers;
 mod model;
 mod normalize;
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 
 pub use model::{
     Classification, Diagnostic, Digest, DigestReason, Failure, Format, Severity, Summary,
@@ -383,39 +383,57 @@ impl State {
             d.compact = d.compact(self.options.budget);
             return d;
         };
-        // A built-in format that can stand in for the output wins; otherwise the matchers'
-        // problems join what the built-in formats saw (alone, they are the digest).
+        // A built-in format that can stand in for the output wins.
         let builtin = d.clone();
         let backup = seen.clone();
         classify(&mut d, seen, global.clone(), exit_code, any_content);
         if d.classification != Classification::Recognised {
             d = builtin;
-            let mut seen = backup;
-            let (format, mut report, last_word, after) = matched;
-            let known: std::collections::HashSet<(Option<&str>, Option<u32>, Option<u32>, &str)> =
-                seen.iter()
-                    .flat_map(|(_, r, _, _)| &r.diagnostics)
-                    .map(|x| (x.file.as_deref(), x.line, x.column, x.message.as_str()))
-                    .collect();
-            // A problem a built-in parser already lists is not listed twice.
-            let fresh: Vec<Diagnostic> = report
-                .diagnostics
-                .iter()
-                .filter(|x| {
-                    !known.contains(&(x.file.as_deref(), x.line, x.column, x.message.as_str()))
-                })
-                .cloned()
-                .collect();
-            drop(known);
-            if !fresh.is_empty() || seen.is_empty() {
-                report.diagnostics = fresh;
-                seen.push((format, report, last_word, after));
-            }
+            let seen = with_matchers(backup, matched);
             classify(&mut d, seen, global, exit_code, any_content);
         }
         d.compact = d.compact(self.options.budget);
         d
     }
+}
+
+/// What the digest reads when the matchers found problems and no built-in format can stand in
+/// for the output. When the matchers found everything the built-in formats did (or those saw
+/// nothing), the matchers alone: nothing is lost by reading the output their way (`go vet`
+/// prints what looks like a Go build failure, without the closing line `go test` prints).
+/// Otherwise both, the problems a built-in parser already lists left out, which makes the
+/// digest `mixed` and never `recognised`.
+fn with_matchers(mut seen: Vec<Seen>, matched: Seen) -> Vec<Seen> {
+    type Key<'a> = (Option<&'a str>, Option<u32>, Option<u32>, &'a str);
+    fn key(x: &Diagnostic) -> Key<'_> {
+        (x.file.as_deref(), x.line, x.column, x.message.as_str())
+    }
+    let (format, mut report, last_word, after) = matched;
+    let found: HashSet<Key<'_>> = report.diagnostics.iter().map(key).collect();
+    let covered = seen.iter().all(|(_, r, _, _)| {
+        r.failures.is_empty() && !r.dropped && r.diagnostics.iter().all(|x| found.contains(&key(x)))
+    });
+    drop(found);
+    if covered {
+        return vec![(format, report, last_word, after)];
+    }
+    let known: HashSet<Key<'_>> = seen
+        .iter()
+        .flat_map(|(_, r, _, _)| &r.diagnostics)
+        .map(key)
+        .collect();
+    let fresh: Vec<Diagnostic> = report
+        .diagnostics
+        .iter()
+        .filter(|x| !known.contains(&key(x)))
+        .cloned()
+        .collect();
+    drop(known);
+    if !fresh.is_empty() {
+        report.diagnostics = fresh;
+        seen.push((format, report, last_word, after));
+    }
+    seen
 }
 
 /// One format's report, whether its terminal summary is the last word, and whether significant

@@ -320,6 +320,14 @@ fn strip_position(s: &str) -> String {
     }
 }
 
+/// fancy-regex opens every compile error with `Error compiling regex: `, which the message
+/// around it already says.
+fn strip_engine_prefix(s: &str) -> String {
+    s.strip_prefix("Error compiling regex: ")
+        .unwrap_or(s)
+        .to_owned()
+}
+
 #[derive(Deserialize)]
 struct FileJson {
     #[serde(rename = "problemMatcher")]
@@ -409,7 +417,7 @@ fn compile(i: usize, m: MatcherJson) -> Result<Matcher, (String, MatcherProblem)
                     format!("{pat}.regexp"),
                     MatcherProblem::BadRegexp {
                         owner,
-                        detail: e.to_string(),
+                        detail: strip_engine_prefix(&e.to_string()),
                     },
                 ));
             }
