@@ -15,8 +15,9 @@
 #        a case is captured when any FILTER matches, every case when none is given)
 # Needs: cargo, cargo-nextest, clippy (rustup component), python3 with pytest (`pip install
 # pytest`, which brings iniconfig), go (`apt-get install golang-go`), node 20 + npm (the npm
-# install below brings jest, vitest, mocha, tape, tap, eslint, typescript and bun, whose npm
-# package ships the binary), and `script` from util-linux for the pseudo-terminal captures.
+# install below brings jest, vitest, mocha, tape, tap, eslint and its compact formatter,
+# typescript and bun, whose npm package ships the binary), rustfmt (rustup component) for the
+# problem matcher captures, and `script` from util-linux for the pseudo-terminal captures.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

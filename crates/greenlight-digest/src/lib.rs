@@ -15,6 +15,11 @@
 //! the digester looks at which formats were seen and applies the same conservative rules to
 //! every format.
 //!
+//! GitHub problem matchers ([`matchers`], given in [`DigestOptions::matchers`]) read the same
+//! lines. They speak only when no built-in format can stand in for the output: their problems
+//! become the digest's diagnostics (format `problem-matcher`), alone when they include
+//! everything a built-in format found, beside it (`mixed`) otherwise.
+//!
 //! ```
 //! use greenlight_digest::{digest, Classification, DigestOptions, Format};
 //!

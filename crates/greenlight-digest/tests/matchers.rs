@@ -847,3 +847,34 @@ fn other_mistakes_github_refuses_are_refused() {
          it a `pattern` list with at least one regexp"
     );
 }
+
+/// The example in docs/digest.md does what the page says.
+#[test]
+fn the_documented_example_reads_its_line() {
+    let docs = std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs/digest.md"),
+    )
+    .expect("docs/digest.md");
+    let start = docs
+        .find("```json\n{\"problemMatcher\"")
+        .expect("the example")
+        + 8;
+    let end = start + docs[start..].find("```").expect("its end");
+    let set =
+        MatcherSet::parse("docs/digest.md", &docs[start..end]).unwrap_or_else(|e| panic!("{e}"));
+    let d = digest(
+        b"src/app.py:3:80: E501 line too long\n",
+        Some(1),
+        &options(set, None),
+    );
+    assert_eq!(
+        d.diagnostics,
+        [problem(
+            "mylint",
+            Severity::Error,
+            ("src/app.py", Some(3), Some(80)),
+            Some("E501"),
+            "line too long"
+        )]
+    );
+}
