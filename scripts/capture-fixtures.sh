@@ -15,8 +15,9 @@
 #        a case is captured when any FILTER matches, every case when none is given)
 # Needs: cargo, cargo-nextest, clippy (rustup component), python3 with pytest (`pip install
 # pytest`, which brings iniconfig), go (`apt-get install golang-go`), node 20 + npm (the npm
-# install below brings jest, vitest, mocha, tape, tap, eslint, typescript and bun, whose npm
-# package ships the binary), and `script` from util-linux for the pseudo-terminal captures.
+# install below brings jest, vitest, mocha, tape, tap, eslint and its compact formatter,
+# typescript and bun, whose npm package ships the binary), rustfmt (rustup component) for the
+# problem matcher captures, and `script` from util-linux for the pseudo-terminal captures.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -219,3 +220,12 @@ capture tsc pretty js/tsc tsc "$JSBIN/tsc --version" "" -- "$JSBIN/tsc" -p . --p
 report_only js/eslint report.json -- "$JSBIN/eslint" -f json .
 capture eslint stylish js/eslint eslint "$JSBIN/eslint --version" report.json -- "$JSBIN/eslint" .
 capture eslint stylish-color js/eslint eslint "$JSBIN/eslint --version" report.json -- "$JSBIN/eslint" --color .
+
+# ---- Tools without a parser of their own, read through GitHub problem matchers ----
+# Stored under matchers/runs/, beside the matcher files (tests/fixtures/matchers/*.json) that
+# read them; tests/matchers.rs holds their expected problems.
+report_only go/vet report.json -- 'go vet -json ./... 2>&1'
+capture matchers/runs go-vet go/vet go "$GO_V" report.json -- go vet ./...
+capture matchers/runs python-traceback python/traceback python3 "python3 --version" "" -- python3 main.py
+capture matchers/runs eslint-compact js/eslint eslint "$JSBIN/eslint --version" report.json -- "$JSBIN/eslint" -f compact .
+capture matchers/runs rustfmt-check rust/unformatted rustfmt "cargo fmt --version" "" -- cargo fmt --check

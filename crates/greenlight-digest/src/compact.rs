@@ -5,7 +5,7 @@
 
 use std::fmt::Write as _;
 
-use crate::model::{Classification, Digest, Severity};
+use crate::model::{Classification, Digest, Format, Severity};
 
 pub(crate) fn render(d: &Digest, budget: usize) -> Option<String> {
     if d.classification != Classification::Recognised {
@@ -22,6 +22,16 @@ pub(crate) fn render(d: &Digest, budget: usize) -> Option<String> {
     }
     if let Some(format) = d.format {
         let _ = write!(out, " · {format}");
+    }
+    if d.format == Some(Format::ProblemMatcher) {
+        // Which matchers found the problems, in the order they first did.
+        let mut owners: Vec<&str> = Vec::new();
+        for owner in d.diagnostics.iter().filter_map(|x| x.owner.as_deref()) {
+            if !owners.contains(&owner) {
+                owners.push(owner);
+            }
+        }
+        let _ = write!(out, " ({})", owners.join(", "));
     }
     if let Some(s) = &d.summary {
         let mut parts = Vec::new();

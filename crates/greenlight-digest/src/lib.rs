@@ -15,6 +15,11 @@
 //! the digester looks at which formats were seen and applies the same conservative rules to
 //! every format.
 //!
+//! GitHub problem matchers ([`matchers`], given in [`DigestOptions::matchers`]) read the same
+//! lines. They speak only when no built-in format can stand in for the output: their problems
+//! become the digest's diagnostics (format `problem-matcher`), alone when they include
+//! everything a built-in format found, beside it (`mixed`) otherwise.
+//!
 //! ```
 //! use greenlight_digest::{digest, Classification, DigestOptions, Format};
 //!
@@ -27,16 +32,18 @@
 
 mod compact;
 mod formats;
+pub mod matchers;
 mod model;
 mod normalize;
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 
 pub use model::{
     Classification, Diagnostic, Digest, DigestReason, Failure, Format, Severity, Summary,
 };
 
 use formats::{Claim, Limits, Line, MARKER, Parser, Report};
+use matchers::{MatcherRun, MatcherSet};
 use normalize::{LineSink, LineSplitter, RawLine, view};
 
 /// Limits and choices for one digest. The defaults suit a gate's output.
@@ -57,6 +64,9 @@ pub struct DigestOptions {
     pub max_text: usize,
     /// Lines of normalised tail kept for passthrough.
     pub tail_lines: usize,
+    /// GitHub problem matchers that also read every line. Their problems become the digest
+    /// when no built-in format recognised the output (format `problem-matcher`). Empty: none.
+    pub matchers: MatcherSet,
 }
 
 impl Default for DigestOptions {
@@ -71,6 +81,7 @@ impl Default for DigestOptions {
             max_items: 1000,
             max_text: 512,
             tail_lines: 40,
+            matchers: MatcherSet::default(),
         }
     }
 }
@@ -112,6 +123,8 @@ struct State {
     after_summary: Slots,
     /// Finds the marker in lines the chunk scan could not vouch for.
     marker: memchr::memmem::Finder<'static>,
+    /// The problem matchers' reading, when there are matchers.
+    matchers: Option<MatcherRun>,
     /// Ring of the last raw lines (buffers reused, so a long run allocates nothing per line).
     tail: VecDeque<Vec<u8>>,
     bytes: u64,
@@ -155,9 +168,12 @@ impl StreamingDigester {
                 engaged |= bit;
             }
         }
+        let matchers = (!options.matchers.is_empty())
+            .then(|| MatcherRun::new(options.matchers.clone(), limits));
         StreamingDigester {
             splitter: LineSplitter::new(options.max_line_bytes, MARKER),
             state: State {
+                matchers,
                 options,
                 slots,
                 wake,
@@ -225,6 +241,9 @@ impl LineSink for State {
             Some(p) => &p[..p.len().min(TAIL_LINE_BYTES)],
             None => self.tail.back().map_or(&[], Vec::as_slice),
         };
+        if let Some(m) = &mut self.matchers {
+            m.line(&text);
+        }
         let line = Line::new(&text, prev, marker);
         let blank = line.first == 0;
         self.any_content |= !blank;
@@ -321,7 +340,7 @@ impl State {
             .skip(skip)
             .map(|l| view(l).into_owned())
             .collect();
-        let mut seen: Vec<(Format, Report, bool, bool)> = self
+        let mut seen: Vec<Seen> = self
             .slots
             .into_iter()
             .enumerate()
@@ -353,89 +372,167 @@ impl State {
             bytes: self.bytes,
             lines: self.lines,
         };
-        let mut reasons = global;
-        if seen.is_empty() {
-            reasons.push(if self.any_content {
-                DigestReason::NoKnownFormat
-            } else {
-                DigestReason::EmptyOutput
+        let any_content = self.any_content;
+        let matched = self
+            .matchers
+            .map(|m| m.finish())
+            .filter(|r| r.active)
+            .map(|report| {
+                // Matchers print no closing summary: the exit code ends the run, and a saved log
+                // has only the problems' own word (an error says it failed).
+                let last_word = exit_code.is_some() || report.success == Some(false);
+                (Format::ProblemMatcher, report, last_word, false)
             });
-        } else if seen.len() == 1
-            && let Some((format, report, summary_seen, after)) = seen.pop()
-        {
-            d.format = Some(report.format.unwrap_or(format));
-            if report.summary.is_none() || !summary_seen {
-                reasons.push(DigestReason::NoSummary);
-            }
-            if after {
-                reasons.push(DigestReason::OutputAfterSummary);
-            }
-            if let (Some(code), Some(success)) = (exit_code, report.success)
-                && success != (code == 0)
-            {
-                reasons.push(DigestReason::SummaryContradictsExitCode);
-            }
-            let explained = report
-                .failures
-                .iter()
-                .filter(|f| f.message.is_some() || f.file.is_some())
-                .count() as u64;
-            let errors = report
-                .diagnostics
-                .iter()
-                .filter(|x| x.severity == Severity::Error)
-                .count() as u64;
-            // A run that failed must say why: a failed test or an error, not only counts (a TAP
-            // plan left short with every point `ok` and exit 1 explains nothing).
-            let failed_run = exit_code.is_some_and(|c| c != 0) || report.success == Some(false);
-            let unexplained_failure = failed_run
-                && report.failures.is_empty()
-                && errors == 0
-                && !reasons.contains(&DigestReason::SummaryContradictsExitCode);
-            if explained < report.expected_failures
-                || errors < report.expected_errors
-                || unexplained_failure
-            {
-                reasons.push(DigestReason::FailureWithoutDiagnostic);
-            }
-            if report.dropped {
-                reasons.push(DigestReason::DiagnosticBudgetExceeded);
-            }
-            if report.unparsed {
-                reasons.push(DigestReason::UnparsedLines);
-            }
-            d.summary = report.summary;
-            d.failures = report.failures;
-            d.diagnostics = report.diagnostics;
-            d.classification = Classification::Partial;
-        } else {
-            d.format = Some(Format::Mixed);
-            reasons.push(DigestReason::MixedFormats);
-            for (format, report, _, _) in seen {
-                d.formats.push(report.format.unwrap_or(format));
-                if report.dropped {
-                    reasons.push(DigestReason::DiagnosticBudgetExceeded);
-                }
-                d.failures.extend(report.failures);
-                d.diagnostics.extend(report.diagnostics);
-            }
-            d.formats.sort();
-            d.formats.dedup();
-            d.classification = Classification::Partial;
+        let Some(matched) = matched else {
+            classify(&mut d, seen, global, exit_code, any_content);
+            d.compact = d.compact(self.options.budget);
+            return d;
+        };
+        // A built-in format that can stand in for the output wins.
+        let builtin = d.clone();
+        let backup = seen.clone();
+        classify(&mut d, seen, global.clone(), exit_code, any_content);
+        if d.classification != Classification::Recognised {
+            d = builtin;
+            let seen = with_matchers(backup, matched);
+            classify(&mut d, seen, global, exit_code, any_content);
         }
-        reasons.sort();
-        reasons.dedup();
-        if reasons.is_empty() && d.format.is_some() {
-            d.classification = Classification::Recognised;
-        }
-        d.reasons = reasons;
         d.compact = d.compact(self.options.budget);
         d
     }
 }
 
+/// What the digest reads when the matchers found problems and no built-in format can stand in
+/// for the output. When the matchers found everything the built-in formats did (or those saw
+/// nothing), the matchers alone: nothing is lost by reading the output their way (`go vet`
+/// prints what looks like a Go build failure, without the closing line `go test` prints).
+/// Otherwise both, the problems a built-in parser already lists left out, which makes the
+/// digest `mixed` and never `recognised`.
+fn with_matchers(mut seen: Vec<Seen>, matched: Seen) -> Vec<Seen> {
+    type Key<'a> = (Option<&'a str>, Option<u32>, Option<u32>, &'a str);
+    fn key(x: &Diagnostic) -> Key<'_> {
+        (x.file.as_deref(), x.line, x.column, x.message.as_str())
+    }
+    let (format, mut report, last_word, after) = matched;
+    let found: HashSet<Key<'_>> = report.diagnostics.iter().map(key).collect();
+    let covered = seen.iter().all(|(_, r, _, _)| {
+        r.failures.is_empty() && !r.dropped && r.diagnostics.iter().all(|x| found.contains(&key(x)))
+    });
+    drop(found);
+    if covered {
+        return vec![(format, report, last_word, after)];
+    }
+    let known: HashSet<Key<'_>> = seen
+        .iter()
+        .flat_map(|(_, r, _, _)| &r.diagnostics)
+        .map(key)
+        .collect();
+    let fresh: Vec<Diagnostic> = report
+        .diagnostics
+        .iter()
+        .filter(|x| !known.contains(&key(x)))
+        .cloned()
+        .collect();
+    drop(known);
+    if !fresh.is_empty() {
+        report.diagnostics = fresh;
+        seen.push((format, report, last_word, after));
+    }
+    seen
+}
+
+/// One format's report, whether its terminal summary is the last word, and whether significant
+/// output follows it.
+type Seen = (Format, Report, bool, bool);
+
+/// Applies the conservative rules to the formats seen: fills `d`'s format, lists, reasons and
+/// classification (not its compact form).
+fn classify(
+    d: &mut Digest,
+    mut seen: Vec<Seen>,
+    mut reasons: Vec<DigestReason>,
+    exit_code: Option<i32>,
+    any_content: bool,
+) {
+    if seen.is_empty() {
+        reasons.push(if any_content {
+            DigestReason::NoKnownFormat
+        } else {
+            DigestReason::EmptyOutput
+        });
+    } else if seen.len() == 1
+        && let Some((format, report, summary_seen, after)) = seen.pop()
+    {
+        d.format = Some(report.format.unwrap_or(format));
+        if report.summary.is_none() || !summary_seen {
+            reasons.push(DigestReason::NoSummary);
+        }
+        if after {
+            reasons.push(DigestReason::OutputAfterSummary);
+        }
+        if let (Some(code), Some(success)) = (exit_code, report.success)
+            && success != (code == 0)
+        {
+            reasons.push(DigestReason::SummaryContradictsExitCode);
+        }
+        let explained = report
+            .failures
+            .iter()
+            .filter(|f| f.message.is_some() || f.file.is_some())
+            .count() as u64;
+        let errors = report
+            .diagnostics
+            .iter()
+            .filter(|x| x.severity == Severity::Error)
+            .count() as u64;
+        // A run that failed must say why: a failed test or an error, not only counts (a TAP
+        // plan left short with every point `ok` and exit 1 explains nothing).
+        let failed_run = exit_code.is_some_and(|c| c != 0) || report.success == Some(false);
+        let unexplained_failure = failed_run
+            && report.failures.is_empty()
+            && errors == 0
+            && !reasons.contains(&DigestReason::SummaryContradictsExitCode);
+        if explained < report.expected_failures
+            || errors < report.expected_errors
+            || unexplained_failure
+        {
+            reasons.push(DigestReason::FailureWithoutDiagnostic);
+        }
+        if report.dropped {
+            reasons.push(DigestReason::DiagnosticBudgetExceeded);
+        }
+        if report.unparsed {
+            reasons.push(DigestReason::UnparsedLines);
+        }
+        d.summary = report.summary;
+        d.failures = report.failures;
+        d.diagnostics = report.diagnostics;
+        d.classification = Classification::Partial;
+    } else {
+        d.format = Some(Format::Mixed);
+        reasons.push(DigestReason::MixedFormats);
+        for (format, report, _, _) in seen {
+            d.formats.push(report.format.unwrap_or(format));
+            if report.dropped {
+                reasons.push(DigestReason::DiagnosticBudgetExceeded);
+            }
+            d.failures.extend(report.failures);
+            d.diagnostics.extend(report.diagnostics);
+        }
+        d.formats.sort();
+        d.formats.dedup();
+        d.classification = Classification::Partial;
+    }
+    reasons.sort();
+    reasons.dedup();
+    if reasons.is_empty() && d.format.is_some() {
+        d.classification = Classification::Recognised;
+    }
+    d.reasons = reasons;
+}
+
 /// cargo prints its build diagnostics before the tests run; they belong to the test run.
-fn merge_build_into_tests(seen: &mut Vec<(Format, Report, bool, bool)>) {
+fn merge_build_into_tests(seen: &mut Vec<Seen>) {
     let Some(build) = seen
         .iter()
         .position(|(f, _, _, _)| *f == Format::CargoBuild)

@@ -66,13 +66,16 @@ pub enum Format {
     Tsc,
     /// eslint's default `stylish` formatter.
     Eslint,
+    /// Problems found by GitHub problem matchers ([`crate::DigestOptions::matchers`]) in output
+    /// no built-in format recognised.
+    ProblemMatcher,
     /// More than one format in one output (for example a build step, then tests).
     Mixed,
 }
 
 impl Format {
     /// Every format name `--format` accepts, in documentation order.
-    pub const ALL: [Format; 15] = [
+    pub const ALL: [Format; 16] = [
         Format::CargoTest,
         Format::Nextest,
         Format::CargoBuild,
@@ -87,6 +90,7 @@ impl Format {
         Format::Jest,
         Format::Tsc,
         Format::Eslint,
+        Format::ProblemMatcher,
         Format::Mixed,
     ];
 
@@ -107,6 +111,7 @@ impl Format {
             Format::Jest => "jest",
             Format::Tsc => "tsc",
             Format::Eslint => "eslint",
+            Format::ProblemMatcher => "problem-matcher",
             Format::Mixed => "mixed",
         }
     }
@@ -204,6 +209,10 @@ pub struct Diagnostic {
     pub code: Option<String>,
     /// The message, first line only.
     pub message: String,
+    /// The owner of the problem matcher that found it; absent (not `null`) for a built-in
+    /// format's findings.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
 }
 
 /// Why a digest is not `recognised`. Names are part of the JSON contract.

@@ -59,6 +59,7 @@ impl CargoBuild {
             column: None,
             code,
             message: clip(msg, self.limits.max_text),
+            owner: None,
         })
     }
 

@@ -100,6 +100,7 @@ impl Parser for Eslint {
                 column: Some(c),
                 code: rule,
                 message: clip(message, self.limits.max_text),
+                owner: None,
             };
             self.diagnostics.push(d);
             return Claim::Yes;

@@ -243,6 +243,7 @@ impl GoTest {
                     column: c,
                     code: None,
                     message: clip(msg, self.limits.max_text),
+                    owner: None,
                 });
                 return Claim::Yes;
             }

@@ -41,7 +41,7 @@ pub(crate) struct Limits {
 }
 
 /// Everything a parser saw, handed to the digester at the end.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(crate) struct Report {
     /// The parser saw lines only its format prints.
     pub active: bool,

@@ -66,6 +66,7 @@ impl Tsc {
             column: Some(c),
             code: Some(code.to_owned()),
             message: clip(msg, self.limits.max_text),
+            owner: None,
         }
     }
 }
