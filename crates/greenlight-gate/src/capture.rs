@@ -1,6 +1,7 @@
 //! What a gate's output feeds besides its tail: the first bytes (for head-and-tail evidence)
 //! and a streaming digester, both bounded whatever the gate prints.
 
+use greenlight_digest::matchers::MatcherSet;
 use greenlight_digest::{Digest, DigestOptions, StreamingDigester};
 
 use crate::exec::OutputSink;
@@ -20,8 +21,14 @@ pub struct Capture {
 impl Capture {
     /// Keeps up to `head_limit` leading bytes.
     pub fn new(head_limit: usize) -> Self {
+        Self::with_matchers(head_limit, &MatcherSet::default())
+    }
+
+    /// As [`Capture::new`], with the gate's problem matchers read before the raw tail.
+    pub fn with_matchers(head_limit: usize, matchers: &MatcherSet) -> Self {
         let options = DigestOptions {
             max_scan_bytes: GATE_SCAN_BYTES,
+            matchers: matchers.clone(),
             ..DigestOptions::default()
         };
         Self {

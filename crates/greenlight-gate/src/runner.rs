@@ -12,6 +12,7 @@ use std::pin::Pin;
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
+use greenlight_digest::matchers::MatcherSet;
 use futures_util::stream::FuturesUnordered;
 
 use crate::cache::CacheSettings;
@@ -286,6 +287,7 @@ async fn schedule(
         // Only a gate running alone may claim every process the subreaper adopts.
         claim_adopted: jobs == 1,
     };
+    let no_matchers = MatcherSet::default();
     let mut running: FuturesUnordered<GateFuture<'_>> = FuturesUnordered::new();
     let mut emitted = 0;
     let mut interrupted = None;
@@ -334,9 +336,10 @@ async fn schedule(
                 let events = &events;
                 let context = &context;
                 let cache = plan.decision(index);
+                let matchers = config.gate_v2(index).map_or(&no_matchers, |g| &g.matcher_set);
                 running.push(Box::pin(async move {
                     let mut sink = |event: RunEvent<'_>| (events.borrow_mut())(event);
-                    let result = run_gate(gate, context, &mut sink, &mut watch).await;
+                    let result = run_gate(gate, matchers, context, &mut sink, &mut watch).await;
                     let result = result.map(|mut report| {
                         report.started_ms = Some(started_ms);
                         report.needs = gate_needs;
@@ -414,6 +417,7 @@ type Interrupted = (Interrupt, Option<GateReport>);
 /// gate that cannot be started is a FAIL, never an error of the run.
 async fn run_gate(
     gate: &GateSpec,
+    matchers: &MatcherSet,
     context: &AttemptContext<'_>,
     on_event: &mut dyn FnMut(RunEvent<'_>),
     interrupt: &mut InterruptWatch,
@@ -424,7 +428,7 @@ async fn run_gate(
         id: &gate.id,
         attempt: 1,
     });
-    let first = match attempt(gate, context, 1, on_event, interrupt).await {
+    let first = match attempt(gate, matchers, context, 1, on_event, interrupt).await {
         Ok(a) => a,
         Err(signal) => return Err((signal, None)),
     };
@@ -449,7 +453,7 @@ async fn run_gate(
                 id: &gate.id,
                 attempt: 2,
             });
-            let second = match attempt(gate, context, 2, on_event, interrupt).await {
+            let second = match attempt(gate, matchers, context, 2, on_event, interrupt).await {
                 Ok(a) => a,
                 Err(signal) => {
                     report.verdict = GateVerdict::Fail;
@@ -519,6 +523,7 @@ fn cannot_start(mut attempt: Attempt, why: &Error) -> Attempt {
 /// One attempt: the mutex (if any), then the command. The lock is held for this attempt only.
 async fn attempt(
     gate: &GateSpec,
+    matchers: &MatcherSet,
     context: &AttemptContext<'_>,
     number: u8,
     on_event: &mut dyn FnMut(RunEvent<'_>),
@@ -592,7 +597,7 @@ async fn attempt(
         // Only when this gate runs alone and nothing else here spawns meanwhile.
         claim_adopted: context.claim_adopted,
     };
-    let mut capture = Capture::new(0);
+    let mut capture = Capture::with_matchers(0, matchers);
     let mut tee = Tee {
         capture: &mut capture,
         id: &gate.id,

@@ -197,6 +197,8 @@ pub struct GateV2 {
     pub cache: bool,
     /// Problem matcher files (resolved path, text), in the order written.
     pub matchers: Vec<(Utf8PathBuf, String)>,
+    /// The matchers of those files, merged.
+    pub matcher_set: greenlight_digest::matchers::MatcherSet,
 }
 
 impl Default for GateV2 {
@@ -208,6 +210,7 @@ impl Default for GateV2 {
             keys: Vec::new(),
             cache: true,
             matchers: Vec::new(),
+            matcher_set: greenlight_digest::matchers::MatcherSet::default(),
         }
     }
 }

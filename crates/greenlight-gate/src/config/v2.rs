@@ -734,7 +734,20 @@ fn read_gate(
                     match crate::file::read_bounded(full.as_std_path(), crate::file::MAX_CONFIG_BYTES)
                     {
                         Ok(bytes) => match String::from_utf8(bytes) {
-                            Ok(text) => extra.matchers.push((full, text)),
+                            Ok(text) => match greenlight_digest::matchers::MatcherSet::parse(
+                                full.as_str(),
+                                &text,
+                            ) {
+                                Ok(set) => {
+                                    extra.matcher_set.extend(set);
+                                    extra.matchers.push((full, text));
+                                }
+                                Err(error) => check.problems.push((
+                                    line,
+                                    column,
+                                    format!("matcher file `{file}` is refused: {error}"),
+                                )),
+                            },
                             Err(_) => check.problems.push((
                                 line,
                                 column,
