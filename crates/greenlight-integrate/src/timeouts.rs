@@ -196,7 +196,10 @@ mod tests {
             text.replace("make test\n", "make test\n    timeoutSec: 45\n")
         );
         let diff = plan.diff(path.as_str());
-        assert!(diff.starts_with("--- a/.commandmate/verify.yaml\n+++ b/.commandmate/verify.yaml\n"), "{diff}");
+        assert!(
+            diff.starts_with("--- a/.commandmate/verify.yaml\n+++ b/.commandmate/verify.yaml\n"),
+            "{diff}"
+        );
         assert!(diff.contains("\n+    timeoutSec: 45\n"), "{diff}");
         let none = super::plan(path, &config, text, &found[..1]).expect("plan");
         assert_eq!(none.diff("x"), "");

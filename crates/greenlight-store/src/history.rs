@@ -15,8 +15,8 @@ use rusqlite::params;
 use crate::Error;
 use crate::frames::{Run, RunId};
 use crate::model::Millis;
-use crate::read::sealed::Access;
 use crate::read::collect;
+use crate::read::sealed::Access;
 use crate::tx::Tx;
 
 /// How many of a gate's newest samples its statistics cover unless the caller says otherwise.
@@ -215,7 +215,16 @@ pub(crate) fn runs_in<A: Access + ?Sized>(
 const ROW_COLUMNS: &str = "g.run_id, g.gate, g.verdict, g.exit_code, g.duration_ms, g.attempts, \
      g.cached, g.decided_at";
 
-type RawRow = (i64, String, String, Option<i32>, Option<i64>, u32, bool, i64);
+type RawRow = (
+    i64,
+    String,
+    String,
+    Option<i32>,
+    Option<i64>,
+    u32,
+    bool,
+    i64,
+);
 
 fn raw_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawRow> {
     Ok((
@@ -348,8 +357,7 @@ pub(crate) fn gate_stats<A: Access + ?Sized>(
         let (mut failed, mut flaky) = (0u32, 0u32);
         for (_, verdict, ms) in &mine {
             durations.push(
-                u64::try_from(*ms)
-                    .map_err(|_| corrupt("run_gates.duration_ms", ms.to_string()))?,
+                u64::try_from(*ms).map_err(|_| corrupt("run_gates.duration_ms", ms.to_string()))?,
             );
             match verdict.as_str() {
                 "fail" | "timeout" => failed += 1,
@@ -359,7 +367,13 @@ pub(crate) fn gate_stats<A: Access + ?Sized>(
         }
         durations.sort_unstable();
         let n = u32::try_from(durations.len()).unwrap_or(u32::MAX);
-        let rate = |k: u32| if n == 0 { 0.0 } else { f64::from(k) / f64::from(n) };
+        let rate = |k: u32| {
+            if n == 0 {
+                0.0
+            } else {
+                f64::from(k) / f64::from(n)
+            }
+        };
         stats.push(GateStats {
             p50_ms: nearest_rank(&durations, 50),
             p95_ms: nearest_rank(&durations, 95),
@@ -460,7 +474,12 @@ mod tests {
             };
             let wt = if i % 2 == 0 { "/r/a" } else { "/r/b" };
             let at = i64::try_from(i).expect("small") * 100;
-            run_with(&mut store, Some("/r/.git"), wt, &[row("unit", verdict, i * 10, at)]);
+            run_with(
+                &mut store,
+                Some("/r/.git"),
+                wt,
+                &[row("unit", verdict, i * 10, at)],
+            );
         }
         // Neither a skip, nor a cached result, nor another repository's run is a sample.
         let mut skip = row("unit", GateVerdict::Skip, 0, 5_000);
@@ -469,20 +488,43 @@ mod tests {
         cached.cached = true;
         run_with(&mut store, Some("/r/.git"), "/r/a", &[cached]);
         run_with(&mut store, Some("/r/.git"), "/r/a", &[skip]);
-        run_with(&mut store, Some("/other/.git"), "/o", &[row("unit", GateVerdict::Fail, 1, 9_000)]);
+        run_with(
+            &mut store,
+            Some("/other/.git"),
+            "/o",
+            &[row("unit", GateVerdict::Fail, 1, 9_000)],
+        );
 
-        let stats = store.gate_stats(&scope(Some("/r/.git"), "/r/a"), 100).expect("stats");
+        let stats = store
+            .gate_stats(&scope(Some("/r/.git"), "/r/a"), 100)
+            .expect("stats");
         assert_eq!(stats.len(), 1);
         let unit = &stats[0];
         assert_eq!(unit.samples, 20);
-        assert_eq!((unit.p50_ms, unit.p95_ms, unit.p99_ms), (Some(100), Some(190), Some(200)));
-        assert!((unit.failure_rate - 3.0 / 20.0).abs() < 1e-9, "{}", unit.failure_rate);
-        assert!((unit.flaky_rate - 1.0 / 20.0).abs() < 1e-9, "{}", unit.flaky_rate);
+        assert_eq!(
+            (unit.p50_ms, unit.p95_ms, unit.p99_ms),
+            (Some(100), Some(190), Some(200))
+        );
+        assert!(
+            (unit.failure_rate - 3.0 / 20.0).abs() < 1e-9,
+            "{}",
+            unit.failure_rate
+        );
+        assert!(
+            (unit.flaky_rate - 1.0 / 20.0).abs() < 1e-9,
+            "{}",
+            unit.flaky_rate
+        );
         // The newest row of any kind is the skip.
-        assert_eq!((unit.last_verdict, unit.last_at), (GateVerdict::Skip, 5_000));
+        assert_eq!(
+            (unit.last_verdict, unit.last_at),
+            (GateVerdict::Skip, 5_000)
+        );
 
         // A window of 5: the newest five samples (160 … 200 ms), none failing.
-        let recent = store.gate_stats(&scope(Some("/r/.git"), "/r/a"), 5).expect("stats");
+        let recent = store
+            .gate_stats(&scope(Some("/r/.git"), "/r/a"), 5)
+            .expect("stats");
         assert_eq!(
             (recent[0].samples, recent[0].p50_ms, recent[0].failure_rate),
             (5, Some(180), 0.0)
@@ -491,11 +533,25 @@ mod tests {
         // A scope without a repository sees only its own worktree's runs.
         let own = store.gate_stats(&scope(None, "/r/b"), 100).expect("stats");
         assert_eq!(own[0].samples, 10);
-        assert_eq!(store.history_gates(&scope(None, "/nowhere")).expect("ids"), Vec::<String>::new());
-        assert_eq!(store.runs_in(&scope(Some("/r/.git"), "/x"), 100).expect("runs").len(), 22);
-        let rows = store.gate_rows(&scope(Some("/r/.git"), "/x"), "unit", 3).expect("rows");
+        assert_eq!(
+            store.history_gates(&scope(None, "/nowhere")).expect("ids"),
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            store
+                .runs_in(&scope(Some("/r/.git"), "/x"), 100)
+                .expect("runs")
+                .len(),
+            22
+        );
+        let rows = store
+            .gate_rows(&scope(Some("/r/.git"), "/x"), "unit", 3)
+            .expect("rows");
         let verdicts: Vec<GateVerdict> = rows.iter().map(|r| r.verdict).collect();
-        assert_eq!(verdicts, [GateVerdict::Skip, GateVerdict::Fail, GateVerdict::Pass]);
+        assert_eq!(
+            verdicts,
+            [GateVerdict::Skip, GateVerdict::Fail, GateVerdict::Pass]
+        );
         assert!(rows[1].cached);
     }
 
@@ -503,12 +559,24 @@ mod tests {
     fn pruning_a_run_deletes_its_gate_rows() {
         let dir = tempfile::tempdir().expect("tmp");
         let mut store = open(&dir.path().join("s.db"));
-        run_with(&mut store, None, "/w", &[row("unit", GateVerdict::Pass, 5, 1)]);
+        run_with(
+            &mut store,
+            None,
+            "/w",
+            &[row("unit", GateVerdict::Pass, 5, 1)],
+        );
         let kept_from = store.write(|tx| Ok::<_, Error>(tx.now())).expect("now");
-        run_with(&mut store, None, "/w", &[row("unit", GateVerdict::Fail, 6, 2)]);
+        run_with(
+            &mut store,
+            None,
+            "/w",
+            &[row("unit", GateVerdict::Fail, 6, 2)],
+        );
         let pruned = store.write(|tx| tx.prune_runs(kept_from)).expect("prune");
         assert_eq!(pruned, 1);
-        let rows = store.gate_rows(&scope(None, "/w"), "unit", 10).expect("rows");
+        let rows = store
+            .gate_rows(&scope(None, "/w"), "unit", 10)
+            .expect("rows");
         assert_eq!(rows.len(), 1);
         assert_eq!(rows[0].verdict, GateVerdict::Fail);
         let runs = store.runs(10).expect("runs");

@@ -425,8 +425,7 @@ mod tests {
             // a run that does not exist
             "(9, 'other', 'pass', 0, 1, 1, 2)",
         ] {
-            conn.pragma_update(None, "foreign_keys", true)
-                .expect("fk");
+            conn.pragma_update(None, "foreign_keys", true).expect("fk");
             let refused = conn.execute(
                 &format!(
                     "INSERT INTO run_gates (run_id, gate, verdict, exit_code, duration_ms, \

@@ -369,7 +369,8 @@ mod tests {
             set(text, "unit", "20").expect("edit"),
             "version: 1\r\ngates:\r\n  - id: unit\r\n    command: make test\r\n    timeoutSec: 20"
         );
-        let text = "version: 1\r\ngates:\r\n  - id: unit\r\n    timeoutSec: 5\r\n    command: x\r\n";
+        let text =
+            "version: 1\r\ngates:\r\n  - id: unit\r\n    timeoutSec: 5\r\n    command: x\r\n";
         assert_eq!(
             set(text, "unit", "20").expect("edit"),
             text.replace("timeoutSec: 5", "timeoutSec: 20")
@@ -434,7 +435,10 @@ mod tests {
         ));
         let flow_item = "version: 2\ngates:\n  - {id: a, command: x}\n";
         let err = set(flow_item, "a", "5").expect_err("flow");
-        assert!(err.to_string().starts_with("v.yaml:3: `  - {id: a"), "{err}");
+        assert!(
+            err.to_string().starts_with("v.yaml:3: `  - {id: a"),
+            "{err}"
+        );
         let tab = "version: 1\ngates:\n  - id: a\n\tcommand: x\n";
         assert!(matches!(
             set(tab, "a", "5"),
@@ -453,7 +457,8 @@ mod tests {
 
     #[test]
     fn a_gate_under_another_top_level_key_is_not_taken() {
-        let text = "version: 2\ngates:\n  - id: a\n    command: x\nextra:\n  - id: b\n    command: y\n";
+        let text =
+            "version: 2\ngates:\n  - id: a\n    command: x\nextra:\n  - id: b\n    command: y\n";
         assert!(matches!(
             set(text, "b", "5"),
             Err(EditError::GateNotFound { .. })

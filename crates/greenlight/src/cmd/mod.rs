@@ -4,6 +4,7 @@ pub mod agent;
 pub mod demo;
 pub mod digest;
 pub mod goal;
+pub mod history;
 pub mod hook;
 pub mod init;
 pub mod mcp;
