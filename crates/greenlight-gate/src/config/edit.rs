@@ -253,9 +253,9 @@ fn item_keys(
         });
         column
     };
-    for i in first + 1..stop {
-        if indent(lines[i].body) == Some(column) {
-            if lines[i].body[column..].starts_with(['{', '[']) {
+    for (i, line) in lines.iter().enumerate().take(stop).skip(first + 1) {
+        if indent(line.body) == Some(column) {
+            if line.body[column..].starts_with(['{', '[']) {
                 return Err(flow(i));
             }
             keys.push(Key { line: i, column });
