@@ -30,8 +30,9 @@ pub struct Args {
     #[arg(long, value_name = "ID")]
     pub gate: Option<String>,
     /// How many recent runs (or, with --gate, results) to list.
-    #[arg(long, value_name = "N", default_value_t = 20)]
-    pub limit: usize,
+    #[arg(long, value_name = "N", default_value_t = 20,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub limit: u64,
     /// One JSON document (fields in the README).
     #[arg(long)]
     pub json: bool,
@@ -84,8 +85,9 @@ fn show(args: &Args) -> Result<i32, (i32, String)> {
     let scope = scope(args.cwd.as_deref());
     let store = open_existing(args.state.as_deref())?;
     let failed = |e: greenlight_store::Error| (exit::ERROR, e.to_string());
+    let limit = usize::try_from(args.limit).unwrap_or(usize::MAX);
     let runs = match &store {
-        Some(store) => store.runs_in(&scope, args.limit).map_err(failed)?,
+        Some(store) => store.runs_in(&scope, limit).map_err(failed)?,
         None => Vec::new(),
     };
     let Some(store) = store.filter(|_| !runs.is_empty()) else {
@@ -136,7 +138,7 @@ fn show(args: &Args) -> Result<i32, (i32, String)> {
                     ),
                 ));
             };
-            let rows = store.gate_rows(&scope, gate, args.limit).map_err(failed)?;
+            let rows = store.gate_rows(&scope, gate, limit).map_err(failed)?;
             if args.json {
                 let doc = json!({
                     "scope": scope_json(&scope),
