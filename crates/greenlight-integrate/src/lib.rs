@@ -16,6 +16,10 @@
 //! - [`stop`]: the Stop hook itself: an agent's Stop / SubagentStop payload in, the gates run,
 //!   one decision out (allow, or block with the evidence), with a per-session block cap; and
 //!   the SessionStart hook that records where the session's work began.
+//! - [`record`]: verify and hook runs recorded in the state database (frames and per-gate
+//!   rows), and the repository a directory belongs to.
+//! - [`timeouts`]: `verify --suggest-timeouts`: each gate's `timeoutSec` proposed from its
+//!   recorded p99, as an edit of the verify.yaml text.
 //!
 //! Nothing here prints or exits: every function returns a value the command line renders.
 
@@ -30,6 +34,7 @@ pub mod mcp_install;
 pub mod record;
 pub mod settings_file;
 pub mod stop;
+pub mod timeouts;
 mod tomltext;
 
 pub use error::Error;

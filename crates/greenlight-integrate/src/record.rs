@@ -1,6 +1,10 @@
 //! Verify and hook runs recorded in the state database as streams of their own (`run-N`), with
 //! the same gate frames a goal's gate phase writes, so a watcher lists them beside the goals.
 //!
+//! Each decided gate also gets a `run_gates` row (verdict, exit code, the deciding attempt's
+//! time), written in the same batch transaction as its frame, and the run keeps its
+//! repository's common git directory, so `greenlight history` reads every worktree together.
+//!
 //! Recording is a view, never a verdict: a state database that cannot be opened or written
 //! turns recording off for the rest of the run with one warning, and the run's output and exit
 //! code stay exactly what they would have been.
@@ -13,7 +17,7 @@ use greenlight_gate::{GateReport, GateVerdict as LineVerdict, RunEvent};
 use greenlight_store::greenlight_stream::{
     FrameBody, GateVerdict, MAX_TEXT_BYTES, RunKind, bounded,
 };
-use greenlight_store::{RunId, Store};
+use greenlight_store::{NewRunGate, RunId, Store, WallClock as _};
 
 /// Set to `1` to record nothing (as `greenlight verify --no-record` does).
 pub const NO_RECORD_VAR: &str = "GREENLIGHT_NO_RECORD";
@@ -42,6 +46,7 @@ pub struct RunGate {
 /// What the caller hands the writer thread.
 enum Message {
     Frame(FrameBody),
+    Gate(NewRunGate),
     Finish {
         result: String,
         exit_code: i32,
@@ -184,6 +189,10 @@ impl Recorder {
             RunEvent::GateFinished(gate) => {
                 let body = gate_finished(self.number(&gate.id), gate);
                 self.append(body);
+                let row = run_gate(gate, greenlight_store::SystemClock.now_ms());
+                if let Some(queue) = &self.queue {
+                    let _ = queue.send(Message::Gate(row));
+                }
             }
             _ => {}
         }
@@ -227,13 +236,15 @@ fn write_run(
     commands: &[String],
     inbox: &mpsc::Receiver<Message>,
 ) -> Result<RunId, greenlight_store::Error> {
+    // One git call, here on the writer's thread while the run probes git on its own.
+    let repository = repository_of(worktree);
     let mut store = Store::open(path)?;
     // A run record is a view: a power cut may lose its last frames, and an fsync per batch
     // would cost more than the gates (docs/state.md, "The cost of recording").
     store.relax_durability()?;
     let run = store.write(|tx| {
         tx.prune_runs(tx.now() - RUN_TTL_MS)?;
-        tx.begin_run(kind, worktree, commands)
+        tx.begin_run_in(kind, worktree, repository.as_deref(), commands)
     })?;
     while let Ok(first) = inbox.recv() {
         let mut batch = vec![first];
@@ -259,6 +270,7 @@ fn write_batch(
                 Message::Frame(body) => {
                     tx.append_frame(run.stream(), body)?;
                 }
+                Message::Gate(row) => tx.record_run_gate(run, row)?,
                 Message::Finish {
                     result,
                     exit_code,
@@ -271,6 +283,45 @@ fn write_batch(
         }
         Ok(finished)
     })
+}
+
+/// The common git directory of the repository `dir` is in, canonical: what every worktree of
+/// one repository shares. `None` outside a repository or when git cannot answer (best effort:
+/// history then falls back to the worktree alone).
+pub fn repository_of(dir: &Path) -> Option<PathBuf> {
+    let common = crate::git::line(dir, &["rev-parse", "--git-common-dir"])?;
+    // git answers relative to `dir` (`.git`) in the primary checkout, absolute in a linked one.
+    std::fs::canonicalize(dir.join(common)).ok()
+}
+
+/// Whether the gate's result was replayed from a cache rather than measured by this run.
+fn cached(gate: &GateReport) -> bool {
+    gate.cached.is_some()
+}
+
+/// The `run_gates` row of a decided gate: the deciding attempt is the last one kept (a retry
+/// that reached no verdict is not kept, so the first FAIL's attempt is then the last).
+pub fn run_gate(gate: &GateReport, decided_at: i64) -> NewRunGate {
+    let last = gate.attempts.last();
+    NewRunGate {
+        gate: gate.id.clone(),
+        verdict: verdict(gate.verdict),
+        exit_code: last.and_then(|a| a.exit_code),
+        duration_ms: last.map(|a| u64::try_from(a.duration.as_millis()).unwrap_or(u64::MAX)),
+        attempts: u32::try_from(gate.attempts.len()).unwrap_or(u32::MAX),
+        cached: cached(gate),
+        decided_at,
+    }
+}
+
+fn verdict(verdict: LineVerdict) -> GateVerdict {
+    match verdict {
+        LineVerdict::Pass => GateVerdict::Pass,
+        LineVerdict::Fail => GateVerdict::Fail,
+        LineVerdict::Flaky => GateVerdict::Flaky,
+        LineVerdict::Timeout => GateVerdict::Timeout,
+        LineVerdict::Skip => GateVerdict::Skip,
+    }
 }
 
 /// The `gate-finished` frame of a gate as the runner reported it: the last attempt's exit code,
@@ -302,13 +353,7 @@ pub fn gate_finished(number: u32, gate: &GateReport) -> FrameBody {
     FrameBody::GateFinished {
         gate: number,
         command: gate.command.clone(),
-        verdict: match gate.verdict {
-            LineVerdict::Pass => GateVerdict::Pass,
-            LineVerdict::Fail => GateVerdict::Fail,
-            LineVerdict::Flaky => GateVerdict::Flaky,
-            LineVerdict::Timeout => GateVerdict::Timeout,
-            LineVerdict::Skip => GateVerdict::Skip,
-        },
+        verdict: verdict(gate.verdict),
         exit_code: last.and_then(|a| a.exit_code),
         duration_ms: last.map(|_| u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)),
         digest: digest.map(|d| bounded(&d, MAX_TEXT_BYTES).0),

@@ -40,6 +40,8 @@ pub struct Run {
     pub kind: RunKind,
     /// The worktree it ran in.
     pub worktree: PathBuf,
+    /// The common git directory of the repository it ran in (version 7); `None` when unknown.
+    pub repository: Option<PathBuf>,
     /// How many gates it had.
     pub gates: u32,
     /// `passed`, `failed`, … once ended; `None` while running (or if its process died).
@@ -137,8 +139,9 @@ impl Tx<'_> {
         )
     }
 
-    /// Forgets runs started before `before`, with their frames; returns how many.
+    /// Forgets runs started before `before`, with their frames and gate rows; returns how many.
     pub fn prune_runs(&self, before: Millis) -> Result<usize, Error> {
+        crate::history::prune_rows(self, before)?;
         self.exec(
             "DELETE FROM frames WHERE stream IN \
              (SELECT 'run-' || id FROM runs WHERE started_at < ?1)",
@@ -248,7 +251,8 @@ pub(crate) fn last_frame_position<A: Access + ?Sized>(a: &A) -> Result<i64, Erro
         .map_err(|e| sql_err(a, e))
 }
 
-const RUN_COLUMNS: &str = "id, kind, worktree, gates, result, exit_code, started_at, ended_at";
+const RUN_COLUMNS: &str =
+    "id, kind, worktree, gates, result, exit_code, started_at, ended_at, repository";
 
 type RawRun = (
     i64,
@@ -259,6 +263,7 @@ type RawRun = (
     Option<i32>,
     i64,
     Option<i64>,
+    Option<Vec<u8>>,
 );
 
 fn raw_run(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawRun> {
@@ -271,11 +276,12 @@ fn raw_run(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawRun> {
         r.get(5)?,
         r.get(6)?,
         r.get(7)?,
+        r.get(8)?,
     ))
 }
 
 fn decode_run<A: Access + ?Sized>(a: &A, raw: RawRun) -> Result<Run, Error> {
-    let (id, kind, worktree, gates, result, exit_code, started_at, ended_at) = raw;
+    let (id, kind, worktree, gates, result, exit_code, started_at, ended_at, repository) = raw;
     let kind = match kind.as_str() {
         "verify" => RunKind::Verify,
         "hook" => RunKind::Hook,
@@ -291,6 +297,7 @@ fn decode_run<A: Access + ?Sized>(a: &A, raw: RawRun) -> Result<Run, Error> {
         id: RunId(id),
         kind,
         worktree: PathBuf::from(OsString::from_vec(worktree)),
+        repository: repository.map(|r| PathBuf::from(OsString::from_vec(r))),
         gates,
         result,
         exit_code,

@@ -42,6 +42,7 @@
 
 mod error;
 mod frames;
+mod history;
 mod model;
 mod read;
 mod schema;
@@ -58,6 +59,10 @@ use rusqlite::{Connection, TransactionBehavior};
 pub use error::Error;
 pub use frames::{Run, RunId};
 pub use greenlight_stream;
+pub use history::{
+    DEFAULT_STATS_WINDOW, GateStats, HistoryScope, NewRunGate, RunGateRow, nearest_rank,
+    verdict_name,
+};
 pub use model::{
     AgentEndpoint, AgentSpec, Dispatch, DispatchEnd, DispatchId, DispatchOutcome, DispatchStep,
     Event, Gate, GateId, GateRun, GateRunId, GateRunVerdict, Goal, GoalId, GoalState, LastResult,

@@ -328,6 +328,42 @@ pub trait Reads: sealed::Access {
     fn run(&self, id: crate::RunId) -> Result<Option<crate::Run>, Error> {
         crate::frames::run(self, id)
     }
+
+    /// The newest runs of a repository (and of the worktree itself), newest first, at most `max`.
+    fn runs_in(&self, scope: &crate::HistoryScope, max: usize) -> Result<Vec<crate::Run>, Error> {
+        crate::history::runs_in(self, scope, max)
+    }
+
+    /// The gate rows of one run, in the order the gates were decided.
+    fn run_gates(&self, run: crate::RunId) -> Result<Vec<crate::RunGateRow>, Error> {
+        crate::history::run_gates(self, run)
+    }
+
+    /// One gate's newest rows in scope (skips and cached results included), newest first.
+    fn gate_rows(
+        &self,
+        scope: &crate::HistoryScope,
+        gate: &str,
+        max: usize,
+    ) -> Result<Vec<crate::RunGateRow>, Error> {
+        crate::history::gate_rows(self, scope, gate, max)
+    }
+
+    /// Every gate id with a row in scope, sorted.
+    fn history_gates(&self, scope: &crate::HistoryScope) -> Result<Vec<String>, Error> {
+        crate::history::gate_ids(self, scope)
+    }
+
+    /// Per gate in scope, sorted by id: count, duration percentiles (nearest rank), failure and
+    /// flaky rates over its newest `window` samples (decided, not skipped, not cached), and its
+    /// newest verdict of any kind.
+    fn gate_stats(
+        &self,
+        scope: &crate::HistoryScope,
+        window: usize,
+    ) -> Result<Vec<crate::GateStats>, Error> {
+        crate::history::gate_stats(self, scope, window)
+    }
 }
 
 pub(crate) fn sql_err<A: sealed::Access + ?Sized>(a: &A, e: rusqlite::Error) -> Error {

@@ -212,6 +212,31 @@ CREATE TABLE tool_calls (
     CHECK ((status = 'intent') = (ended_at IS NULL))
 );
 "#,
+    // Version 7: run history. Each gate a verify or hook run decided gets a row (the verdict,
+    // the deciding attempt's exit code and time, how many attempts, whether the result was
+    // replayed from a cache), so durations and failure rates are a query rather than a parse
+    // of frame bodies; and each run keeps its repository's common git directory, so the runs
+    // of every worktree of one repository are read together (NULL when unknown: not a git
+    // directory, or recorded before this version).
+    r#"
+ALTER TABLE runs ADD COLUMN repository BLOB CHECK (repository IS NULL OR length(repository) > 0);
+CREATE INDEX runs_by_repository ON runs (repository, id);
+CREATE TABLE run_gates (
+    id          INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id      INTEGER NOT NULL REFERENCES runs (id),
+    gate        TEXT    NOT NULL CHECK (gate <> ''),
+    verdict     TEXT    NOT NULL CHECK (verdict IN ('pass', 'fail', 'flaky', 'timeout', 'skip')),
+    exit_code   INTEGER,
+    duration_ms INTEGER CHECK (duration_ms IS NULL OR duration_ms >= 0),
+    attempts    INTEGER NOT NULL CHECK (attempts >= 0),
+    cached      INTEGER NOT NULL DEFAULT 0 CHECK (cached IN (0, 1)),
+    decided_at  INTEGER NOT NULL,
+    UNIQUE (run_id, gate),
+    CHECK ((attempts = 0) = (duration_ms IS NULL))
+);
+-- "The newest rows of gate X": history and the timeout suggestion read them newest first.
+CREATE INDEX run_gates_by_gate ON run_gates (gate, decided_at DESC, run_id DESC);
+"#,
 ];
 
 /// The schema version this binary writes.
@@ -348,5 +373,67 @@ mod tests {
             [],
         );
         assert!(bad.is_err(), "an intent has no end");
+    }
+
+    /// A version-6 file keeps its runs: they have no repository and no gate rows, the new
+    /// table takes rows for them, and its checks refuse a verdict it does not know.
+    #[test]
+    fn a_version_6_file_gains_the_repository_column_and_the_run_gate_table() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("v6.db");
+        let mut conn = Connection::open(&path).expect("open");
+        for step in &MIGRATIONS[..6] {
+            conn.execute_batch(step).expect("old step");
+        }
+        conn.pragma_update(None, "user_version", 6)
+            .expect("version");
+        conn.execute_batch(
+            "INSERT INTO runs (kind, worktree, gates, result, exit_code, started_at, ended_at) \
+             VALUES ('verify', x'2f77', 2, 'passed', 0, 1, 2);",
+        )
+        .expect("rows");
+        migrate(&mut conn, &path).expect("migrate");
+        let version: i64 = conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .expect("version");
+        assert_eq!(version, SCHEMA_VERSION);
+        let (repository, rows): (Option<Vec<u8>>, i64) = conn
+            .query_row(
+                "SELECT repository, (SELECT COUNT(*) FROM run_gates) FROM runs",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .expect("row");
+        assert_eq!((repository, rows), (None, 0));
+        conn.execute(
+            "INSERT INTO run_gates (run_id, gate, verdict, exit_code, duration_ms, attempts, \
+             decided_at) VALUES (1, 'unit', 'flaky', 0, 40, 2, 2)",
+            [],
+        )
+        .expect("a gate row");
+        let cached: i64 = conn
+            .query_row("SELECT cached FROM run_gates", [], |r| r.get(0))
+            .expect("cached");
+        assert_eq!(cached, 0, "cached defaults to 0");
+        for bad in [
+            // a verdict outside the closed list
+            "(1, 'lint', 'passed', 0, 1, 1, 2)",
+            // a gate recorded twice in one run
+            "(1, 'unit', 'pass', 0, 1, 1, 2)",
+            // a duration with no attempt
+            "(1, 'skip-me', 'skip', NULL, 5, 0, 2)",
+            // a run that does not exist
+            "(9, 'other', 'pass', 0, 1, 1, 2)",
+        ] {
+            conn.pragma_update(None, "foreign_keys", true).expect("fk");
+            let refused = conn.execute(
+                &format!(
+                    "INSERT INTO run_gates (run_id, gate, verdict, exit_code, duration_ms, \
+                     attempts, decided_at) VALUES {bad}"
+                ),
+                [],
+            );
+            assert!(refused.is_err(), "{bad} must be refused");
+        }
     }
 }

@@ -101,6 +101,7 @@ fn migrates_an_empty_file_to_the_current_schema_in_wal_mode() {
             "goals",
             "hook_bases",
             "hook_sessions",
+            "run_gates",
             "runs",
             "tool_calls",
             "turns"

@@ -40,6 +40,9 @@ enum Command {
     /// Agent Stop hooks: install, uninstall, and the hook itself.
     #[command(subcommand)]
     Hook(cmd::hook::Command),
+    /// The recorded verify and hook runs of this repository, and each gate's durations and
+    /// failure rates.
+    History(cmd::history::Args),
     /// Serve the dashboard and the live API (SSE with resume) for a state file.
     Serve(cmd::serve::Args),
     /// The result cache of version 2 gates: stats, prune, clear.
@@ -82,6 +85,7 @@ fn main() {
         Command::DemoAgent(args) => cmd::demo::agent(args),
         Command::Init(args) => cmd::init::run(args),
         Command::Hook(command) => cmd::hook::run(command),
+        Command::History(args) => cmd::history::run(args),
         Command::Serve(args) => cmd::serve::run(args),
         Command::Mcp(args) => cmd::mcp::run(args),
         Command::Cache(command) => cmd::cache::run(command),

@@ -16,6 +16,7 @@
 //! a repeated `gates:`/`options:` header or options key, a quoted empty value (`""`), and
 //! integers too large for the runner's shell arithmetic.
 
+pub mod edit;
 mod error;
 mod lines;
 mod v2;

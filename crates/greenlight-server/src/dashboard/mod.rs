@@ -8,6 +8,7 @@
 mod html;
 mod pages;
 
+pub use html::{duration, utc};
 pub use pages::{goal_page, goals_page, run_page};
 
 /// The script every page loads from `/assets/app.js`.

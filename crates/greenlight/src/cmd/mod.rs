@@ -5,6 +5,7 @@ pub mod cache;
 pub mod demo;
 pub mod digest;
 pub mod goal;
+pub mod history;
 pub mod hook;
 pub mod init;
 pub mod mcp;

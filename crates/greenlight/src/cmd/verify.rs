@@ -72,6 +72,10 @@ pub struct Args {
     /// replayed from the cache.
     #[arg(long)]
     pub explain: bool,
+    /// Run no gate: print a diff of the config setting each gate's timeoutSec to its recorded
+    /// p99 x 1.5, rounded up (gates with 5 or more recorded runs).
+    #[arg(long, conflicts_with_all = ["format", "junit", "github", "gates"])]
+    pub suggest_timeouts: bool,
 }
 
 /// The cache this run may use: the user's cache directory, its key beside the state database.
@@ -84,6 +88,9 @@ fn cache_settings(args: &Args) -> Option<greenlight_gate::cache::CacheSettings> 
 
 /// Runs the subcommand and returns the process exit code.
 pub fn run(args: Args) -> i32 {
+    if args.suggest_timeouts {
+        return suggest_timeouts(&args);
+    }
     match greenlight_proc::run_main(|interrupt| verify(args, interrupt)) {
         Ok(code) => code,
         Err(e) => {
@@ -93,23 +100,121 @@ pub fn run(args: Args) -> i32 {
     }
 }
 
-async fn verify(args: Args, interrupt: greenlight_proc::InterruptWatch) -> i32 {
-    let json = args.format == OutputFormat::Json;
+/// The worktree (absolute) and the config file verify reads.
+fn paths(args: &Args) -> Result<(PathBuf, Utf8PathBuf), i32> {
     let cwd = args.cwd.clone().unwrap_or_else(|| PathBuf::from("."));
     let cwd = std::path::absolute(&cwd).unwrap_or(cwd);
     let config_path = args
         .config
         .clone()
         .unwrap_or_else(|| cwd.join(".commandmate").join("verify.yaml"));
-    let config_path = match Utf8PathBuf::from_path_buf(config_path) {
-        Ok(p) => p,
+    match Utf8PathBuf::from_path_buf(config_path) {
+        Ok(p) => Ok((cwd, p)),
         Err(p) => {
             errln!(
                 "greenlight: {}: the config path is not valid UTF-8; pass --config with a UTF-8 path",
                 p.display()
             );
+            Err(exit::CONFIG_ERROR)
+        }
+    }
+}
+
+/// `--suggest-timeouts`: the config read as verify reads it, the gates' recorded durations,
+/// and a unified diff of the file on stdout (nothing when nothing would change). Runs no gate.
+fn suggest_timeouts(args: &Args) -> i32 {
+    use greenlight_integrate::timeouts::{self, MIN_SAMPLES};
+    let (cwd, config_path) = match paths(args) {
+        Ok(paths) => paths,
+        Err(code) => return code,
+    };
+    let config = match config::load(&config_path) {
+        Ok(c) => c,
+        Err(errors) => {
+            for error in &errors.0 {
+                errln!("{error}");
+            }
+            errln!(
+                "greenlight: {} problem(s) in the config; nothing suggested",
+                errors.0.len()
+            );
             return exit::CONFIG_ERROR;
         }
+    };
+    let text = greenlight_gate::file::read_bounded(
+        config_path.as_std_path(),
+        greenlight_gate::file::MAX_CONFIG_BYTES,
+    )
+    .map(|bytes| String::from_utf8_lossy(&bytes).into_owned());
+    let text = match text {
+        Ok(text) => text,
+        Err(e) => {
+            errln!(
+                "greenlight: {config_path}: cannot read it again: {}",
+                e.reason()
+            );
+            return exit::CONFIG_ERROR;
+        }
+    };
+    let stats = match super::history::open_existing(args.state.as_deref()) {
+        Ok(Some(store)) => {
+            let scope = super::history::scope(Some(&cwd));
+            match greenlight_store::Reads::gate_stats(
+                &store,
+                &scope,
+                greenlight_store::DEFAULT_STATS_WINDOW,
+            ) {
+                Ok(stats) => stats,
+                Err(e) => {
+                    errln!("greenlight: {e}");
+                    return 1;
+                }
+            }
+        }
+        Ok(None) => Vec::new(),
+        Err((code, message)) => {
+            errln!("greenlight: {message}");
+            return code;
+        }
+    };
+    let plan = match timeouts::plan(&config_path, &config, &text, &stats) {
+        Ok(plan) => plan,
+        Err(e) => {
+            errln!("greenlight: {e}");
+            return exit::CONFIG_ERROR;
+        }
+    };
+    for (gate, samples) in &plan.too_few {
+        errln!(
+            "greenlight: {gate}: {samples} recorded run(s), fewer than {MIN_SAMPLES}: its timeoutSec is left as it is"
+        );
+    }
+    for p in &plan.proposals {
+        let verb = if p.changes() { "proposed" } else { "kept" };
+        errln!(
+            "greenlight: {}: p99 {} ms over {} run(s): timeoutSec {} {verb} (now {})",
+            p.gate,
+            p.p99_ms,
+            p.samples,
+            p.suggested_sec,
+            p.current_sec
+        );
+    }
+    // Headers relative to the worktree, so `| git apply` (or `patch -p1`) works from there.
+    let label = config_path
+        .as_std_path()
+        .strip_prefix(&cwd)
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| config_path.as_str().trim_start_matches('/').to_owned());
+    out!("{}", plan.diff(&label));
+    exit::PASSED
+}
+
+async fn verify(args: Args, interrupt: greenlight_proc::InterruptWatch) -> i32 {
+    let json = args.format == OutputFormat::Json;
+    let (cwd, config_path) = match paths(&args) {
+        Ok(paths) => paths,
+        Err(code) => return code,
     };
     let config = match config::load(&config_path) {
         Ok(c) => c,

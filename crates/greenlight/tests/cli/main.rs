@@ -17,6 +17,7 @@ mod goal_openai;
 mod goal_resume;
 mod goal_support;
 mod goal_worktrees_demo;
+mod history;
 mod hook_install_cli;
 mod hook_stop_cli;
 mod init_cli;

@@ -191,6 +191,28 @@ fn hook_stop_records_a_hook_run_with_its_decision() {
     let (hook_run, frames) = &runs[0];
     assert_eq!(hook_run.kind, RunKind::Hook);
     assert_eq!(hook_run.result.as_deref(), Some("block"));
+    // Each decided gate has its history row, and the run knows its repository.
+    let rows = Store::open(&state).unwrap().run_gates(hook_run.id).unwrap();
+    let verdicts: Vec<(&str, GateVerdict, Option<i32>, u32)> = rows
+        .iter()
+        .map(|r| (r.gate.as_str(), r.verdict, r.exit_code, r.attempts))
+        .collect();
+    assert_eq!(
+        verdicts,
+        [
+            ("lint", GateVerdict::Pass, Some(0), 1),
+            ("unit", GateVerdict::Fail, Some(3), 1)
+        ]
+    );
+    let common = repo.git(&["rev-parse", "--git-common-dir"]);
+    assert_eq!(
+        hook_run.repository.as_deref(),
+        Some(
+            std::fs::canonicalize(repo.path().join(common))
+                .unwrap()
+                .as_path()
+        )
+    );
     assert_eq!(kinds(frames).first(), Some(&"run-started"));
     assert_eq!(kinds(frames).last(), Some(&"run-finished"));
     assert!(frames.iter().any(|f| matches!(
