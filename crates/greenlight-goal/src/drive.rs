@@ -300,7 +300,7 @@ pub fn gates_from_verify_yaml(worktree: &Path) -> Result<(Vec<NewGate>, Option<D
     if !path.exists() {
         return Ok((Vec::new(), None));
     }
-    let config = greenlight_gate::config::load(&path).map_err(|e| e.to_string())?;
+    let config = greenlight_gate::config::load_any(&path).map_err(|e| e.to_string())?;
     let longest = config.gates.iter().map(|g| g.timeout_sec).max();
     let gates = config
         .config

@@ -585,7 +585,7 @@ pub fn tool_timeout(dir: &Path, scope: Scope) -> ToolTimeout {
                 reason: format!("{}: the path is not UTF-8", path.display()),
                 path,
             },
-            Some(utf8) => match greenlight_gate::config::load(utf8) {
+            Some(utf8) => match greenlight_gate::config::load_any(utf8) {
                 Ok(config) => TimeoutBasis::Gates {
                     gates: config.gates.len(),
                     needed: gates_need(&config),

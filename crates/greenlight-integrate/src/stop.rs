@@ -481,7 +481,7 @@ pub async fn run(
             ));
         }
     };
-    let mut config = match config::load(&config_path) {
+    let mut config = match config::load_any(&config_path) {
         Ok(c) => c,
         Err(errors) => {
             let shown: Vec<String> = errors
@@ -747,7 +747,7 @@ pub fn record_session_start(payload: &Payload, options: &StopOptions) -> Vec<Str
     // The config's baseRef, when there is a readable one; else origin/HEAD.
     let base_ref = find_config(&cwd)
         .and_then(|p| Utf8PathBuf::from_path_buf(p).ok())
-        .and_then(|p| config::load(&p).ok())
+        .and_then(|p| config::load_any(&p).ok())
         .and_then(|c| c.config.options.base_ref);
     let Some(base) = session_base(&top, base_ref.as_deref()) else {
         return Vec::new();

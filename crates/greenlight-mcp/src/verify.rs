@@ -155,7 +155,7 @@ async fn run(args: &VerifyArgs, ctx: VerifyContext) -> Result<VerifyOutput, Cann
             "{config_path}: no verify.yaml here; write one (`greenlight init --write` drafts it) or pass the worktree that has one as `cwd`"
         )]));
     }
-    let config = config::load(&config_path).map_err(|errors| {
+    let config = config::load_any(&config_path).map_err(|errors| {
         let mut lines: Vec<String> = errors.0.iter().map(|e| e.to_string()).collect();
         lines.push(format!(
             "{} problem(s) in the config; no gate ran",

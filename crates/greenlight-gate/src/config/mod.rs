@@ -314,9 +314,22 @@ pub fn parse_v1(path: &Utf8Path, text: &str) -> Result<Config, ConfigErrors> {
     ))
 }
 
-/// Reads and parses a verify.yaml of either version ([`parse`]). A missing, unreadable or
-/// non-UTF-8 file is one [`ConfigError`] naming the path.
-pub fn load(path: &Utf8Path) -> Result<Loaded, ConfigErrors> {
+/// Reads and parses a v1 verify.yaml, exactly as CommandMate does (a `version: 2` file is
+/// refused here; [`load_any`] reads both). A missing, unreadable or non-UTF-8 file is one
+/// [`ConfigError`] naming the path.
+pub fn load(path: &Utf8Path) -> Result<Config, ConfigErrors> {
+    let text = read_text(path)?;
+    parse_v1(path, &text)
+}
+
+/// Reads and parses a verify.yaml of either version ([`parse`]): what `greenlight verify`,
+/// the hook, the goal loop and the MCP server read.
+pub fn load_any(path: &Utf8Path) -> Result<Loaded, ConfigErrors> {
+    let text = read_text(path)?;
+    parse(path, &text)
+}
+
+fn read_text(path: &Utf8Path) -> Result<String, ConfigErrors> {
     let one = |line: Option<usize>, kind: ConfigErrorKind| {
         ConfigErrors(vec![ConfigError {
             path: path.to_owned(),
@@ -349,5 +362,5 @@ pub fn load(path: &Utf8Path) -> Result<Loaded, ConfigErrors> {
             return Err(one(Some(line), ConfigErrorKind::NotUtf8 { offset }));
         }
     };
-    parse(path, &text)
+    Ok(text)
 }

@@ -309,9 +309,7 @@ pub(super) fn parse(path: &Utf8Path, text: &str) -> Result<(Config, V2), Vec<Pro
                     )
                 })
                 .unwrap_or((1, 1));
-            let message = error.to_string();
-            let message = message.lines().next().unwrap_or("invalid YAML").to_owned();
-            return Err(vec![(line, column, format!("not valid YAML: {message}"))]);
+            return Err(vec![(line, column, yaml_error_message(&error.to_string()))]);
         }
     };
     let mut check = Checker {
@@ -364,6 +362,23 @@ pub(super) fn parse(path: &Utf8Path, text: &str) -> Result<(Config, V2), Vec<Pro
             options: options.1,
         },
     ))
+}
+
+/// The parser's message in the file's terms: its position is already in the prefix, and its
+/// advice to programmers (which option to set) is replaced by what to do in the file.
+fn yaml_error_message(raw: &str) -> String {
+    let first = raw.lines().next().unwrap_or("invalid YAML");
+    let mut text = first.to_owned();
+    if let Some(at) = text.rfind(" at line ") {
+        text.truncate(at);
+    }
+    if let Some(key) = text
+        .strip_prefix("duplicate mapping key: ")
+        .map(|rest| rest.split(',').next().unwrap_or(rest).trim().to_owned())
+    {
+        return format!("not valid YAML: the key `{key}` is written twice in one mapping; keep one");
+    }
+    format!("not valid YAML: {text}")
 }
 
 fn read_options(check: &mut Checker, node: &Spanned<Node>) -> (Options, OptionsV2) {

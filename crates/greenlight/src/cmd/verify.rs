@@ -128,7 +128,7 @@ fn suggest_timeouts(args: &Args) -> i32 {
         Ok(paths) => paths,
         Err(code) => return code,
     };
-    let config = match config::load(&config_path) {
+    let config = match config::load_any(&config_path) {
         Ok(c) => c,
         Err(errors) => {
             for error in &errors.0 {
@@ -216,7 +216,7 @@ async fn verify(args: Args, interrupt: greenlight_proc::InterruptWatch) -> i32 {
         Ok(paths) => paths,
         Err(code) => return code,
     };
-    let config = match config::load(&config_path) {
+    let config = match config::load_any(&config_path) {
         Ok(c) => c,
         Err(errors) => {
             for error in &errors.0 {

@@ -41,3 +41,4 @@ mod verify_messages;
 mod verify_mutex;
 mod verify_reports;
 mod verify_spawn;
+mod verify_v2;

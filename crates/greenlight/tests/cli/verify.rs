@@ -503,7 +503,7 @@ fn cm_worktree_variables_pass_through_unchanged_and_are_never_invented() {
 fn a_broken_config_reports_every_problem_with_its_line_and_runs_nothing() {
     let repo = TempRepo::worktree_with_commit();
     repo.verify_yaml(
-        "version: 2\ngates:\n  - id: Bad_Id\n    command: touch ran\n    colour: red\n",
+        "version: 3\ngates:\n  - id: Bad_Id\n    command: touch ran\n    colour: red\n",
     );
     let out = repo.greenlight(["verify"]);
     assert_eq!(out.code, 2, "{}", out.render());

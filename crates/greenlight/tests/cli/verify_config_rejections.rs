@@ -12,10 +12,12 @@ fn cases() -> Vec<(&'static str, String, usize, &'static [&'static str])> {
     let with_gate = |extra: &str| format!("version: 1\ngates:\n{GATE}{extra}");
     vec![
         (
+            // `version: 2` is greenlight's YAML format (tests in verify_v2.rs); CommandMate's
+            // runner rejects any version but 1, and so does greenlight past 2.
             "bad version",
-            format!("version: 2\ngates:\n{GATE}"),
+            format!("version: 3\ngates:\n{GATE}"),
             1,
-            &["version", "2"],
+            &["version", "3"],
         ),
         (
             "missing version",
