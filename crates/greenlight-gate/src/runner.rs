@@ -12,8 +12,8 @@ use std::pin::Pin;
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
-use greenlight_digest::matchers::MatcherSet;
 use futures_util::stream::FuturesUnordered;
+use greenlight_digest::matchers::MatcherSet;
 
 use crate::cache::CacheSettings;
 use crate::capture::Capture;
@@ -336,7 +336,9 @@ async fn schedule(
                 let events = &events;
                 let context = &context;
                 let cache = plan.decision(index);
-                let matchers = config.gate_v2(index).map_or(&no_matchers, |g| &g.matcher_set);
+                let matchers = config
+                    .gate_v2(index)
+                    .map_or(&no_matchers, |g| &g.matcher_set);
                 running.push(Box::pin(async move {
                     let mut sink = |event: RunEvent<'_>| (events.borrow_mut())(event);
                     let result = run_gate(gate, matchers, context, &mut sink, &mut watch).await;

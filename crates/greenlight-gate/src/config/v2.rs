@@ -376,7 +376,9 @@ fn yaml_error_message(raw: &str) -> String {
         .strip_prefix("duplicate mapping key: ")
         .map(|rest| rest.split(',').next().unwrap_or(rest).trim().to_owned())
     {
-        return format!("not valid YAML: the key `{key}` is written twice in one mapping; keep one");
+        return format!(
+            "not valid YAML: the key `{key}` is written twice in one mapping; keep one"
+        );
     }
     format!("not valid YAML: {text}")
 }

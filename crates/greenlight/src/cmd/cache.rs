@@ -69,7 +69,9 @@ fn open(place: &Place) -> Result<(CacheSettings, Store), String> {
 /// Runs the subcommand and returns the process exit code.
 pub fn run(command: Command) -> i32 {
     let place = match &command {
-        Command::Stats { place, .. } | Command::Prune { place, .. } | Command::Clear { place } => place,
+        Command::Stats { place, .. } | Command::Prune { place, .. } | Command::Clear { place } => {
+            place
+        }
     };
     let (_settings, store) = match open(place) {
         Ok(opened) => opened,
@@ -82,7 +84,10 @@ pub fn run(command: Command) -> i32 {
         Command::Stats { json, .. } => {
             let stats = store.stats();
             if json {
-                outln!("{}", serde_json::to_string_pretty(&stats).unwrap_or_default());
+                outln!(
+                    "{}",
+                    serde_json::to_string_pretty(&stats).unwrap_or_default()
+                );
             } else {
                 outln!("cache:   {}", stats.dir.display());
                 outln!("entries: {}", stats.entries);

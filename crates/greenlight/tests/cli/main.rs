@@ -34,6 +34,7 @@ mod run_record;
 mod serve_cli;
 mod untrusted_files_cli;
 mod verify;
+mod verify_cache;
 mod verify_config_rejections;
 mod verify_json_docs;
 mod verify_leaks;

@@ -18,35 +18,173 @@ fn v2(gates: &str) -> String {
 fn rejections() -> Vec<(&'static str, String, &'static str, &'static [&'static str])> {
     let gate = "  - id: a\n    command: touch ran\n";
     vec![
-        ("unknown gate key", v2(&format!("{gate}    colour: red\n")), "7:5", &["colour", "allowed"]),
-        ("unknown options key", "version: 2\noptions:\n  parallel: 2\ngates:\n  - id: a\n    command: touch ran\n".into(), "3:3", &["parallel", "jobs"]),
-        ("unknown top-level key", format!("version: 2\nstages: []\ngates:\n{gate}"), "2:1", &["stages"]),
-        ("timeout as a string", v2(&format!("{gate}    timeoutSec: \"30\"\n")), "7:17", &["timeoutSec", "integer", "quotes"]),
-        ("timeout out of range", v2(&format!("{gate}    timeoutSec: 7201\n")), "7:17", &["timeoutSec", "7200"]),
-        ("cache as yes", v2(&format!("{gate}    cache: yes\n")), "7:12", &["cache", "true or false"]),
-        ("needs not a list", v2(&format!("{gate}    needs: b\n")), "7:12", &["needs", "list"]),
-        ("unknown need", v2(&format!("{gate}    needs: [nope]\n")), "7:13", &["nope", "known: a"]),
-        ("self need", v2(&format!("{gate}    needs: [a]\n")), "7:13", &["needs itself"]),
-        ("cycle", v2("  - id: a\n    command: x\n    needs: [b]\n  - id: b\n    command: y\n    needs: [a]\n"), "5:1", &["cycle", "a → b → a"]),
-        ("duplicate id", v2("  - id: a\n    command: x\n  - id: a\n    command: y\n"), "7:9", &["`a`", "line 5"]),
-        ("reserved id", v2("  - id: work-evidence\n    command: x\n"), "5:9", &["reserved"]),
-        ("invalid id", v2("  - id: Lint_All\n    command: x\n"), "5:9", &["Lint_All"]),
+        (
+            "unknown gate key",
+            v2(&format!("{gate}    colour: red\n")),
+            "7:5",
+            &["colour", "allowed"],
+        ),
+        (
+            "unknown options key",
+            "version: 2\noptions:\n  parallel: 2\ngates:\n  - id: a\n    command: touch ran\n"
+                .into(),
+            "3:3",
+            &["parallel", "jobs"],
+        ),
+        (
+            "unknown top-level key",
+            format!("version: 2\nstages: []\ngates:\n{gate}"),
+            "2:1",
+            &["stages"],
+        ),
+        (
+            "timeout as a string",
+            v2(&format!("{gate}    timeoutSec: \"30\"\n")),
+            "7:17",
+            &["timeoutSec", "integer", "quotes"],
+        ),
+        (
+            "timeout out of range",
+            v2(&format!("{gate}    timeoutSec: 7201\n")),
+            "7:17",
+            &["timeoutSec", "7200"],
+        ),
+        (
+            "cache as yes",
+            v2(&format!("{gate}    cache: yes\n")),
+            "7:12",
+            &["cache", "true or false"],
+        ),
+        (
+            "needs not a list",
+            v2(&format!("{gate}    needs: b\n")),
+            "7:12",
+            &["needs", "list"],
+        ),
+        (
+            "unknown need",
+            v2(&format!("{gate}    needs: [nope]\n")),
+            "7:13",
+            &["nope", "known: a"],
+        ),
+        (
+            "self need",
+            v2(&format!("{gate}    needs: [a]\n")),
+            "7:13",
+            &["needs itself"],
+        ),
+        (
+            "cycle",
+            v2(
+                "  - id: a\n    command: x\n    needs: [b]\n  - id: b\n    command: y\n    needs: [a]\n",
+            ),
+            "5:1",
+            &["cycle", "a → b → a"],
+        ),
+        (
+            "duplicate id",
+            v2("  - id: a\n    command: x\n  - id: a\n    command: y\n"),
+            "7:9",
+            &["`a`", "line 5"],
+        ),
+        (
+            "reserved id",
+            v2("  - id: work-evidence\n    command: x\n"),
+            "5:9",
+            &["reserved"],
+        ),
+        (
+            "invalid id",
+            v2("  - id: Lint_All\n    command: x\n"),
+            "5:9",
+            &["Lint_All"],
+        ),
         ("missing command", v2("  - id: a\n"), "5:5", &["command"]),
-        ("empty command", v2("  - id: a\n    command: \"\"\n"), "6:14", &["empty"]),
-        ("bad env name", v2(&format!("{gate}    env: [1FOO]\n")), "7:11", &["1FOO"]),
-        ("input leaves the worktree", v2(&format!("{gate}    inputs: [../x]\n")), "7:14", &["..", "worktree"]),
-        ("absolute input", v2(&format!("{gate}    inputs: [/etc/passwd]\n")), "7:14", &["relative"]),
-        ("input glob that does not compile", v2(&format!("{gate}    inputs: [\"src/[a\"]\n")), "7:14", &["src/[a"]),
-        ("jobs zero", "version: 2\noptions:\n  jobs: 0\ngates:\n  - id: a\n    command: x\n".into(), "3:9", &["jobs", "between 1 and 256"]),
-        ("options cache unknown", "version: 2\noptions:\n  cache: remote\ngates:\n  - id: a\n    command: x\n".into(), "3:10", &["local", "off", "remote"]),
-        ("missing matcher file", v2(&format!("{gate}    matchers: [nope.json]\n")), "7:16", &["nope.json", "relative to the directory"]),
-        ("flakyIsPass without retry", v2(&format!("{gate}    flakyIsPass: true\n")), "7:18", &["retryOnFail"]),
-        ("retryOnFail 2", v2(&format!("{gate}    retryOnFail: 2\n")), "7:18", &["0 or 1"]),
-        ("keys not strings", v2(&format!("{gate}    keys: [1]\n")), "7:12", &["keys", "strings"]),
-        ("duplicate YAML key", v2("  - id: a\n    command: x\n    command: y\n"), "7:5", &["`command`", "twice", "keep one"]),
-        ("YAML syntax error", "version: 2\ngates:\n  - id: a\n    command: [unclosed\n".into(), "", &["not valid YAML"]),
+        (
+            "empty command",
+            v2("  - id: a\n    command: \"\"\n"),
+            "6:14",
+            &["empty"],
+        ),
+        (
+            "bad env name",
+            v2(&format!("{gate}    env: [1FOO]\n")),
+            "7:11",
+            &["1FOO"],
+        ),
+        (
+            "input leaves the worktree",
+            v2(&format!("{gate}    inputs: [../x]\n")),
+            "7:14",
+            &["..", "worktree"],
+        ),
+        (
+            "absolute input",
+            v2(&format!("{gate}    inputs: [/etc/passwd]\n")),
+            "7:14",
+            &["relative"],
+        ),
+        (
+            "input glob that does not compile",
+            v2(&format!("{gate}    inputs: [\"src/[a\"]\n")),
+            "7:14",
+            &["src/[a"],
+        ),
+        (
+            "jobs zero",
+            "version: 2\noptions:\n  jobs: 0\ngates:\n  - id: a\n    command: x\n".into(),
+            "3:9",
+            &["jobs", "between 1 and 256"],
+        ),
+        (
+            "options cache unknown",
+            "version: 2\noptions:\n  cache: remote\ngates:\n  - id: a\n    command: x\n".into(),
+            "3:10",
+            &["local", "off", "remote"],
+        ),
+        (
+            "missing matcher file",
+            v2(&format!("{gate}    matchers: [nope.json]\n")),
+            "7:16",
+            &["nope.json", "relative to the directory"],
+        ),
+        (
+            "flakyIsPass without retry",
+            v2(&format!("{gate}    flakyIsPass: true\n")),
+            "7:18",
+            &["retryOnFail"],
+        ),
+        (
+            "retryOnFail 2",
+            v2(&format!("{gate}    retryOnFail: 2\n")),
+            "7:18",
+            &["0 or 1"],
+        ),
+        (
+            "keys not strings",
+            v2(&format!("{gate}    keys: [1]\n")),
+            "7:12",
+            &["keys", "strings"],
+        ),
+        (
+            "duplicate YAML key",
+            v2("  - id: a\n    command: x\n    command: y\n"),
+            "7:5",
+            &["`command`", "twice", "keep one"],
+        ),
+        (
+            "YAML syntax error",
+            "version: 2\ngates:\n  - id: a\n    command: [unclosed\n".into(),
+            "",
+            &["not valid YAML"],
+        ),
         ("no gates", "version: 2\n".into(), "1:1", &["gates"]),
-        ("gates empty", "version: 2\ngates: []\n".into(), "2:8", &["no gates"]),
+        (
+            "gates empty",
+            "version: 2\ngates: []\n".into(),
+            "2:8",
+            &["no gates"],
+        ),
     ]
 }
 
@@ -63,9 +201,17 @@ fn every_error_class_is_reported_at_its_line_and_column_and_nothing_runs() {
             out.stderr.contains(&format!("verify.yaml:{at}: "))
         };
         let named = words.iter().all(|w| out.stderr.contains(w));
-        if out.code != 2 || !out.stdout.is_empty() || !located || !named || repo.read("ran").is_some()
+        if out.code != 2
+            || !out.stdout.is_empty()
+            || !located
+            || !named
+            || repo.read("ran").is_some()
         {
-            failures.push(format!("{case}: exit {} at {at:?}\n{}", out.code, out.render()));
+            failures.push(format!(
+                "{case}: exit {} at {at:?}\n{}",
+                out.code,
+                out.render()
+            ));
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n---\n"));
@@ -171,7 +317,10 @@ fn a_dag_runs_in_about_its_critical_path_with_lines_in_config_order() {
     assert_eq!(out.code, 0, "{}", out.render());
     // Loose here (a loaded CI machine); scripts/bench-verify-v2.sh measures it exactly.
     assert!(wall >= Duration::from_millis(1800), "{wall:?}");
-    assert!(wall < Duration::from_millis(3200), "no faster than in a row: {wall:?}");
+    assert!(
+        wall < Duration::from_millis(3200),
+        "no faster than in a row: {wall:?}"
+    );
     let doc = out.json();
     let gates = doc["gates"].as_array().unwrap();
     let ids: Vec<&str> = gates.iter().map(|g| g["id"].as_str().unwrap()).collect();
@@ -189,7 +338,10 @@ fn a_dag_runs_in_about_its_critical_path_with_lines_in_config_order() {
     assert!(start("b") >= end("a") && start("c") >= end("a"), "{doc:#}");
     assert!(start("d") >= end("b").max(end("c")), "{doc:#}");
     assert!(start("f") >= end("e"), "{doc:#}");
-    assert!(start("e") < 300, "e needs nothing and starts with a: {doc:#}");
+    assert!(
+        start("e") < 300,
+        "e needs nothing and starts with a: {doc:#}"
+    );
     assert_eq!(gates[3]["needs"], serde_json::json!(["b", "c"]));
     assert_eq!(gates[0]["cached"], false);
 }
@@ -210,7 +362,11 @@ fn jobs_bounds_how_many_gates_run_at_once() {
     let out = repo.greenlight(["verify"]);
     assert_eq!(out.code, 0, "{}", out.render());
     let peak = repo.read("peak").unwrap();
-    let most: u32 = peak.lines().map(|l| l.trim().parse::<u32>().unwrap()).max().unwrap();
+    let most: u32 = peak
+        .lines()
+        .map(|l| l.trim().parse::<u32>().unwrap())
+        .max()
+        .unwrap();
     assert_eq!(most, 2, "{peak}");
 }
 
@@ -225,7 +381,10 @@ fn a_v1_file_still_runs_its_gates_one_after_another() {
     assert_eq!(out.code, 0, "{}", out.render());
     assert!(started.elapsed() >= Duration::from_millis(600));
     let doc = out.json();
-    assert!(doc["gates"][1]["started_ms"].as_u64().unwrap() >= 300, "{doc:#}");
+    assert!(
+        doc["gates"][1]["started_ms"].as_u64().unwrap() >= 300,
+        "{doc:#}"
+    );
 }
 
 /// The TypeScript matcher as GitHub's setup-node action publishes it.
@@ -275,11 +434,21 @@ fn a_gate_with_matchers_gets_exact_diagnostics_from_output_greenlight_has_no_par
 #[test]
 fn a_matcher_file_that_is_not_a_matcher_is_a_config_error_at_its_entry() {
     let repo = TempRepo::worktree_with_commit();
-    repo.write(".commandmate/bad.json", r#"{"problemMatcher": [{"pattern": [{"regexp": "x", "message": 0}]}]}"#);
-    repo.verify_yaml(&v2("  - id: a\n    command: touch ran\n    matchers: [bad.json]\n"));
+    repo.write(
+        ".commandmate/bad.json",
+        r#"{"problemMatcher": [{"pattern": [{"regexp": "x", "message": 0}]}]}"#,
+    );
+    repo.verify_yaml(&v2(
+        "  - id: a\n    command: touch ran\n    matchers: [bad.json]\n",
+    ));
     let out = repo.greenlight(["verify"]);
     assert_eq!(out.code, 2, "{}", out.render());
-    assert!(out.stderr.contains("verify.yaml:7:16: matcher file `bad.json` is refused"), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("verify.yaml:7:16: matcher file `bad.json` is refused"),
+        "{}",
+        out.stderr
+    );
     assert!(out.stderr.contains("owner"), "{}", out.stderr);
     assert!(repo.read("ran").is_none());
 }
