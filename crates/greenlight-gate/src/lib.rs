@@ -41,6 +41,7 @@ pub use exec::{
     ExecOutcome, ExecSpec, Interrupt, InterruptWatch, KILL_GRACE, OutputSink, Termination,
     run as run_gate,
 };
+pub use plan::CachePlan;
 pub use report::{
     Attempt, AttemptStatus, CANNOT_START_EXIT, GateReport, GateVerdict, RunReport, RunResult,
     SkipReason, WorkEvidenceReport, exit,

@@ -1,5 +1,5 @@
-//! One verify run's use of the result cache: the keys of its gates, the replays, and the
-//! results stored at the end.
+//! One run's use of the result cache (a verify run, or one gate of the goal loop): the keys of
+//! its gates, the replays, and the results stored at the end.
 //!
 //! The rules that keep a replay exact:
 //! - the workspace listing is read once before the gates and once after them; a result is
@@ -28,7 +28,7 @@ use crate::workspace_key::{self, Listing};
 const KEY_COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The cache as one run uses it.
-pub(crate) struct CachePlan {
+pub struct CachePlan {
     settings: Option<CacheSettings>,
     listing_thread: Option<JoinHandle<Result<Listing, String>>>,
     listing: Option<Listing>,
@@ -42,12 +42,12 @@ pub(crate) struct CachePlan {
     /// Where the gates run, relative to the worktree's top.
     cwd_in_worktree: String,
     /// Problems worth a line on stderr.
-    pub(crate) warnings: Vec<String>,
+    pub warnings: Vec<String>,
 }
 
 impl CachePlan {
     /// Decides whether this run uses the cache and, if so, starts reading the listing.
-    pub(crate) fn start(config: &Loaded, options: &RunOptions, selected: &[usize]) -> CachePlan {
+    pub fn start(config: &Loaded, options: &RunOptions, selected: &[usize]) -> CachePlan {
         let wants = config.cache() == CacheMode::Local
             && selected
                 .iter()
@@ -80,7 +80,7 @@ impl CachePlan {
     }
 
     /// Opens the store, runs the key commands, and computes every cacheable gate's key.
-    pub(crate) async fn prepare(
+    pub async fn prepare(
         &mut self,
         config: &Loaded,
         options: &RunOptions,
@@ -158,12 +158,7 @@ impl CachePlan {
     }
 
     /// The stored result of gate `index`, as a report, when its key hits.
-    pub(crate) fn replay(
-        &mut self,
-        config: &Loaded,
-        index: usize,
-        at: Duration,
-    ) -> Option<GateReport> {
+    pub fn replay(&mut self, config: &Loaded, index: usize, at: Duration) -> Option<GateReport> {
         let settings = self.settings.as_ref()?;
         let key = self.keys.get(&index)?;
         let store = self.store.as_ref()?;
@@ -210,19 +205,14 @@ impl CachePlan {
     }
 
     /// The key and explanation a running gate carries into its report.
-    pub(crate) fn decision(&self, index: usize) -> Option<(String, Option<String>)> {
+    pub fn decision(&self, index: usize) -> Option<(String, Option<String>)> {
         let key = self.keys.get(&index)?;
         Some((key.key.clone(), self.explain.get(&index).cloned()))
     }
 
     /// Stores the results that may be stored, after checking their keys against the workspace
     /// as it is now.
-    pub(crate) fn store_results(
-        &mut self,
-        config: &Loaded,
-        selected: &[usize],
-        gates: &[GateReport],
-    ) {
+    pub fn store_results(&mut self, config: &Loaded, selected: &[usize], gates: &[GateReport]) {
         let (Some(store), Some(before)) = (&self.store, &self.listing) else {
             return;
         };

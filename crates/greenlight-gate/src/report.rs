@@ -214,6 +214,33 @@ pub struct GateReport {
 }
 
 impl GateReport {
+    /// The report of `gate` decided by one attempt that exited on its own (PASS or FAIL), as a
+    /// caller that runs gates itself (the goal loop) hands it to the cache.
+    pub fn from_attempt(gate: &crate::config::GateSpec, attempt: Attempt) -> GateReport {
+        let pass = attempt.status == AttemptStatus::Pass;
+        GateReport {
+            id: gate.id.clone(),
+            command: gate.command.clone(),
+            verdict: if pass {
+                GateVerdict::Pass
+            } else {
+                GateVerdict::Fail
+            },
+            passed: Some(pass),
+            skip_reason: None,
+            mutex: gate.mutex.clone(),
+            timeout_sec: gate.timeout_sec,
+            attempts: vec![attempt],
+            retry_without_verdict: None,
+            needs: Vec::new(),
+            needs_failed: None,
+            started_ms: None,
+            cached: None,
+            cache_key: None,
+            explain: None,
+        }
+    }
+
     /// The first 12 hex digits of the cache key of a replayed result.
     pub fn cached_short(&self) -> Option<&str> {
         self.cached.as_deref().map(|k| k.get(..12).unwrap_or(k))

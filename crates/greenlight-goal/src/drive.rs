@@ -445,6 +445,9 @@ pub async fn drive(
         agent_bin: agent_bin(&record.agent),
         probe: matches!(family, Family::Claude | Family::Codex | Family::OpenAi),
         lock_root: lock::lock_root(),
+        cache: store.path().parent().and_then(|state_dir| {
+            greenlight_gate::cache::CacheSettings::locate(|name| std::env::var_os(name), state_dir)
+        }),
     };
     let runners = runners_dir(store.path());
     let guard =

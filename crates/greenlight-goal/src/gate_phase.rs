@@ -51,6 +51,12 @@ pub struct GateResult {
     pub compact: Option<String>,
     /// greenlight was interrupted while the gate ran (its processes are gone).
     pub interrupted: Option<Interrupt>,
+    /// The last bytes of output, as verify would show them (what the cache stores).
+    pub tail: String,
+    /// Bytes written in all.
+    pub output_bytes: u64,
+    /// Nothing was left running and the output pipe closed: a result the cache may keep.
+    pub clean: bool,
 }
 
 /// Both the capture and a live watcher see each chunk.
@@ -121,5 +127,8 @@ pub async fn run_gate(
         digest,
         compact,
         interrupted,
+        tail: outcome.tail.text(),
+        output_bytes: outcome.tail.total_bytes(),
+        clean: outcome.leftovers.is_empty() && !outcome.pipe_left_open,
     })
 }

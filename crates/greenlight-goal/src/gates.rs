@@ -26,11 +26,13 @@ use greenlight_store::{
 use crate::engine::{Engine, Finish, Step, gate_timeout_sec};
 use greenlight_store::greenlight_stream::{GATE_OUTPUT_INTERVAL_MS, GateOutputThrottle};
 
+use crate::cache_pass::GoalCache;
 use crate::error::Error;
 use crate::frames;
 use crate::gate_phase::{self, GateResult, result_key};
 use crate::progress::Progress;
 use crate::prompt::{self, GateFailure, OutputEvidence};
+use greenlight_gate::GateReport;
 
 /// One gate's result, ready to record.
 struct Decided {
@@ -199,6 +201,27 @@ impl Engine<'_> {
         if let Some(last) = unchanged {
             return Ok(Ok(at.replay(last, key)));
         }
+        let mut cache = match &self.settings.cache {
+            None => None,
+            Some(settings) => {
+                let opened = GoalCache::open(
+                    &at.goal.worktree,
+                    &at.gate.command,
+                    timeout_sec,
+                    settings,
+                    self.settings.kill_grace,
+                    interrupt,
+                )
+                .await;
+                match opened {
+                    Ok(cache) => cache,
+                    Err(signal) => return Ok(Err(Step::Finish(self.interrupted(signal, None)?))),
+                }
+            }
+        };
+        if let Some(pass) = cache.as_mut().and_then(GoalCache::replayed_pass) {
+            return Ok(Ok(at.cached_pass(&pass, key)));
+        }
         let timeout = Duration::from_secs(u64::from(timeout_sec));
         // A gate with a mutex runs under the same machine-wide lock `verify` takes, waiting up
         // to its own time limit as `verify` does.
@@ -276,6 +299,9 @@ impl Engine<'_> {
             // rather than a new dispatch.
             return Ok(Err(Step::Finish(self.interrupted(signal, None)?)));
         }
+        if let Some(cache) = cache.as_mut() {
+            cache.store(&result);
+        }
         Ok(Ok(at.ran(&result, started.elapsed(), key)))
     }
 }
@@ -342,6 +368,32 @@ impl GateAt<'_> {
             run,
             text: Some(text),
             summary: None,
+        }
+    }
+
+    /// A PASS replayed from verify's result cache: the gate's declared inputs, env and keys are
+    /// exactly as when it passed.
+    fn cached_pass(&self, pass: &GateReport, key: Option<String>) -> Decided {
+        let attempt = pass.attempts.last();
+        let run = NewGateRun {
+            workspace_key: key,
+            replayed: true,
+            digest: attempt
+                .and_then(|a| a.digest.as_ref())
+                .and_then(|d| serde_json::to_value(d).ok()),
+            ..self.run(
+                RunVerdict::Pass,
+                Some(0),
+                attempt.map_or(Duration::ZERO, |a| a.duration),
+            )
+        };
+        Decided {
+            run,
+            text: None,
+            summary: Some(format!(
+                "replayed from verify's result cache (key {})",
+                pass.cached_short().unwrap_or("?")
+            )),
         }
     }
 

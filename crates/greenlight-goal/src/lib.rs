@@ -8,6 +8,7 @@
 //! [`gate_phase`] runs one gate and keys its result by the content of the worktree, so a turn
 //! that changed nothing is told so instead of re-running a red suite.
 
+mod cache_pass;
 pub mod drive;
 pub mod engine;
 pub mod error;

@@ -200,6 +200,7 @@ impl Fixture {
             agent_bin: None,
             probe: false,
             lock_root: self.dir.path().join("locks"),
+            cache: None,
         };
         (settings, agent)
     }

@@ -436,3 +436,61 @@ fn the_stop_hook_replays_what_verify_stored() {
 }
 
 use std::os::unix::fs::PermissionsExt;
+
+#[test]
+fn the_goal_loop_replays_a_pass_verify_stored_and_verify_replays_what_the_loop_stored() {
+    let fx = crate::goal_support::Fixture::new();
+    let count = "echo ran >> \\\"$HOME/gate-runs\\\"";
+    fx.repo.write("value.txt", "good\n");
+    fx.repo.verify_yaml(&format!(
+        "version: 2\ngates:\n  - id: check\n    command: \"sh check.sh && {count}\"\n    inputs: [check.sh, value.txt]\n"
+    ));
+    fx.repo.commit_all("the value is good already");
+    let runs = || {
+        fs::read_to_string(fx.repo.home().join("gate-runs"))
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    let verify = |state: &std::path::Path| {
+        fx.repo
+            .greenlight(["verify", "--state", state.to_str().unwrap()])
+    };
+    let first = verify(&fx.state());
+    assert_eq!(first.code, 0, "{}", first.render());
+    assert_eq!(runs(), 1);
+
+    // The goal's gate is verify's gate: its pass is replayed, the command does not run.
+    let agent = fx.script("agent.sh", "echo looked");
+    let agent_arg = fx.agent(&agent);
+    let out = fx.goal(&["run", "keep it green", "--agent", &agent_arg]);
+    assert_eq!(out.code, 0, "{}", out.render());
+    assert_eq!(
+        runs(),
+        1,
+        "the loop ran a gate verify had passed: {}",
+        out.render()
+    );
+    let replays = fx.gate_verdicts_and_replays();
+    assert_eq!(replays.len(), 1, "{replays:?}");
+    assert_eq!(replays[0].0, "pass");
+    assert_eq!(replays[0].1, true);
+
+    // A change the loop's gate measures is stored for verify.
+    fx.repo.write("value.txt", "good \n");
+    fx.repo.write("value.txt", "good\n");
+    fx.repo.write(
+        "check.sh",
+        &format!(
+            "{}\n# reviewed\n",
+            fs::read_to_string(fx.repo.path().join("check.sh")).unwrap()
+        ),
+    );
+    let out = fx.goal(&["run", "still green", "--agent", &agent_arg]);
+    assert_eq!(out.code, 0, "{}", out.render());
+    assert_eq!(runs(), 2, "{}", out.render());
+    let again = verify(&fx.state());
+    assert_eq!(again.code, 0, "{}", again.render());
+    assert!(again.lines()[1].contains("cached="), "{}", again.render());
+    assert_eq!(runs(), 2);
+}

@@ -1,0 +1,109 @@
+//! The verify result cache seen from the goal loop: a gate that the worktree's version 2
+//! verify.yaml declares with the same command and time limit replays a stored PASS instead of
+//! running, and a clean result the loop measured is stored for `verify` and the Stop hook.
+//!
+//! Only a PASS is replayed here: a failure is the agent's evidence, and the loop has its own
+//! rule for those (replayed at most once in a row). The key is verify's — the gate's declared
+//! inputs, env and keys — so a pass is shared across the three ways gates run.
+
+use std::path::Path;
+use std::time::Duration;
+
+use greenlight_gate::cache::CacheSettings;
+use greenlight_gate::config::{self, Loaded};
+use greenlight_gate::{
+    Attempt, AttemptStatus, CachePlan, GateReport, Interrupt, InterruptWatch, RunOptions,
+};
+
+use crate::gate_phase::GateResult;
+
+/// One goal gate's place in the cache.
+pub(crate) struct GoalCache {
+    loaded: Loaded,
+    index: usize,
+    plan: CachePlan,
+}
+
+impl GoalCache {
+    /// The cache of the gate running `command` with `timeout_sec` in `worktree`, when its
+    /// verify.yaml is version 2 and declares that gate with caching on. `Err`: interrupted
+    /// while a `keys` command ran.
+    pub(crate) async fn open(
+        worktree: &Path,
+        command: &str,
+        timeout_sec: u32,
+        settings: &CacheSettings,
+        kill_grace: Duration,
+        interrupt: &mut InterruptWatch,
+    ) -> Result<Option<GoalCache>, Interrupt> {
+        let Ok(path) =
+            camino::Utf8PathBuf::from_path_buf(worktree.join(".commandmate").join("verify.yaml"))
+        else {
+            return Ok(None);
+        };
+        let Ok(loaded) = config::load_any(&path) else {
+            return Ok(None);
+        };
+        let Some(index) = loaded
+            .gates
+            .iter()
+            .position(|g| g.command == command && g.timeout_sec == timeout_sec)
+        else {
+            return Ok(None);
+        };
+        let options = RunOptions {
+            cwd: worktree.to_path_buf(),
+            base_ref: None,
+            only: None,
+            skip_work_evidence: true,
+            kill_grace,
+            lock_root: greenlight_gate::lock::lock_root(),
+            cache: Some(settings.clone()),
+        };
+        let mut plan = CachePlan::start(&loaded, &options, &[index]);
+        plan.prepare(&loaded, &options, interrupt).await?;
+        Ok(Some(GoalCache {
+            loaded,
+            index,
+            plan,
+        }))
+    }
+
+    /// The stored PASS of this gate, if its key hits.
+    pub(crate) fn replayed_pass(&mut self) -> Option<GateReport> {
+        self.plan
+            .replay(&self.loaded, self.index, Duration::ZERO)
+            .filter(|report| report.passed == Some(true))
+    }
+
+    /// Stores what the loop measured, when it ended cleanly (the cache's own rules decide the
+    /// rest: inputs unchanged since the start, PASS or FAIL only).
+    pub(crate) fn store(&mut self, result: &GateResult) {
+        if result.timed_out || result.interrupted.is_some() || !result.clean {
+            return;
+        }
+        let attempt = Attempt {
+            status: if result.passed {
+                AttemptStatus::Pass
+            } else {
+                AttemptStatus::Fail
+            },
+            exit_code: result.exit_code,
+            duration: result.duration,
+            waited: None,
+            tail: result.tail.clone(),
+            output_bytes: result.output_bytes,
+            leftovers: Vec::new(),
+            pipe_left_open: false,
+            lock_path: None,
+            lock_holder: None,
+            broke_stale_lock: None,
+            ownerless_lock: None,
+            digest: Some(result.digest.clone()),
+            start_error: None,
+        };
+        let report = GateReport::from_attempt(&self.loaded.gates[self.index], attempt);
+        self.plan
+            .store_results(&self.loaded, &[self.index], std::slice::from_ref(&report));
+    }
+}
