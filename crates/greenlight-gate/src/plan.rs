@@ -291,7 +291,6 @@ fn storable(report: &GateReport) -> bool {
                 && a.leftovers.is_empty()
                 && !a.pipe_left_open
                 && a.start_error.is_none()
-                && a.waited.is_none_or(|_| a.lock_holder.is_none())
         })
 }
 
