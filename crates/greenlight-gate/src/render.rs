@@ -61,7 +61,8 @@ pub fn gate_line(gate: &GateReport) -> String {
     }
 }
 
-fn skip_reason(gate: &GateReport) -> String {
+/// Why a gate was skipped as its line says it (`primary-checkout`, `needs:build`, …).
+pub fn skip_reason(gate: &GateReport) -> String {
     match (gate.skip_reason, &gate.needs_failed) {
         (Some(crate::report::SkipReason::Needs), Some(id)) => format!("needs:{id}"),
         (reason, _) => reason.map(|r| r.as_str()).unwrap_or("unknown").to_owned(),

@@ -104,7 +104,7 @@ fn tool<I: JsonSchema + 'static, O: JsonSchema + 'static>(
     description: &'static str,
     read_only: bool,
 ) -> Tool {
-    Tool::new(name, description, Arc::new(serde_json::Map::new()))
+    let mut tool = Tool::new(name, description, Arc::new(serde_json::Map::new()))
         .with_input_schema::<I>()
         .with_output_schema::<O>()
         .with_annotations(
@@ -112,7 +112,58 @@ fn tool<I: JsonSchema + 'static, O: JsonSchema + 'static>(
                 .read_only(read_only)
                 .destructive(false)
                 .open_world(false),
-        )
+        );
+    let mut input = (*tool.input_schema).clone();
+    plain_optionals(&mut input);
+    tool.input_schema = Arc::new(input);
+    tool
+}
+
+/// An optional argument is described by its own type, not a union with `null`: it is optional
+/// because it is not `required`. Some clients (Codex among them) cannot read `["string",
+/// "null"]` or an `anyOf` with a null branch, and leave such arguments out or send them wrong;
+/// the server still accepts an explicit `null`.
+fn plain_optionals(schema: &mut serde_json::Map<String, serde_json::Value>) {
+    use serde_json::Value;
+    if let Some(Value::Array(types)) = schema.get("type") {
+        let rest: Vec<Value> = types.iter().filter(|t| *t != "null").cloned().collect();
+        if rest.len() == 1 && rest.len() < types.len() {
+            schema.insert("type".into(), rest[0].clone());
+        }
+    }
+    for key in ["anyOf", "oneOf"] {
+        if let Some(Value::Array(branches)) = schema.get(key) {
+            let rest: Vec<Value> = branches
+                .iter()
+                .filter(|b| b.get("type").is_none_or(|t| t != "null"))
+                .cloned()
+                .collect();
+            if rest.len() == 1 && rest.len() < branches.len() {
+                schema.remove(key);
+                if let Value::Object(only) = &rest[0] {
+                    for (k, v) in only {
+                        schema.entry(k.clone()).or_insert_with(|| v.clone());
+                    }
+                }
+            }
+        }
+    }
+    if schema.get("default") == Some(&Value::Null) {
+        schema.remove("default");
+    }
+    for value in schema.values_mut() {
+        match value {
+            Value::Object(inner) => plain_optionals(inner),
+            Value::Array(items) => {
+                for item in items {
+                    if let Value::Object(inner) = item {
+                        plain_optionals(inner);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
 }
 
 fn tools() -> Vec<Tool> {

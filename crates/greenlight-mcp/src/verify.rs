@@ -72,8 +72,11 @@ pub struct GateOutcome {
     pub duration_ms: u64,
     /// How many times it ran (2 after a retry).
     pub attempts: u8,
-    /// Why it was skipped (`primary-checkout`, `mutex-wait`, …).
+    /// Why it was skipped (`primary-checkout`, `mutex-wait`, `needs:<id>`, …).
     pub skip_reason: Option<String>,
+    /// The result was replayed from the result cache (verify.yaml v2): nothing ran, and the
+    /// duration is the original run's.
+    pub cached: bool,
     /// Bytes it printed (last attempt).
     pub output_bytes: u64,
     /// The exact failures, when the output was recognised completely (a failing gate only).
@@ -216,7 +219,8 @@ async fn run(args: &VerifyArgs, ctx: VerifyContext) -> Result<VerifyOutput, Cann
 
     let progress = ctx.progress;
     progress.send(format!("verify: {total} gate(s) in {}", ctx.cwd.display()));
-    let running: Arc<Mutex<Option<Running>>> = Arc::new(Mutex::new(None));
+    // Every gate running now (a v2 file runs several at once), in the order they started.
+    let running: Arc<Mutex<Vec<Running>>> = Arc::new(Mutex::new(Vec::new()));
     let (beat_stop, mut beat_stopped) = watch::channel(false);
     let heartbeat = {
         let running = Arc::clone(&running);
@@ -227,13 +231,13 @@ async fn run(args: &VerifyArgs, ctx: VerifyContext) -> Result<VerifyOutput, Cann
                     () = tokio::time::sleep(HEARTBEAT) => {}
                     _ = beat_stopped.changed() => return,
                 }
-                let now = running.lock().ok().and_then(|r| r.clone());
-                if let Some(Running {
+                let now = running.lock().map(|r| r.clone()).unwrap_or_default();
+                for Running {
                     n,
                     id,
                     attempt,
                     since,
-                }) = now
+                } in now
                 {
                     let retry = if attempt > 1 { " (retry)" } else { "" };
                     progress.send(format!(
@@ -257,7 +261,8 @@ async fn run(args: &VerifyArgs, ctx: VerifyContext) -> Result<VerifyOutput, Cann
             RunEvent::GateStarted { id, attempt } => {
                 let n = ids.iter().position(|g| g == id).map_or(0, |i| i + 1);
                 if let Ok(mut slot) = running.lock() {
-                    *slot = Some(Running {
+                    slot.retain(|r| r.id != id);
+                    slot.push(Running {
                         n,
                         id: id.to_owned(),
                         attempt,
@@ -275,12 +280,13 @@ async fn run(args: &VerifyArgs, ctx: VerifyContext) -> Result<VerifyOutput, Cann
             RunEvent::GateFinished(gate) => {
                 finished += 1;
                 if let Ok(mut slot) = running.lock() {
-                    *slot = None;
+                    slot.retain(|r| r.id != gate.id);
                 }
                 let ms: u128 = gate.attempts.iter().map(|a| a.duration.as_millis()).sum();
-                let how = match gate.skip_reason {
-                    Some(reason) => format!("reason={}", reason.as_str()),
-                    None => format!("in {:.1} s", ms as f64 / 1000.0),
+                let how = match (gate.skip_reason, gate.cached_short()) {
+                    (Some(_), _) => format!("reason={}", render::skip_reason(gate)),
+                    (None, Some(key)) => format!("cached={key}"),
+                    (None, None) => format!("in {:.1} s", ms as f64 / 1000.0),
                 };
                 progress.send(format!(
                     "gate {finished}/{total} {}: {} {how}",
@@ -380,7 +386,8 @@ fn outcome(gate: &GateReport, tail_limit: usize) -> GateOutcome {
             .map(|a| u64::try_from(a.duration.as_millis()).unwrap_or(u64::MAX))
             .sum(),
         attempts: u8::try_from(gate.attempts.len()).unwrap_or(u8::MAX),
-        skip_reason: gate.skip_reason.map(|r| r.as_str().to_owned()),
+        skip_reason: gate.skip_reason.map(|_| render::skip_reason(gate)),
+        cached: gate.cached.is_some(),
         output_bytes: last.map_or(0, |a| a.output_bytes),
         digest_compact,
         tail,
@@ -425,10 +432,18 @@ pub fn text(output: &VerifyOutput) -> String {
         let exit = gate
             .exit_code
             .map_or_else(|| "-".to_owned(), |c| c.to_string());
-        out.push_str(&format!(
-            "GATE {} {} exit={exit} duration_ms={}\n",
+        let mut line = format!(
+            "GATE {} {} exit={exit} duration_ms={}",
             gate.id, gate.verdict, gate.duration_ms
-        ));
+        );
+        if let Some(reason) = &gate.skip_reason {
+            line.push_str(&format!(" reason={reason}"));
+        }
+        if gate.cached {
+            line.push_str(" cached=true");
+        }
+        out.push_str(&line);
+        out.push('\n');
         if let Some(digest) = &gate.digest_compact {
             out.push_str(digest.trim_end());
             out.push('\n');

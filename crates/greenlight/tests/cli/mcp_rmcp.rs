@@ -141,6 +141,10 @@ fn lists_seven_tools_and_verifies_a_green_and_a_red_repository() {
                 "digest" | "goal_status" | "goal_log" | "evidence"
             );
             assert_eq!(read_only, Some(expected), "{}", tool.name);
+            // Optional arguments carry their own type: a `null` union is what some clients
+            // (Codex) cannot read.
+            let input = serde_json::to_string(&tool.input_schema).unwrap();
+            assert!(!input.contains("\"null\""), "{}: {input}", tool.name);
         }
 
         let result = call_tool(&client, "verify", json!({})).await;
@@ -479,6 +483,44 @@ fn goal_tools_read_pause_and_resume_the_goal_of_a_worktree() {
             .await;
         let message = format!("{missing:?}");
         assert!(message.contains("no goal 999"), "{message}");
+        client.cancel().await.unwrap();
+    });
+}
+
+#[test]
+fn a_v2_verify_over_mcp_runs_needs_in_order_and_replays_cached_gates() {
+    let repo = TempRepo::worktree_with_commit();
+    repo.verify_yaml(
+        "version: 2\ngates:\n  - id: build\n    command: exit 1\n  - id: test\n    command: \"true\"\n    needs: [build]\n  - id: lint\n    command: \"true\"\n",
+    );
+    runtime().block_on(async {
+        let client = connect(&repo, Recorder::default()).await;
+        let tools = client.list_all_tools().await.unwrap();
+        let first = call_tool(&client, "verify", json!({})).await;
+        let answer = assert_matches_schema(&tools, "verify", &first);
+        assert_eq!(answer["result"], "failed");
+        assert_eq!(answer["gates"][1]["verdict"], "SKIP");
+        assert_eq!(answer["gates"][1]["skip_reason"], "needs:build");
+        assert_eq!(answer["gates"][2]["cached"], false);
+        let again = call_tool(&client, "verify", json!({})).await;
+        let answer = assert_matches_schema(&tools, "verify", &again);
+        assert_eq!(answer["gates"][0]["cached"], true, "{answer:#}");
+        assert_eq!(answer["gates"][2]["cached"], true, "{answer:#}");
+        assert!(
+            text_of(&again).contains("GATE build FAIL exit=1 duration_ms="),
+            "{}",
+            text_of(&again)
+        );
+        assert!(
+            text_of(&again).contains("cached=true"),
+            "{}",
+            text_of(&again)
+        );
+        assert!(
+            text_of(&again).contains("GATE test SKIP exit=- duration_ms=0 reason=needs:build"),
+            "{}",
+            text_of(&again)
+        );
         client.cancel().await.unwrap();
     });
 }

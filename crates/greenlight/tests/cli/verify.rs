@@ -618,6 +618,29 @@ fn an_unrecognised_failure_keeps_the_raw_tail() {
 fn a_terminal_sees_live_progress_on_stderr_and_stdout_keeps_the_contract() {
     let repo = TempRepo::worktree_with_commit();
     repo.verify_yaml("version: 1\ngates:\n  - id: slowish\n    command: sleep 1\n");
+    let (stdout, stderr) = verify_on_a_terminal(&repo);
+    assert_eq!(
+        stdout.lines().collect::<Vec<_>>(),
+        [
+            "GATE work-evidence PASS commits=1 uncommitted=1",
+            "GATE slowish PASS exit=0 duration=1s",
+            "RESULT passed"
+        ]
+    );
+    assert!(
+        stderr.contains("running slowish"),
+        "no progress on the terminal: {stderr:?}"
+    );
+    // NO_COLOR is set by the test harness: the progress line carries no SGR colour codes.
+    assert!(
+        !stderr.contains("\x1b[2m"),
+        "colour despite NO_COLOR: {stderr:?}"
+    );
+}
+
+/// `greenlight verify` in `repo` with stderr on a real pty (python3's `pty`) and stdout on a
+/// pipe: (stdout, what the terminal received).
+pub(crate) fn verify_on_a_terminal(repo: &TempRepo) -> (String, String) {
     let driver = r#"
 import os, pty, subprocess, sys
 master, slave = pty.openpty()
@@ -656,21 +679,5 @@ sys.stdout.write(out.decode() + "\n=====STDERR=====\n" + err.decode(errors="repl
     let (stdout, stderr) = text
         .split_once("\n=====STDERR=====\n")
         .expect("driver output");
-    assert_eq!(
-        stdout.lines().collect::<Vec<_>>(),
-        [
-            "GATE work-evidence PASS commits=1 uncommitted=1",
-            "GATE slowish PASS exit=0 duration=1s",
-            "RESULT passed"
-        ]
-    );
-    assert!(
-        stderr.contains("running slowish"),
-        "no progress on the terminal: {stderr:?}"
-    );
-    // NO_COLOR is set by the test harness: the progress line carries no SGR colour codes.
-    assert!(
-        !stderr.contains("\x1b[2m"),
-        "colour despite NO_COLOR: {stderr:?}"
-    );
+    (stdout.to_owned(), stderr.to_owned())
 }
