@@ -251,7 +251,7 @@ fn selection(config: &Loaded, only: Option<&[String]>) -> Result<Vec<usize>, Err
 enum Slot {
     Waiting,
     Running,
-    Done(GateReport),
+    Done(Box<GateReport>),
     /// Ended by an interrupt before a verdict.
     Cut,
 }
@@ -315,7 +315,7 @@ async fn schedule(
                     let mut report = skipped(gate, SkipReason::Needs);
                     report.needs = needs_of(config, index);
                     report.needs_failed = Some(id);
-                    slots[at] = Slot::Done(report);
+                    slots[at] = Slot::Done(Box::new(report));
                     continue;
                 }
                 if blocked {
@@ -323,7 +323,7 @@ async fn schedule(
                 }
                 if let Some(mut hit) = plan.replay(config, index, started.elapsed()) {
                     hit.needs = needs_of(config, index);
-                    slots[at] = Slot::Done(hit);
+                    slots[at] = Slot::Done(Box::new(hit));
                     continue;
                 }
                 if running.len() >= jobs {
@@ -366,10 +366,10 @@ async fn schedule(
             break;
         };
         match result {
-            Ok(report) => slots[at] = Slot::Done(report),
+            Ok(report) => slots[at] = Slot::Done(Box::new(report)),
             Err((signal, partial)) => {
                 interrupted = Some(signal);
-                slots[at] = partial.map_or(Slot::Cut, Slot::Done);
+                slots[at] = partial.map_or(Slot::Cut, |p| Slot::Done(Box::new(p)));
             }
         }
     }
@@ -380,7 +380,7 @@ async fn schedule(
             if at >= emitted {
                 (events.borrow_mut())(RunEvent::GateFinished(&report));
             }
-            gates.push(report);
+            gates.push(*report);
         }
     }
     (gates, interrupted)

@@ -142,6 +142,12 @@ impl<'de> Visitor<'de> for NodeVisitor {
 /// A problem: 1-based line and column, and the message.
 pub(super) type Problem = (usize, usize, String);
 
+/// 1-based line and column of a node.
+type At = (usize, usize);
+
+/// A mapping's known keys, each with its key node and value node.
+type Keys<'n> = BTreeMap<&'n str, (&'n Spanned<Node>, &'n Spanned<Node>)>;
+
 fn at(node: &Spanned<Node>) -> (usize, usize) {
     let loc = node.referenced;
     (
@@ -255,7 +261,7 @@ impl Checker {
         what: &str,
         node: &'n Spanned<Node>,
         allowed: &[&str],
-    ) -> Option<BTreeMap<&'n str, (&'n Spanned<Node>, &'n Spanned<Node>)>> {
+    ) -> Option<Keys<'n>> {
         let Node::Map(entries) = &node.value else {
             self.push(
                 node,
@@ -598,7 +604,7 @@ fn read_gate(
     path: &Utf8Path,
     item: &Spanned<Node>,
     first_use: &mut HashMap<String, usize>,
-) -> (Option<Gate>, Vec<(String, (usize, usize))>) {
+) -> (Option<Gate>, Vec<(String, At)>) {
     let Some(keys) = check.mapping("a gate", item, GATE_KEYS_V2) else {
         return (None, Vec::new());
     };

@@ -481,7 +481,7 @@ fn the_goal_loop_replays_a_pass_verify_stored_and_verify_replays_what_the_loop_s
     fx.repo.write("value.txt", "good\n");
     fx.repo.write(
         "check.sh",
-        &format!(
+        format!(
             "{}\n# reviewed\n",
             fs::read_to_string(fx.repo.path().join("check.sh")).unwrap()
         ),

@@ -458,9 +458,9 @@ fn a_matcher_file_that_is_not_a_matcher_is_a_config_error_at_its_entry() {
 #[ignore = "needs python3: run scripts/test"]
 fn a_terminal_sees_every_running_gate() {
     let repo = TempRepo::worktree_with_commit();
-    repo.verify_yaml(&format!(
-        "version: 2\noptions:\n  cache: off\n  jobs: 2\ngates:\n  - id: left\n    command: sleep 1\n  - id: right\n    command: sleep 1\n"
-    ));
+    repo.verify_yaml(
+        "version: 2\noptions:\n  cache: off\n  jobs: 2\ngates:\n  - id: left\n    command: sleep 1\n  - id: right\n    command: sleep 1\n",
+    );
     let (stdout, stderr) = crate::verify::verify_on_a_terminal(&repo);
     assert_eq!(
         stdout.lines().skip(1).collect::<Vec<_>>(),
