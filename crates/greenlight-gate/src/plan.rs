@@ -187,8 +187,7 @@ impl CachePlan {
             }
             return None;
         };
-        let mut report = crate::runner::skipped(gate, crate::report::SkipReason::Flag);
-        report.skip_reason = None;
+        let mut report = GateReport::skipped(gate, None);
         report.verdict = entry.verdict;
         report.passed = Some(entry.verdict == GateVerdict::Pass);
         report.attempts = entry.attempts.iter().map(replayed).collect();
@@ -307,20 +306,12 @@ fn stored(attempt: &Attempt) -> StoredAttempt {
 
 fn replayed(attempt: &StoredAttempt) -> Attempt {
     Attempt {
-        status: attempt.status,
         exit_code: attempt.exit_code,
         duration: Duration::from_millis(attempt.duration_ms),
-        waited: None,
         tail: attempt.tail.clone(),
         output_bytes: attempt.output_bytes,
-        leftovers: Vec::new(),
-        pipe_left_open: false,
-        lock_path: None,
-        lock_holder: None,
-        broke_stale_lock: None,
-        ownerless_lock: None,
         digest: attempt.digest.clone(),
-        start_error: None,
+        ..Attempt::blank(attempt.status)
     }
 }
 

@@ -118,6 +118,29 @@ pub struct Attempt {
     pub start_error: Option<String>,
 }
 
+impl Attempt {
+    /// An attempt with `status` and nothing else known yet: no exit code, no output, no lock,
+    /// no leftovers. The runner fills in what happens; a replay fills in what was stored.
+    pub fn blank(status: AttemptStatus) -> Attempt {
+        Attempt {
+            status,
+            exit_code: None,
+            duration: Duration::ZERO,
+            waited: None,
+            tail: String::new(),
+            output_bytes: 0,
+            leftovers: Vec::new(),
+            pipe_left_open: false,
+            lock_path: None,
+            lock_holder: None,
+            broke_stale_lock: None,
+            ownerless_lock: None,
+            digest: None,
+            start_error: None,
+        }
+    }
+}
+
 /// The exit code a gate that could not be started is reported with: what a shell reports for a
 /// command it cannot execute, so the line contract keeps an integer there.
 pub const CANNOT_START_EXIT: i32 = 126;
@@ -219,18 +242,28 @@ impl GateReport {
     pub fn from_attempt(gate: &crate::config::GateSpec, attempt: Attempt) -> GateReport {
         let pass = attempt.status == AttemptStatus::Pass;
         GateReport {
-            id: gate.id.clone(),
-            command: gate.command.clone(),
             verdict: if pass {
                 GateVerdict::Pass
             } else {
                 GateVerdict::Fail
             },
             passed: Some(pass),
-            skip_reason: None,
+            attempts: vec![attempt],
+            ..GateReport::skipped(gate, None)
+        }
+    }
+
+    /// `gate` with no attempt: SKIP for `reason` (`None` while its verdict is still to come).
+    pub fn skipped(gate: &crate::config::GateSpec, reason: Option<SkipReason>) -> GateReport {
+        GateReport {
+            id: gate.id.clone(),
+            command: gate.command.clone(),
+            verdict: GateVerdict::Skip,
+            passed: None,
+            skip_reason: reason,
             mutex: gate.mutex.clone(),
             timeout_sec: gate.timeout_sec,
-            attempts: vec![attempt],
+            attempts: Vec::new(),
             retry_without_verdict: None,
             needs: Vec::new(),
             needs_failed: None,

@@ -386,24 +386,8 @@ async fn schedule(
     (gates, interrupted)
 }
 
-pub(crate) fn skipped(gate: &GateSpec, reason: SkipReason) -> GateReport {
-    GateReport {
-        id: gate.id.clone(),
-        command: gate.command.clone(),
-        verdict: GateVerdict::Skip,
-        passed: None,
-        skip_reason: Some(reason),
-        mutex: gate.mutex.clone(),
-        timeout_sec: gate.timeout_sec,
-        attempts: Vec::new(),
-        retry_without_verdict: None,
-        needs: Vec::new(),
-        needs_failed: None,
-        started_ms: None,
-        cached: None,
-        cache_key: None,
-        explain: None,
-    }
+fn skipped(gate: &GateSpec, reason: SkipReason) -> GateReport {
+    GateReport::skipped(gate, Some(reason))
 }
 
 /// What every attempt of a run shares.
@@ -424,8 +408,7 @@ async fn run_gate(
     on_event: &mut dyn FnMut(RunEvent<'_>),
     interrupt: &mut InterruptWatch,
 ) -> Result<GateReport, Interrupted> {
-    let mut report = skipped(gate, SkipReason::MutexWait);
-    report.skip_reason = None;
+    let mut report = GateReport::skipped(gate, None);
     on_event(RunEvent::GateStarted {
         id: &gate.id,
         attempt: 1,
@@ -533,22 +516,7 @@ async fn attempt(
 ) -> Result<Attempt, Interrupt> {
     let (config, options) = (context.config, context.options);
     let budget = Duration::from_secs(u64::from(gate.timeout_sec));
-    let mut result = Attempt {
-        status: AttemptStatus::MutexSkip,
-        exit_code: None,
-        duration: Duration::ZERO,
-        waited: None,
-        tail: String::new(),
-        output_bytes: 0,
-        leftovers: Vec::new(),
-        pipe_left_open: false,
-        lock_path: None,
-        lock_holder: None,
-        broke_stale_lock: None,
-        ownerless_lock: None,
-        digest: None,
-        start_error: None,
-    };
+    let mut result = Attempt::blank(AttemptStatus::MutexSkip);
     let mut guard = None;
     if let Some(name) = &gate.mutex {
         let acquired = match lock::acquire(&options.lock_root, name, budget, interrupt).await {

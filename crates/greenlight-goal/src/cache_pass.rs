@@ -82,25 +82,18 @@ impl GoalCache {
         if result.timed_out || result.interrupted.is_some() || !result.clean {
             return;
         }
+        let status = if result.passed {
+            AttemptStatus::Pass
+        } else {
+            AttemptStatus::Fail
+        };
         let attempt = Attempt {
-            status: if result.passed {
-                AttemptStatus::Pass
-            } else {
-                AttemptStatus::Fail
-            },
             exit_code: result.exit_code,
             duration: result.duration,
-            waited: None,
             tail: result.tail.clone(),
             output_bytes: result.output_bytes,
-            leftovers: Vec::new(),
-            pipe_left_open: false,
-            lock_path: None,
-            lock_holder: None,
-            broke_stale_lock: None,
-            ownerless_lock: None,
             digest: Some(result.digest.clone()),
-            start_error: None,
+            ..Attempt::blank(status)
         };
         let report = GateReport::from_attempt(&self.loaded.gates[self.index], attempt);
         self.plan
