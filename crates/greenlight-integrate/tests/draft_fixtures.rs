@@ -235,6 +235,70 @@ fn a_broken_workflow_or_package_json_is_reported_not_fatal() {
     );
 }
 
+/// The v2 draft of every fixture is read back by greenlight's own v2 reader with the same
+/// gates, needs and inputs; the text itself is pinned per fixture.
+#[test]
+fn every_fixture_renders_a_verify_yaml_v2_that_greenlight_reads_back() {
+    for name in FIXTURES {
+        let root = fixture(name);
+        let d = draft::draft_with(&root, &ALL).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let plans = draft::plan_v2(&root, &d.gates);
+        let yaml = draft::render_v2(&d.gates, &plans, &draft::DraftOptions::default());
+        assert!(yaml.starts_with("version: 2\n"), "{name}:\n{yaml}");
+        let loaded = greenlight_gate::config::parse("verify.yaml".into(), &yaml)
+            .unwrap_or_else(|e| panic!("{name}: {e}\n{yaml}"));
+        assert_eq!(loaded.version(), 2, "{name}");
+        assert_eq!(loaded.gates.len(), d.gates.len(), "{name}");
+        for (index, (read, gate)) in loaded.gates.iter().zip(&d.gates).enumerate() {
+            assert_eq!(read.id, gate.id, "{name}");
+            assert_eq!(read.command, gate.command, "{name}");
+            assert_eq!(
+                Some(read.timeout_sec).filter(|t| *t != 600),
+                gate.timeout_sec,
+                "{name}"
+            );
+            let extra = loaded
+                .gate_v2(index)
+                .unwrap_or_else(|| panic!("{name}: no v2 part for {}", gate.id));
+            assert_eq!(extra.needs, plans[index].needs, "{name} {}", gate.id);
+            let inputs = plans[index].inputs.as_ref().map(|(g, _)| g.clone());
+            assert_eq!(
+                extra.inputs,
+                inputs.unwrap_or_default(),
+                "{name} {}",
+                gate.id
+            );
+        }
+        insta::assert_snapshot!(format!("v2-{name}"), yaml);
+    }
+}
+
+/// The options block of a v2 draft reads back with the same values.
+#[test]
+fn the_v2_options_block_reads_back_with_the_same_values() {
+    let d = draft::draft_with(&fixture("go-module"), &ALL).unwrap_or_else(|e| panic!("{e}"));
+    let options = draft::DraftOptions {
+        base_ref: Some((
+            "origin/main".to_string(),
+            vec!["why: it resolves".to_string()],
+        )),
+        skip_in_primary_checkout: Some((false, vec!["what it means".to_string()])),
+        notes: vec!["a note: with a colon".to_string()],
+    };
+    let plans = draft::plan_v2(&fixture("go-module"), &d.gates);
+    let yaml = draft::render_v2(&d.gates, &plans, &options);
+    let loaded = greenlight_gate::config::parse("verify.yaml".into(), &yaml)
+        .unwrap_or_else(|e| panic!("{e}\n{yaml}"));
+    assert_eq!(loaded.options.base_ref.as_deref(), Some("origin/main"));
+    assert!(!loaded.options.skip_in_primary_checkout);
+    assert!(
+        yaml.contains(
+            "\n# a note: with a colon\noptions:\n  # why: it resolves\n  baseRef: \"origin/main\"\n"
+        ),
+        "{yaml}"
+    );
+}
+
 const FIXTURES: [&str; 5] = [
     "rust-workspace",
     "node-pnpm-monorepo",
