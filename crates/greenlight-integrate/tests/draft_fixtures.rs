@@ -413,3 +413,79 @@ fn the_options_block_reads_the_same_in_a_yaml_loader() {
     assert_eq!(config.options.base_ref.as_deref(), Some("origin/main"));
     assert!(!config.options.skip_in_primary_checkout);
 }
+
+/// Inputs are left out (the whole workspace) wherever a narrower list could miss a file: a
+/// package that reads above its directory, a package at the root, a test runner other than
+/// cargo's, a `cd`.
+#[test]
+fn v2_inputs_are_left_out_wherever_a_narrower_list_could_miss_a_file() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let write = |path: &str, text: &str| {
+        let full = dir.path().join(path);
+        if let Some(parent) = full.parent() {
+            std::fs::create_dir_all(parent).unwrap_or_else(|e| panic!("{e}"));
+        }
+        std::fs::write(full, text).unwrap_or_else(|e| panic!("{e}"));
+    };
+    write("Cargo.toml", "[workspace]\nmembers = [\"a\", \"b\"]\n");
+    write(
+        "a/Cargo.toml",
+        "[package]\nname = \"a\"\nversion = \"0.1.0\"\n",
+    );
+    write("a/src/lib.rs", "pub fn a() {}\n");
+    write(
+        "b/Cargo.toml",
+        "[package]\nname = \"b\"\nversion = \"0.1.0\"\n",
+    );
+    write(
+        "b/src/lib.rs",
+        "#![doc = include_str!(\"../../README.md\")]\n",
+    );
+    let gate = |id: &str, command: &str| draft::DraftGate {
+        id: id.to_owned(),
+        command: command.to_owned(),
+        timeout_sec: None,
+        source: "test".to_owned(),
+    };
+    let gates = [
+        gate("a", "cargo test -p a"),
+        gate("b", "cargo test -p b"),
+        gate("all", "cargo clippy --workspace"),
+        gate("cd", "cd a && cargo test"),
+        gate("ruff", "uv run ruff check ."),
+        gate("pytest", "pytest -q"),
+        gate("vet", "go vet ./..."),
+        gate("gotest", "go test ./..."),
+    ];
+    let plans = draft::plan_v2(dir.path(), &gates);
+    let has = |i: usize| plans[i].inputs.is_some();
+    assert!(has(0), "package a reads only itself: {:?}", plans[0]);
+    assert!(!has(1) && !has(2), "b reads ../../README.md: {plans:?}");
+    assert!(!has(3), "a cd: {:?}", plans[3]);
+    assert!(
+        has(4) && !has(5),
+        "ruff reads sources, pytest anything: {plans:?}"
+    );
+    assert!(
+        has(6) && !has(7),
+        "go vet compiles, go test runs: {plans:?}"
+    );
+
+    // A package at the root is the whole repository.
+    write(
+        "Cargo.toml",
+        "[package]\nname = \"root\"\nversion = \"0.1.0\"\n\n[workspace]\nmembers = [\"a\"]\n",
+    );
+    let plans = draft::plan_v2(dir.path(), &gates[..1]);
+    assert!(plans[0].inputs.is_some(), "a alone still is: {plans:?}");
+    let plans = draft::plan_v2(dir.path(), &[gate("root", "cargo test")]);
+    assert!(plans[0].inputs.is_none(), "{plans:?}");
+
+    // A Go source that embeds files reads more than Go sources.
+    write(
+        "main.go",
+        "package main\n\n//go:embed static\nvar static string\n",
+    );
+    let plans = draft::plan_v2(dir.path(), &gates[6..7]);
+    assert!(plans[0].inputs.is_none(), "{plans:?}");
+}
