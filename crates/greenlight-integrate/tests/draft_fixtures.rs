@@ -235,6 +235,70 @@ fn a_broken_workflow_or_package_json_is_reported_not_fatal() {
     );
 }
 
+/// The v2 draft of every fixture is read back by greenlight's own v2 reader with the same
+/// gates, needs and inputs; the text itself is pinned per fixture.
+#[test]
+fn every_fixture_renders_a_verify_yaml_v2_that_greenlight_reads_back() {
+    for name in FIXTURES {
+        let root = fixture(name);
+        let d = draft::draft_with(&root, &ALL).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let plans = draft::plan_v2(&root, &d.gates);
+        let yaml = draft::render_v2(&d.gates, &plans, &draft::DraftOptions::default());
+        assert!(yaml.starts_with("version: 2\n"), "{name}:\n{yaml}");
+        let loaded = greenlight_gate::config::parse("verify.yaml".into(), &yaml)
+            .unwrap_or_else(|e| panic!("{name}: {e}\n{yaml}"));
+        assert_eq!(loaded.version(), 2, "{name}");
+        assert_eq!(loaded.gates.len(), d.gates.len(), "{name}");
+        for (index, (read, gate)) in loaded.gates.iter().zip(&d.gates).enumerate() {
+            assert_eq!(read.id, gate.id, "{name}");
+            assert_eq!(read.command, gate.command, "{name}");
+            assert_eq!(
+                Some(read.timeout_sec).filter(|t| *t != 600),
+                gate.timeout_sec,
+                "{name}"
+            );
+            let extra = loaded
+                .gate_v2(index)
+                .unwrap_or_else(|| panic!("{name}: no v2 part for {}", gate.id));
+            assert_eq!(extra.needs, plans[index].needs, "{name} {}", gate.id);
+            let inputs = plans[index].inputs.as_ref().map(|(g, _)| g.clone());
+            assert_eq!(
+                extra.inputs,
+                inputs.unwrap_or_default(),
+                "{name} {}",
+                gate.id
+            );
+        }
+        insta::assert_snapshot!(format!("v2-{name}"), yaml);
+    }
+}
+
+/// The options block of a v2 draft reads back with the same values.
+#[test]
+fn the_v2_options_block_reads_back_with_the_same_values() {
+    let d = draft::draft_with(&fixture("go-module"), &ALL).unwrap_or_else(|e| panic!("{e}"));
+    let options = draft::DraftOptions {
+        base_ref: Some((
+            "origin/main".to_string(),
+            vec!["why: it resolves".to_string()],
+        )),
+        skip_in_primary_checkout: Some((false, vec!["what it means".to_string()])),
+        notes: vec!["a note: with a colon".to_string()],
+    };
+    let plans = draft::plan_v2(&fixture("go-module"), &d.gates);
+    let yaml = draft::render_v2(&d.gates, &plans, &options);
+    let loaded = greenlight_gate::config::parse("verify.yaml".into(), &yaml)
+        .unwrap_or_else(|e| panic!("{e}\n{yaml}"));
+    assert_eq!(loaded.options.base_ref.as_deref(), Some("origin/main"));
+    assert!(!loaded.options.skip_in_primary_checkout);
+    assert!(
+        yaml.contains(
+            "\n# a note: with a colon\noptions:\n  # why: it resolves\n  baseRef: \"origin/main\"\n"
+        ),
+        "{yaml}"
+    );
+}
+
 const FIXTURES: [&str; 5] = [
     "rust-workspace",
     "node-pnpm-monorepo",
@@ -348,4 +412,80 @@ fn the_options_block_reads_the_same_in_a_yaml_loader() {
         .unwrap_or_else(|e| panic!("{e}\n{yaml}"));
     assert_eq!(config.options.base_ref.as_deref(), Some("origin/main"));
     assert!(!config.options.skip_in_primary_checkout);
+}
+
+/// Inputs are left out (the whole workspace) wherever a narrower list could miss a file: a
+/// package that reads above its directory, a package at the root, a test runner other than
+/// cargo's, a `cd`.
+#[test]
+fn v2_inputs_are_left_out_wherever_a_narrower_list_could_miss_a_file() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let write = |path: &str, text: &str| {
+        let full = dir.path().join(path);
+        if let Some(parent) = full.parent() {
+            std::fs::create_dir_all(parent).unwrap_or_else(|e| panic!("{e}"));
+        }
+        std::fs::write(full, text).unwrap_or_else(|e| panic!("{e}"));
+    };
+    write("Cargo.toml", "[workspace]\nmembers = [\"a\", \"b\"]\n");
+    write(
+        "a/Cargo.toml",
+        "[package]\nname = \"a\"\nversion = \"0.1.0\"\n",
+    );
+    write("a/src/lib.rs", "pub fn a() {}\n");
+    write(
+        "b/Cargo.toml",
+        "[package]\nname = \"b\"\nversion = \"0.1.0\"\n",
+    );
+    write(
+        "b/src/lib.rs",
+        "#![doc = include_str!(\"../../README.md\")]\n",
+    );
+    let gate = |id: &str, command: &str| draft::DraftGate {
+        id: id.to_owned(),
+        command: command.to_owned(),
+        timeout_sec: None,
+        source: "test".to_owned(),
+    };
+    let gates = [
+        gate("a", "cargo test -p a"),
+        gate("b", "cargo test -p b"),
+        gate("all", "cargo clippy --workspace"),
+        gate("cd", "cd a && cargo test"),
+        gate("ruff", "uv run ruff check ."),
+        gate("pytest", "pytest -q"),
+        gate("vet", "go vet ./..."),
+        gate("gotest", "go test ./..."),
+    ];
+    let plans = draft::plan_v2(dir.path(), &gates);
+    let has = |i: usize| plans[i].inputs.is_some();
+    assert!(has(0), "package a reads only itself: {:?}", plans[0]);
+    assert!(!has(1) && !has(2), "b reads ../../README.md: {plans:?}");
+    assert!(!has(3), "a cd: {:?}", plans[3]);
+    assert!(
+        has(4) && !has(5),
+        "ruff reads sources, pytest anything: {plans:?}"
+    );
+    assert!(
+        has(6) && !has(7),
+        "go vet compiles, go test runs: {plans:?}"
+    );
+
+    // A package at the root is the whole repository.
+    write(
+        "Cargo.toml",
+        "[package]\nname = \"root\"\nversion = \"0.1.0\"\n\n[workspace]\nmembers = [\"a\"]\n",
+    );
+    let plans = draft::plan_v2(dir.path(), &gates[..1]);
+    assert!(plans[0].inputs.is_some(), "a alone still is: {plans:?}");
+    let plans = draft::plan_v2(dir.path(), &[gate("root", "cargo test")]);
+    assert!(plans[0].inputs.is_none(), "{plans:?}");
+
+    // A Go source that embeds files reads more than Go sources.
+    write(
+        "main.go",
+        "package main\n\n//go:embed static\nvar static string\n",
+    );
+    let plans = draft::plan_v2(dir.path(), &gates[6..7]);
+    assert!(plans[0].inputs.is_none(), "{plans:?}");
 }

@@ -10,11 +10,13 @@
 //! gate ([`classify`]), and every gate says where it came from.
 
 pub(crate) mod classify;
+mod inputs;
 mod keys;
 mod make;
 mod manifest;
 mod node;
 mod options;
+mod plan;
 mod python;
 mod render;
 mod runnable;
@@ -27,7 +29,8 @@ use crate::Error;
 use classify::{CommandClass, Kind};
 
 pub use options::{DraftOptions, options_for};
-pub use render::{render_v1, render_v1_with, validate_id};
+pub use plan::{GatePlan, plan_v2};
+pub use render::{render_v1, render_v1_with, render_v2, validate_id};
 
 /// One drafted gate, ready to be written into a verify.yaml.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,13 +1,15 @@
-//! Ids and the verify.yaml v1 text.
+//! Ids and the verify.yaml text, version 1 and version 2.
 //!
-//! The one rule: write only what CommandMate's strictest reader accepts — 2-space indent,
-//! one-line double-quoted commands with nothing to escape, `#` comments at column 0 — so the
-//! same file works under both of its runners and under greenlight.
+//! The one rule for v1: write only what CommandMate's strictest reader accepts — 2-space
+//! indent, one-line double-quoted commands with nothing to escape, `#` comments at column 0 —
+//! so the same file works under both of its runners and under greenlight. v2 is real YAML:
+//! every string that YAML could read as something else is double-quoted and escaped.
 
 use std::collections::HashSet;
 use std::fmt::Write as _;
 
 use super::DraftGate;
+use super::plan::GatePlan;
 
 /// Gate ids verify.yaml reserves for built-in gates.
 const RESERVED_IDS: &[&str] = &["work-evidence", "env-clean", "scope"];
@@ -148,6 +150,105 @@ pub fn render_v1_with(gates: &[DraftGate], options: &super::DraftOptions) -> Str
         let _ = writeln!(out, "  skipInPrimaryCheckout: {skip}");
     }
     out
+}
+
+/// Renders gates as a verify.yaml v2 document: the same gates and options as
+/// [`render_v1_with`], each gate with the `needs` and `inputs` of its [`GatePlan`] (same
+/// order as `gates`; a missing plan adds nothing).
+pub fn render_v2(gates: &[DraftGate], plans: &[GatePlan], options: &super::DraftOptions) -> String {
+    let mut out = String::new();
+    out.push_str("version: 2\n");
+    out.push_str("# .commandmate/verify.yaml (v2), drafted by `greenlight init --v2`.\n");
+    out.push_str("# Review every gate: it must be safe to run again and again.\n");
+    out.push_str(
+        "# Gates run in parallel (options.jobs, default: the number of CPUs); `needs` makes a\n\
+         # gate wait for others to pass, and a gate whose need failed is skipped.\n",
+    );
+    out.push_str("gates:\n");
+    let one_line = |s: &str| s.replace(['\n', '\r'], " ");
+    for (index, gate) in gates.iter().enumerate() {
+        let plan = plans.get(index);
+        let _ = writeln!(out, "  # from {}", one_line(&gate.source));
+        let _ = writeln!(out, "  - id: {}", yaml_id(&gate.id));
+        let _ = writeln!(out, "    command: {}", yaml_string(&gate.command));
+        if let Some(t) = gate.timeout_sec {
+            let _ = writeln!(out, "    timeoutSec: {t}");
+        }
+        let Some(plan) = plan else { continue };
+        if !plan.needs.is_empty() {
+            let ids: Vec<String> = plan.needs.iter().map(|id| yaml_id(id)).collect();
+            let _ = writeln!(out, "    needs: [{}]", ids.join(", "));
+        }
+        if let Some((globs, what)) = &plan.inputs {
+            let _ = writeln!(
+                out,
+                "    # Draft inputs for the result cache, review them: {}.",
+                one_line(what)
+            );
+            out.push_str(
+                "    # A file the gate reads that is not listed replays a stale result; \
+                 without\n    # `inputs` the whole workspace is hashed, which is always correct.\n",
+            );
+            out.push_str("    inputs:\n");
+            for glob in globs {
+                let _ = writeln!(out, "      - {}", yaml_string(glob));
+            }
+        }
+    }
+    if options.is_empty() {
+        return out;
+    }
+    let comment = |out: &mut String, indent: &str, lines: &[String]| {
+        for line in lines {
+            let _ = writeln!(out, "{indent}# {}", one_line(line));
+        }
+    };
+    comment(&mut out, "", &options.notes);
+    if options.base_ref.is_none() && options.skip_in_primary_checkout.is_none() {
+        return out;
+    }
+    out.push_str("options:\n");
+    if let Some((base, why)) = &options.base_ref {
+        comment(&mut out, "  ", why);
+        let _ = writeln!(out, "  baseRef: {}", yaml_string(base));
+    }
+    if let Some((skip, why)) = &options.skip_in_primary_checkout {
+        comment(&mut out, "  ", why);
+        let _ = writeln!(out, "  skipInPrimaryCheckout: {skip}");
+    }
+    out
+}
+
+/// A YAML double-quoted scalar holding exactly `s`.
+fn yaml_string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if c.is_control() => {
+                let _ = write!(out, "\\u{:04x}", u32::from(c));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// A gate id as YAML: plain when YAML reads it back as that string, quoted otherwise (`123`,
+/// `0x1f`, `null`, `true`, `yes`).
+fn yaml_id(id: &str) -> String {
+    let special = matches!(
+        id,
+        "null" | "true" | "false" | "yes" | "no" | "on" | "off" | "y" | "n"
+    );
+    if special || id.starts_with(|c: char| c.is_ascii_digit()) {
+        yaml_string(id)
+    } else {
+        id.to_owned()
+    }
 }
 
 fn render_gates(gates: &[DraftGate]) -> String {

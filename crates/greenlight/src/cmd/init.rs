@@ -1,5 +1,6 @@
-//! `greenlight init`: draft a verify.yaml from what the repository already runs, show where
-//! each gate came from, and with `--write` write it and run it once.
+//! `greenlight init`: draft a verify.yaml (version 1, or 2 with `--v2`) from what the
+//! repository already runs, show where each gate came from, and with `--write` write it and
+//! run it once.
 
 use std::path::{Path, PathBuf};
 
@@ -39,6 +40,11 @@ pub struct Args {
     /// verify.yaml.greenlight.bak).
     #[arg(long, requires = "write")]
     pub force: bool,
+    /// Draft verify.yaml version 2: the same gates, run in parallel, with `needs` where a test
+    /// plainly needs the build of its toolchain and draft `inputs` (for the result cache) where
+    /// the repository's layout makes them plain. Review both before relying on them.
+    #[arg(long)]
+    pub v2: bool,
 }
 
 /// Runs the subcommand and returns the process exit code.
@@ -62,12 +68,18 @@ pub fn run(args: Args) -> i32 {
         return exit::NOTHING_FOUND;
     }
     let options = draft::options_for(&dir);
-    let yaml = draft::render_v1_with(&drafted.gates, &options);
+    let yaml = if args.v2 {
+        let plans = draft::plan_v2(&dir, &drafted.gates);
+        draft::render_v2(&drafted.gates, &plans, &options)
+    } else {
+        draft::render_v1_with(&drafted.gates, &options)
+    };
     if !args.write {
         outln!("\n{yaml}");
+        let v2 = if args.v2 { " --v2" } else { "" };
         outln!(
-            "Not written. Review the gates above, then run `greenlight init --write` to write \
-             {CONFIG_PATH} and run it once."
+            "Not written. Review the gates above, then run `greenlight init{v2} --write` to \
+             write {CONFIG_PATH} and run it once."
         );
         return exit::DRAFTED;
     }

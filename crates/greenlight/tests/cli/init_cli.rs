@@ -415,3 +415,128 @@ fn ruff_and_mypy_need_a_dependency_or_an_install_not_just_a_tool_table() {
     assert!(stdout.contains("  ruff    ruff check .\n          from pyproject.toml (ruff: configured, and installed here)\n"), "{stdout}");
     assert!(!stdout.contains("mypy"), "{stdout}");
 }
+
+/// A Cargo workspace of two packages (`app` uses `util` by path) whose CI builds, then tests
+/// the workspace, tests `util` alone and lints `app` alone. `cargo` is a stand-in that logs its
+/// arguments to `calls` next to it, so the gates run in an instant.
+fn cargo_workspace() -> (greenlight_testkit::TempRepo, tempfile::TempDir) {
+    let repo = greenlight_testkit::TempRepo::worktree();
+    repo.write(
+        "Cargo.toml",
+        "[workspace]\nresolver = \"2\"\nmembers = [\"crates/*\"]\n",
+    );
+    repo.write(
+        "crates/app/Cargo.toml",
+        "[package]\nname = \"app\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[dependencies]\nutil = { path = \"../util\" }\n",
+    );
+    repo.write("crates/app/src/main.rs", "fn main() {}\n");
+    repo.write(
+        "crates/util/Cargo.toml",
+        "[package]\nname = \"util\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+    );
+    repo.write("crates/util/src/lib.rs", "pub fn one() -> u8 { 1 }\n");
+    repo.write(
+        ".github/workflows/ci.yml",
+        "on: push\njobs:\n  rust:\n    runs-on: ubuntu-latest\n    steps:\n      - uses: actions/checkout@v4\n      - run: cargo build --workspace\n      - run: cargo test --workspace\n      - run: cargo test -p util\n      - run: cargo clippy -p app\n",
+    );
+    let bin = path_with(&[]);
+    let calls = bin.path().join("calls");
+    write_executable(
+        &bin.path().join("cargo"),
+        &format!("#!/bin/sh\necho \"$*\" >> '{}'\n", calls.display()),
+    );
+    (repo, bin)
+}
+
+/// The YAML `init` prints between the gate list and "Not written.".
+fn printed_yaml(stdout: &str) -> &str {
+    let start = stdout
+        .find("version: 2\n")
+        .unwrap_or_else(|| panic!("{stdout}"));
+    let end = stdout.find("\nNot written.").unwrap_or(stdout.len());
+    &stdout[start..end]
+}
+
+#[test]
+fn init_v2_drafts_needs_and_package_inputs_that_greenlights_reader_accepts() {
+    let (repo, bin) = cargo_workspace();
+    let out = repo.cli(["init", "--v2"]).env("PATH", bin.path()).run();
+    assert_eq!(out.code, 0, "{}", out.render());
+    assert!(
+        out.stdout.contains("greenlight init --v2 --write"),
+        "{}",
+        out.stdout
+    );
+    assert!(!repo.path().join(".commandmate").exists());
+    let yaml = printed_yaml(&out.stdout);
+    let loaded = greenlight_gate::config::parse("verify.yaml".into(), yaml)
+        .unwrap_or_else(|e| panic!("{e}\n{yaml}"));
+    assert_eq!(loaded.version(), 2);
+    let gate = |command: &str| {
+        let index = loaded
+            .gates
+            .iter()
+            .position(|g| g.command == command)
+            .unwrap_or_else(|| panic!("no gate runs `{command}`:\n{yaml}"));
+        (
+            loaded.gates[index].id.clone(),
+            loaded.gate_v2(index).cloned().unwrap_or_default(),
+        )
+    };
+    let (build, build_v2) = gate("cargo build --workspace");
+    let (_, test_v2) = gate("cargo test --workspace");
+    let (_, util_v2) = gate("cargo test -p util");
+    let (_, app_v2) = gate("cargo clippy -p app");
+    assert_eq!(test_v2.needs, vec![build.clone()], "{yaml}");
+    assert!(
+        build_v2.needs.is_empty() && app_v2.needs.is_empty(),
+        "{yaml}"
+    );
+    // `cargo test -p util` needs no build of its own selection: `cargo build --workspace` is
+    // run another way.
+    assert!(util_v2.needs.is_empty(), "{yaml}");
+    // Per package: its directory and the workspace files, not the other package; `app` also
+    // reads `util`, its path dependency.
+    for file in ["Cargo.toml", "Cargo.lock", "crates/util"] {
+        assert!(util_v2.inputs.iter().any(|i| i == file), "{file}: {yaml}");
+        assert!(app_v2.inputs.iter().any(|i| i == file), "{file}: {yaml}");
+    }
+    assert!(!util_v2.inputs.iter().any(|i| i == "crates/app"), "{yaml}");
+    assert!(app_v2.inputs.iter().any(|i| i == "crates/app"), "{yaml}");
+    assert!(
+        yaml.contains("    # Draft inputs for the result cache, review them:"),
+        "{yaml}"
+    );
+}
+
+#[test]
+fn init_v2_write_writes_a_config_that_verify_runs_in_order() {
+    let (repo, bin) = cargo_workspace();
+    let init = repo
+        .cli(["init", "--v2", "--write"])
+        .env("PATH", bin.path())
+        .run();
+    assert_eq!(init.code, 0, "{}", init.render());
+    let yaml = repo.read(".commandmate/verify.yaml").unwrap_or_default();
+    assert!(yaml.starts_with("version: 2\n"), "{yaml}");
+    assert!(
+        init.stdout.contains("first run: exit 0 (passed"),
+        "{yaml}\n{}",
+        init.render()
+    );
+    let verify = repo.cli(["verify"]).env("PATH", bin.path()).run();
+    assert_eq!(verify.code, 0, "{yaml}\n{}", verify.render());
+    for id in ["build", "test"] {
+        assert!(
+            verify.stdout.contains(&format!("GATE {id} PASS")),
+            "{}",
+            verify.render()
+        );
+    }
+    // Each run started the build before the test that needs it.
+    let calls = std::fs::read_to_string(bin.path().join("calls")).unwrap_or_default();
+    let lines: Vec<&str> = calls.lines().collect();
+    let build = lines.iter().position(|l| *l == "build --workspace");
+    let test = lines.iter().position(|l| *l == "test --workspace");
+    assert!(build.is_some() && build < test, "{calls}");
+}
