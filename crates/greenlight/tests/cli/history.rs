@@ -382,3 +382,30 @@ fn suggest_timeouts_with_too_few_runs_changes_nothing_and_says_why() {
     assert_eq!(bad.code, 2, "{}", bad.render());
     assert!(bad.stderr.contains("missing.yaml"), "{}", bad.stderr);
 }
+
+#[test]
+fn suggest_timeouts_edits_a_v2_file_in_place_and_it_still_reads_as_v2() {
+    let repo = TempRepo::worktree_with_commit();
+    repo.verify_yaml(
+        "version: 2\noptions:\n  jobs: 2\ngates:\n  - id: lint\n    command: touch ran-lint\n    inputs: [src]\n  - id: unit\n    command: \"touch ran-unit\"\n    timeoutSec: 600\n    needs: [lint]\n",
+    );
+    repo.commit_all("gates");
+    seed(&repo, "lint", &[50_000; 10]);
+    seed(&repo, "unit", &(1..=20).map(|s| s * 1000).collect::<Vec<_>>());
+    let out = greenlight(&repo, &["verify", "--suggest-timeouts"]);
+    assert_eq!(out.code, 0, "{}", out.render());
+    let patch = repo.home().join("timeouts.diff");
+    std::fs::write(&patch, &out.stdout).unwrap();
+    repo.git(&["apply", patch.to_str().unwrap()]);
+    let text = repo.read(".commandmate/verify.yaml").unwrap();
+    let loaded = greenlight_gate::config::parse(Utf8Path::new("verify.yaml"), &text).unwrap();
+    assert_eq!(loaded.version(), 2);
+    let timeouts: Vec<(&str, u32)> = loaded
+        .gates
+        .iter()
+        .map(|g| (g.id.as_str(), g.timeout_sec))
+        .collect();
+    assert_eq!(timeouts, [("lint", 90), ("unit", 30)]);
+    assert_eq!(loaded.gate_v2(1).unwrap().needs, ["lint"]);
+    assert_eq!(loaded.gate_v2(0).unwrap().inputs, ["src"]);
+}
