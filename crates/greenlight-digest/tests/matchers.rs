@@ -21,15 +21,38 @@ fn matcher(name: &str) -> MatcherSet {
     MatcherSet::parse(&source, &text).unwrap_or_else(|e| panic!("{e}"))
 }
 
-/// A captured output and the exit code its meta.json records.
+/// A captured output and the exit code its meta.json records. The capture runs the tools in a
+/// working directory that is `/tmp/greenlight-fixtures` by default and elsewhere when the test
+/// script re-captures beside a run of its own; paths the tools printed are put back under the
+/// default, so the same exact expectations hold for both.
 fn captured(case: &str) -> (Vec<u8>, i32) {
     let dir = fixtures().join(case);
-    let output = std::fs::read(dir.join("output.txt")).expect("output.txt");
+    let output = at_default_workdir(&std::fs::read(dir.join("output.txt")).expect("output.txt"));
     let meta: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("meta.json")).expect("meta"))
             .expect("meta.json is JSON");
     let code = meta["exit_code"].as_i64().expect("exit_code") as i32;
     (output, code)
+}
+
+/// Every path `<anything>/greenlight-fixtures/…` rewritten to `/tmp/greenlight-fixtures/…`.
+fn at_default_workdir(output: &[u8]) -> Vec<u8> {
+    const DIR: &[u8] = b"/greenlight-fixtures/";
+    let mut out = Vec::with_capacity(output.len());
+    let mut rest = output;
+    while let Some(at) = rest.windows(DIR.len()).position(|w| w == DIR) {
+        // The path starts after the last byte that cannot be part of it.
+        let start = rest[..at]
+            .iter()
+            .rposition(|b| b.is_ascii_whitespace() || matches!(b, b'"' | b'\'' | b'(' | b'`'))
+            .map_or(0, |i| i + 1);
+        out.extend_from_slice(&rest[..start]);
+        out.extend_from_slice(b"/tmp");
+        out.extend_from_slice(DIR);
+        rest = &rest[at + DIR.len()..];
+    }
+    out.extend_from_slice(rest);
+    out
 }
 
 fn options(matchers: MatcherSet, format: Option<Format>) -> DigestOptions {
