@@ -391,7 +391,11 @@ fn suggest_timeouts_edits_a_v2_file_in_place_and_it_still_reads_as_v2() {
     );
     repo.commit_all("gates");
     seed(&repo, "lint", &[50_000; 10]);
-    seed(&repo, "unit", &(1..=20).map(|s| s * 1000).collect::<Vec<_>>());
+    seed(
+        &repo,
+        "unit",
+        &(1..=20).map(|s| s * 1000).collect::<Vec<_>>(),
+    );
     let out = greenlight(&repo, &["verify", "--suggest-timeouts"]);
     assert_eq!(out.code, 0, "{}", out.render());
     let patch = repo.home().join("timeouts.diff");

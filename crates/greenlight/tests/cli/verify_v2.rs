@@ -5,9 +5,11 @@
 
 #![allow(clippy::unwrap_used)] // a test that cannot set up its fixture should stop loudly
 
+use std::fs;
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use greenlight_testkit::TempRepo;
+use greenlight_testkit::{TempRepo, procs, signal_and_wait};
 
 /// A v2 file with options that let a test run in any checkout, and the given gates.
 fn v2(gates: &str) -> String {
@@ -474,4 +476,97 @@ fn a_terminal_sees_every_running_gate() {
         stderr.contains("running left 0s, right 0s"),
         "no line with both gates: {stderr:?}"
     );
+}
+
+#[test]
+fn sigterm_during_parallel_gates_ends_every_group_releases_every_lock_and_stores_nothing() {
+    let repo = TempRepo::worktree_with_commit();
+    let gate = |id: &str, mutex: &str| {
+        format!(
+            "  - id: {id}\n    command: sleep 600 & echo $! >> pids; echo $$ >> pids; wait\n    mutex: {mutex}\n"
+        )
+    };
+    repo.verify_yaml(&format!(
+        "version: 2\noptions:\n  jobs: 3\ngates:\n{}{}  - id: after\n    command: touch after-ran\n    needs: [left]\n",
+        gate("left", "lock-left"),
+        gate("right", "lock-right"),
+    ));
+    let child = repo
+        .command(["verify"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Both gates run at once: four pids (a shell and its sleep each).
+    repo.wait_for_pids("pids", 4, Duration::from_secs(10));
+    for name in ["lock-left", "lock-right"] {
+        assert!(
+            repo.lock_root().join(format!("{name}.lock")).exists(),
+            "{name} not held"
+        );
+    }
+    let out = signal_and_wait(child, "-TERM", Duration::from_secs(8));
+    assert_eq!(out.code, 143, "{}\n{}", out.stdout, out.stderr);
+    assert!(!out.stdout.contains("RESULT"), "{}", out.stdout);
+    assert!(out.stderr.contains("interrupted by"), "{}", out.stderr);
+    for name in ["lock-left", "lock-right"] {
+        assert!(
+            !repo.lock_root().join(format!("{name}.lock")).exists(),
+            "{name} outlived the run"
+        );
+    }
+    let pids: Vec<i32> = repo
+        .read("pids")
+        .unwrap()
+        .split_whitespace()
+        .map(|p| p.parse().unwrap())
+        .collect();
+    assert_eq!(pids.len(), 4, "{pids:?}");
+    procs::assert_all_dead(&pids, "processes survived greenlight");
+    assert!(
+        repo.read("after-ran").is_none(),
+        "a gate started after the interrupt"
+    );
+    let entries = repo.home().join("cache/greenlight/entries");
+    let stored = fs::read_dir(&entries).map(|d| d.count()).unwrap_or(0);
+    assert_eq!(stored, 0, "an interrupted run stored results");
+}
+
+#[test]
+fn sigkill_during_parallel_gates_leaves_both_to_the_next_run_which_ends_them() {
+    let repo = TempRepo::worktree_with_commit();
+    let gate = |id: &str| {
+        format!("  - id: {id}\n    command: sleep 600 & echo $! >> pids; echo $$ >> pids; wait\n")
+    };
+    repo.verify_yaml(&format!(
+        "version: 2\noptions:\n  jobs: 2\ngates:\n{}{}",
+        gate("left"),
+        gate("right")
+    ));
+    let mut child = repo
+        .command(["verify"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    repo.wait_for_pids("pids", 4, Duration::from_secs(10));
+    child.kill().unwrap(); // SIGKILL: nothing in greenlight can act on it
+    child.wait().unwrap();
+    let orphans: Vec<i32> = repo
+        .read("pids")
+        .unwrap()
+        .split_whitespace()
+        .map(|p| p.parse().unwrap())
+        .collect();
+    assert!(orphans.iter().all(|&p| procs::alive(p)), "{orphans:?}");
+    repo.verify_yaml(&v2("  - id: quick\n    command: \"true\"\n"));
+    let out = repo.greenlight(["verify"]);
+    assert_eq!(out.code, 0, "{}", out.render());
+    assert!(
+        out.stderr
+            .contains("ended 4 gate process(es) left running by an earlier greenlight"),
+        "{}",
+        out.stderr
+    );
+    procs::assert_all_dead(&orphans, "the next run left them running");
 }
