@@ -280,6 +280,16 @@ impl CachePlan {
     }
 }
 
+impl Drop for CachePlan {
+    /// A run that ends before its gates (no work, the primary checkout, an interrupt) still
+    /// waits for the listing it started: its git process must not outlive the command.
+    fn drop(&mut self) {
+        if let Some(thread) = self.listing_thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
 /// Whether a result may be stored: PASS or FAIL, every attempt ended on its own and cleanly.
 fn storable(report: &GateReport) -> bool {
     matches!(report.verdict, GateVerdict::Pass | GateVerdict::Fail)

@@ -189,12 +189,12 @@ pub async fn run(
         report.gates = gates;
         if let Some(signal) = interrupted {
             report.interrupted = Some(signal);
-            report.warnings.extend(plan.warnings);
+            report.warnings.append(&mut plan.warnings);
             return Ok(report);
         }
         plan.store_results(config, &selected, &report.gates);
     }
-    report.warnings.extend(plan.warnings);
+    report.warnings.append(&mut plan.warnings);
     report.env_clean_skipped = config.options.require_env_clean;
     report.result = Some(decide(&report.gates));
     Ok(report)

@@ -494,3 +494,32 @@ fn the_goal_loop_replays_a_pass_verify_stored_and_verify_replays_what_the_loop_s
     assert!(again.lines()[1].contains("cached="), "{}", again.render());
     assert_eq!(runs(), 2);
 }
+
+#[test]
+fn a_second_worktree_with_the_same_content_replays_what_the_first_stored() {
+    let repo = repo_with("  - id: unit\n    command: echo unit-ran >> \"$HOME/runs\"\n");
+    repo.commit_all("gates");
+    assert_eq!(repo.greenlight(["verify"]).code, 0);
+    let second = repo.path().parent().unwrap().join("wt2");
+    repo.git(&[
+        "worktree",
+        "add",
+        "-q",
+        "-b",
+        "second",
+        second.to_str().unwrap(),
+    ]);
+    let out = repo.greenlight([
+        "verify",
+        "--cwd",
+        second.to_str().unwrap(),
+        "--base-ref",
+        "main",
+    ]);
+    assert_eq!(out.code, 0, "{}", out.render());
+    assert!(all_cached(&out), "{}", out.render());
+    assert_eq!(
+        fs::read_to_string(repo.home().join("runs")).unwrap(),
+        "unit-ran\n"
+    );
+}
