@@ -36,6 +36,10 @@ pub struct VerifyArgs {
     /// Do not check that work happened since the base ref before running gates.
     #[serde(default)]
     pub skip_work_evidence: bool,
+    /// Run every gate even when a version 2 file's result cache holds its result for exactly
+    /// this content, and store the fresh results.
+    #[serde(default)]
+    pub no_cache: bool,
 }
 
 /// What `verify` answers: the run's verdict and each gate's.
@@ -178,7 +182,12 @@ async fn run(args: &VerifyArgs, ctx: VerifyContext) -> Result<VerifyOutput, Cann
         skip_work_evidence: args.skip_work_evidence,
         kill_grace: greenlight_proc::kill_grace(),
         lock_root: greenlight_gate::lock::lock_root(),
-        cache: greenlight_integrate::cache_place::cache_settings(ctx.state.as_deref()),
+        cache: greenlight_integrate::cache_place::cache_settings(ctx.state.as_deref()).map(
+            |mut settings| {
+                settings.refresh = args.no_cache;
+                settings
+            },
+        ),
     };
     let mut warnings = Vec::new();
     let mut recorder = if record::disabled_by_env() {

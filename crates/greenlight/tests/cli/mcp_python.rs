@@ -274,7 +274,10 @@ fn tools_list_has_the_seven_tools_with_schemas_and_read_only_hints() {
     let inputs = verify["input_schema"]["properties"].as_object().unwrap();
     let mut keys: Vec<&str> = inputs.keys().map(String::as_str).collect();
     keys.sort_unstable();
-    assert_eq!(keys, ["base_ref", "cwd", "gates", "skip_work_evidence"]);
+    assert_eq!(
+        keys,
+        ["base_ref", "cwd", "gates", "no_cache", "skip_work_evidence"]
+    );
     let required = &verify["output_schema"]["required"];
     for field in ["result", "exit_code", "run_id", "gates", "warnings"] {
         assert!(
