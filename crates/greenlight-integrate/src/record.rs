@@ -355,9 +355,13 @@ pub fn gate_finished(number: u32, gate: &GateReport) -> FrameBody {
         command: gate.command.clone(),
         verdict: verdict(gate.verdict),
         exit_code: last.and_then(|a| a.exit_code),
-        duration_ms: last.map(|_| u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)),
+        // A result replayed from the cache did not run now: no wall time, as for the goal
+        // loop's replays.
+        duration_ms: last
+            .filter(|_| gate.cached.is_none())
+            .map(|_| u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)),
         digest: digest.map(|d| bounded(&d, MAX_TEXT_BYTES).0),
-        replayed: false,
+        replayed: gate.cached.is_some(),
         turn: None,
     }
 }

@@ -221,3 +221,54 @@ fn hook_stop_records_a_hook_run_with_its_decision() {
             if d.contains("assertion failed")
     )));
 }
+
+#[test]
+fn a_gate_replayed_from_the_cache_is_recorded_as_replayed_and_counted_apart() {
+    let repo = TempRepo::worktree_with_commit();
+    repo.verify_yaml("version: 2\ngates:\n  - id: unit\n    command: sleep 0.1\n");
+    let state = repo.home().join("runs.db");
+    for _ in 0..2 {
+        let run = repo
+            .cli(["verify", "--state", state.to_str().unwrap()])
+            .env_remove("GREENLIGHT_NO_RECORD")
+            .run();
+        assert_eq!(run.code, 0, "{}", run.render());
+    }
+    let runs = recorded(&state);
+    assert_eq!(runs.len(), 2);
+    let finished = |frames: &[Frame]| {
+        frames
+            .iter()
+            .find_map(|f| match &f.body {
+                FrameBody::GateFinished {
+                    replayed,
+                    duration_ms,
+                    ..
+                } => Some((*replayed, duration_ms.is_some())),
+                _ => None,
+            })
+            .unwrap()
+    };
+    // Newest first.
+    assert_eq!(finished(&runs[0].1), (true, false));
+    assert_eq!(finished(&runs[1].1), (false, true));
+    let history = repo.greenlight([
+        "history",
+        "--gate",
+        "unit",
+        "--json",
+        "--state",
+        state.to_str().unwrap(),
+    ]);
+    assert_eq!(history.code, 0, "{}", history.render());
+    let doc = history.json();
+    let rows = doc["rows"]
+        .as_array()
+        .or_else(|| doc["runs"].as_array())
+        .unwrap();
+    let cached: Vec<bool> = rows
+        .iter()
+        .map(|r| r["cached"].as_bool().unwrap())
+        .collect();
+    assert_eq!(cached, [true, false], "{doc:#}");
+}
