@@ -46,7 +46,7 @@ pub use report::{
     Attempt, AttemptStatus, CANNOT_START_EXIT, GateReport, GateVerdict, RunReport, RunResult,
     SkipReason, WorkEvidenceReport, exit,
 };
-pub use runner::{RunEvent, RunOptions, run, select_gates, selected_gates};
+pub use runner::{RunEvent, RunOptions, run, selected_gates};
 pub use workspace_key::{Listing, WorkspaceKey, listing, workspace_key};
 
 /// The `/proc` readers and the bounded tail live in the process runner.

@@ -123,38 +123,48 @@ impl CachePlan {
             key_outputs.insert(command.clone(), hash);
         }
         self.cwd_in_worktree = cwd_in(&listing.top, &options.cwd);
-        let context = KeyContext {
-            listing: &listing,
-            cwd_in_worktree: self.cwd_in_worktree.clone(),
-            key_outputs: &key_outputs,
-            option_keys: &v2.options.keys,
-            tail_bytes: config.options.max_log_tail_bytes,
-            whole_listing: cache::listing_hash(&listing, |_| true),
-        };
+        // Carried for `store_results`: the key outputs do not change within a run.
+        self.key_outputs = key_outputs;
+        let context = self.key_context(config, &listing);
         let env = |name: &str| std::env::var_os(name);
+        let mut keys = HashMap::new();
+        let mut explain = HashMap::new();
+        let mut warnings = Vec::new();
         for (index, (gate, extra)) in config.gates.iter().zip(&v2.gates).enumerate() {
             if !extra.cache {
                 if settings.explain {
-                    self.explain
-                        .insert(index, "ran: `cache: false` on this gate".to_owned());
+                    explain.insert(index, "ran: `cache: false` on this gate".to_owned());
                 }
                 continue;
             }
             match cache::gate_key(&context, gate, extra, &env) {
                 Ok(key) => {
-                    self.keys.insert(index, key);
+                    keys.insert(index, key);
                 }
-                Err(why) => self.warnings.push(format!(
+                Err(why) => warnings.push(format!(
                     "greenlight: gate {} has no cache key: {why}",
                     gate.id
                 )),
             }
         }
+        self.keys = keys;
+        self.explain.extend(explain);
+        self.warnings.extend(warnings);
         self.store = Some(store);
         self.listing = Some(listing);
-        // Carried for `store_results`: the key outputs do not change within a run.
-        self.key_outputs = key_outputs;
         Ok(())
+    }
+
+    /// What every gate's key is computed against, for one listing of the worktree.
+    fn key_context<'a>(&'a self, config: &'a Loaded, listing: &'a Listing) -> KeyContext<'a> {
+        let option_keys = config.v2.as_ref().map_or(&[][..], |v2| &v2.options.keys);
+        KeyContext::new(
+            listing,
+            &self.cwd_in_worktree,
+            &self.key_outputs,
+            option_keys,
+            config.options.max_log_tail_bytes,
+        )
     }
 
     /// The stored result of gate `index`, as a report, when its key hits.
@@ -236,15 +246,9 @@ impl CachePlan {
             }
         };
         let Some(v2) = &config.v2 else { return };
-        let context = KeyContext {
-            listing: &after,
-            cwd_in_worktree: self.cwd_in_worktree.clone(),
-            key_outputs: &self.key_outputs,
-            option_keys: &v2.options.keys,
-            tail_bytes: config.options.max_log_tail_bytes,
-            whole_listing: cache::listing_hash(&after, |_| true),
-        };
+        let context = self.key_context(config, &after);
         let env = |name: &str| std::env::var_os(name);
+        let mut warnings = Vec::new();
         for (index, report) in candidates {
             let Some(before_key) = self.keys.get(&index) else {
                 continue;
@@ -267,8 +271,7 @@ impl CachePlan {
                 created_ms: cache::created_now(),
             };
             if let Err(why) = store.put(&entry) {
-                self.warnings
-                    .push(format!("greenlight: gate {} not cached: {why}", gate.id));
+                warnings.push(format!("greenlight: gate {} not cached: {why}", gate.id));
                 continue;
             }
             let mut parts = now.parts;
@@ -277,6 +280,7 @@ impl CachePlan {
                 let _ = store.put_record(&cache::record_name(&after.top, &gate.id), &json);
             }
         }
+        self.warnings.extend(warnings);
     }
 }
 

@@ -73,8 +73,8 @@ pub enum RunEvent<'a> {
     GateFinished(&'a GateReport),
 }
 
-/// Checks the `--gates` selection against the config before anything runs.
-pub fn select_gates<'c>(
+/// The gates `--gates` names, checked against the config before anything runs.
+fn select_gates<'c>(
     config: &'c Config,
     only: Option<&[String]>,
 ) -> Result<Vec<&'c GateSpec>, Error> {
@@ -174,7 +174,8 @@ pub async fn run(
     report.primary_checkout = Some(primary);
     if primary && config.options.skip_in_primary_checkout {
         for &index in &selected {
-            let mut gate = skipped(&config.gates[index], SkipReason::PrimaryCheckout);
+            let mut gate =
+                GateReport::skipped(&config.gates[index], Some(SkipReason::PrimaryCheckout));
             gate.needs = needs_of(config, index);
             on_event(RunEvent::GateFinished(&gate));
             report.gates.push(gate);
@@ -312,7 +313,7 @@ async fn schedule(
                     }
                 }
                 if let Some(id) = failed {
-                    let mut report = skipped(gate, SkipReason::Needs);
+                    let mut report = GateReport::skipped(gate, Some(SkipReason::Needs));
                     report.needs = needs_of(config, index);
                     report.needs_failed = Some(id);
                     slots[at] = Slot::Done(Box::new(report));
@@ -384,10 +385,6 @@ async fn schedule(
         }
     }
     (gates, interrupted)
-}
-
-fn skipped(gate: &GateSpec, reason: SkipReason) -> GateReport {
-    GateReport::skipped(gate, Some(reason))
 }
 
 /// What every attempt of a run shares.

@@ -294,11 +294,6 @@ pub fn repository_of(dir: &Path) -> Option<PathBuf> {
     std::fs::canonicalize(dir.join(common)).ok()
 }
 
-/// Whether the gate's result was replayed from a cache rather than measured by this run.
-fn cached(gate: &GateReport) -> bool {
-    gate.cached.is_some()
-}
-
 /// The `run_gates` row of a decided gate: the deciding attempt is the last one kept (a retry
 /// that reached no verdict is not kept, so the first FAIL's attempt is then the last).
 pub fn run_gate(gate: &GateReport, decided_at: i64) -> NewRunGate {
@@ -309,7 +304,8 @@ pub fn run_gate(gate: &GateReport, decided_at: i64) -> NewRunGate {
         exit_code: last.and_then(|a| a.exit_code),
         duration_ms: last.map(|a| u64::try_from(a.duration.as_millis()).unwrap_or(u64::MAX)),
         attempts: u32::try_from(gate.attempts.len()).unwrap_or(u32::MAX),
-        cached: cached(gate),
+        // Replayed from the result cache rather than measured by this run.
+        cached: gate.cached.is_some(),
         decided_at,
     }
 }

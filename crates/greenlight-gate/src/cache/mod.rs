@@ -165,13 +165,6 @@ pub struct GateKey {
     pub parts: KeyParts,
 }
 
-impl GateKey {
-    /// The first 12 hex digits, as the GATE line shows them.
-    pub fn short(&self) -> &str {
-        self.key.get(..12).unwrap_or(&self.key)
-    }
-}
-
 fn hash_hex(bytes: &[u8]) -> String {
     blake3::hash(bytes).to_hex().to_string()
 }
@@ -181,7 +174,7 @@ pub struct KeyContext<'a> {
     /// The workspace listing.
     pub listing: &'a Listing,
     /// Where the gates run, relative to the worktree's top (`.` at the top).
-    pub cwd_in_worktree: String,
+    pub cwd_in_worktree: &'a str,
     /// Output hash of every key command (gate `keys` and `options.keys`).
     pub key_outputs: &'a HashMap<String, String>,
     /// `options.keys`.
@@ -189,11 +182,32 @@ pub struct KeyContext<'a> {
     /// `maxLogTailBytes`, which shapes the stored output.
     pub tail_bytes: usize,
     /// Hash of the whole listing, for gates without `inputs`.
-    pub whole_listing: String,
+    whole_listing: String,
+}
+
+impl<'a> KeyContext<'a> {
+    /// The context of one listing of the worktree; the hash of the whole listing (every gate
+    /// without `inputs` shares it) is computed here, once.
+    pub fn new(
+        listing: &'a Listing,
+        cwd_in_worktree: &'a str,
+        key_outputs: &'a HashMap<String, String>,
+        option_keys: &'a [String],
+        tail_bytes: usize,
+    ) -> Self {
+        KeyContext {
+            listing,
+            cwd_in_worktree,
+            key_outputs,
+            option_keys,
+            tail_bytes,
+            whole_listing: listing_hash(listing, |_| true),
+        }
+    }
 }
 
 /// The hash of a listing narrowed by `keep`.
-pub fn listing_hash(listing: &Listing, keep: impl Fn(&[u8]) -> bool) -> String {
+fn listing_hash(listing: &Listing, keep: impl Fn(&[u8]) -> bool) -> String {
     let mut hasher = blake3::Hasher::new();
     for (path, mode, id) in &listing.entries {
         if keep(path) {
@@ -361,15 +375,18 @@ pub fn explain_miss(
                 changed.push(format!("-{path}"));
             }
         }
-        let shown: Vec<&str> = changed.iter().take(5).map(String::as_str).collect();
-        let more = changed.len().saturating_sub(shown.len());
-        let mut text = format!("inputs differ: {}", shown.join(" "));
-        if more > 0 {
-            text.push_str(&format!(" and {more} more"));
-        }
-        if changed.is_empty() {
-            text = "inputs differ".to_owned();
-        }
+        let text = if changed.is_empty() {
+            "inputs differ".to_owned()
+        } else {
+            let shown: Vec<&str> = changed.iter().take(5).map(String::as_str).collect();
+            let more = changed.len() - shown.len();
+            let more = if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            };
+            format!("inputs differ: {}{more}", shown.join(" "))
+        };
         why.push(text);
     }
     if why.is_empty() {

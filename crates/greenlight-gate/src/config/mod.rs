@@ -329,7 +329,9 @@ pub fn load_any(path: &Utf8Path) -> Result<Loaded, ConfigErrors> {
     parse(path, &text)
 }
 
-fn read_text(path: &Utf8Path) -> Result<String, ConfigErrors> {
+/// The text of a verify.yaml, read as [`load`] and [`load_any`] read it (bounded, regular files
+/// only, UTF-8), for a caller that needs the text as well as what it means.
+pub fn read_text(path: &Utf8Path) -> Result<String, ConfigErrors> {
     let one = |line: Option<usize>, kind: ConfigErrorKind| {
         ConfigErrors(vec![ConfigError {
             path: path.to_owned(),
