@@ -128,31 +128,13 @@ fn suggest_timeouts(args: &Args) -> i32 {
         Ok(paths) => paths,
         Err(code) => return code,
     };
-    let config = match config::load_any(&config_path) {
-        Ok(c) => c,
+    // Read once: the diff is of exactly the text that was judged.
+    let read = config::read_text(&config_path)
+        .and_then(|text| Ok((config::parse(&config_path, &text)?, text)));
+    let (config, text) = match read {
+        Ok(read) => read,
         Err(errors) => {
-            for error in &errors.0 {
-                errln!("{error}");
-            }
-            errln!(
-                "greenlight: {} problem(s) in the config; nothing suggested",
-                errors.0.len()
-            );
-            return exit::CONFIG_ERROR;
-        }
-    };
-    let text = greenlight_gate::file::read_bounded(
-        config_path.as_std_path(),
-        greenlight_gate::file::MAX_CONFIG_BYTES,
-    )
-    .map(|bytes| String::from_utf8_lossy(&bytes).into_owned());
-    let text = match text {
-        Ok(text) => text,
-        Err(e) => {
-            errln!(
-                "greenlight: {config_path}: cannot read it again: {}",
-                e.reason()
-            );
+            print_config_errors(&errors, "nothing suggested");
             return exit::CONFIG_ERROR;
         }
     };
@@ -219,13 +201,7 @@ async fn verify(args: Args, interrupt: greenlight_proc::InterruptWatch) -> i32 {
     let config = match config::load_any(&config_path) {
         Ok(c) => c,
         Err(errors) => {
-            for error in &errors.0 {
-                errln!("{error}");
-            }
-            errln!(
-                "greenlight: {} problem(s) in the config; no gate ran",
-                errors.0.len()
-            );
+            print_config_errors(&errors, "no gate ran");
             let messages: Vec<String> = errors.0.iter().map(|e| e.to_string()).collect();
             if json {
                 print_json_error(&messages);
@@ -457,6 +433,17 @@ fn github_prefix(cwd: &std::path::Path) -> Option<PathBuf> {
     let workspace = std::fs::canonicalize(workspace).ok()?;
     let cwd = std::fs::canonicalize(cwd).ok()?;
     cwd.strip_prefix(&workspace).ok().map(PathBuf::from)
+}
+
+/// Every problem of the config on stderr, then how many and what was not done because of them.
+fn print_config_errors(errors: &config::ConfigErrors, consequence: &str) {
+    for error in &errors.0 {
+        errln!("{error}");
+    }
+    errln!(
+        "greenlight: {} problem(s) in the config; {consequence}",
+        errors.0.len()
+    );
 }
 
 fn print_json_error(errors: &[String]) {
