@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 
 use greenlight_testkit::{TempRepo, procs, signal_and_wait};
 
-fn pids(repo: &TempRepo, file: &str) -> Vec<i32> {
+/// The pids a gate wrote into `file` of the worktree, whitespace-separated.
+pub(crate) fn pids(repo: &TempRepo, file: &str) -> Vec<i32> {
     let text = repo
         .read(file)
         .unwrap_or_else(|| panic!("{file} was not written"));

@@ -515,12 +515,7 @@ fn sigterm_during_parallel_gates_ends_every_group_releases_every_lock_and_stores
             "{name} outlived the run"
         );
     }
-    let pids: Vec<i32> = repo
-        .read("pids")
-        .unwrap()
-        .split_whitespace()
-        .map(|p| p.parse().unwrap())
-        .collect();
+    let pids = crate::verify_leaks::pids(&repo, "pids");
     assert_eq!(pids.len(), 4, "{pids:?}");
     procs::assert_all_dead(&pids, "processes survived greenlight");
     assert!(
@@ -552,12 +547,7 @@ fn sigkill_during_parallel_gates_leaves_both_to_the_next_run_which_ends_them() {
     repo.wait_for_pids("pids", 4, Duration::from_secs(10));
     child.kill().unwrap(); // SIGKILL: nothing in greenlight can act on it
     child.wait().unwrap();
-    let orphans: Vec<i32> = repo
-        .read("pids")
-        .unwrap()
-        .split_whitespace()
-        .map(|p| p.parse().unwrap())
-        .collect();
+    let orphans = crate::verify_leaks::pids(&repo, "pids");
     assert!(orphans.iter().all(|&p| procs::alive(p)), "{orphans:?}");
     repo.verify_yaml(&v2("  - id: quick\n    command: \"true\"\n"));
     let out = repo.greenlight(["verify"]);
