@@ -148,7 +148,7 @@ find_python_313() {
             echo "$candidate"
             return 0
         fi
-    done < <(ls -d "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.1[3-9]*/bin/python3 2>/dev/null | sort -rV)
+    done < <(printf '%s\n' "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.1[3-9]*/bin/python3 | sort -rV)
 }
 
 python="$(find_python_313)"

@@ -39,14 +39,17 @@ def alive(pid):
         return True
 
 
-def wait_for_capabilities(channel, url, wait, pid):
-    capabilities = re_grpc.CapabilitiesStub(channel)
+def wait_for_capabilities(target, url, wait, pid):
     deadline = time.monotonic() + wait
     while True:
-        try:
-            return capabilities.GetCapabilities(re.GetCapabilitiesRequest(instance_name=""), timeout=1)
-        except grpc.RpcError as error:
-            last = f"{error.code().name}: {error.details()}"
+        # A channel per attempt: one that failed to connect backs off for seconds before it
+        # tries again, long after the server is up.
+        with grpc.insecure_channel(target) as channel:
+            try:
+                request = re.GetCapabilitiesRequest(instance_name="")
+                return re_grpc.CapabilitiesStub(channel).GetCapabilities(request, timeout=1)
+            except grpc.RpcError as error:
+                last = f"{error.code().name}: {error.details()}"
         if pid is not None and not alive(pid):
             fail(2, f"the server (pid {pid}) exited before {url} answered GetCapabilities ({last})")
         if time.monotonic() >= deadline:
@@ -61,9 +64,8 @@ def main():
     parser.add_argument("--pid", type=int)
     args = parser.parse_args()
     target = args.url.removeprefix("http://")
+    caps = wait_for_capabilities(target, args.url, args.wait, args.pid)
     channel = grpc.insecure_channel(target)
-
-    caps = wait_for_capabilities(channel, args.url, args.wait, args.pid)
     sha256 = re.DigestFunction.SHA256
     if sha256 not in caps.cache_capabilities.digest_functions:
         fail(1, f"{args.url} does not offer SHA256 digests: {caps.cache_capabilities}")

@@ -28,7 +28,9 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 venv="${GREENLIGHT_BUILDGRID_VENV:-$root/.tools/venv-buildgrid}"
 pg_bin="${GREENLIGHT_PG_BIN:-/usr/lib/postgresql/15/bin}"
-# How long the server gets to answer its first call (it took about 3 s here).
+# The file start leaves in DIR first; stop removes only a DIR that holds it.
+marker=.greenlight-remote-services
+# How long the server gets to answer its first call (3 to 7 s here, on 2 busy cores).
 start_timeout=60
 
 die() {
@@ -45,15 +47,30 @@ as_pg() {
     fi
 }
 
+# group_running PGID: a process of group PGID is still running. An exited one stays a zombie
+# until init reaps it (the server's parent, the start that launched it, is gone by then), and
+# counts as gone. Read from /proc: slim images have no ps.
+group_running() {
+    local pgid="$1" stat fields
+    for stat in /proc/[0-9]*/stat; do
+        read -r fields <"$stat" 2>/dev/null || continue
+        # After the command name in parentheses: state, ppid, pgrp, …
+        read -r -a fields <<<"${fields##*) }"
+        [[ "${fields[2]}" == "$pgid" && "${fields[0]}" != Z ]] && return 0
+    done
+    return 1
+}
+
 # stop_all DIR: ends whatever of BuildGrid and PostgreSQL a start in DIR left running.
 stop_all() {
     local dir="$1" pgid waited
     if [[ -f "$dir/bgd.pid" ]]; then
         pgid="$(cat "$dir/bgd.pid")"
         if [[ "$pgid" =~ ^[0-9]+$ ]] && kill -TERM -- "-$pgid" 2>/dev/null; then
-            # BuildGrid stops its threads on SIGTERM; a group still there after 5 s is killed.
-            for ((waited = 0; waited < 50; waited++)); do
-                kill -0 -- "-$pgid" 2>/dev/null || break
+            # BuildGrid stops its threads on SIGTERM (about 3 s here); a group still running
+            # after 10 s is killed.
+            for ((waited = 0; waited < 100; waited++)); do
+                group_running "$pgid" || break
                 sleep 0.1
             done
             kill -KILL -- "-$pgid" 2>/dev/null || true
@@ -90,6 +107,8 @@ start() {
         die "no PostgreSQL 15 binaries in $pg_bin: apt-get install postgresql (or set GREENLIGHT_PG_BIN)"
     [[ -x "$venv/bin/bgd" && -f "$venv/greenlight-variant" ]] ||
         die "no BuildGrid venv at $venv: run scripts/ci/install-buildgrid.sh${GREENLIGHT_BUILDGRID_VENV:+ \"$venv\"}"
+    "$venv/bin/python" -c '' 2>/dev/null ||
+        die "$venv/bin/python does not run (is the python it was made from gone or unreadable?): run scripts/ci/install-buildgrid.sh${GREENLIGHT_BUILDGRID_VENV:+ \"$venv\"} again"
     local variant config_template scheme
     variant="$(cat "$venv/greenlight-variant")"
     case "$variant" in
@@ -106,7 +125,10 @@ start() {
     mkdir -p "$dir"
     dir="$(cd "$dir" && pwd)"
     [[ -z "$(ls -A "$dir")" ]] || die "$dir is not empty (already started? 'remote-services.sh stop $dir' first)"
+    # What lets `stop` remove DIR: it never deletes a directory this script did not fill.
+    : >"$dir/$marker"
     # From here on, a failure stops what was started; DIR stays for its logs until `stop`.
+    # shellcheck disable=SC2064 # DIR is expanded now, on purpose
     trap "stop_all $(printf %q "$dir")" EXIT
 
     # PostgreSQL: a cluster of its own, trust auth, TCP on loopback only (no unix socket, whose
@@ -148,6 +170,7 @@ CONF
     # BuildGrid: in a session (so a process group) of its own, which `stop` ends as a whole.
     for attempt in 1 2 3; do
         sed -e "s/@PORT@/$port/g" -e "s/@PGPORT@/$pg_port/g" "$config_template" >"$dir/buildgrid.yml"
+        # shellcheck disable=SC2016 # expanded by the inner bash, whose $$ is the server's pid
         setsid bash -c 'echo $$ >"$1/bgd.pid"; exec "$2/bin/bgd" server start "$1/buildgrid.yml"' \
             bgd "$dir" "$venv" >"$dir/bgd.log" 2>&1 </dev/null &
         local waited
@@ -155,6 +178,7 @@ CONF
             [[ -s "$dir/bgd.pid" ]] && break
             sleep 0.1
         done
+        [[ -s "$dir/bgd.pid" ]] || die "setsid did not start the server (log: $dir/bgd.log)"
         local rc=0
         "$venv/bin/python" "$root/scripts/ci/reapi-smoke.py" "http://127.0.0.1:$port" \
             --wait "$start_timeout" --pid "$(cat "$dir/bgd.pid")" >"$dir/smoke.log" 2>&1 || rc=$?
@@ -191,9 +215,29 @@ stop_bgd_only() {
     rm -f "$dir/bgd.pid"
 }
 
+# made_by_start DIR: DIR holds the marker, or (from a start before the marker) only what start
+# puts there.
+made_by_start() {
+    [[ -f "$1/$marker" ]] && return 0
+    [[ -d "$1/pg" ]] || return 1
+    local entry
+    for entry in "$1"/* "$1"/.[!.]*; do
+        case "${entry##*/}" in
+            pg | bgd.log | bgd.pid | buildgrid.yml | env | env.tmp | migrate.log | smoke.log | '*' | '.[!.]*') ;;
+            *) return 1 ;;
+        esac
+    done
+}
+
 stop() {
     local dir="$1"
     [[ -e "$dir" ]] || return 0
+    if [[ -d "$dir" && -z "$(ls -A "$dir")" ]]; then
+        rmdir "$dir"
+        return 0
+    fi
+    made_by_start "$dir" ||
+        die "$dir was not made by 'remote-services.sh start' (no $marker in it); not touching it"
     stop_all "$dir"
     rm -rf "$dir"
 }
