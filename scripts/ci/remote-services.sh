@@ -53,7 +53,7 @@ as_pg() {
 group_running() {
     local pgid="$1" stat fields
     for stat in /proc/[0-9]*/stat; do
-        read -r fields <"$stat" 2>/dev/null || continue
+        read -r fields 2>/dev/null <"$stat" || continue
         # After the command name in parentheses: state, ppid, pgrp, …
         read -r -a fields <<<"${fields##*) }"
         [[ "${fields[2]}" == "$pgid" && "${fields[0]}" != Z ]] && return 0
