@@ -132,7 +132,13 @@ impl CachePlan {
         self.cwd_in_worktree = cwd_in(&listing.top, &options.cwd);
         if let Some(remote) = &mut self.remote {
             let prepared = remote
-                .prepare(config, &listing, &self.cwd_in_worktree, &key_outputs, interrupt)
+                .prepare(
+                    config,
+                    &listing,
+                    &self.cwd_in_worktree,
+                    &key_outputs,
+                    interrupt,
+                )
                 .await;
             self.warnings.append(&mut remote.warnings);
             prepared?;
@@ -257,8 +263,15 @@ impl CachePlan {
 
     /// Publishes this run's clean local results to the cluster's action cache (`cache:
     /// shared`), reading the workspace again unless the local store already did.
-    pub async fn publish_remote(&mut self, config: &Loaded, selected: &[usize], gates: &[GateReport]) {
-        let Some(remote) = &mut self.remote else { return };
+    pub async fn publish_remote(
+        &mut self,
+        config: &Loaded,
+        selected: &[usize],
+        gates: &[GateReport],
+    ) {
+        let Some(remote) = &mut self.remote else {
+            return;
+        };
         if self.after.is_none() {
             if let Some(before) = &self.listing {
                 let top = before.top.clone();
@@ -268,7 +281,9 @@ impl CachePlan {
                     .and_then(Result::ok);
             }
         }
-        remote.publish(config, selected, gates, self.after.as_ref()).await;
+        remote
+            .publish(config, selected, gates, self.after.as_ref())
+            .await;
         remote.collect_warnings();
         self.warnings.append(&mut remote.warnings);
     }

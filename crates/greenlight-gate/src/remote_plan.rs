@@ -46,6 +46,8 @@ pub(crate) struct RemotePlan {
     options: RemoteOptions,
     refresh: bool,
     digests_file: Option<PathBuf>,
+    /// The verify.yaml, as an absolute path (left out of the input root).
+    config_path: PathBuf,
     ready: Option<Arc<RemoteRun>>,
     hits: HashMap<usize, Outcome>,
     /// Problems worth a line on stderr.
@@ -99,6 +101,11 @@ impl RemotePlan {
             options,
             refresh,
             digests_file: cache_dir.map(|dir| dir.join("remote")),
+            config_path: config
+                .path
+                .as_std_path()
+                .canonicalize()
+                .unwrap_or_else(|_| config.path.clone().into_std_path_buf()),
             ready: None,
             hits: HashMap::new(),
             warnings,
@@ -156,7 +163,9 @@ impl RemotePlan {
         let root = match self.input_root(listing).await {
             Ok(root) => root,
             Err(why) => {
-                self.off(format!("the workspace could not be read as an input root ({why})"));
+                self.off(format!(
+                    "the workspace could not be read as an input root ({why})"
+                ));
                 return Ok(());
             }
         };
@@ -220,9 +229,15 @@ impl RemotePlan {
         Ok(())
     }
 
-    /// The workspace as an input root, with file digests remembered between runs.
+    /// The workspace as an input root, with file digests remembered between runs. The
+    /// verify.yaml itself is left out: what a gate is (command, env, time limit, platform) is
+    /// in its action already, so editing one gate, or the cache mode, does not make every
+    /// other gate miss.
     async fn input_root(&self, listing: &Listing) -> Result<InputRoot, String> {
-        let files = listing_files(listing);
+        let mut files = listing_files(listing);
+        if let Ok(config) = self.config_path.strip_prefix(&listing.top) {
+            files.retain(|f| f != config);
+        }
         let top = listing.top.clone();
         let digests_file = self.digests_file.clone();
         tokio::task::spawn_blocking(move || {
@@ -312,7 +327,9 @@ impl RemotePlan {
         if self.options.cache != RemoteCache::Shared {
             return;
         }
-        let Some(run) = self.ready.clone() else { return };
+        let Some(run) = self.ready.clone() else {
+            return;
+        };
         let Some(v2) = &config.v2 else { return };
         if run.broken_reason().is_some() {
             return;
@@ -371,7 +388,9 @@ impl RemoteRun {
 
     /// Remote is off for the rest of the run; the first failure is the one warned about.
     fn mark_broken(&self, why: &str) {
-        let Ok(mut broken) = self.broken.lock() else { return };
+        let Ok(mut broken) = self.broken.lock() else {
+            return;
+        };
         if broken.is_none() {
             *broken = Some(why.to_owned());
             if let Ok(mut warnings) = self.warnings.lock() {

@@ -9,8 +9,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::report::{
-    RemoteSource,
-    Attempt, AttemptStatus, GateReport, GateVerdict, RunReport, RunResult, WorkEvidenceReport,
+    Attempt, AttemptStatus, GateReport, GateVerdict, RemoteSource, RunReport, RunResult,
+    WorkEvidenceReport,
 };
 
 fn secs(d: Duration) -> u64 {
@@ -59,8 +59,16 @@ pub fn gate_line(gate: &GateReport) -> String {
     if let Some(short) = gate.cached_short() {
         line.push_str(&format!(" cached={short}"));
     }
-    if let Some(mark) = gate.remote.as_ref().filter(|m| m.source == RemoteSource::Executed) {
-        let on = mark.worker.as_deref().filter(|w| !w.is_empty()).unwrap_or("cluster");
+    if let Some(mark) = gate
+        .remote
+        .as_ref()
+        .filter(|m| m.source == RemoteSource::Executed)
+    {
+        let on = mark
+            .worker
+            .as_deref()
+            .filter(|w| !w.is_empty())
+            .unwrap_or("cluster");
         line.push_str(&format!(" remote={}", on.replace(char::is_whitespace, "_")));
     }
     line

@@ -27,8 +27,7 @@ use crate::plan::CachePlan;
 use crate::remote_plan::{RemoteAttempt, RemoteRun};
 use crate::report::{
     Attempt, AttemptStatus, CANNOT_START_EXIT, GateReport, GateVerdict, RemoteMark, RunReport,
-    SkipReason,
-    WorkEvidenceReport, decide,
+    SkipReason, WorkEvidenceReport, decide,
 };
 
 /// What the command line adds to a config.
@@ -352,9 +351,15 @@ async fn schedule(
                         .remote
                         .as_deref()
                         .filter(|r| r.runs(context.config_v2(index)));
-                    let result =
-                        run_gate(gate, (index, remote), matchers, context, &mut sink, &mut watch)
-                            .await;
+                    let result = run_gate(
+                        gate,
+                        (index, remote),
+                        matchers,
+                        context,
+                        &mut sink,
+                        &mut watch,
+                    )
+                    .await;
                     let result = result.map(|mut report| {
                         report.started_ms = Some(started_ms);
                         report.needs = gate_needs;
@@ -462,19 +467,18 @@ async fn run_gate(
                 id: &gate.id,
                 attempt: 2,
             });
-            let second = match attempt(gate, placement, matchers, context, 2, on_event, interrupt)
-                .await
-            {
-                Ok((a, mark)) => {
-                    report.remote = mark.or(report.remote.take());
-                    a
-                }
-                Err(signal) => {
-                    report.verdict = GateVerdict::Fail;
-                    report.passed = Some(false);
-                    return Err((signal, Some(report)));
-                }
-            };
+            let second =
+                match attempt(gate, placement, matchers, context, 2, on_event, interrupt).await {
+                    Ok((a, mark)) => {
+                        report.remote = mark.or(report.remote.take());
+                        a
+                    }
+                    Err(signal) => {
+                        report.verdict = GateVerdict::Fail;
+                        report.passed = Some(false);
+                        return Err((signal, Some(report)));
+                    }
+                };
             match second.status {
                 AttemptStatus::Pass => {
                     report.verdict = GateVerdict::Flaky;

@@ -11,8 +11,7 @@ use std::time::Duration;
 use greenlight_digest::{Classification, Digest};
 use greenlight_gate::{
     Attempt, AttemptStatus, Capture, ExecSpec, Interrupt, InterruptWatch, OutputSink, Termination,
-    WorkspaceKey,
-    workspace_key,
+    WorkspaceKey, workspace_key,
 };
 
 use crate::prompt::{self, EVIDENCE_OUTPUT_BYTES, OutputEvidence};

@@ -408,7 +408,11 @@ fn yaml_error_message(raw: &str) -> String {
     format!("not valid YAML: {text}")
 }
 
-fn read_options(check: &mut Checker, path: &Utf8Path, node: &Spanned<Node>) -> (Options, OptionsV2) {
+fn read_options(
+    check: &mut Checker,
+    path: &Utf8Path,
+    node: &Spanned<Node>,
+) -> (Options, OptionsV2) {
     let mut options = Options {
         max_log_tail_bytes: DEFAULT_MAX_LOG_TAIL_BYTES,
         ..Options::default()
@@ -480,7 +484,11 @@ fn read_options(check: &mut Checker, path: &Utf8Path, node: &Spanned<Node>) -> (
 
 /// `options.remote`: the cluster, checked as far as text can tell (whether it answers is
 /// learnt at run time, where an unreachable cluster degrades to running here).
-fn read_remote(check: &mut Checker, path: &Utf8Path, node: &Spanned<Node>) -> Option<RemoteOptions> {
+fn read_remote(
+    check: &mut Checker,
+    path: &Utf8Path,
+    node: &Spanned<Node>,
+) -> Option<RemoteOptions> {
     let keys = check.mapping("`options.remote`", node, REMOTE_KEYS)?;
     let base = path.parent().unwrap_or(Utf8Path::new("."));
     let mut remote = RemoteOptions {
@@ -588,7 +596,10 @@ fn read_remote(check: &mut Checker, path: &Utf8Path, node: &Spanned<Node>) -> Op
                     }
                 }
                 Some(_) => {
-                    check.push(value, format!("`{name}` is empty; name a file or remove the key"));
+                    check.push(
+                        value,
+                        format!("`{name}` is empty; name a file or remove the key"),
+                    );
                     ok = false;
                 }
                 None => ok = false,
@@ -940,7 +951,10 @@ fn read_gate(
                 }
                 other => check.push(
                     value,
-                    format!("`run` must be `local` or `remote`, found {}", describe(other)),
+                    format!(
+                        "`run` must be `local` or `remote`, found {}",
+                        describe(other)
+                    ),
                 ),
             },
             "cache" => {

@@ -127,7 +127,11 @@ fn a_result_published_by_one_checkout_replays_in_another_and_an_env_change_misse
     let first = repo_with(&yaml);
     let ran = first.greenlight(["verify"]);
     assert_eq!(ran.code, 20, "{}", ran.render());
-    assert!(!gate_words(&ran, "build").contains("cached="), "{}", ran.render());
+    assert!(
+        !gate_words(&ran, "build").contains("cached="),
+        "{}",
+        ran.render()
+    );
 
     let other = twin(&first, &yaml);
     let replayed = other.greenlight(["verify", "--format", "json"]);
@@ -176,13 +180,21 @@ fn shared_read_replays_but_never_publishes() {
     for _ in 0..2 {
         let out = repo.greenlight(["verify"]);
         assert_eq!(out.code, 0, "{}", out.render());
-        assert!(!gate_words(&out, "build").contains("cached="), "{}", out.render());
+        assert!(
+            !gate_words(&out, "build").contains("cached="),
+            "{}",
+            out.render()
+        );
     }
     // A writer publishes; the reader then replays what it wrote.
     let writer = twin(&repo, &remote_yaml(&endpoint, &salt, "shared", &gates));
     assert_eq!(writer.greenlight(["verify"]).code, 0);
     let out = repo.greenlight(["verify"]);
-    assert!(gate_words(&out, "build").contains("cached="), "{}", out.render());
+    assert!(
+        gate_words(&out, "build").contains("cached="),
+        "{}",
+        out.render()
+    );
 }
 
 #[test]
@@ -236,12 +248,19 @@ fn a_remote_gate_runs_on_a_worker_and_its_output_is_digested_here() {
     assert_eq!(gate["exit_codes"][0], 2);
     assert_eq!(gate["remote"]["source"], "executed", "{doc:#}");
     let tail = gate["attempts"][0]["tail"].as_str().unwrap();
-    assert!(tail.contains("uncommitted work"), "the input root holds the worktree as it is: {tail}");
+    assert!(
+        tail.contains("uncommitted work"),
+        "the input root holds the worktree as it is: {tail}"
+    );
     assert!(tail.contains("expected 2, got 3"), "{tail}");
 
     let text = repo.greenlight(["verify"]);
     let line = gate_words(&text, "test");
-    assert!(line.contains("cached="), "the worker published it: {}", text.render());
+    assert!(
+        line.contains("cached="),
+        "the worker published it: {}",
+        text.render()
+    );
 }
 
 #[test]
@@ -315,7 +334,10 @@ fn an_interrupted_verify_cancels_its_remote_gate_and_the_worker_ends_it() {
         {
             break pid;
         }
-        assert!(Instant::now() < deadline, "the worker never started the gate");
+        assert!(
+            Instant::now() < deadline,
+            "the worker never started the gate"
+        );
         std::thread::sleep(Duration::from_millis(50));
     };
     let out = greenlight_testkit::signal_and_wait(child, "-INT", Duration::from_secs(20));
@@ -324,5 +346,8 @@ fn an_interrupted_verify_cancels_its_remote_gate_and_the_worker_ends_it() {
     while procs::alive(pid) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(100));
     }
-    assert!(!procs::alive(pid), "the cancelled gate's process {pid} is still running on the worker");
+    assert!(
+        !procs::alive(pid),
+        "the cancelled gate's process {pid} is still running on the worker"
+    );
 }
