@@ -14,6 +14,7 @@ mod goal_gates;
 mod goal_judge_dispatch;
 mod goal_loop;
 mod goal_openai;
+mod goal_remote;
 mod goal_resume;
 mod goal_support;
 mod goal_worktrees_demo;

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use greenlight_testkit::{TempRepo, procs};
 
 /// The cluster `scripts/test` started.
-fn reapi() -> String {
+pub fn reapi() -> String {
     std::env::var("GREENLIGHT_TEST_REAPI").unwrap_or_else(|_| {
         panic!(
             "GREENLIGHT_TEST_REAPI is not set: these tests need BuildGrid and PostgreSQL on \
@@ -28,7 +28,7 @@ fn reapi() -> String {
 }
 
 /// A name no other test run uses: the cluster keeps results between runs.
-fn unique(what: &str) -> String {
+pub fn unique(what: &str) -> String {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -66,12 +66,12 @@ fn gate_words(out: &greenlight_testkit::Run, id: &str) -> String {
 }
 
 /// A `greenlight worker` on the test cluster, serving `pool`; killed with its group on drop.
-struct Worker {
+pub struct Worker {
     child: Option<Child>,
 }
 
 impl Worker {
-    fn start(pool: &str, capacity: u32, cache_dir: &Path) -> Worker {
+    pub fn start(pool: &str, capacity: u32, cache_dir: &Path) -> Worker {
         let child = Command::new(env!("CARGO_BIN_EXE_greenlight"))
             .args([
                 "worker",
