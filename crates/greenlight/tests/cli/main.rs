@@ -43,3 +43,4 @@ mod verify_mutex;
 mod verify_reports;
 mod verify_spawn;
 mod verify_v2;
+mod worker;
