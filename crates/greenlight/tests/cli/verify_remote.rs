@@ -273,7 +273,7 @@ fn a_verify_killed_mid_gate_finds_its_running_action_again() {
     let marks = tempfile::tempdir().unwrap();
     let count = marks.path().join("runs");
     let gates = format!(
-        "  - id: slow\n    run: remote\n    command: \"echo run >> {}; sleep 3; echo done {pool}\"\n",
+        "  - id: slow\n    run: remote\n    command: \"echo run >> {}; sleep 6; echo done {pool}\"\n",
         count.display()
     );
     let repo = repo_with(&remote_yaml(&endpoint, &pool, "shared", &gates));
@@ -288,15 +288,17 @@ fn a_verify_killed_mid_gate_finds_its_running_action_again() {
         std::thread::sleep(Duration::from_millis(50));
     }
     assert!(count.exists(), "the worker never started the gate");
+    std::thread::sleep(Duration::from_secs(2));
     first.kill().unwrap(); // SIGKILL: nothing in-process can cancel the operation
     first.wait().unwrap();
 
     let started = Instant::now();
     let again = repo.greenlight(["verify", "--format", "json"]);
     assert_eq!(again.code, 0, "{}", again.render());
+    // Running the gate again would take its whole 6 s; joining it, the 4 s it has left.
     assert!(
-        started.elapsed() < Duration::from_secs(3),
-        "the second verify joined the running action instead of starting it again ({:?})",
+        started.elapsed() < Duration::from_millis(5500),
+        "the second verify should join the running action, not start it again ({:?})",
         started.elapsed()
     );
     assert_eq!(
