@@ -166,6 +166,13 @@ impl Remote {
         if !batch.is_empty() {
             out.extend(self.read_batch(&batch).await?);
         }
+        if let Some(absent) = digests.iter().find(|d| !out.contains_key(*d)) {
+            return Err(self.protocol(
+                "BatchReadBlobs",
+                absent,
+                "the blob asked for was not in the answer",
+            ));
+        }
         Ok(out)
     }
 

@@ -80,10 +80,11 @@ impl Remote {
         Ok(())
     }
 
-    async fn follow(
+    /// Generic over the callback (not `dyn`) so the future is `Send` whenever it is.
+    async fn follow<F: FnMut(&str)>(
         &self,
         mut attach: Attach,
-        on_name: &mut dyn FnMut(&str),
+        on_name: &mut F,
     ) -> Result<Outcome, RemoteError> {
         let mut failures: u32 = 0;
         let mut last_error: Option<RemoteError> = None;
