@@ -12,7 +12,7 @@ use prost::Message;
 
 use crate::action::PreparedAction;
 use crate::cas::sha256;
-use crate::connect::Remote;
+use crate::connect::{Remote, unary};
 use crate::error::{RemoteError, advice_for};
 use crate::outcome::Outcome;
 
@@ -70,9 +70,9 @@ impl Remote {
     /// Asks the server to cancel an execution. Whoever waits on it then sees it end.
     pub async fn cancel(&self, operation: &str) -> Result<(), RemoteError> {
         self.operations()
-            .cancel_operation(CancelOperationRequest {
+            .cancel_operation(unary(CancelOperationRequest {
                 name: operation.to_string(),
-            })
+            }))
             .await
             .map_err(|status| {
                 RemoteError::from_status(self.url(), "CancelOperation", operation, &status)

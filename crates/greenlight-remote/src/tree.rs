@@ -40,7 +40,8 @@ struct Dir {
 }
 
 impl InputRoot {
-    /// Builds the tree of `files` (paths relative to `root`). A regular file keeps its
+    /// Builds the tree of `files` (paths relative to `root`; `cache` supplies and remembers
+    /// each file's digest, keyed by its absolute path). A regular file keeps its
     /// executable bit, a symlink stays a symlink (its target as written); a listed directory
     /// (a submodule, say) is skipped. A path that is absolute, climbs out of the root, passes
     /// through a symlinked directory or is not UTF-8 is an error naming it.
@@ -49,6 +50,12 @@ impl InputRoot {
         files: &[PathBuf],
         cache: &mut FileDigests,
     ) -> Result<InputRoot, RemoteError> {
+        // Absolute, so the digest cache's keys and the blobs' paths do not depend on the
+        // current directory.
+        let root = &std::path::absolute(root).map_err(|source| RemoteError::Io {
+            path: root.to_path_buf(),
+            source,
+        })?;
         let mut tree = Dir::default();
         let mut blobs = BlobSet::new();
         let mut built = InputRoot {

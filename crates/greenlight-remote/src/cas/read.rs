@@ -9,7 +9,7 @@ use bazel_remote_apis::google::bytestream::{ReadRequest, ReadResponse};
 use tokio::io::AsyncWriteExt;
 
 use super::{BATCH_OVERHEAD, batch_cost, sha256};
-use crate::connect::Remote;
+use crate::connect::{Remote, unary};
 use crate::digest::{Digest, StreamHasher, digest_of};
 use crate::error::RemoteError;
 
@@ -116,12 +116,12 @@ impl Remote {
     ) -> Result<HashMap<Digest, Vec<u8>>, RemoteError> {
         let response = self
             .cas()
-            .batch_read_blobs(reapi::BatchReadBlobsRequest {
+            .batch_read_blobs(unary(reapi::BatchReadBlobsRequest {
                 instance_name: self.instance().to_string(),
                 digests: digests.iter().map(Digest::to_proto).collect(),
                 acceptable_compressors: Vec::new(),
                 digest_function: sha256(),
-            })
+            }))
             .await
             .map_err(|status| {
                 let target = match digests {

@@ -14,7 +14,7 @@ use tokio_stream::wrappers::ReceiverStream;
 
 use super::{BATCH_OVERHEAD, batch_cost, sha256};
 use crate::blobs::{Blob, BlobSet};
-use crate::connect::Remote;
+use crate::connect::{Remote, unary};
 use crate::digest::{Digest, StreamHasher, digest_of};
 use crate::error::RemoteError;
 
@@ -94,7 +94,7 @@ impl Remote {
             };
             let response = self
                 .cas()
-                .find_missing_blobs(request)
+                .find_missing_blobs(unary(request))
                 .await
                 .map_err(|status| {
                     let target = format!("{} digests", chunk.len());
@@ -145,11 +145,11 @@ impl Remote {
             .map(Digest::from);
         let response = self
             .cas()
-            .batch_update_blobs(reapi::BatchUpdateBlobsRequest {
+            .batch_update_blobs(unary(reapi::BatchUpdateBlobsRequest {
                 instance_name: self.instance().to_string(),
                 requests,
                 digest_function: sha256(),
-            })
+            }))
             .await
             .map_err(|status| {
                 let target = match &first {
