@@ -62,6 +62,17 @@ pub struct FileDigests {
     reads: usize,
 }
 
+impl std::fmt::Debug for FileDigests {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FileDigests")
+            .field("file", &self.file)
+            .field("entries", &self.entries.len())
+            .field("hits", &self.hits)
+            .field("reads", &self.reads)
+            .finish()
+    }
+}
+
 const MAGIC: &[u8] = b"greenlight file digests v1\n";
 
 impl FileDigests {
