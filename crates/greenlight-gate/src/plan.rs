@@ -60,6 +60,7 @@ impl CachePlan {
         let remote = RemotePlan::new(
             config,
             options.cache.as_ref().is_some_and(|c| c.refresh),
+            options.cache.as_ref().is_some_and(|c| c.explain),
             options.cache.as_ref().map(|c| c.dir.as_path()),
         );
         let settings = options.cache.clone().filter(|_| wants);

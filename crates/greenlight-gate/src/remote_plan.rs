@@ -45,6 +45,8 @@ const QUEUE_ALLOWANCE: Duration = Duration::from_secs(120);
 pub(crate) struct RemotePlan {
     options: RemoteOptions,
     refresh: bool,
+    /// `--explain`: a replay says where it came from.
+    explain: bool,
     digests_file: Option<PathBuf>,
     /// The verify.yaml, as an absolute path (left out of the input root).
     config_path: PathBuf,
@@ -81,7 +83,12 @@ pub(crate) enum RemoteAttempt {
 impl RemotePlan {
     /// The plan for `config`, when it declares a cluster (and `GREENLIGHT_REMOTE_ENDPOINT` is
     /// not `off`).
-    pub(crate) fn new(config: &Loaded, refresh: bool, cache_dir: Option<&Path>) -> Option<Self> {
+    pub(crate) fn new(
+        config: &Loaded,
+        refresh: bool,
+        explain: bool,
+        cache_dir: Option<&Path>,
+    ) -> Option<Self> {
         let mut options = config.v2.as_ref()?.options.remote.clone()?;
         let mut warnings = Vec::new();
         if let Some(over) = std::env::var_os(ENDPOINT_VAR) {
@@ -100,6 +107,7 @@ impl RemotePlan {
         Some(RemotePlan {
             options,
             refresh,
+            explain,
             digests_file: cache_dir.map(|dir| dir.join("remote")),
             config_path: config
                 .path
@@ -293,6 +301,17 @@ impl RemotePlan {
         let mut report = GateReport::from_attempt(gate, attempt);
         report.started_ms = Some(at.as_millis() as u64);
         report.cached = Some(action.digest.hash.clone());
+        if self.explain {
+            report.explain = Some(format!(
+                "replayed: the action cache of {} holds this exact action{}",
+                self.options.endpoint,
+                outcome
+                    .worker
+                    .as_deref()
+                    .map(|w| format!(" (run by {w})"))
+                    .unwrap_or_default()
+            ));
+        }
         report.remote = Some(RemoteMark {
             source: RemoteSource::ActionCache,
             action: action.digest.hash.clone(),

@@ -134,9 +134,16 @@ fn a_result_published_by_one_checkout_replays_in_another_and_an_env_change_misse
     );
 
     let other = twin(&first, &yaml);
-    let replayed = other.greenlight(["verify", "--format", "json"]);
+    let replayed = other.greenlight(["verify", "--format", "json", "--explain"]);
     assert_eq!(replayed.code, 20, "{}", replayed.render());
     let doc = replayed.json();
+    assert!(
+        doc["gates"][0]["explain"]
+            .as_str()
+            .unwrap()
+            .contains("action cache"),
+        "--explain says where a replay came from: {doc:#}"
+    );
     for gate in [&doc["gates"][0], &doc["gates"][1]] {
         assert_eq!(gate["cached"], true, "{doc:#}");
         assert_eq!(gate["remote"]["source"], "action-cache", "{doc:#}");
@@ -351,5 +358,45 @@ fn an_interrupted_verify_cancels_its_remote_gate_and_the_worker_ends_it() {
     assert!(
         !procs::alive(pid),
         "the cancelled gate's process {pid} is still running on the worker"
+    );
+}
+
+#[test]
+#[ignore = "needs BuildGrid: run scripts/test"]
+fn the_stop_hook_blocks_on_a_failure_another_checkout_published_without_running_the_gate() {
+    let endpoint = reapi();
+    let salt = unique("hook");
+    let marks = tempfile::tempdir().unwrap();
+    let ran = marks.path().join("ran");
+    let gates = format!(
+        "  - id: unit\n    command: \"echo {salt} >> {}; echo 'assertion failed: 2 + 2 == 5'; exit 3\"\n",
+        ran.display()
+    );
+    let yaml = remote_yaml(&endpoint, &salt, "shared", &gates);
+    let writer = repo_with(&yaml);
+    assert_eq!(writer.greenlight(["verify"]).code, 20);
+    assert_eq!(std::fs::read_to_string(&ran).unwrap().lines().count(), 1);
+
+    let agent = twin(&writer, &yaml);
+    let payload = serde_json::json!({
+        "session_id": salt,
+        "cwd": agent.path().display().to_string(),
+        "hook_event_name": "Stop",
+        "stop_hook_active": false,
+    });
+    let state = agent.home().join("state.db");
+    let out = agent
+        .cli(["hook", "stop", "--state", state.to_str().unwrap()])
+        .stdin(payload.to_string())
+        .run();
+    assert_eq!(out.code, 0, "{}", out.render());
+    let answer: serde_json::Value = serde_json::from_str(out.stdout.trim()).unwrap();
+    assert_eq!(answer["decision"], "block", "{answer}");
+    let reason = answer["reason"].as_str().unwrap();
+    assert!(reason.contains("assertion failed: 2 + 2 == 5"), "{reason}");
+    assert_eq!(
+        std::fs::read_to_string(&ran).unwrap().lines().count(),
+        1,
+        "the hook replayed the published failure instead of running the gate"
     );
 }
