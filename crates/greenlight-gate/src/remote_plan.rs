@@ -75,7 +75,7 @@ pub(crate) struct RemoteRun {
 /// How a remote attempt ended.
 pub(crate) enum RemoteAttempt {
     /// The cluster ran it (or replayed it from its cache inside Execute).
-    Done(Attempt, RemoteMark),
+    Done(Box<(Attempt, RemoteMark)>),
     /// The cluster could not run it: run it here (the warning is kept for the run's end).
     RunHere,
 }
@@ -521,7 +521,7 @@ impl RemoteRun {
                 attempt.start_error = Some(why);
                 attempt.duration = started.elapsed();
                 let mark = self.mark(action, None, operation);
-                return Ok(RemoteAttempt::Done(attempt, mark));
+                return Ok(RemoteAttempt::Done(Box::new((attempt, mark))));
             }
             Err(_) => {
                 let mut attempt = Attempt::blank(AttemptStatus::Timeout);
@@ -541,7 +541,7 @@ impl RemoteRun {
                 attempt.output_bytes = attempt.tail.len() as u64;
                 attempt.duration = started.elapsed();
                 let mark = self.mark(action, None, operation);
-                return Ok(RemoteAttempt::Done(attempt, mark));
+                return Ok(RemoteAttempt::Done(Box::new((attempt, mark))));
             }
         };
         on_output.chunk(&outcome.stdout);
@@ -558,7 +558,7 @@ impl RemoteRun {
         if outcome.cached {
             mark.source = RemoteSource::ActionCache;
         }
-        Ok(RemoteAttempt::Done(attempt, mark))
+        Ok(RemoteAttempt::Done(Box::new((attempt, mark))))
     }
 
     fn mark(
