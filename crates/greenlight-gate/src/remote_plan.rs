@@ -61,6 +61,9 @@ pub(crate) struct RemoteRun {
     remote: Remote,
     root: InputRoot,
     actions: HashMap<usize, PreparedAction>,
+    /// The second attempt of a gate with `retryOnFail`: never cached, so a pass after a failure
+    /// (FLAKY) is never what a later lookup finds.
+    retry_actions: HashMap<usize, PreparedAction>,
     /// Whether the input root is on the cluster yet (uploaded once, by the first remote gate).
     uploaded: Mutex<Option<Result<(), String>>>,
     can_execute: bool,
@@ -178,22 +181,33 @@ impl RemotePlan {
             }
         };
         let mut actions = HashMap::new();
+        let mut retry_actions = HashMap::new();
         for (index, (gate, extra)) in config.gates.iter().zip(&v2.gates).enumerate() {
-            let spec = self.action_spec(
-                gate,
-                extra,
-                &v2.options.keys,
-                cwd_in_worktree,
-                key_outputs,
-                false,
+            let spec = |retry| {
+                action_spec(
+                    &self.options.platform,
+                    gate,
+                    extra,
+                    &v2.options.keys,
+                    cwd_in_worktree,
+                    key_outputs,
+                    retry,
+                )
+            };
+            actions.insert(
+                index,
+                greenlight_remote::prepare(&spec(false), &root.digest),
             );
-            actions.insert(index, greenlight_remote::prepare(&spec, &root.digest));
+            if gate.retry_on_fail {
+                retry_actions.insert(index, greenlight_remote::prepare(&spec(true), &root.digest));
+            }
         }
         let run = Arc::new(RemoteRun {
             can_execute: remote.can_execute(),
             remote,
             root,
             actions,
+            retry_actions,
             uploaded: Mutex::new(None),
             endpoint: self.options.endpoint.clone(),
             platform: self.options.platform.clone(),
@@ -263,26 +277,6 @@ impl RemotePlan {
         })
         .await
         .map_err(|e| e.to_string())?
-    }
-
-    fn action_spec(
-        &self,
-        gate: &GateSpec,
-        extra: &GateV2,
-        option_keys: &[String],
-        cwd_in_worktree: &str,
-        key_outputs: &HashMap<String, String>,
-        retry: bool,
-    ) -> ActionSpec {
-        action_spec(
-            &self.options.platform,
-            gate,
-            extra,
-            option_keys,
-            cwd_in_worktree,
-            key_outputs,
-            retry,
-        )
     }
 
     /// Gate `index`'s result from the cluster's action cache, as a report.
@@ -457,14 +451,18 @@ impl RemoteRun {
         on_output: &mut dyn OutputSink,
         interrupt: &mut InterruptWatch,
     ) -> Result<RemoteAttempt, Interrupt> {
-        let Some(action) = self.actions.get(&index) else {
+        let retry = number > 1;
+        let action = match retry {
+            true => self.retry_actions.get(&index),
+            false => self.actions.get(&index),
+        };
+        let Some(action) = action else {
             return Ok(RemoteAttempt::RunHere);
         };
         if let Err(why) = self.upload(action).await {
             self.mark_broken(&why);
             return Ok(RemoteAttempt::RunHere);
         }
-        let retry = number > 1;
         let started = Instant::now();
         let mut operation = None;
         let limit = Duration::from_secs(u64::from(gate.timeout_sec)) + QUEUE_ALLOWANCE;

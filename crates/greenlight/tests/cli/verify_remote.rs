@@ -10,31 +10,11 @@
 
 #![allow(clippy::unwrap_used)] // a test that cannot set up its fixture should stop loudly
 
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use crate::worker::{Worker, grid as reapi, unique_pool as unique};
 use greenlight_testkit::{TempRepo, procs};
-
-/// The cluster `scripts/test` started.
-pub fn reapi() -> String {
-    std::env::var("GREENLIGHT_TEST_REAPI").unwrap_or_else(|_| {
-        panic!(
-            "GREENLIGHT_TEST_REAPI is not set: these tests need BuildGrid and PostgreSQL on \
-             loopback; run scripts/test, or start them with `scripts/ci/remote-services.sh start DIR` \
-             and `source DIR/env`"
-        )
-    })
-}
-
-/// A name no other test run uses: the cluster keeps results between runs.
-pub fn unique(what: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    format!("{what}-{}-{nanos}", std::process::id())
-}
 
 fn remote_yaml(endpoint: &str, pool: &str, cache: &str, gates: &str) -> String {
     format!(
@@ -63,56 +43,6 @@ fn gate_words(out: &greenlight_testkit::Run, id: &str) -> String {
         .find(|l| l.starts_with(&format!("GATE {id} ")))
         .unwrap_or_else(|| panic!("no line for gate {id}:\n{}", out.render()))
         .to_owned()
-}
-
-/// A `greenlight worker` on the test cluster, serving `pool`; killed with its group on drop.
-pub struct Worker {
-    child: Option<Child>,
-}
-
-impl Worker {
-    pub fn start(pool: &str, capacity: u32, cache_dir: &Path) -> Worker {
-        let child = Command::new(env!("CARGO_BIN_EXE_greenlight"))
-            .args([
-                "worker",
-                "--grid",
-                &reapi(),
-                "--capacity",
-                &capacity.to_string(),
-                "--property",
-                &format!("pool={pool}"),
-                "--cache-dir",
-            ])
-            .arg(cache_dir)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .process_group(0)
-            .spawn()
-            .unwrap();
-        Worker { child: Some(child) }
-    }
-}
-
-use std::os::unix::process::CommandExt;
-
-impl Drop for Worker {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = Command::new("kill")
-                .args(["-TERM", &child.id().to_string()])
-                .status();
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = child.try_wait() {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
 }
 
 #[test]
@@ -242,7 +172,7 @@ fn a_remote_gate_runs_on_a_worker_and_its_output_is_digested_here() {
     let endpoint = reapi();
     let pool = unique("exec");
     let cache = tempfile::tempdir().unwrap();
-    let _worker = Worker::start(&pool, 1, cache.path());
+    let _worker = Worker::start(&pool, 1, &cache.path().join("cache"), &pool);
     let gates = format!(
         "  - id: test\n    run: remote\n    command: \"echo 'running {pool}'; cat work.txt; echo 'FAILED tests/it.rs:3: expected 2, got 3' >&2; exit 2\"\n"
     );
@@ -276,7 +206,7 @@ fn a_verify_killed_mid_gate_finds_its_running_action_again() {
     let endpoint = reapi();
     let pool = unique("reattach");
     let cache = tempfile::tempdir().unwrap();
-    let _worker = Worker::start(&pool, 2, cache.path());
+    let _worker = Worker::start(&pool, 2, &cache.path().join("cache"), &pool);
     let marks = tempfile::tempdir().unwrap();
     let count = marks.path().join("runs");
     let gates = format!(
@@ -321,7 +251,7 @@ fn an_interrupted_verify_cancels_its_remote_gate_and_the_worker_ends_it() {
     let endpoint = reapi();
     let pool = unique("cancel");
     let cache = tempfile::tempdir().unwrap();
-    let _worker = Worker::start(&pool, 1, cache.path());
+    let _worker = Worker::start(&pool, 1, &cache.path().join("cache"), &pool);
     let marks = tempfile::tempdir().unwrap();
     let pid_file = marks.path().join("pid");
     let gates = format!(
@@ -398,5 +328,39 @@ fn the_stop_hook_blocks_on_a_failure_another_checkout_published_without_running_
         std::fs::read_to_string(&ran).unwrap().lines().count(),
         1,
         "the hook replayed the published failure instead of running the gate"
+    );
+}
+
+#[test]
+#[ignore = "needs BuildGrid: run scripts/test"]
+fn a_remote_pass_after_a_failure_is_flaky_and_never_replayed_as_a_pass() {
+    let endpoint = reapi();
+    let pool = unique("flaky");
+    let cache = tempfile::tempdir().unwrap();
+    let _worker = Worker::start(&pool, 1, &cache.path().join("cache"), &pool);
+    let counter = cache.path().join("runs");
+    // Odd runs fail, even runs pass.
+    let gates = format!(
+        "  - id: flaky\n    run: remote\n    retryOnFail: 1\n    command: \"n=$(cat {c} 2>/dev/null || echo 0); n=$((n+1)); echo $n > {c}; test $((n % 2)) -eq 0\"\n",
+        c = counter.display()
+    );
+    let repo = repo_with(&remote_yaml(&endpoint, &pool, "shared", &gates));
+    let first = repo.greenlight(["verify", "--format", "json"]);
+    let doc = first.json();
+    assert_eq!(doc["gates"][0]["verdict"], "FLAKY", "{doc:#}");
+    assert_eq!(doc["gates"][0]["remote"]["source"], "executed", "{doc:#}");
+
+    let again = repo.greenlight(["verify", "--format", "json"]);
+    let doc = again.json();
+    let gate = &doc["gates"][0];
+    assert_ne!(
+        gate["verdict"], "PASS",
+        "the retry's pass was replayed: {doc:#}"
+    );
+    assert_eq!(gate["cached"], false, "{doc:#}");
+    assert_eq!(
+        std::fs::read_to_string(&counter).unwrap().trim(),
+        "3",
+        "the second verify ran its retry afresh (its first attempt replays the cached failure)"
     );
 }
