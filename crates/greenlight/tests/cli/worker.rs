@@ -255,6 +255,11 @@ fn input_root(blobs: &mut BlobSet, job: &Job) -> greenlight_remote::Digest {
 
 /// Uploads the job and follows its Execute stream to the end.
 fn execute(job: &Job) -> Finished {
+    execute_naming(job, |_| {})
+}
+
+/// [`execute`], telling `on_name` the operation's name as soon as the grid gives it.
+fn execute_naming(job: &Job, mut on_name: impl FnMut(&str)) -> Finished {
     block_on(async {
         let remote = Remote::connect(&Endpoint::new(grid())).await.unwrap();
         let mut blobs = BlobSet::new();
@@ -309,7 +314,12 @@ fn execute(job: &Job) -> Finished {
             .unwrap()
             .into_inner();
         let mut last = None;
+        let mut named = false;
         while let Some(op) = stream.message().await.unwrap() {
+            if !named {
+                on_name(&op.name);
+                named = true;
+            }
             let done = op.done;
             last = Some(op);
             if done {
@@ -318,8 +328,19 @@ fn execute(job: &Job) -> Finished {
         }
         let elapsed = started.elapsed();
         let op = last.expect("the Execute stream ended without an operation");
-        let Some(operation::Result::Response(any)) = op.result else {
-            panic!("the operation ended without a response: {op:?}");
+        let any = match op.result {
+            Some(operation::Result::Response(any)) => any,
+            Some(operation::Result::Error(status)) => {
+                return Finished {
+                    status: status.code,
+                    status_message: status.message,
+                    exit_code: -1,
+                    stdout: String::new(),
+                    worker: String::new(),
+                    elapsed,
+                };
+            }
+            None => panic!("the operation ended without a result: {op:?}"),
         };
         let response = reapi::ExecuteResponse::decode(any.value.as_slice()).unwrap();
         let status = response.status.unwrap_or_default();
@@ -481,7 +502,11 @@ fn sigterm_mid_lease_ends_its_processes_says_terminating_and_the_action_finishes
     );
 
     let second = Worker::start(&pool, 1, &dir.path().join("cache-b"), "sigterm-b");
+    let second_up = Instant::now();
     let done = submitted.join().unwrap();
+    // Handed back at once, not requeued when the first session's keepalive (10 s) ran out.
+    let waited = second_up.elapsed();
+    assert!(waited < Duration::from_secs(6), "the retry waited {waited:?}");
     assert_eq!((done.status, done.exit_code), (0, 0), "{done:?}");
     assert_eq!(done.stdout, "second run\n");
     assert_eq!(done.worker, "sigterm-b");
@@ -532,6 +557,42 @@ fn sigkill_mid_lease_is_retried_on_another_worker_which_ends_the_orphans() {
     second.wait_for_log("left by a dead worker", Duration::from_secs(5));
     let leases: Vec<_> = std::fs::read_dir(cache.join("leases")).unwrap().collect();
     assert!(leases.is_empty(), "lease directories left: {leases:?}");
+}
+
+#[test]
+#[ignore = "needs BuildGrid: run scripts/test"]
+fn a_cancelled_operation_ends_its_lease_and_the_worker_takes_the_next() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = unique_pool("cancel");
+    let worker = Worker::start(&pool, 1, &dir.path().join("cache"), "cancel-worker");
+    let pids_file = dir.path().join("pids");
+    let (name_tx, name_rx) = std::sync::mpsc::channel();
+    let job = Job::sh(&pool, &recording_pids(&pids_file));
+    let submitted = std::thread::spawn(move || {
+        execute_naming(&job, |name| {
+            let _ = name_tx.send(name.to_owned());
+        })
+    });
+    let operation = name_rx.recv_timeout(Duration::from_secs(30)).unwrap();
+    let pids = wait_for_pids(&pids_file, 2);
+    block_on(async {
+        use greenlight_remote::proto::google::longrunning as lr;
+        let mut client = lr::operations_client::OperationsClient::connect(grid())
+            .await
+            .unwrap();
+        client
+            .cancel_operation(lr::CancelOperationRequest { name: operation })
+            .await
+            .unwrap();
+    });
+    let done = submitted.join().unwrap();
+    assert_eq!(done.status, 1, "CANCELLED: {done:?}");
+    // The grid drops the lease from the session; the worker's next heartbeat (2 s) ends it.
+    wait_all_dead(&pids, "processes of a cancelled lease", Duration::from_secs(10));
+    worker.wait_for_log("withdrawn by the grid", Duration::from_secs(5));
+    // Its slot is free again.
+    let next = execute(&Job::sh(&pool, "echo next"));
+    assert_eq!((next.exit_code, next.stdout.as_str()), (0, "next\n"), "{next:?}");
 }
 
 #[test]
