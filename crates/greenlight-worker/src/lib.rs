@@ -173,9 +173,17 @@ pub enum Event {
 /// Why a worker could not start or had to stop.
 #[derive(Debug, thiserror::Error)]
 pub enum WorkerError {
-    /// The grid could not be reached, or its content store cannot be used.
+    /// Nothing answers at the grid's URL.
+    #[error("the grid at {url} cannot be reached ({detail}); check that it runs and that --grid is right")]
+    Unreachable {
+        /// The grid URL.
+        url: String,
+        /// The transport's words.
+        detail: String,
+    },
+    /// The grid answered, but its content store cannot be used.
     #[error("{0}")]
-    Remote(#[from] greenlight_remote::RemoteError),
+    Remote(greenlight_remote::RemoteError),
     /// The grid URL cannot be used for the bots service.
     #[error("grid `{url}`: {reason}; use http://host:port or https://host:port")]
     InvalidUrl {
@@ -212,6 +220,17 @@ pub enum WorkerError {
         /// The system's reason.
         source: std::io::Error,
     },
+}
+
+impl From<greenlight_remote::RemoteError> for WorkerError {
+    fn from(e: greenlight_remote::RemoteError) -> Self {
+        match e {
+            greenlight_remote::RemoteError::Unreachable { url, detail } => {
+                WorkerError::Unreachable { url, detail }
+            }
+            other => WorkerError::Remote(other),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -15,10 +15,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use greenlight_remote::proto::build::bazel::remote::execution::v2 as reapi;
-use greenlight_remote::proto::google::longrunning::operation;
-use greenlight_remote::{BlobSet, Endpoint, Remote};
+use greenlight_remote::{ActionSpec, BlobSet, Endpoint, Remote, prepare};
 use greenlight_testkit::{Cli, greenlight_bin, procs};
-use prost::Message as _;
 
 /// The grid every test here talks to, or a failure that says how to start one.
 fn grid() -> String {
@@ -184,12 +182,13 @@ impl Job {
 /// What came back from the Execution service.
 #[derive(Debug)]
 struct Finished {
-    /// `ExecuteResponse.status.code` (0 OK, 4 DEADLINE_EXCEEDED, …).
-    status: i32,
-    status_message: String,
     exit_code: i32,
+    /// The status was DEADLINE_EXCEEDED (the action's timeout ended it).
+    timed_out: bool,
     stdout: String,
     worker: String,
+    /// Why the execution failed, when it did (a cancelled operation, …).
+    error: Option<String>,
     elapsed: Duration,
 }
 
@@ -259,106 +258,45 @@ fn execute(job: &Job) -> Finished {
 }
 
 /// [`execute`], telling `on_name` the operation's name as soon as the grid gives it.
-fn execute_naming(job: &Job, mut on_name: impl FnMut(&str)) -> Finished {
+fn execute_naming(job: &Job, on_name: impl FnMut(&str)) -> Finished {
     block_on(async {
         let remote = Remote::connect(&Endpoint::new(grid())).await.unwrap();
         let mut blobs = BlobSet::new();
-        let platform = reapi::Platform {
-            properties: vec![reapi::platform::Property {
-                name: "pool".into(),
-                value: job.pool.clone(),
-            }],
-        };
-        // A variable unique to this submission: its own digest, never merged with another's.
-        let nonce = format!("{:?}", Instant::now());
-        #[allow(deprecated)] // Command.platform: still read by older servers
-        let command = reapi::Command {
-            arguments: job.argv.clone(),
-            environment_variables: vec![reapi::command::EnvironmentVariable {
-                name: "GREENLIGHT_TEST_NONCE".into(),
-                value: nonce,
-            }],
-            platform: Some(platform.clone()),
-            ..Default::default()
-        };
-        let command_digest = blobs.insert_message(&command);
         let root = input_root(&mut blobs, job);
-        let action = reapi::Action {
-            command_digest: Some(command_digest.to_proto()),
-            input_root_digest: Some(root.to_proto()),
-            timeout: job
-                .timeout
-                .map(|t| greenlight_remote::proto::google::protobuf::Duration {
-                    seconds: t.as_secs() as i64,
-                    nanos: t.subsec_nanos() as i32,
-                }),
-            do_not_cache: true,
-            platform: Some(platform),
-            ..Default::default()
-        };
-        let action_digest = blobs.insert_message(&action);
         remote.upload(&blobs).await.unwrap();
-
+        let spec = ActionSpec {
+            argv: job.argv.clone(),
+            // A variable unique to this submission: its own digest, never merged with another.
+            env: BTreeMap::from([(
+                "GREENLIGHT_TEST_NONCE".to_owned(),
+                format!("{:?}", Instant::now()),
+            )]),
+            platform: BTreeMap::from([("pool".to_owned(), job.pool.clone())]),
+            timeout: job.timeout,
+            do_not_cache: true,
+            ..ActionSpec::default()
+        };
+        let action = prepare(&spec, &root);
         let started = Instant::now();
-        let mut client = reapi::execution_client::ExecutionClient::connect(grid())
-            .await
-            .unwrap();
-        let mut stream = client
-            .execute(reapi::ExecuteRequest {
-                instance_name: String::new(),
-                skip_cache_lookup: true,
-                action_digest: Some(action_digest.to_proto()),
-                ..Default::default()
-            })
-            .await
-            .unwrap()
-            .into_inner();
-        let mut last = None;
-        let mut named = false;
-        while let Some(op) = stream.message().await.unwrap() {
-            if !named {
-                on_name(&op.name);
-                named = true;
-            }
-            let done = op.done;
-            last = Some(op);
-            if done {
-                break;
-            }
-        }
+        let executed = remote.execute(&action, true, on_name).await;
         let elapsed = started.elapsed();
-        let op = last.expect("the Execute stream ended without an operation");
-        let any = match op.result {
-            Some(operation::Result::Response(any)) => any,
-            Some(operation::Result::Error(status)) => {
-                return Finished {
-                    status: status.code,
-                    status_message: status.message,
-                    exit_code: -1,
-                    stdout: String::new(),
-                    worker: String::new(),
-                    elapsed,
-                };
-            }
-            None => panic!("the operation ended without a result: {op:?}"),
-        };
-        let response = reapi::ExecuteResponse::decode(any.value.as_slice()).unwrap();
-        let status = response.status.unwrap_or_default();
-        let result = response.result.unwrap_or_default();
-        let stdout = match &result.stdout_digest {
-            Some(d) => remote.read_blob(&d.into()).await.unwrap(),
-            None => result.stdout_raw.clone(),
-        };
-        Finished {
-            status: status.code,
-            status_message: status.message,
-            exit_code: result.exit_code,
-            stdout: String::from_utf8_lossy(&stdout).into_owned(),
-            worker: result
-                .execution_metadata
-                .map(|m| m.worker)
-                .unwrap_or_default(),
-            elapsed,
+        match executed {
+            Ok(outcome) => Finished {
+                exit_code: outcome.exit_code,
+                timed_out: outcome.timed_out,
+                stdout: String::from_utf8_lossy(&outcome.stdout).into_owned(),
+                worker: outcome.worker.unwrap_or_default(),
+                error: None,
+                elapsed,
+            },
+            Err(e) => Finished {
+                exit_code: -1,
+                timed_out: false,
+                stdout: String::new(),
+                worker: String::new(),
+                error: Some(e.to_string()),
+                elapsed,
+            },
         }
     })
 }
@@ -421,7 +359,11 @@ fn a_remote_run_returns_its_exit_code_and_interleaved_output_from_its_input_tree
     job.symlinks = vec![("link".into(), "data/in.txt".into())];
     job.empty_dirs = vec!["empty".into()];
     let done = execute(&job);
-    assert_eq!((done.status, done.exit_code), (0, 3), "{done:?}");
+    assert_eq!(
+        (done.error.as_deref(), done.exit_code),
+        (None, 3),
+        "{done:?}"
+    );
     let cargo_home = cache
         .canonicalize()
         .unwrap()
@@ -457,8 +399,7 @@ fn a_timeout_is_deadline_exceeded_and_leaves_no_process() {
     job.timeout = Some(Duration::from_secs(1));
     let done = execute(&job);
     // DEADLINE_EXCEEDED, with the output up to the deadline and timeout(1)'s exit code.
-    assert_eq!(done.status, 4, "{done:?}");
-    assert!(done.status_message.contains("timeout"), "{done:?}");
+    assert!(done.timed_out, "{done:?}");
     assert_eq!(done.exit_code, 124);
     assert_eq!(done.stdout, "before\n");
     let pids = wait_for_pids(&pids_file, 2);
@@ -506,8 +447,15 @@ fn sigterm_mid_lease_ends_its_processes_says_terminating_and_the_action_finishes
     let done = submitted.join().unwrap();
     // Handed back at once, not requeued when the first session's keepalive (10 s) ran out.
     let waited = second_up.elapsed();
-    assert!(waited < Duration::from_secs(6), "the retry waited {waited:?}");
-    assert_eq!((done.status, done.exit_code), (0, 0), "{done:?}");
+    assert!(
+        waited < Duration::from_secs(6),
+        "the retry waited {waited:?}"
+    );
+    assert_eq!(
+        (done.error.as_deref(), done.exit_code),
+        (None, 0),
+        "{done:?}"
+    );
     assert_eq!(done.stdout, "second run\n");
     assert_eq!(done.worker, "sigterm-b");
     drop(second);
@@ -542,7 +490,11 @@ fn sigkill_mid_lease_is_retried_on_another_worker_which_ends_the_orphans() {
     let killed_at = Instant::now();
     // The grid requeues the lease once the dead session's keepalive (10 s) runs out.
     let done = submitted.join().unwrap();
-    assert_eq!((done.status, done.exit_code), (0, 0), "{done:?}");
+    assert_eq!(
+        (done.error.as_deref(), done.exit_code),
+        (None, 0),
+        "{done:?}"
+    );
     assert_eq!(done.stdout, "second run\n");
     assert_eq!(done.worker, "sigkill-b");
     eprintln!(
@@ -576,23 +528,26 @@ fn a_cancelled_operation_ends_its_lease_and_the_worker_takes_the_next() {
     let operation = name_rx.recv_timeout(Duration::from_secs(30)).unwrap();
     let pids = wait_for_pids(&pids_file, 2);
     block_on(async {
-        use greenlight_remote::proto::google::longrunning as lr;
-        let mut client = lr::operations_client::OperationsClient::connect(grid())
-            .await
-            .unwrap();
-        client
-            .cancel_operation(lr::CancelOperationRequest { name: operation })
-            .await
-            .unwrap();
+        let remote = Remote::connect(&Endpoint::new(grid())).await.unwrap();
+        remote.cancel(&operation).await.unwrap();
     });
     let done = submitted.join().unwrap();
-    assert_eq!(done.status, 1, "CANCELLED: {done:?}");
+    let error = done.error.unwrap_or_default();
+    assert!(error.contains("Cancelled"), "{error}");
     // The grid drops the lease from the session; the worker's next heartbeat (2 s) ends it.
-    wait_all_dead(&pids, "processes of a cancelled lease", Duration::from_secs(10));
+    wait_all_dead(
+        &pids,
+        "processes of a cancelled lease",
+        Duration::from_secs(10),
+    );
     worker.wait_for_log("withdrawn by the grid", Duration::from_secs(5));
     // Its slot is free again.
     let next = execute(&Job::sh(&pool, "echo next"));
-    assert_eq!((next.exit_code, next.stdout.as_str()), (0, "next\n"), "{next:?}");
+    assert_eq!(
+        (next.exit_code, next.stdout.as_str()),
+        (0, "next\n"),
+        "{next:?}"
+    );
 }
 
 #[test]
@@ -648,7 +603,11 @@ fn lease_latency_and_idle_memory_are_measured() {
                 argv: vec!["true".into()],
                 ..Job::sh(&pool, "")
             });
-            assert_eq!((done.status, done.exit_code), (0, 0), "{done:?}");
+            assert_eq!(
+                (done.error.as_deref(), done.exit_code),
+                (None, 0),
+                "{done:?}"
+            );
             done.elapsed
         })
         .collect();
