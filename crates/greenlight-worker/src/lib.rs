@@ -2,18 +2,19 @@
 //! runs each action the way greenlight runs a gate — its own process group, a deadline, one
 //! interleaved output pipe, nothing left behind.
 //!
-//! - [`session`]: the bot session with the grid (create, update loop, lease bookkeeping,
-//!   shutdown).
-//! - [`lease`]: one lease from payload to `ActionResult`, over [`inputs`] (the input tree
-//!   fetched from the CAS and written into a fresh directory) and [`run`] (the command through
+//! - `session`: the bot session with the grid (create, update loop, lease bookkeeping,
+//!   shutdown), over `grid` (the Bots client and which failures are worth a retry).
+//! - `lease`: one lease from payload to `ActionResult`, over `inputs` (the input tree
+//!   fetched from the CAS and written into a fresh directory) and `run` (the command through
 //!   `greenlight-proc`).
-//! - [`caches`]: persistent per-toolchain cache directories shared by the leases.
-//! - [`sweep`]: what dead earlier workers of the same cache directory left (processes, lease
+//! - `caches`: persistent per-toolchain cache directories shared by the leases.
+//! - `sweep`: what dead earlier workers of the same cache directory left (processes, lease
 //!   directories).
 //!
 //! The library prints nothing: what happens is reported as [`Event`]s for the binary to show.
 
 mod caches;
+mod grid;
 mod inputs;
 mod lease;
 pub mod proto;
@@ -174,7 +175,9 @@ pub enum Event {
 #[derive(Debug, thiserror::Error)]
 pub enum WorkerError {
     /// Nothing answers at the grid's URL.
-    #[error("the grid at {url} cannot be reached ({detail}); check that it runs and that --grid is right")]
+    #[error(
+        "the grid at {url} cannot be reached ({detail}); check that it runs and that --grid is right"
+    )]
     Unreachable {
         /// The grid URL.
         url: String,

@@ -28,9 +28,10 @@ use greenlight_proc::{Interrupt, InterruptWatch};
 use greenlight_remote::{Endpoint, Remote};
 use tokio::sync::{mpsc, watch};
 use tonic::Code;
-use tonic::transport::{Channel, ClientTlsConfig};
+use tonic::transport::Channel;
 
 use crate::caches::Caches;
+use crate::grid::{Failure, bots_client, judge, shown};
 use crate::lease::{self, Completion, Context};
 use crate::proto::bots_client::BotsClient;
 use crate::proto::{
@@ -138,71 +139,6 @@ async fn sweep_forever(events: Rc<dyn Fn(Event)>, scope: Scope) {
         tokio::time::sleep(SWEEP_EVERY).await;
         report_sweep(&events, &scope).await;
     }
-}
-
-/// A Bots client on its own channel (plain HTTP/2, or rustls for `https`).
-fn bots_client(url: &str) -> Result<BotsClient<Channel>, WorkerError> {
-    let invalid = |reason: String| WorkerError::InvalidUrl {
-        url: url.to_owned(),
-        reason,
-    };
-    let trimmed = url.trim();
-    let (https, rest) = if let Some(rest) = trimmed
-        .strip_prefix("https://")
-        .or_else(|| trimmed.strip_prefix("grpcs://"))
-    {
-        (true, rest)
-    } else if let Some(rest) = trimmed
-        .strip_prefix("http://")
-        .or_else(|| trimmed.strip_prefix("grpc://"))
-    {
-        (false, rest)
-    } else {
-        return Err(invalid("the scheme must be http or https".to_owned()));
-    };
-    let normal = format!("{}://{rest}", if https { "https" } else { "http" });
-    let mut endpoint = tonic::transport::Endpoint::from_shared(normal)
-        .map_err(|e| invalid(e.to_string()))?
-        .connect_timeout(Duration::from_secs(10))
-        .tcp_nodelay(true);
-    if https {
-        endpoint = endpoint
-            .tls_config(
-                ClientTlsConfig::new()
-                    .with_native_roots()
-                    .with_webpki_roots(),
-            )
-            .map_err(|e| invalid(e.to_string()))?;
-    }
-    Ok(BotsClient::new(endpoint.connect_lazy()))
-}
-
-/// Whether a failed call is worth repeating on the same session.
-enum Failure {
-    /// The grid or the network hiccupped: try again.
-    Transient,
-    /// The grid no longer knows the session: make a new one.
-    SessionLost,
-    /// Trying again cannot help.
-    Fatal,
-}
-
-fn judge(status: &tonic::Status) -> Failure {
-    match status.code() {
-        Code::Unavailable
-        | Code::DeadlineExceeded
-        | Code::ResourceExhausted
-        | Code::Aborted
-        | Code::Internal
-        | Code::Unknown
-        | Code::Cancelled => Failure::Transient,
-        Code::Unauthenticated | Code::PermissionDenied | Code::Unimplemented => Failure::Fatal,
-        _ => Failure::SessionLost,
-    }
-}
-
-fn shown(status: &tonic::Status) -> String {
-    format!("{:?}: {}", status.code(), status.message())
 }
 
 /// What the loop does after a failed update.

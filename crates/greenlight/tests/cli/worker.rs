@@ -164,6 +164,8 @@ struct Job {
     symlinks: Vec<(String, String)>,
     /// Empty directories at the top of the input root.
     empty_dirs: Vec<String>,
+    /// An input root given whole (a hostile one), instead of the three above.
+    raw_root: Option<reapi::Directory>,
 }
 
 impl Job {
@@ -175,6 +177,7 @@ impl Job {
             files: Vec::new(),
             symlinks: Vec::new(),
             empty_dirs: Vec::new(),
+            raw_root: None,
         }
     }
 }
@@ -195,6 +198,9 @@ struct Finished {
 /// The job's input root as a tree of `Directory` messages, added to `blobs`; returns the
 /// root's digest.
 fn input_root(blobs: &mut BlobSet, job: &Job) -> greenlight_remote::Digest {
+    if let Some(raw) = &job.raw_root {
+        return blobs.insert_message(raw);
+    }
     #[derive(Default)]
     struct Dir {
         files: Vec<reapi::FileNode>,
@@ -383,6 +389,48 @@ fn a_remote_run_returns_its_exit_code_and_interleaved_output_from_its_input_tree
     assert!(leases.is_empty(), "{leases:?}");
     let (code, _) = worker.terminate(Duration::from_secs(10));
     assert_eq!(code, 0);
+}
+
+#[test]
+#[ignore = "needs BuildGrid: run scripts/test"]
+fn an_input_tree_entry_that_is_not_a_file_name_fails_the_action_and_writes_nothing_outside() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = unique_pool("hostile");
+    let cache = dir.path().join("cache");
+    let worker = Worker::start(&pool, 1, &cache, "hostile-worker");
+    // Upload the content the entry points at, so only its name is wrong.
+    let content = block_on(async {
+        let remote = Remote::connect(&Endpoint::new(grid())).await.unwrap();
+        let mut blobs = BlobSet::new();
+        let digest = blobs.insert_bytes(b"escaped\n".to_vec());
+        remote.upload(&blobs).await.unwrap();
+        digest
+    });
+    // From the lease's root, `../../../escaped` would be `cache/escaped`.
+    for name in ["..", "../../../escaped", "a/b"] {
+        let mut job = Job::sh(&pool, "echo ran");
+        job.raw_root = Some(reapi::Directory {
+            files: vec![reapi::FileNode {
+                name: name.into(),
+                digest: Some(content.to_proto()),
+                ..Default::default()
+            }],
+            ..Default::default()
+        });
+        let done = execute(&job);
+        let error = done.error.unwrap_or_default();
+        assert!(
+            error.contains("InvalidArgument") && error.contains("not a file name"),
+            "{name}: {error}"
+        );
+        assert!(!done.stdout.contains("ran"), "{name}: the command ran");
+    }
+    assert!(!cache.join("escaped").exists());
+    assert!(
+        worker.log().contains("failed: the input tree"),
+        "{}",
+        worker.log()
+    );
 }
 
 #[test]
