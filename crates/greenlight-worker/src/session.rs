@@ -92,7 +92,12 @@ pub async fn serve(
         instance: config.instance.clone(),
         ..Endpoint::default()
     };
-    let remote = Remote::connect(&endpoint).await?;
+    // A stop asked for while the grid is still being reached is a stop, not a wait.
+    let mut stop = interrupt.clone();
+    let remote = tokio::select! {
+        remote = Remote::connect(&endpoint) => remote?,
+        _ = stop.wait_for(Option::is_some) => return Ok(()),
+    };
     let client = bots_client(&config.grid)?;
     let ctx = Context {
         remote,
@@ -287,7 +292,7 @@ impl Session {
     /// last call was a long poll the grid answered at once with nothing (then as while busy:
     /// never a spin).
     fn pace(&self, long_polled: bool, just_started: bool, last_call: Duration) -> Option<Duration> {
-        let room = self.running.len() < self.config.capacity;
+        let room = self.busy() < self.config.capacity;
         if !self.finished.is_empty() || (just_started && room) {
             return None;
         }
@@ -466,10 +471,14 @@ impl Session {
         started
     }
 
+    /// Leases running that the grid still counts (a withdrawn one is only being ended).
+    fn busy(&self) -> usize {
+        self.running.values().filter(|r| !r.withdrawn).count()
+    }
+
     /// Starts a lease, or hands it back when the capacity is full; true when it started.
     fn start(&mut self, lease: &Lease) -> bool {
-        let busy = self.running.values().filter(|r| !r.withdrawn).count();
-        if busy >= self.config.capacity {
+        if self.busy() >= self.config.capacity {
             // More than the capacity we offered: hand it back for another worker.
             self.finished.push(completed(
                 &lease.id,
@@ -568,8 +577,9 @@ impl Session {
 
     /// Says `BOT_TERMINATING`, ends the running leases, and hands every lease back.
     async fn shut_down(&mut self) {
-        let running = self.running.values().filter(|r| !r.withdrawn).count();
-        (self.events)(Event::Stopping { running });
+        (self.events)(Event::Stopping {
+            running: self.busy(),
+        });
         // First stop the grid assigning more, then end what runs.
         let mut handed: Vec<Lease> = Vec::new();
         self.terminating_update(&mut handed).await;

@@ -727,3 +727,33 @@ fn an_unreachable_grid_is_an_error_naming_its_url() {
     assert!(run.stderr.contains(&url), "{}", run.stderr);
     assert!(run.stderr.contains("cannot be reached"), "{}", run.stderr);
 }
+
+#[test]
+fn sigterm_while_the_grid_does_not_answer_stops_at_once() {
+    // A listener that accepts connections and never answers: the capabilities call hangs.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", silent.local_addr().unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("worker.log");
+    let child = Command::new(greenlight_bin())
+        .args(["worker", "--grid", &url, "--capacity", "1", "--cache-dir"])
+        .arg(dir.path().join("cache"))
+        .stderr(std::fs::File::create(&log).unwrap())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    procs::wait_until(Duration::from_secs(10), "the worker's first line", || {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .contains(&url)
+            .then_some(())
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let run = greenlight_testkit::signal_and_wait(child, "-TERM", Duration::from_secs(5));
+    assert_eq!(
+        run.code,
+        0,
+        "{}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+}
