@@ -68,6 +68,9 @@ impl InputRoot {
         // Whether each parent directory is a real directory (true), missing or not a
         // directory (false); a symlinked one is an error.
         let mut parents: HashMap<PathBuf, bool> = HashMap::new();
+        // A listing is usually sorted, so a file's parents are mostly the previous file's:
+        // those were checked already.
+        let mut checked_dirs: Vec<String> = Vec::new();
         for listed in files {
             let Some(names) = components(listed)? else {
                 built.skipped += 1;
@@ -77,11 +80,15 @@ impl InputRoot {
                 built.skipped += 1;
                 continue;
             };
-            if !parents_are_directories(root, listed, dirs, &mut parents)? {
-                built.skipped += 1;
-                continue;
+            if dirs != checked_dirs.as_slice() {
+                if !parents_are_directories(root, listed, dirs, &mut parents)? {
+                    built.skipped += 1;
+                    continue;
+                }
+                checked_dirs = dirs.to_vec();
             }
-            let path = names.iter().fold(root.to_path_buf(), |p, n| p.join(n));
+            let mut path = root.to_path_buf();
+            path.extend(&names);
             let meta = match std::fs::symlink_metadata(&path) {
                 Ok(meta) => meta,
                 Err(e) if gone(&e) => {

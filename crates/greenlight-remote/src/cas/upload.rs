@@ -134,9 +134,7 @@ impl Remote {
                 .collect::<Result<Vec<_>, RemoteError>>()
         })
         .await
-        .map_err(|e| {
-            self.protocol("BatchUpdateBlobs", "a batch", &format!("reader task: {e}"))
-        })??;
+        .map_err(reader_failed)??;
         let count = requests.len();
         let bytes: u64 = requests.iter().map(|r| r.data.len() as u64).sum();
         let first = requests
@@ -186,9 +184,7 @@ impl Remote {
             tokio::task::spawn_blocking(move || send_chunks(&digest, &blob, &resource, &tx))
         };
         let rpc = self.bytestream().write(ReceiverStream::new(rx)).await;
-        let read = reader
-            .await
-            .map_err(|e| self.protocol("ByteStream.Write", digest, &format!("reader task: {e}")))?;
+        let read = reader.await.map_err(reader_failed)?;
         // A local read failure or a changed file explains a failed write better than the
         // server's view of a stream that stopped early.
         read?;
@@ -206,6 +202,15 @@ impl Remote {
             ));
         }
         Ok(())
+    }
+}
+
+/// The thread reading files for an upload ended without an answer (it panicked, or the
+/// runtime is shutting down).
+fn reader_failed(e: tokio::task::JoinError) -> RemoteError {
+    RemoteError::Io {
+        path: PathBuf::from("<upload reader>"),
+        source: std::io::Error::other(e.to_string()),
     }
 }
 
