@@ -28,6 +28,9 @@ fn grid() -> String {
     })
 }
 
+/// How long a submitted action may take, queue included; every action here takes seconds.
+const EXECUTE_LIMIT: Duration = Duration::from_secs(90);
+
 /// A pool name no other test (or run) uses.
 fn unique_pool(test: &str) -> String {
     let nanos = std::time::SystemTime::now()
@@ -55,6 +58,17 @@ struct Worker {
 impl Worker {
     /// Starts a worker in `pool` and waits until the grid has accepted its session.
     fn start(pool: &str, capacity: u16, cache: &Path, name: &str) -> Worker {
+        Worker::start_offering(pool, capacity, cache, name, &[])
+    }
+
+    /// [`Worker::start`], offering `extra` platform properties too.
+    fn start_offering(
+        pool: &str,
+        capacity: u16,
+        cache: &Path,
+        name: &str,
+        extra: &[&str],
+    ) -> Worker {
         let log = cache.parent().unwrap().join(format!("{name}.log"));
         let child = Command::new(greenlight_bin())
             .args([
@@ -64,13 +78,9 @@ impl Worker {
                 "--capacity",
                 &capacity.to_string(),
             ])
-            .args([
-                "--property",
-                &format!("pool={pool}"),
-                "--name",
-                name,
-                "--cache-dir",
-            ])
+            .args(["--property", &format!("pool={pool}"), "--name", name])
+            .args(extra.iter().flat_map(|p| ["--property", p]))
+            .arg("--cache-dir")
             .arg(cache)
             // Stopped leases get half a second between SIGTERM and SIGKILL, not five.
             .env("GREENLIGHT_KILL_GRACE_MS", "500")
@@ -166,6 +176,8 @@ struct Job {
     empty_dirs: Vec<String>,
     /// An input root given whole (a hostile one), instead of the three above.
     raw_root: Option<reapi::Directory>,
+    /// The `toolchain` platform property.
+    toolchain: Option<String>,
 }
 
 impl Job {
@@ -178,6 +190,7 @@ impl Job {
             symlinks: Vec::new(),
             empty_dirs: Vec::new(),
             raw_root: None,
+            toolchain: None,
         }
     }
 }
@@ -277,14 +290,23 @@ fn execute_naming(job: &Job, on_name: impl FnMut(&str)) -> Finished {
                 "GREENLIGHT_TEST_NONCE".to_owned(),
                 format!("{:?}", Instant::now()),
             )]),
-            platform: BTreeMap::from([("pool".to_owned(), job.pool.clone())]),
+            platform: [
+                ("pool", Some(&job.pool)),
+                ("toolchain", job.toolchain.as_ref()),
+            ]
+            .into_iter()
+            .filter_map(|(k, v)| Some((k.to_owned(), v?.clone())))
+            .collect(),
             timeout: job.timeout,
             do_not_cache: true,
             ..ActionSpec::default()
         };
         let action = prepare(&spec, &root);
         let started = Instant::now();
-        let executed = remote.execute(&action, true, on_name).await;
+        // An action no worker can take waits in the queue for ever: fail the test instead.
+        let executed = tokio::time::timeout(EXECUTE_LIMIT, remote.execute(&action, true, on_name))
+            .await
+            .unwrap_or_else(|_| panic!("no result within {EXECUTE_LIMIT:?} (pool {})", job.pool));
         let elapsed = started.elapsed();
         match executed {
             Ok(outcome) => Finished {
@@ -431,6 +453,48 @@ fn an_input_tree_entry_that_is_not_a_file_name_fails_the_action_and_writes_nothi
         "{}",
         worker.log()
     );
+}
+
+#[test]
+#[ignore = "needs BuildGrid: run scripts/test"]
+fn leases_of_one_toolchain_share_a_persistent_cargo_home_and_others_get_their_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = unique_pool("toolchain");
+    let cache = dir.path().join("cache");
+    let _worker = Worker::start_offering(
+        &pool,
+        1,
+        &cache,
+        "toolchain-worker",
+        &["toolchain=rust-test"],
+    );
+    let script = "ls \"$CARGO_HOME\"; echo \"$CARGO_HOME\"; touch \"$CARGO_HOME/left-by-$N\"";
+    let run = |toolchain: Option<&str>, n: &str| {
+        let mut job = Job::sh(&pool, &script.replace("$N", n));
+        job.toolchain = toolchain.map(str::to_owned);
+        let done = execute(&job);
+        assert_eq!(
+            (done.error.as_deref(), done.exit_code),
+            (None, 0),
+            "{done:?}"
+        );
+        done.stdout
+    };
+    let root = cache.canonicalize().unwrap().join("toolchains");
+    let first = run(Some("rust-test"), "one");
+    assert_eq!(
+        first,
+        format!("{}\n", root.join("rust-test/cargo").display())
+    );
+    // The next lease of that toolchain finds what the first left in its CARGO_HOME.
+    let second = run(Some("rust-test"), "two");
+    assert_eq!(
+        second,
+        format!("left-by-one\n{}\n", root.join("rust-test/cargo").display())
+    );
+    // A lease without a toolchain gets the default directories, empty of the others' files.
+    let other = run(None, "three");
+    assert_eq!(other, format!("{}\n", root.join("default/cargo").display()));
 }
 
 #[test]
