@@ -149,7 +149,7 @@ pub(crate) async fn execute(
                 details: Vec::new(),
             },
             result: None,
-            summary: "stopped".to_owned(),
+            summary: "stopped, handed back to the grid".to_owned(),
         };
     }
     let result = reapi::ActionResult {

@@ -2,18 +2,19 @@
 //! runs each action the way greenlight runs a gate — its own process group, a deadline, one
 //! interleaved output pipe, nothing left behind.
 //!
-//! - [`session`]: the bot session with the grid (create, update loop, lease bookkeeping,
-//!   shutdown).
-//! - [`lease`]: one lease from payload to `ActionResult`, over [`inputs`] (the input tree
-//!   fetched from the CAS and written into a fresh directory) and [`run`] (the command through
+//! - `session`: the bot session with the grid (create, update loop, lease bookkeeping,
+//!   shutdown), over `grid` (the Bots client and which failures are worth a retry).
+//! - `lease`: one lease from payload to `ActionResult`, over `inputs` (the input tree
+//!   fetched from the CAS and written into a fresh directory) and `run` (the command through
 //!   `greenlight-proc`).
-//! - [`caches`]: persistent per-toolchain cache directories shared by the leases.
-//! - [`sweep`]: what dead earlier workers of the same cache directory left (processes, lease
+//! - `caches`: persistent per-toolchain cache directories shared by the leases.
+//! - `sweep`: what dead earlier workers of the same cache directory left (processes, lease
 //!   directories).
 //!
 //! The library prints nothing: what happens is reported as [`Event`]s for the binary to show.
 
 mod caches;
+mod grid;
 mod inputs;
 mod lease;
 pub mod proto;
@@ -173,9 +174,19 @@ pub enum Event {
 /// Why a worker could not start or had to stop.
 #[derive(Debug, thiserror::Error)]
 pub enum WorkerError {
-    /// The grid could not be reached, or its content store cannot be used.
+    /// Nothing answers at the grid's URL.
+    #[error(
+        "the grid at {url} cannot be reached ({detail}); check that it runs and that --grid is right"
+    )]
+    Unreachable {
+        /// The grid URL.
+        url: String,
+        /// The transport's words.
+        detail: String,
+    },
+    /// The grid answered, but its content store cannot be used.
     #[error("{0}")]
-    Remote(#[from] greenlight_remote::RemoteError),
+    Remote(greenlight_remote::RemoteError),
     /// The grid URL cannot be used for the bots service.
     #[error("grid `{url}`: {reason}; use http://host:port or https://host:port")]
     InvalidUrl {
@@ -212,6 +223,17 @@ pub enum WorkerError {
         /// The system's reason.
         source: std::io::Error,
     },
+}
+
+impl From<greenlight_remote::RemoteError> for WorkerError {
+    fn from(e: greenlight_remote::RemoteError) -> Self {
+        match e {
+            greenlight_remote::RemoteError::Unreachable { url, detail } => {
+                WorkerError::Unreachable { url, detail }
+            }
+            other => WorkerError::Remote(other),
+        }
+    }
 }
 
 #[cfg(test)]

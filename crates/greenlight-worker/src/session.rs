@@ -28,9 +28,10 @@ use greenlight_proc::{Interrupt, InterruptWatch};
 use greenlight_remote::{Endpoint, Remote};
 use tokio::sync::{mpsc, watch};
 use tonic::Code;
-use tonic::transport::{Channel, ClientTlsConfig};
+use tonic::transport::Channel;
 
 use crate::caches::Caches;
+use crate::grid::{Failure, bots_client, judge, shown};
 use crate::lease::{self, Completion, Context};
 use crate::proto::bots_client::BotsClient;
 use crate::proto::{
@@ -91,7 +92,12 @@ pub async fn serve(
         instance: config.instance.clone(),
         ..Endpoint::default()
     };
-    let remote = Remote::connect(&endpoint).await?;
+    // A stop asked for while the grid is still being reached is a stop, not a wait.
+    let mut stop = interrupt.clone();
+    let remote = tokio::select! {
+        remote = Remote::connect(&endpoint) => remote?,
+        _ = stop.wait_for(Option::is_some) => return Ok(()),
+    };
     let client = bots_client(&config.grid)?;
     let ctx = Context {
         remote,
@@ -138,71 +144,6 @@ async fn sweep_forever(events: Rc<dyn Fn(Event)>, scope: Scope) {
         tokio::time::sleep(SWEEP_EVERY).await;
         report_sweep(&events, &scope).await;
     }
-}
-
-/// A Bots client on its own channel (plain HTTP/2, or rustls for `https`).
-fn bots_client(url: &str) -> Result<BotsClient<Channel>, WorkerError> {
-    let invalid = |reason: String| WorkerError::InvalidUrl {
-        url: url.to_owned(),
-        reason,
-    };
-    let trimmed = url.trim();
-    let (https, rest) = if let Some(rest) = trimmed
-        .strip_prefix("https://")
-        .or_else(|| trimmed.strip_prefix("grpcs://"))
-    {
-        (true, rest)
-    } else if let Some(rest) = trimmed
-        .strip_prefix("http://")
-        .or_else(|| trimmed.strip_prefix("grpc://"))
-    {
-        (false, rest)
-    } else {
-        return Err(invalid("the scheme must be http or https".to_owned()));
-    };
-    let normal = format!("{}://{rest}", if https { "https" } else { "http" });
-    let mut endpoint = tonic::transport::Endpoint::from_shared(normal)
-        .map_err(|e| invalid(e.to_string()))?
-        .connect_timeout(Duration::from_secs(10))
-        .tcp_nodelay(true);
-    if https {
-        endpoint = endpoint
-            .tls_config(
-                ClientTlsConfig::new()
-                    .with_native_roots()
-                    .with_webpki_roots(),
-            )
-            .map_err(|e| invalid(e.to_string()))?;
-    }
-    Ok(BotsClient::new(endpoint.connect_lazy()))
-}
-
-/// Whether a failed call is worth repeating on the same session.
-enum Failure {
-    /// The grid or the network hiccupped: try again.
-    Transient,
-    /// The grid no longer knows the session: make a new one.
-    SessionLost,
-    /// Trying again cannot help.
-    Fatal,
-}
-
-fn judge(status: &tonic::Status) -> Failure {
-    match status.code() {
-        Code::Unavailable
-        | Code::DeadlineExceeded
-        | Code::ResourceExhausted
-        | Code::Aborted
-        | Code::Internal
-        | Code::Unknown
-        | Code::Cancelled => Failure::Transient,
-        Code::Unauthenticated | Code::PermissionDenied | Code::Unimplemented => Failure::Fatal,
-        _ => Failure::SessionLost,
-    }
-}
-
-fn shown(status: &tonic::Status) -> String {
-    format!("{:?}: {}", status.code(), status.message())
 }
 
 /// What the loop does after a failed update.
@@ -351,7 +292,7 @@ impl Session {
     /// last call was a long poll the grid answered at once with nothing (then as while busy:
     /// never a spin).
     fn pace(&self, long_polled: bool, just_started: bool, last_call: Duration) -> Option<Duration> {
-        let room = self.running.len() < self.config.capacity;
+        let room = self.busy() < self.config.capacity;
         if !self.finished.is_empty() || (just_started && room) {
             return None;
         }
@@ -530,10 +471,14 @@ impl Session {
         started
     }
 
+    /// Leases running that the grid still counts (a withdrawn one is only being ended).
+    fn busy(&self) -> usize {
+        self.running.values().filter(|r| !r.withdrawn).count()
+    }
+
     /// Starts a lease, or hands it back when the capacity is full; true when it started.
     fn start(&mut self, lease: &Lease) -> bool {
-        let busy = self.running.values().filter(|r| !r.withdrawn).count();
-        if busy >= self.config.capacity {
+        if self.busy() >= self.config.capacity {
             // More than the capacity we offered: hand it back for another worker.
             self.finished.push(completed(
                 &lease.id,
@@ -632,8 +577,9 @@ impl Session {
 
     /// Says `BOT_TERMINATING`, ends the running leases, and hands every lease back.
     async fn shut_down(&mut self) {
-        let running = self.running.values().filter(|r| !r.withdrawn).count();
-        (self.events)(Event::Stopping { running });
+        (self.events)(Event::Stopping {
+            running: self.busy(),
+        });
         // First stop the grid assigning more, then end what runs.
         let mut handed: Vec<Lease> = Vec::new();
         self.terminating_update(&mut handed).await;

@@ -60,11 +60,15 @@ pub fn run(args: Args) -> i32 {
         .iter()
         .map(|(k, v)| format!("{k}={v}"))
         .collect();
+    let instance = if config.instance.is_empty() {
+        "the default instance".to_owned()
+    } else {
+        format!("instance `{}`", config.instance)
+    };
     errln!(
-        "greenlight worker: {} on {} (instance `{}`), capacity {}, properties {}, cache {}",
+        "greenlight worker: {} on {} ({instance}), capacity {}, properties {}, cache {}",
         config.name,
         config.grid,
-        config.instance,
         config.capacity,
         shown.join(" "),
         config.cache_dir.display()

@@ -15,10 +15,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use greenlight_remote::proto::build::bazel::remote::execution::v2 as reapi;
-use greenlight_remote::proto::google::longrunning::operation;
-use greenlight_remote::{BlobSet, Endpoint, Remote};
+use greenlight_remote::{ActionSpec, BlobSet, Endpoint, Remote, prepare};
 use greenlight_testkit::{Cli, greenlight_bin, procs};
-use prost::Message as _;
 
 /// The grid every test here talks to, or a failure that says how to start one.
 pub(crate) fn grid() -> String {
@@ -29,6 +27,9 @@ pub(crate) fn grid() -> String {
         )
     })
 }
+
+/// How long a submitted action may take, queue included; every action here takes seconds.
+const EXECUTE_LIMIT: Duration = Duration::from_secs(90);
 
 /// A pool name no other test (or run) uses (the grid keeps results between runs, so it also
 /// salts commands).
@@ -58,6 +59,17 @@ pub(crate) struct Worker {
 impl Worker {
     /// Starts a worker in `pool` and waits until the grid has accepted its session.
     pub(crate) fn start(pool: &str, capacity: u16, cache: &Path, name: &str) -> Worker {
+        Worker::start_offering(pool, capacity, cache, name, &[])
+    }
+
+    /// [`Worker::start`], offering `extra` platform properties too.
+    fn start_offering(
+        pool: &str,
+        capacity: u16,
+        cache: &Path,
+        name: &str,
+        extra: &[&str],
+    ) -> Worker {
         let log = cache.parent().unwrap().join(format!("{name}.log"));
         let child = Command::new(greenlight_bin())
             .args([
@@ -67,13 +79,9 @@ impl Worker {
                 "--capacity",
                 &capacity.to_string(),
             ])
-            .args([
-                "--property",
-                &format!("pool={pool}"),
-                "--name",
-                name,
-                "--cache-dir",
-            ])
+            .args(["--property", &format!("pool={pool}"), "--name", name])
+            .args(extra.iter().flat_map(|p| ["--property", p]))
+            .arg("--cache-dir")
             .arg(cache)
             // Stopped leases get half a second between SIGTERM and SIGKILL, not five.
             .env("GREENLIGHT_KILL_GRACE_MS", "500")
@@ -167,6 +175,10 @@ struct Job {
     symlinks: Vec<(String, String)>,
     /// Empty directories at the top of the input root.
     empty_dirs: Vec<String>,
+    /// An input root given whole (a hostile one), instead of the three above.
+    raw_root: Option<reapi::Directory>,
+    /// The `toolchain` platform property.
+    toolchain: Option<String>,
 }
 
 impl Job {
@@ -178,6 +190,8 @@ impl Job {
             files: Vec::new(),
             symlinks: Vec::new(),
             empty_dirs: Vec::new(),
+            raw_root: None,
+            toolchain: None,
         }
     }
 }
@@ -185,18 +199,22 @@ impl Job {
 /// What came back from the Execution service.
 #[derive(Debug)]
 struct Finished {
-    /// `ExecuteResponse.status.code` (0 OK, 4 DEADLINE_EXCEEDED, …).
-    status: i32,
-    status_message: String,
     exit_code: i32,
+    /// The status was DEADLINE_EXCEEDED (the action's timeout ended it).
+    timed_out: bool,
     stdout: String,
     worker: String,
+    /// Why the execution failed, when it did (a cancelled operation, …).
+    error: Option<String>,
     elapsed: Duration,
 }
 
 /// The job's input root as a tree of `Directory` messages, added to `blobs`; returns the
 /// root's digest.
 fn input_root(blobs: &mut BlobSet, job: &Job) -> greenlight_remote::Digest {
+    if let Some(raw) = &job.raw_root {
+        return blobs.insert_message(raw);
+    }
     #[derive(Default)]
     struct Dir {
         files: Vec<reapi::FileNode>,
@@ -256,89 +274,58 @@ fn input_root(blobs: &mut BlobSet, job: &Job) -> greenlight_remote::Digest {
 
 /// Uploads the job and follows its Execute stream to the end.
 fn execute(job: &Job) -> Finished {
+    execute_naming(job, |_| {})
+}
+
+/// [`execute`], telling `on_name` the operation's name as soon as the grid gives it.
+fn execute_naming(job: &Job, on_name: impl FnMut(&str)) -> Finished {
     block_on(async {
         let remote = Remote::connect(&Endpoint::new(grid())).await.unwrap();
         let mut blobs = BlobSet::new();
-        let platform = reapi::Platform {
-            properties: vec![reapi::platform::Property {
-                name: "pool".into(),
-                value: job.pool.clone(),
-            }],
-        };
-        // A variable unique to this submission: its own digest, never merged with another's.
-        let nonce = format!("{:?}", Instant::now());
-        #[allow(deprecated)] // Command.platform: still read by older servers
-        let command = reapi::Command {
-            arguments: job.argv.clone(),
-            environment_variables: vec![reapi::command::EnvironmentVariable {
-                name: "GREENLIGHT_TEST_NONCE".into(),
-                value: nonce,
-            }],
-            platform: Some(platform.clone()),
-            ..Default::default()
-        };
-        let command_digest = blobs.insert_message(&command);
         let root = input_root(&mut blobs, job);
-        let action = reapi::Action {
-            command_digest: Some(command_digest.to_proto()),
-            input_root_digest: Some(root.to_proto()),
-            timeout: job
-                .timeout
-                .map(|t| greenlight_remote::proto::google::protobuf::Duration {
-                    seconds: t.as_secs() as i64,
-                    nanos: t.subsec_nanos() as i32,
-                }),
-            do_not_cache: true,
-            platform: Some(platform),
-            ..Default::default()
-        };
-        let action_digest = blobs.insert_message(&action);
         remote.upload(&blobs).await.unwrap();
-
+        let spec = ActionSpec {
+            argv: job.argv.clone(),
+            // A variable unique to this submission: its own digest, never merged with another.
+            env: BTreeMap::from([(
+                "GREENLIGHT_TEST_NONCE".to_owned(),
+                format!("{:?}", Instant::now()),
+            )]),
+            platform: [
+                ("pool", Some(&job.pool)),
+                ("toolchain", job.toolchain.as_ref()),
+            ]
+            .into_iter()
+            .filter_map(|(k, v)| Some((k.to_owned(), v?.clone())))
+            .collect(),
+            timeout: job.timeout,
+            do_not_cache: true,
+            ..ActionSpec::default()
+        };
+        let action = prepare(&spec, &root);
         let started = Instant::now();
-        let mut client = reapi::execution_client::ExecutionClient::connect(grid())
+        // An action no worker can take waits in the queue for ever: fail the test instead.
+        let executed = tokio::time::timeout(EXECUTE_LIMIT, remote.execute(&action, true, on_name))
             .await
-            .unwrap();
-        let mut stream = client
-            .execute(reapi::ExecuteRequest {
-                instance_name: String::new(),
-                skip_cache_lookup: true,
-                action_digest: Some(action_digest.to_proto()),
-                ..Default::default()
-            })
-            .await
-            .unwrap()
-            .into_inner();
-        let mut last = None;
-        while let Some(op) = stream.message().await.unwrap() {
-            let done = op.done;
-            last = Some(op);
-            if done {
-                break;
-            }
-        }
+            .unwrap_or_else(|_| panic!("no result within {EXECUTE_LIMIT:?} (pool {})", job.pool));
         let elapsed = started.elapsed();
-        let op = last.expect("the Execute stream ended without an operation");
-        let Some(operation::Result::Response(any)) = op.result else {
-            panic!("the operation ended without a response: {op:?}");
-        };
-        let response = reapi::ExecuteResponse::decode(any.value.as_slice()).unwrap();
-        let status = response.status.unwrap_or_default();
-        let result = response.result.unwrap_or_default();
-        let stdout = match &result.stdout_digest {
-            Some(d) => remote.read_blob(&d.into()).await.unwrap(),
-            None => result.stdout_raw.clone(),
-        };
-        Finished {
-            status: status.code,
-            status_message: status.message,
-            exit_code: result.exit_code,
-            stdout: String::from_utf8_lossy(&stdout).into_owned(),
-            worker: result
-                .execution_metadata
-                .map(|m| m.worker)
-                .unwrap_or_default(),
-            elapsed,
+        match executed {
+            Ok(outcome) => Finished {
+                exit_code: outcome.exit_code,
+                timed_out: outcome.timed_out,
+                stdout: String::from_utf8_lossy(&outcome.stdout).into_owned(),
+                worker: outcome.worker.unwrap_or_default(),
+                error: None,
+                elapsed,
+            },
+            Err(e) => Finished {
+                exit_code: -1,
+                timed_out: false,
+                stdout: String::new(),
+                worker: String::new(),
+                error: Some(e.to_string()),
+                elapsed,
+            },
         }
     })
 }
@@ -401,7 +388,11 @@ fn a_remote_run_returns_its_exit_code_and_interleaved_output_from_its_input_tree
     job.symlinks = vec![("link".into(), "data/in.txt".into())];
     job.empty_dirs = vec!["empty".into()];
     let done = execute(&job);
-    assert_eq!((done.status, done.exit_code), (0, 3), "{done:?}");
+    assert_eq!(
+        (done.error.as_deref(), done.exit_code),
+        (None, 3),
+        "{done:?}"
+    );
     let cargo_home = cache
         .canonicalize()
         .unwrap()
@@ -425,6 +416,90 @@ fn a_remote_run_returns_its_exit_code_and_interleaved_output_from_its_input_tree
 
 #[test]
 #[ignore = "needs BuildGrid: run scripts/test"]
+fn an_input_tree_entry_that_is_not_a_file_name_fails_the_action_and_writes_nothing_outside() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = unique_pool("hostile");
+    let cache = dir.path().join("cache");
+    let worker = Worker::start(&pool, 1, &cache, "hostile-worker");
+    // Upload the content the entry points at, so only its name is wrong.
+    let content = block_on(async {
+        let remote = Remote::connect(&Endpoint::new(grid())).await.unwrap();
+        let mut blobs = BlobSet::new();
+        let digest = blobs.insert_bytes(b"escaped\n".to_vec());
+        remote.upload(&blobs).await.unwrap();
+        digest
+    });
+    // From the lease's root, `../../../escaped` would be `cache/escaped`.
+    for name in ["..", "../../../escaped", "a/b"] {
+        let mut job = Job::sh(&pool, "echo ran");
+        job.raw_root = Some(reapi::Directory {
+            files: vec![reapi::FileNode {
+                name: name.into(),
+                digest: Some(content.to_proto()),
+                ..Default::default()
+            }],
+            ..Default::default()
+        });
+        let done = execute(&job);
+        let error = done.error.unwrap_or_default();
+        assert!(
+            error.contains("InvalidArgument") && error.contains("not a file name"),
+            "{name}: {error}"
+        );
+        assert!(!done.stdout.contains("ran"), "{name}: the command ran");
+    }
+    assert!(!cache.join("escaped").exists());
+    assert!(
+        worker.log().contains("failed: the input tree"),
+        "{}",
+        worker.log()
+    );
+}
+
+#[test]
+#[ignore = "needs BuildGrid: run scripts/test"]
+fn leases_of_one_toolchain_share_a_persistent_cargo_home_and_others_get_their_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = unique_pool("toolchain");
+    let cache = dir.path().join("cache");
+    let _worker = Worker::start_offering(
+        &pool,
+        1,
+        &cache,
+        "toolchain-worker",
+        &["toolchain=rust-test"],
+    );
+    let script = "ls \"$CARGO_HOME\"; echo \"$CARGO_HOME\"; touch \"$CARGO_HOME/left-by-$N\"";
+    let run = |toolchain: Option<&str>, n: &str| {
+        let mut job = Job::sh(&pool, &script.replace("$N", n));
+        job.toolchain = toolchain.map(str::to_owned);
+        let done = execute(&job);
+        assert_eq!(
+            (done.error.as_deref(), done.exit_code),
+            (None, 0),
+            "{done:?}"
+        );
+        done.stdout
+    };
+    let root = cache.canonicalize().unwrap().join("toolchains");
+    let first = run(Some("rust-test"), "one");
+    assert_eq!(
+        first,
+        format!("{}\n", root.join("rust-test/cargo").display())
+    );
+    // The next lease of that toolchain finds what the first left in its CARGO_HOME.
+    let second = run(Some("rust-test"), "two");
+    assert_eq!(
+        second,
+        format!("left-by-one\n{}\n", root.join("rust-test/cargo").display())
+    );
+    // A lease without a toolchain gets the default directories, empty of the others' files.
+    let other = run(None, "three");
+    assert_eq!(other, format!("{}\n", root.join("default/cargo").display()));
+}
+
+#[test]
+#[ignore = "needs BuildGrid: run scripts/test"]
 fn a_timeout_is_deadline_exceeded_and_leaves_no_process() {
     let dir = tempfile::tempdir().unwrap();
     let pool = unique_pool("timeout");
@@ -437,8 +512,7 @@ fn a_timeout_is_deadline_exceeded_and_leaves_no_process() {
     job.timeout = Some(Duration::from_secs(1));
     let done = execute(&job);
     // DEADLINE_EXCEEDED, with the output up to the deadline and timeout(1)'s exit code.
-    assert_eq!(done.status, 4, "{done:?}");
-    assert!(done.status_message.contains("timeout"), "{done:?}");
+    assert!(done.timed_out, "{done:?}");
     assert_eq!(done.exit_code, 124);
     assert_eq!(done.stdout, "before\n");
     let pids = wait_for_pids(&pids_file, 2);
@@ -482,8 +556,19 @@ fn sigterm_mid_lease_ends_its_processes_says_terminating_and_the_action_finishes
     );
 
     let second = Worker::start(&pool, 1, &dir.path().join("cache-b"), "sigterm-b");
+    let second_up = Instant::now();
     let done = submitted.join().unwrap();
-    assert_eq!((done.status, done.exit_code), (0, 0), "{done:?}");
+    // Handed back at once, not requeued when the first session's keepalive (10 s) ran out.
+    let waited = second_up.elapsed();
+    assert!(
+        waited < Duration::from_secs(6),
+        "the retry waited {waited:?}"
+    );
+    assert_eq!(
+        (done.error.as_deref(), done.exit_code),
+        (None, 0),
+        "{done:?}"
+    );
     assert_eq!(done.stdout, "second run\n");
     assert_eq!(done.worker, "sigterm-b");
     drop(second);
@@ -518,7 +603,11 @@ fn sigkill_mid_lease_is_retried_on_another_worker_which_ends_the_orphans() {
     let killed_at = Instant::now();
     // The grid requeues the lease once the dead session's keepalive (10 s) runs out.
     let done = submitted.join().unwrap();
-    assert_eq!((done.status, done.exit_code), (0, 0), "{done:?}");
+    assert_eq!(
+        (done.error.as_deref(), done.exit_code),
+        (None, 0),
+        "{done:?}"
+    );
     assert_eq!(done.stdout, "second run\n");
     assert_eq!(done.worker, "sigkill-b");
     eprintln!(
@@ -533,6 +622,45 @@ fn sigkill_mid_lease_is_retried_on_another_worker_which_ends_the_orphans() {
     second.wait_for_log("left by a dead worker", Duration::from_secs(5));
     let leases: Vec<_> = std::fs::read_dir(cache.join("leases")).unwrap().collect();
     assert!(leases.is_empty(), "lease directories left: {leases:?}");
+}
+
+#[test]
+#[ignore = "needs BuildGrid: run scripts/test"]
+fn a_cancelled_operation_ends_its_lease_and_the_worker_takes_the_next() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = unique_pool("cancel");
+    let worker = Worker::start(&pool, 1, &dir.path().join("cache"), "cancel-worker");
+    let pids_file = dir.path().join("pids");
+    let (name_tx, name_rx) = std::sync::mpsc::channel();
+    let job = Job::sh(&pool, &recording_pids(&pids_file));
+    let submitted = std::thread::spawn(move || {
+        execute_naming(&job, |name| {
+            let _ = name_tx.send(name.to_owned());
+        })
+    });
+    let operation = name_rx.recv_timeout(Duration::from_secs(30)).unwrap();
+    let pids = wait_for_pids(&pids_file, 2);
+    block_on(async {
+        let remote = Remote::connect(&Endpoint::new(grid())).await.unwrap();
+        remote.cancel(&operation).await.unwrap();
+    });
+    let done = submitted.join().unwrap();
+    let error = done.error.unwrap_or_default();
+    assert!(error.contains("Cancelled"), "{error}");
+    // The grid drops the lease from the session; the worker's next heartbeat (2 s) ends it.
+    wait_all_dead(
+        &pids,
+        "processes of a cancelled lease",
+        Duration::from_secs(10),
+    );
+    worker.wait_for_log("withdrawn by the grid", Duration::from_secs(5));
+    // Its slot is free again.
+    let next = execute(&Job::sh(&pool, "echo next"));
+    assert_eq!(
+        (next.exit_code, next.stdout.as_str()),
+        (0, "next\n"),
+        "{next:?}"
+    );
 }
 
 #[test]
@@ -588,7 +716,11 @@ fn lease_latency_and_idle_memory_are_measured() {
                 argv: vec!["true".into()],
                 ..Job::sh(&pool, "")
             });
-            assert_eq!((done.status, done.exit_code), (0, 0), "{done:?}");
+            assert_eq!(
+                (done.error.as_deref(), done.exit_code),
+                (None, 0),
+                "{done:?}"
+            );
             done.elapsed
         })
         .collect();
@@ -659,4 +791,34 @@ fn an_unreachable_grid_is_an_error_naming_its_url() {
     assert_eq!(run.code, 1, "{}", run.stderr);
     assert!(run.stderr.contains(&url), "{}", run.stderr);
     assert!(run.stderr.contains("cannot be reached"), "{}", run.stderr);
+}
+
+#[test]
+fn sigterm_while_the_grid_does_not_answer_stops_at_once() {
+    // A listener that accepts connections and never answers: the capabilities call hangs.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", silent.local_addr().unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("worker.log");
+    let child = Command::new(greenlight_bin())
+        .args(["worker", "--grid", &url, "--capacity", "1", "--cache-dir"])
+        .arg(dir.path().join("cache"))
+        .stderr(std::fs::File::create(&log).unwrap())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    procs::wait_until(Duration::from_secs(10), "the worker's first line", || {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .contains(&url)
+            .then_some(())
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let run = greenlight_testkit::signal_and_wait(child, "-TERM", Duration::from_secs(5));
+    assert_eq!(
+        run.code,
+        0,
+        "{}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
 }
