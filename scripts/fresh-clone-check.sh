@@ -17,9 +17,10 @@
 # stricter: it runs with a PATH of links to /usr/bin and /bin minus every tool scripts/test
 # installs (python3, node, npm, go, hyperfine, pytest, cargo-nextest).
 #
-# The clone installs the agent CLIs (npm) and the Python MCP SDK's venv itself, into its own
-# .tools, with the minimal PATH's python3; cargo-nextest, when it must be built, comes from the
-# main checkout's .tools/cargo (GREENLIGHT_CARGO_TOOLS).
+# The clone installs the agent CLIs (npm), the Python MCP SDK's venv and BuildGrid's venv itself,
+# into its own .tools, with the minimal PATH's python3 (BuildGrid's with pyenv's 3.13 when there
+# is one), and starts its own PostgreSQL and BuildGrid for its tests; cargo-nextest, when it
+# must be built, comes from the main checkout's .tools/cargo (GREENLIGHT_CARGO_TOOLS).
 # The clone's cargo target dir is $CARGO_TARGET_DIR/fresh-clone (default target/fresh-clone),
 # apart from the main target dir so the main build's binaries are never overwritten by the
 # clone's. The first time, it is seeded with a copy of the main target dir's debug and release
@@ -78,7 +79,8 @@ run_in_clone() {
     shift
     (
         cd "$work/greenlight"
-        env -u GREENLIGHT_AGENT_CLI_BIN -u GREENLIGHT_PYTHON_MCP -u VIRTUAL_ENV -u PYENV_VERSION \
+        env -u GREENLIGHT_AGENT_CLI_BIN -u GREENLIGHT_PYTHON_MCP -u GREENLIGHT_BUILDGRID_VENV \
+            -u GREENLIGHT_TEST_REAPI -u GREENLIGHT_TEST_PG -u VIRTUAL_ENV -u PYENV_VERSION \
             -u NODE_PATH -u RUSTFLAGS -u CARGO_BUILD_TARGET_DIR \
             PATH="$path" CARGO_TARGET_DIR="$TARGET" GREENLIGHT_FRESH_CLONE_CHECK=1 \
             GREENLIGHT_CARGO_TOOLS="$cargo_tools" "$@"

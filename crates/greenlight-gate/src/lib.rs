@@ -29,6 +29,7 @@ pub mod github;
 pub mod junit;
 pub mod lock;
 mod plan;
+mod remote_plan;
 pub mod render;
 mod report;
 mod runner;
@@ -42,9 +43,10 @@ pub use exec::{
     run as run_gate,
 };
 pub use plan::CachePlan;
+pub use remote_plan::{ENDPOINT_VAR as REMOTE_ENDPOINT_VAR, KEYS_PROPERTY as REMOTE_KEYS_PROPERTY};
 pub use report::{
-    Attempt, AttemptStatus, CANNOT_START_EXIT, GateReport, GateVerdict, RunReport, RunResult,
-    SkipReason, WorkEvidenceReport, exit,
+    Attempt, AttemptStatus, CANNOT_START_EXIT, GateReport, GateVerdict, RemoteMark, RemoteSource,
+    RunReport, RunResult, SkipReason, WorkEvidenceReport, exit,
 };
 pub use runner::{RunEvent, RunOptions, run, selected_gates};
 pub use workspace_key::{Listing, WorkspaceKey, listing, workspace_key};

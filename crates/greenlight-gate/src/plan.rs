@@ -20,7 +20,8 @@ use crate::cache::{
 };
 use crate::config::{CacheMode, Loaded};
 use crate::exec::{self, ExecSpec, Interrupt, InterruptWatch, OutputSink, Termination};
-use crate::report::{Attempt, AttemptStatus, GateReport, GateVerdict};
+use crate::remote_plan::{RemotePlan, RemoteRun};
+use crate::report::{Attempt, AttemptStatus, GateReport, GateVerdict, RemoteMark};
 use crate::runner::RunOptions;
 use crate::workspace_key::{self, Listing};
 
@@ -41,6 +42,10 @@ pub struct CachePlan {
     key_outputs: HashMap<String, String>,
     /// Where the gates run, relative to the worktree's top.
     cwd_in_worktree: String,
+    /// The cluster of `options.remote`, when the file declares one.
+    remote: Option<RemotePlan>,
+    /// The listing read after the gates, shared by the local store and the remote publish.
+    after: Option<Listing>,
     /// Problems worth a line on stderr.
     pub warnings: Vec<String>,
 }
@@ -52,8 +57,13 @@ impl CachePlan {
             && selected
                 .iter()
                 .any(|&i| config.gate_v2(i).is_some_and(|g| g.cache));
+        let remote = RemotePlan::new(
+            config,
+            options.cache.as_ref().is_some_and(|c| c.refresh),
+            options.cache.as_ref().map(|c| c.dir.as_path()),
+        );
         let settings = options.cache.clone().filter(|_| wants);
-        let listing_thread = settings.as_ref().map(|_| {
+        let listing_thread = (settings.is_some() || remote.is_some()).then(|| {
             let cwd = options.cwd.clone();
             std::thread::spawn(move || workspace_key::listing(&cwd))
         });
@@ -66,6 +76,8 @@ impl CachePlan {
             explain: HashMap::new(),
             key_outputs: HashMap::new(),
             cwd_in_worktree: ".".to_owned(),
+            remote,
+            after: None,
             warnings: Vec::new(),
         }
     }
@@ -86,24 +98,19 @@ impl CachePlan {
         options: &RunOptions,
         interrupt: &mut InterruptWatch,
     ) -> Result<(), Interrupt> {
-        let Some(settings) = self.settings.clone() else {
+        if self.settings.is_none() && self.remote.is_none() {
             return Ok(());
-        };
+        }
         let listing = match self.listing_thread.take().map(JoinHandle::join) {
             Some(Ok(Ok(listing))) => listing,
             Some(Ok(Err(why))) => {
+                self.remote_off();
                 self.off(format!("the workspace could not be listed ({why})"));
                 return Ok(());
             }
             _ => {
+                self.remote_off();
                 self.off("the workspace listing failed".into());
-                return Ok(());
-            }
-        };
-        let store = match settings.open() {
-            Ok(store) => store,
-            Err(why) => {
-                self.off(why);
                 return Ok(());
             }
         };
@@ -123,8 +130,33 @@ impl CachePlan {
             key_outputs.insert(command.clone(), hash);
         }
         self.cwd_in_worktree = cwd_in(&listing.top, &options.cwd);
+        if let Some(remote) = &mut self.remote {
+            let prepared = remote
+                .prepare(
+                    config,
+                    &listing,
+                    &self.cwd_in_worktree,
+                    &key_outputs,
+                    interrupt,
+                )
+                .await;
+            self.warnings.append(&mut remote.warnings);
+            prepared?;
+        }
         // Carried for `store_results`: the key outputs do not change within a run.
         self.key_outputs = key_outputs;
+        let Some(settings) = self.settings.clone() else {
+            self.listing = Some(listing);
+            return Ok(());
+        };
+        let store = match settings.open() {
+            Ok(store) => store,
+            Err(why) => {
+                self.off(why);
+                self.listing = Some(listing);
+                return Ok(());
+            }
+        };
         let context = self.key_context(config, &listing);
         let env = |name: &str| std::env::var_os(name);
         let mut keys = HashMap::new();
@@ -167,8 +199,105 @@ impl CachePlan {
         )
     }
 
-    /// The stored result of gate `index`, as a report, when its key hits.
+    fn remote_off(&mut self) {
+        if let Some(mut remote) = self.remote.take() {
+            self.warnings.append(&mut remote.warnings);
+        }
+    }
+
+    /// The stored result of gate `index`, as a report, when its key hits the local cache or
+    /// the cluster's action cache (local first: it costs no round trip).
     pub fn replay(&mut self, config: &Loaded, index: usize, at: Duration) -> Option<GateReport> {
+        if let Some(report) = self.replay_local(config, index, at) {
+            return Some(report);
+        }
+        let matchers = config.gate_v2(index).map(|g| &g.matcher_set)?;
+        self.remote.as_mut()?.replay(config, index, at, matchers)
+    }
+
+    /// What `run: remote` gates execute with, when the cluster is there.
+    pub(crate) fn remote_runner(&self) -> Option<std::sync::Arc<RemoteRun>> {
+        self.remote.as_ref()?.runner()
+    }
+
+    /// Runs gate `index` on the cluster when verify.yaml says `run: remote` and the cluster
+    /// can (`None` otherwise, or when the cluster failed: then it runs here). `resume` is the
+    /// operation a killed earlier run left; `on_started` hears the action digest and operation
+    /// name to persist. What the goal loop uses; verify runs remote gates in its scheduler.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn run_remote(
+        &self,
+        config: &Loaded,
+        index: usize,
+        tail_bytes: usize,
+        resume: Option<&str>,
+        on_started: &mut (dyn FnMut(&str, &str) + Send),
+        output: &mut dyn OutputSink,
+        interrupt: &mut InterruptWatch,
+    ) -> Option<Result<(Attempt, RemoteMark), Interrupt>> {
+        let run = self.remote_runner()?;
+        let extra = config.gate_v2(index)?;
+        if !run.runs(Some(extra)) {
+            return None;
+        }
+        let gate = &config.gates[index];
+        let ran = run
+            .attempt(
+                index,
+                gate,
+                1,
+                tail_bytes,
+                &extra.matcher_set,
+                resume,
+                on_started,
+                output,
+                interrupt,
+            )
+            .await;
+        match ran {
+            Ok(crate::remote_plan::RemoteAttempt::Done(attempt, mark)) => Some(Ok((attempt, mark))),
+            Ok(crate::remote_plan::RemoteAttempt::RunHere) => None,
+            Err(signal) => Some(Err(signal)),
+        }
+    }
+
+    /// Publishes this run's clean local results to the cluster's action cache (`cache:
+    /// shared`), reading the workspace again unless the local store already did.
+    pub async fn publish_remote(
+        &mut self,
+        config: &Loaded,
+        selected: &[usize],
+        gates: &[GateReport],
+    ) {
+        let Some(remote) = &mut self.remote else {
+            return;
+        };
+        if self.after.is_none() {
+            if let Some(before) = &self.listing {
+                let top = before.top.clone();
+                self.after = tokio::task::spawn_blocking(move || workspace_key::listing(&top))
+                    .await
+                    .ok()
+                    .and_then(Result::ok);
+            }
+        }
+        remote
+            .publish(config, selected, gates, self.after.as_ref())
+            .await;
+        remote.collect_warnings();
+        self.warnings.append(&mut remote.warnings);
+    }
+
+    /// Moves what the gates' remote attempts warned about into [`CachePlan::warnings`] (a run
+    /// that publishes nothing still says the cluster failed).
+    pub fn collect_remote_warnings(&mut self) {
+        if let Some(remote) = &mut self.remote {
+            remote.collect_warnings();
+            self.warnings.append(&mut remote.warnings);
+        }
+    }
+
+    fn replay_local(&mut self, config: &Loaded, index: usize, at: Duration) -> Option<GateReport> {
         let settings = self.settings.as_ref()?;
         let key = self.keys.get(&index)?;
         let store = self.store.as_ref()?;
@@ -237,7 +366,7 @@ impl CachePlan {
             return;
         }
         let after = match workspace_key::listing(&before.top) {
-            Ok(after) => after,
+            Ok(after) => self.after.insert(after).clone(),
             Err(why) => {
                 self.warnings.push(format!(
                     "greenlight: results not cached: the workspace could not be listed again ({why})"
@@ -295,7 +424,7 @@ impl Drop for CachePlan {
 }
 
 /// Whether a result may be stored: PASS or FAIL, every attempt ended on its own and cleanly.
-fn storable(report: &GateReport) -> bool {
+pub(crate) fn storable(report: &GateReport) -> bool {
     matches!(report.verdict, GateVerdict::Pass | GateVerdict::Fail)
         && report.retry_without_verdict.is_none()
         && !report.attempts.is_empty()

@@ -9,7 +9,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::report::{
-    Attempt, AttemptStatus, GateReport, GateVerdict, RunReport, RunResult, WorkEvidenceReport,
+    Attempt, AttemptStatus, GateReport, GateVerdict, RemoteSource, RunReport, RunResult,
+    WorkEvidenceReport,
 };
 
 fn secs(d: Duration) -> u64 {
@@ -54,11 +55,23 @@ pub fn work_evidence_line(report: &WorkEvidenceReport) -> String {
 
 /// A gate's line.
 pub fn gate_line(gate: &GateReport) -> String {
-    let line = verdict_line(gate);
-    match gate.cached_short() {
-        Some(short) => format!("{line} cached={short}"),
-        None => line,
+    let mut line = verdict_line(gate);
+    if let Some(short) = gate.cached_short() {
+        line.push_str(&format!(" cached={short}"));
     }
+    if let Some(mark) = gate
+        .remote
+        .as_ref()
+        .filter(|m| m.source == RemoteSource::Executed)
+    {
+        let on = mark
+            .worker
+            .as_deref()
+            .filter(|w| !w.is_empty())
+            .unwrap_or("cluster");
+        line.push_str(&format!(" remote={}", on.replace(char::is_whitespace, "_")));
+    }
+    line
 }
 
 /// Why a gate was skipped as its line says it (`primary-checkout`, `needs:build`, …).
@@ -500,6 +513,7 @@ fn gate_json(gate: &GateReport) -> serde_json::Value {
         "cached": gate.cached.is_some(),
         "cache_key": gate.cache_key,
         "explain": gate.explain,
+        "remote": gate.remote,
     })
 }
 

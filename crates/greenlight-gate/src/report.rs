@@ -234,6 +234,31 @@ pub struct GateReport {
     pub cache_key: Option<String>,
     /// Why it ran or replayed (`--explain`).
     pub explain: Option<String>,
+    /// What the remote cluster did for it: replayed its action cache entry, or ran it.
+    pub remote: Option<RemoteMark>,
+}
+
+/// A gate result that came from the remote cluster (`options.remote`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RemoteMark {
+    /// Where the result came from.
+    pub source: RemoteSource,
+    /// The action digest (SHA-256 hex): the gate's key on the cluster.
+    pub action: String,
+    /// The worker that ran it, when the cluster says.
+    pub worker: Option<String>,
+    /// The operation the cluster ran it under (`run: remote`).
+    pub operation: Option<String>,
+}
+
+/// Where a remote result came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RemoteSource {
+    /// The cluster's action cache: some machine ran this exact action before.
+    ActionCache,
+    /// A worker of the cluster ran it now.
+    Executed,
 }
 
 impl GateReport {
@@ -271,6 +296,7 @@ impl GateReport {
             cached: None,
             cache_key: None,
             explain: None,
+            remote: None,
         }
     }
 

@@ -9,6 +9,7 @@ use std::cell::RefCell;
 use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
@@ -17,15 +18,16 @@ use greenlight_digest::matchers::MatcherSet;
 
 use crate::cache::CacheSettings;
 use crate::capture::Capture;
-use crate::config::{Config, GateSpec, Loaded};
+use crate::config::{Config, GateSpec, GateV2, Loaded};
 use crate::error::Error;
 use crate::evidence;
 use crate::exec::{self, ExecSpec, Interrupt, InterruptWatch, OutputSink, Termination};
 use crate::lock::{self, Acquired};
 use crate::plan::CachePlan;
+use crate::remote_plan::{RemoteAttempt, RemoteRun};
 use crate::report::{
-    Attempt, AttemptStatus, CANNOT_START_EXIT, GateReport, GateVerdict, RunReport, SkipReason,
-    WorkEvidenceReport, decide,
+    Attempt, AttemptStatus, CANNOT_START_EXIT, GateReport, GateVerdict, RemoteMark, RunReport,
+    SkipReason, WorkEvidenceReport, decide,
 };
 
 /// What the command line adds to a config.
@@ -190,10 +192,12 @@ pub async fn run(
         report.gates = gates;
         if let Some(signal) = interrupted {
             report.interrupted = Some(signal);
+            plan.collect_remote_warnings();
             report.warnings.append(&mut plan.warnings);
             return Ok(report);
         }
         plan.store_results(config, &selected, &report.gates);
+        plan.publish_remote(config, &selected, &report.gates).await;
     }
     report.warnings.append(&mut plan.warnings);
     report.env_clean_skipped = config.options.require_env_clean;
@@ -287,6 +291,7 @@ async fn schedule(
         options,
         // Only a gate running alone may claim every process the subreaper adopts.
         claim_adopted: jobs == 1,
+        remote: plan.remote_runner(),
     };
     let no_matchers = MatcherSet::default();
     let mut running: FuturesUnordered<GateFuture<'_>> = FuturesUnordered::new();
@@ -342,7 +347,19 @@ async fn schedule(
                     .map_or(&no_matchers, |g| &g.matcher_set);
                 running.push(Box::pin(async move {
                     let mut sink = |event: RunEvent<'_>| (events.borrow_mut())(event);
-                    let result = run_gate(gate, matchers, context, &mut sink, &mut watch).await;
+                    let remote = context
+                        .remote
+                        .as_deref()
+                        .filter(|r| r.runs(context.config_v2(index)));
+                    let result = run_gate(
+                        gate,
+                        (index, remote),
+                        matchers,
+                        context,
+                        &mut sink,
+                        &mut watch,
+                    )
+                    .await;
                     let result = result.map(|mut report| {
                         report.started_ms = Some(started_ms);
                         report.needs = gate_needs;
@@ -389,10 +406,21 @@ async fn schedule(
 
 /// What every attempt of a run shares.
 struct AttemptContext<'a> {
-    config: &'a Config,
+    config: &'a Loaded,
     options: &'a RunOptions,
     claim_adopted: bool,
+    /// The cluster `run: remote` gates execute on, when there is one.
+    remote: Option<Arc<RemoteRun>>,
 }
+
+impl AttemptContext<'_> {
+    fn config_v2(&self, index: usize) -> Option<&GateV2> {
+        self.config.gate_v2(index)
+    }
+}
+
+/// Where one gate's attempts run: its index, and the cluster when it runs there.
+type Placement<'r> = (usize, Option<&'r RemoteRun>);
 
 type Interrupted = (Interrupt, Option<GateReport>);
 
@@ -400,6 +428,7 @@ type Interrupted = (Interrupt, Option<GateReport>);
 /// gate that cannot be started is a FAIL, never an error of the run.
 async fn run_gate(
     gate: &GateSpec,
+    placement: Placement<'_>,
     matchers: &MatcherSet,
     context: &AttemptContext<'_>,
     on_event: &mut dyn FnMut(RunEvent<'_>),
@@ -410,8 +439,11 @@ async fn run_gate(
         id: &gate.id,
         attempt: 1,
     });
-    let first = match attempt(gate, matchers, context, 1, on_event, interrupt).await {
-        Ok(a) => a,
+    let first = match attempt(gate, placement, matchers, context, 1, on_event, interrupt).await {
+        Ok((a, mark)) => {
+            report.remote = mark;
+            a
+        }
         Err(signal) => return Err((signal, None)),
     };
     let first_status = first.status;
@@ -435,14 +467,18 @@ async fn run_gate(
                 id: &gate.id,
                 attempt: 2,
             });
-            let second = match attempt(gate, matchers, context, 2, on_event, interrupt).await {
-                Ok(a) => a,
-                Err(signal) => {
-                    report.verdict = GateVerdict::Fail;
-                    report.passed = Some(false);
-                    return Err((signal, Some(report)));
-                }
-            };
+            let second =
+                match attempt(gate, placement, matchers, context, 2, on_event, interrupt).await {
+                    Ok((a, mark)) => {
+                        report.remote = mark.or(report.remote.take());
+                        a
+                    }
+                    Err(signal) => {
+                        report.verdict = GateVerdict::Fail;
+                        report.passed = Some(false);
+                        return Err((signal, Some(report)));
+                    }
+                };
             match second.status {
                 AttemptStatus::Pass => {
                     report.verdict = GateVerdict::Flaky;
@@ -502,8 +538,68 @@ fn cannot_start(mut attempt: Attempt, why: &Error) -> Attempt {
     attempt
 }
 
-/// One attempt: the mutex (if any), then the command. The lock is held for this attempt only.
+/// A remote gate's output, handed to the run's consumer as it arrives (the attempt builds its
+/// own tail and digest from the same bytes).
+struct EventsOnly<'a, 'e> {
+    id: &'a str,
+    attempt: u8,
+    on_event: &'a mut (dyn FnMut(RunEvent<'_>) + 'e),
+}
+
+impl OutputSink for EventsOnly<'_, '_> {
+    fn chunk(&mut self, bytes: &[u8]) {
+        (self.on_event)(RunEvent::GateOutput {
+            id: self.id,
+            attempt: self.attempt,
+            bytes,
+        });
+    }
+}
+
+/// One attempt: on the cluster for a `run: remote` gate (its mutex is this machine's and does
+/// not apply there), else the mutex (if any), then the command here. The lock is held for this
+/// attempt only. A cluster that cannot run it sends it here.
 async fn attempt(
+    gate: &GateSpec,
+    (index, remote): Placement<'_>,
+    matchers: &MatcherSet,
+    context: &AttemptContext<'_>,
+    number: u8,
+    on_event: &mut dyn FnMut(RunEvent<'_>),
+    interrupt: &mut InterruptWatch,
+) -> Result<(Attempt, Option<RemoteMark>), Interrupt> {
+    let config = context.config;
+    if let Some(remote) = remote {
+        let tail_bytes = config.options.max_log_tail_bytes;
+        let mut sink = EventsOnly {
+            id: &gate.id,
+            attempt: number,
+            on_event: &mut *on_event,
+        };
+        let ran = remote
+            .attempt(
+                index,
+                gate,
+                number,
+                tail_bytes,
+                matchers,
+                None,
+                &mut |_, _| {},
+                &mut sink,
+                interrupt,
+            )
+            .await?;
+        if let RemoteAttempt::Done(attempt, mark) = ran {
+            return Ok((attempt, Some(mark)));
+        }
+    }
+    local_attempt(gate, matchers, context, number, on_event, interrupt)
+        .await
+        .map(|a| (a, None))
+}
+
+/// One attempt here: the mutex (if any), then the command.
+async fn local_attempt(
     gate: &GateSpec,
     matchers: &MatcherSet,
     context: &AttemptContext<'_>,

@@ -2,6 +2,9 @@
 //! verify.yaml declares with the same command and time limit replays a stored PASS instead of
 //! running, and a clean result the loop measured is stored for `verify` and the Stop hook.
 //!
+//! Under `options.remote`, the cluster's action cache is read and written the same way (a
+//! PASS some machine published replays; a clean result is published).
+//!
 //! Only a PASS is replayed here: a failure is the agent's evidence, and the loop has its own
 //! rule for those (replayed at most once in a row). The key is verify's — the gate's declared
 //! inputs, env and keys — so a pass is shared across the three ways gates run.
@@ -12,10 +15,12 @@ use std::time::Duration;
 use greenlight_gate::cache::CacheSettings;
 use greenlight_gate::config::{self, Loaded};
 use greenlight_gate::{
-    Attempt, AttemptStatus, CachePlan, GateReport, Interrupt, InterruptWatch, RunOptions,
+    Attempt, AttemptStatus, CachePlan, GateReport, Interrupt, InterruptWatch, OutputSink,
+    RunOptions,
 };
 
-use crate::gate_phase::GateResult;
+use crate::gate_phase::{self, GateResult};
+use crate::prompt::EVIDENCE_OUTPUT_BYTES;
 
 /// One goal gate's place in the cache.
 pub(crate) struct GoalCache {
@@ -76,9 +81,34 @@ impl GoalCache {
             .filter(|report| report.passed == Some(true))
     }
 
+    /// Runs the gate on the cluster when verify.yaml says `run: remote` (`None`: it runs here).
+    /// `resume`: the operation a killed earlier run left; `on_started` persists the new one.
+    pub(crate) async fn run_remote(
+        &self,
+        resume: Option<&str>,
+        on_started: &mut (dyn FnMut(&str, &str) + Send),
+        live: &mut dyn OutputSink,
+        interrupt: &mut InterruptWatch,
+    ) -> Option<Result<GateResult, Interrupt>> {
+        let ran = self
+            .plan
+            .run_remote(
+                &self.loaded,
+                self.index,
+                EVIDENCE_OUTPUT_BYTES,
+                resume,
+                on_started,
+                live,
+                interrupt,
+            )
+            .await?;
+        Some(ran.map(|(attempt, _)| gate_phase::result_of(&attempt)))
+    }
+
     /// Stores what the loop measured, when it ended cleanly (the cache's own rules decide the
-    /// rest: inputs unchanged since the start, PASS or FAIL only).
-    pub(crate) fn store(&mut self, result: &GateResult) {
+    /// rest: inputs unchanged since the start, PASS or FAIL only), locally and, under
+    /// `options.remote` with `cache: shared`, in the cluster's action cache.
+    pub(crate) async fn store(&mut self, result: &GateResult) {
         if result.timed_out || result.interrupted.is_some() || !result.clean {
             return;
         }
@@ -96,7 +126,10 @@ impl GoalCache {
             ..Attempt::blank(status)
         };
         let report = GateReport::from_attempt(&self.loaded.gates[self.index], attempt);
+        let gates = std::slice::from_ref(&report);
+        self.plan.store_results(&self.loaded, &[self.index], gates);
         self.plan
-            .store_results(&self.loaded, &[self.index], std::slice::from_ref(&report));
+            .publish_remote(&self.loaded, &[self.index], gates)
+            .await;
     }
 }

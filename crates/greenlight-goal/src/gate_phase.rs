@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use greenlight_digest::{Classification, Digest};
 use greenlight_gate::{
-    Capture, ExecSpec, Interrupt, InterruptWatch, OutputSink, Termination, WorkspaceKey,
-    workspace_key,
+    Attempt, AttemptStatus, Capture, ExecSpec, Interrupt, InterruptWatch, OutputSink, Termination,
+    WorkspaceKey, workspace_key,
 };
 
 use crate::prompt::{self, EVIDENCE_OUTPUT_BYTES, OutputEvidence};
@@ -106,18 +106,13 @@ pub async fn run_gate(
     };
     let digest_exit = if timed_out { None } else { exit_code };
     let (head, digest) = capture.finish(digest_exit);
-    let compact = (digest.classification == Classification::Recognised)
-        .then(|| digest.compact(EVIDENCE_OUTPUT_BYTES))
-        .flatten();
-    let output = match compact.clone() {
-        Some(text) if exit_code != Some(0) => OutputEvidence::Digest(text),
-        _ => prompt::excerpt(
-            &head,
-            &outcome.tail.text(),
-            outcome.tail.total_bytes(),
-            EVIDENCE_OUTPUT_BYTES,
-        ),
-    };
+    let (compact, output) = evidence(
+        &digest,
+        exit_code,
+        &head,
+        &outcome.tail.text(),
+        outcome.tail.total_bytes(),
+    );
     Ok(GateResult {
         passed: exit_code == Some(0) && !timed_out,
         timed_out,
@@ -131,4 +126,54 @@ pub async fn run_gate(
         output_bytes: outcome.tail.total_bytes(),
         clean: outcome.leftovers.is_empty() && !outcome.pipe_left_open,
     })
+}
+
+/// What the agent reads of a gate's output: the compact digest of a failure when the output
+/// was recognised, else an excerpt of head and tail.
+fn evidence(
+    digest: &Digest,
+    exit_code: Option<i32>,
+    head: &[u8],
+    tail: &str,
+    total: u64,
+) -> (Option<String>, OutputEvidence) {
+    let compact = (digest.classification == Classification::Recognised)
+        .then(|| digest.compact(EVIDENCE_OUTPUT_BYTES))
+        .flatten();
+    let output = match compact.clone() {
+        Some(text) if exit_code != Some(0) => OutputEvidence::Digest(text),
+        _ => prompt::excerpt(head, tail, total, EVIDENCE_OUTPUT_BYTES),
+    };
+    (compact, output)
+}
+
+/// A gate the cluster ran (`run: remote`), as the loop's result: the same evidence a local run
+/// of the same output gives. The tail stands in for the head (the cluster's output arrives
+/// whole, and the tail holds all of it unless it was longer than the evidence budget).
+pub(crate) fn result_of(attempt: &Attempt) -> GateResult {
+    let timed_out = attempt.status == AttemptStatus::Timeout;
+    let digest = attempt.digest.clone().unwrap_or_else(|| {
+        let options = greenlight_digest::DigestOptions::default();
+        greenlight_digest::digest(attempt.tail.as_bytes(), attempt.exit_code, &options)
+    });
+    let (compact, output) = evidence(
+        &digest,
+        attempt.exit_code,
+        attempt.tail.as_bytes(),
+        &attempt.tail,
+        attempt.output_bytes,
+    );
+    GateResult {
+        passed: attempt.status == AttemptStatus::Pass,
+        timed_out,
+        exit_code: attempt.exit_code,
+        duration: attempt.duration,
+        output,
+        digest,
+        compact,
+        interrupted: None,
+        tail: attempt.tail.clone(),
+        output_bytes: attempt.output_bytes,
+        clean: attempt.start_error.is_none(),
+    }
 }

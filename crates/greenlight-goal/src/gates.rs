@@ -250,6 +250,14 @@ impl Engine<'_> {
             u32::try_from(at.number).unwrap_or(u32::MAX),
         ));
         let mut live = LiveOutput(&throttle);
+        if let Some(cache) = cache.as_ref() {
+            if let Some(decided) = self
+                .remote_gate(at, cache, &throttle, started, key.clone(), interrupt)
+                .await?
+            {
+                return Ok(decided);
+            }
+        }
         let settings = self.settings;
         let run = gate_phase::run_gate(
             &at.goal.worktree,
@@ -300,9 +308,54 @@ impl Engine<'_> {
             return Ok(Err(Step::Finish(self.interrupted(signal, None)?)));
         }
         if let Some(cache) = cache.as_mut() {
-            cache.store(&result);
+            cache.store(&result).await;
         }
         Ok(Ok(at.ran(&result, started.elapsed(), key)))
+    }
+}
+
+impl Engine<'_> {
+    /// A `run: remote` gate on the cluster: re-attached to the operation a killed run left,
+    /// or executed, its operation persisted as soon as the cluster names it and forgotten once
+    /// decided. `None`: it is not remote here (or the cluster failed), so it runs locally.
+    async fn remote_gate(
+        &mut self,
+        at: &GateAt<'_>,
+        cache: &GoalCache,
+        throttle: &Mutex<GateOutputThrottle>,
+        started: Instant,
+        key: Option<String>,
+        interrupt: &mut InterruptWatch,
+    ) -> Result<Option<Result<Decided, Step>>, Error> {
+        let gate_id = at.gate.id;
+        let resume = self.store.remote_operation(gate_id)?.map(|(_, op)| op);
+        let store = &mut *self.store;
+        let mut persisted: Result<(), greenlight_store::Error> = Ok(());
+        let mut on_started = |action: &str, operation: &str| {
+            persisted = store.write(|tx| tx.begin_remote_operation(gate_id, action, operation));
+        };
+        let mut live = LiveOutput(throttle);
+        let ran = cache
+            .run_remote(resume.as_deref(), &mut on_started, &mut live, interrupt)
+            .await;
+        persisted?;
+        let Some(ran) = ran else {
+            self.store.write(|tx| tx.end_remote_operation(gate_id))?;
+            return Ok(None);
+        };
+        let goal_id = self.goal;
+        let rest = throttle.lock().ok().and_then(|mut t| t.finish());
+        if let Some(frame) = rest {
+            self.store
+                .write(|tx| tx.append_frame(frames::stream(goal_id), &frame))?;
+        }
+        let result = match ran {
+            Ok(result) => result,
+            // The operation stays recorded: a resume re-attaches to it.
+            Err(signal) => return Ok(Some(Err(Step::Finish(self.interrupted(signal, None)?)))),
+        };
+        self.store.write(|tx| tx.end_remote_operation(gate_id))?;
+        Ok(Some(Ok(at.ran(&result, started.elapsed(), key))))
     }
 }
 

@@ -262,6 +262,18 @@ pub trait Reads: sealed::Access {
             .map_err(|e| sql_err(self, e))
     }
 
+    /// The remote operation `gate` was last running under: `(action digest, operation name)`.
+    fn remote_operation(&self, gate: GateId) -> Result<Option<(String, String)>, Error> {
+        self.conn()
+            .query_row(
+                "SELECT action, operation FROM remote_operations WHERE gate_id = ?1",
+                params![gate.0],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()
+            .map_err(|e| sql_err(self, e))
+    }
+
     /// The base commit recorded for a hook session in a worktree, if any.
     fn hook_base(&self, session_id: &str, worktree: &Path) -> Result<Option<String>, Error> {
         self.conn()

@@ -237,6 +237,18 @@ CREATE TABLE run_gates (
 -- "The newest rows of gate X": history and the timeout suggestion read them newest first.
 CREATE INDEX run_gates_by_gate ON run_gates (gate, decided_at DESC, run_id DESC);
 "#,
+    // Version 8: the remote operation a goal's `run: remote` gate is running under, written
+    // as soon as the cluster names it and removed when the gate is decided, so a goal killed
+    // while the gate runs on the cluster re-attaches to it (WaitExecution) on resume instead of
+    // starting it again.
+    r#"
+CREATE TABLE remote_operations (
+    gate_id     INTEGER PRIMARY KEY REFERENCES gates (id),
+    action      TEXT    NOT NULL CHECK (length(action) = 64),
+    operation   TEXT    NOT NULL CHECK (operation <> ''),
+    started_at  INTEGER NOT NULL
+);
+"#,
 ];
 
 /// The schema version this binary writes.

@@ -828,6 +828,33 @@ impl<'a> Tx<'a> {
             .unwrap_or_else(|| base.to_owned()))
     }
 
+    /// Remember that `gate` runs on the cluster as `operation` (the action digest `action`),
+    /// replacing any earlier one.
+    pub fn begin_remote_operation(
+        &self,
+        gate: GateId,
+        action: &str,
+        operation: &str,
+    ) -> Result<(), Error> {
+        self.exec(
+            "INSERT INTO remote_operations (gate_id, action, operation, started_at) \
+             VALUES (?1, ?2, ?3, ?4) ON CONFLICT (gate_id) DO UPDATE SET \
+             action = excluded.action, operation = excluded.operation, \
+             started_at = excluded.started_at",
+            params![gate.0, action, operation, self.now],
+        )?;
+        Ok(())
+    }
+
+    /// Forget `gate`'s remote operation (it was decided, or cannot be re-attached).
+    pub fn end_remote_operation(&self, gate: GateId) -> Result<(), Error> {
+        self.exec(
+            "DELETE FROM remote_operations WHERE gate_id = ?1",
+            params![gate.0],
+        )?;
+        Ok(())
+    }
+
     /// Forget session bases recorded before `before`; returns how many.
     pub fn prune_hook_bases(&self, before: Millis) -> Result<usize, Error> {
         self.exec("DELETE FROM hook_bases WHERE recorded_at < ?1", [before])

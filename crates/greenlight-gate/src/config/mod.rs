@@ -19,8 +19,10 @@
 pub mod edit;
 mod error;
 mod lines;
-mod v2;
+pub(crate) mod v2;
 mod validate;
+
+use std::collections::BTreeMap;
 
 use camino::{Utf8Path, Utf8PathBuf};
 use serde::Serialize;
@@ -200,6 +202,8 @@ pub struct GateV2 {
     pub matchers: Vec<(Utf8PathBuf, String)>,
     /// The matchers of those files, merged.
     pub matcher_set: greenlight_digest::matchers::MatcherSet,
+    /// Where the gate runs: here, or on the remote cluster of `options.remote`.
+    pub run: RunOn,
 }
 
 impl Default for GateV2 {
@@ -212,6 +216,7 @@ impl Default for GateV2 {
             cache: true,
             matchers: Vec::new(),
             matcher_set: greenlight_digest::matchers::MatcherSet::default(),
+            run: RunOn::Local,
         }
     }
 }
@@ -225,6 +230,50 @@ pub struct OptionsV2 {
     pub cache: CacheMode,
     /// Commands whose output is part of every gate's cache key.
     pub keys: Vec<String>,
+    /// A Remote Execution API cluster: a shared result cache and remote runs.
+    pub remote: Option<RemoteOptions>,
+}
+
+/// Where a v2 gate runs (`run:`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RunOn {
+    /// Here, in the worktree (the default).
+    #[default]
+    Local,
+    /// On a worker of the `options.remote` cluster, through its Execution service.
+    Remote,
+}
+
+/// `options.remote`: a cluster speaking the Remote Execution API v2.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoteOptions {
+    /// `http://host:port` or `https://host:port` (`grpc://` and `grpcs://` are read as those).
+    pub endpoint: String,
+    /// The REAPI instance name; empty by default.
+    pub instance: String,
+    /// How the cluster's action cache is used.
+    pub cache: RemoteCache,
+    /// Platform properties every gate's action carries (matched against workers' properties).
+    pub platform: BTreeMap<String, String>,
+    /// A file holding a bearer token sent with every call (resolved against the config's
+    /// directory).
+    pub token_file: Option<Utf8PathBuf>,
+    /// A PEM file of the CA that signed the cluster's certificate (`https` only).
+    pub ca_file: Option<Utf8PathBuf>,
+}
+
+/// `options.remote.cache`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RemoteCache {
+    /// Look results up before running; publish local results after (the default).
+    #[default]
+    Shared,
+    /// Look results up, never publish (machines that may read but not write the cache).
+    SharedRead,
+    /// Neither: the cluster only runs `run: remote` gates.
+    Off,
 }
 
 /// Where gate results may be replayed from.

@@ -18,7 +18,7 @@ use super::validate::is_valid_id;
 use super::{
     CacheMode, Config, DEFAULT_MAX_LOG_TAIL_BYTES, DEFAULT_TIMEOUT_SEC, GateSpec, GateV2,
     MAX_COMMAND_BYTES, MAX_LOG_TAIL_BYTES, MAX_MUTEX_LEN, MAX_TIMEOUT_SEC, Options, OptionsV2,
-    RESERVED_IDS, V2,
+    RESERVED_IDS, RemoteCache, RemoteOptions, RunOn, V2,
 };
 
 /// Every key a v2 gate may carry.
@@ -35,6 +35,7 @@ pub const GATE_KEYS_V2: &[&str] = &[
     "keys",
     "cache",
     "matchers",
+    "run",
 ];
 /// Every key v2 `options:` may carry.
 pub const OPTIONS_KEYS_V2: &[&str] = &[
@@ -46,6 +47,16 @@ pub const OPTIONS_KEYS_V2: &[&str] = &[
     "jobs",
     "cache",
     "keys",
+    "remote",
+];
+/// Every key `options.remote:` may carry.
+pub const REMOTE_KEYS: &[&str] = &[
+    "endpoint",
+    "instance",
+    "cache",
+    "platform",
+    "tokenFile",
+    "caFile",
 ];
 /// Most gates a v2 run may run at once.
 pub const MAX_JOBS: u64 = 256;
@@ -336,11 +347,19 @@ pub(super) fn parse(path: &Utf8Path, text: &str) -> Result<(Config, V2), Vec<Pro
         ),
     }
     let options = match top.get("options") {
-        Some((_, node)) => read_options(&mut check, node),
+        Some((_, node)) => read_options(&mut check, path, node),
         None => (Options::default(), OptionsV2::default()),
     };
     let gates = match top.get("gates") {
-        Some((_, node)) => read_gates(&mut check, path, node),
+        Some((_, node)) => {
+            // A written `options.remote`, even one with problems of its own, is a cluster
+            // `run: remote` may name: its problems are reported there, not on every gate.
+            let has_remote = top.get("options").is_some_and(|(_, options)| {
+                matches!(&options.value, Node::Map(entries)
+                    if entries.iter().any(|(k, _)| matches!(&k.value, Node::Str(s) if s == "remote")))
+            });
+            read_gates(&mut check, path, node, has_remote)
+        }
         None => {
             check.push(
                 &root,
@@ -389,7 +408,11 @@ fn yaml_error_message(raw: &str) -> String {
     format!("not valid YAML: {text}")
 }
 
-fn read_options(check: &mut Checker, node: &Spanned<Node>) -> (Options, OptionsV2) {
+fn read_options(
+    check: &mut Checker,
+    path: &Utf8Path,
+    node: &Spanned<Node>,
+) -> (Options, OptionsV2) {
     let mut options = Options {
         max_log_tail_bytes: DEFAULT_MAX_LOG_TAIL_BYTES,
         ..Options::default()
@@ -452,10 +475,172 @@ fn read_options(check: &mut Checker, node: &Spanned<Node>) -> (Options, OptionsV
             "keys" => {
                 extra.keys = commands(check, "options.keys", value);
             }
+            "remote" => extra.remote = read_remote(check, path, value),
             _ => {}
         }
     }
     (options, extra)
+}
+
+/// `options.remote`: the cluster, checked as far as text can tell (whether it answers is
+/// learnt at run time, where an unreachable cluster degrades to running here).
+fn read_remote(
+    check: &mut Checker,
+    path: &Utf8Path,
+    node: &Spanned<Node>,
+) -> Option<RemoteOptions> {
+    let keys = check.mapping("`options.remote`", node, REMOTE_KEYS)?;
+    let base = path.parent().unwrap_or(Utf8Path::new("."));
+    let mut remote = RemoteOptions {
+        endpoint: String::new(),
+        instance: String::new(),
+        cache: RemoteCache::Shared,
+        platform: BTreeMap::new(),
+        token_file: None,
+        ca_file: None,
+    };
+    let mut ok = true;
+    match keys.get("endpoint") {
+        Some((_, value)) => match check.string("remote.endpoint", value) {
+            Some(found) => match endpoint_url(found) {
+                Ok(url) => remote.endpoint = url,
+                Err(why) => {
+                    check.push(value, why);
+                    ok = false;
+                }
+            },
+            None => ok = false,
+        },
+        None => {
+            check.push(
+                node,
+                "`options.remote` has no `endpoint`; add `endpoint: grpc://host:port`".into(),
+            );
+            ok = false;
+        }
+    }
+    for (name, (_, value)) in &keys {
+        match *name {
+            "instance" => match check.string("remote.instance", value) {
+                Some(found) => remote.instance = found.to_owned(),
+                None => ok = false,
+            },
+            "cache" => match &value.value {
+                Node::Str(s) if s == "shared" => remote.cache = RemoteCache::Shared,
+                Node::Str(s) if s == "shared-read" => remote.cache = RemoteCache::SharedRead,
+                Node::Str(s) if s == "off" => remote.cache = RemoteCache::Off,
+                Node::Bool(false) => remote.cache = RemoteCache::Off,
+                other => {
+                    check.push(
+                        value,
+                        format!(
+                            "`options.remote.cache` must be `shared`, `shared-read` or `off`, found {}",
+                            describe(other)
+                        ),
+                    );
+                    ok = false;
+                }
+            },
+            "platform" => {
+                let Node::Map(entries) = &value.value else {
+                    check.push(
+                        value,
+                        format!(
+                            "`options.remote.platform` must be a mapping of property names to values, found {}",
+                            value.value.kind()
+                        ),
+                    );
+                    ok = false;
+                    continue;
+                };
+                for (key, property) in entries {
+                    let Node::Str(key_name) = &key.value else {
+                        check.push(key, "platform property names must be strings".into());
+                        ok = false;
+                        continue;
+                    };
+                    let text = match &property.value {
+                        Node::Str(s) => s.clone(),
+                        Node::Int(n) => n.to_string(),
+                        Node::Bool(b) => b.to_string(),
+                        other => {
+                            check.push(
+                                property,
+                                format!(
+                                    "platform property `{key_name}` must be a string, found {}",
+                                    other.kind()
+                                ),
+                            );
+                            ok = false;
+                            continue;
+                        }
+                    };
+                    if key_name.is_empty() || key_name.starts_with("greenlight.") {
+                        check.push(
+                            key,
+                            format!("platform property `{key_name}` is not allowed: names are non-empty and `greenlight.` is greenlight's own prefix"),
+                        );
+                        ok = false;
+                        continue;
+                    }
+                    remote.platform.insert(key_name.clone(), text);
+                }
+            }
+            "tokenFile" | "caFile" => match check.string(name, value) {
+                Some(found) if !found.trim().is_empty() => {
+                    let full = base.join(found);
+                    if *name == "tokenFile" {
+                        remote.token_file = Some(full);
+                    } else {
+                        remote.ca_file = Some(full);
+                    }
+                }
+                Some(_) => {
+                    check.push(
+                        value,
+                        format!("`{name}` is empty; name a file or remove the key"),
+                    );
+                    ok = false;
+                }
+                None => ok = false,
+            },
+            _ => {}
+        }
+    }
+    if remote.ca_file.is_some() && remote.endpoint.starts_with("http://") {
+        if let Some((_, value)) = keys.get("caFile") {
+            check.push(
+                value,
+                "`caFile` is for `https://` (or `grpcs://`) endpoints; this one is plain".into(),
+            );
+            ok = false;
+        }
+    }
+    ok.then_some(remote)
+}
+
+/// An endpoint as a URL tonic dials: `grpc://` is `http://`, `grpcs://` is `https://`.
+pub fn endpoint_url(text: &str) -> Result<String, String> {
+    let text = text.trim();
+    let (scheme, rest) = text.split_once("://").ok_or_else(|| {
+        format!("endpoint `{text}` has no scheme; write `grpc://host:port` or `grpcs://host:port`")
+    })?;
+    let scheme = match scheme {
+        "grpc" | "http" => "http",
+        "grpcs" | "https" => "https",
+        other => {
+            return Err(format!(
+                "endpoint `{text}` has the scheme `{other}`; use grpc://, grpcs://, http:// or https://"
+            ));
+        }
+    };
+    let host = rest.trim_end_matches('/');
+    if host.is_empty() || host.contains('/') || host.contains(char::is_whitespace) {
+        return Err(format!(
+            "endpoint `{text}` must be `scheme://host:port` with no path"
+        ));
+    }
+    Ok(format!("{scheme}://{host}"))
 }
 
 fn describe(node: &Node) -> String {
@@ -489,7 +674,12 @@ fn commands(check: &mut Checker, what: &str, node: &Spanned<Node>) -> Vec<String
 
 type Gate = (GateSpec, GateV2);
 
-fn read_gates(check: &mut Checker, path: &Utf8Path, node: &Spanned<Node>) -> Vec<Gate> {
+fn read_gates(
+    check: &mut Checker,
+    path: &Utf8Path,
+    node: &Spanned<Node>,
+    has_remote: bool,
+) -> Vec<Gate> {
     let Node::Seq(items) = &node.value else {
         check.push(
             node,
@@ -511,7 +701,7 @@ fn read_gates(check: &mut Checker, path: &Utf8Path, node: &Spanned<Node>) -> Vec
     // Needs are checked once every id is known: (gate index, need, where).
     let mut needs_at: Vec<Vec<(String, (usize, usize))>> = Vec::new();
     for item in items {
-        let (gate, needs) = read_gate(check, path, item, &mut first_use);
+        let (gate, needs) = read_gate(check, path, item, &mut first_use, has_remote);
         if let Some(gate) = gate {
             gates.push(gate);
             needs_at.push(needs);
@@ -604,6 +794,7 @@ fn read_gate(
     path: &Utf8Path,
     item: &Spanned<Node>,
     first_use: &mut HashMap<String, usize>,
+    has_remote: bool,
 ) -> (Option<Gate>, Vec<(String, At)>) {
     let Some(keys) = check.mapping("a gate", item, GATE_KEYS_V2) else {
         return (None, Vec::new());
@@ -745,6 +936,27 @@ fn read_gate(
                 }
             }
             "keys" => extra.keys = commands(check, "keys", value),
+            "run" => match &value.value {
+                Node::Str(s) if s == "local" => extra.run = RunOn::Local,
+                Node::Str(s) if s == "remote" => {
+                    if has_remote {
+                        extra.run = RunOn::Remote;
+                    } else {
+                        check.push(
+                            value,
+                            "`run: remote` needs a cluster: add `options.remote` with its `endpoint`"
+                                .into(),
+                        );
+                    }
+                }
+                other => check.push(
+                    value,
+                    format!(
+                        "`run` must be `local` or `remote`, found {}",
+                        describe(other)
+                    ),
+                ),
+            },
             "cache" => {
                 if let Some(b) = check.boolean(name, value) {
                     extra.cache = b;

@@ -180,6 +180,46 @@ fn rejections() -> Vec<(&'static str, String, &'static str, &'static [&'static s
             "",
             &["not valid YAML"],
         ),
+        (
+            "run remote without a cluster",
+            v2(&format!("{gate}    run: remote\n")),
+            "7:10",
+            &["run: remote", "options.remote", "endpoint"],
+        ),
+        (
+            "run neither local nor remote",
+            v2(&format!("{gate}    run: cloud\n")),
+            "7:10",
+            &["local", "remote", "cloud"],
+        ),
+        (
+            "remote without endpoint",
+            format!("version: 2\noptions:\n  remote:\n    cache: shared\ngates:\n{gate}"),
+            "4:5",
+            &["endpoint", "grpc://host:port"],
+        ),
+        (
+            "remote endpoint scheme",
+            format!("version: 2\noptions:\n  remote:\n    endpoint: ftp://h:1\ngates:\n{gate}"),
+            "4:15",
+            &["ftp", "grpc://"],
+        ),
+        (
+            "remote cache unknown",
+            format!(
+                "version: 2\noptions:\n  remote:\n    endpoint: grpc://h:1\n    cache: maybe\ngates:\n{gate}"
+            ),
+            "5:12",
+            &["shared", "shared-read", "maybe"],
+        ),
+        (
+            "remote platform reserved prefix",
+            format!(
+                "version: 2\noptions:\n  remote:\n    endpoint: grpc://h:1\n    platform:\n      greenlight.keys: x\ngates:\n{gate}"
+            ),
+            "6:7",
+            &["greenlight.", "not allowed"],
+        ),
         ("no gates", "version: 2\n".into(), "1:1", &["gates"]),
         (
             "gates empty",
