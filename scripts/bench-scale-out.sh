@@ -29,7 +29,8 @@
 #
 # What is timed is checked to be what it claims: every verify passes with every gate reported
 # as run remotely, every answer names an execution in the log of its own configuration with the
-# agent's tree, and no gate ran inside an agent's repository. A missed target prints MISSED and
+# agent's tree, no gate ran inside an agent's repository, and the action digests in verify's
+# JSON are one per distinct (gate, files) pair, the driver's count. A missed target prints MISSED and
 # still exits 0, like the other bench scripts; a part that could not be measured (a gate not run
 # remotely, services or workers that did not start) exits 1 after the summary.
 #

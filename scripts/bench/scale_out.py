@@ -303,6 +303,7 @@ def gate_requests(report, repo, wanted):
             "source": remote.get("source"),
             "cached": g.get("cached"),
             "exec": exec_id_in(tails) or exec_id_in(json.dumps(remote)),
+            "action": remote.get("action"),
         }
     return found
 
@@ -529,6 +530,24 @@ def figures(cfg, requests, executions, makespan, tree_table, repos, workers):
     expected = len(tree_table) * len(tree_table[0]) * len(GATES)
     if len(requests) != expected:
         raise Unmeasured(f"{name}: {len(requests)} gate results, expected {expected}")
+    # The driver's count of distinct actions is the cluster's, or the executions target would
+    # be measured against the wrong number: identical files must mean one action digest.
+    digests = {}
+    for q in requests:
+        digests.setdefault((q["gate"], q["tree"]), set()).add(q["action"])
+    split = {k: v for k, v in digests.items() if len(v) != 1}
+    if split or len({d for v in digests.values() for d in v}) != len(digests):
+        example = next(iter(split.items()), None)
+        raise Unmeasured(
+            f"{name}: the action digests in verify's JSON do not follow the files: "
+            f"{len(digests)} distinct (gate, tree) pairs, "
+            f"{len({d for v in digests.values() for d in v})} distinct digests"
+            + (
+                f"; e.g. gate {example[0][0]} on tree {example[0][1]} has {len(example[1])}"
+                if example
+                else ""
+            )
+        )
     sources = {}
     for q in requests:
         sources[q["source"]] = sources.get(q["source"], 0) + 1
