@@ -101,6 +101,7 @@ fn migrates_an_empty_file_to_the_current_schema_in_wal_mode() {
             "goals",
             "hook_bases",
             "hook_sessions",
+            "remote_operations",
             "run_gates",
             "runs",
             "tool_calls",
@@ -969,4 +970,40 @@ fn replies_gate_settings_and_the_probed_model_round_trip() {
         .map(|e| e.kind)
         .collect();
     assert!(kinds.contains(&"model-probed".to_owned()), "{kinds:?}");
+}
+
+#[test]
+fn a_gates_remote_operation_is_kept_until_it_is_ended_and_survives_reopening() {
+    let fx = Fixture::new();
+    let wt = fx.worktree("wt");
+    let mut store = fx.open();
+    let id = store
+        .write(|tx| tx.create_goal(&new_goal(&wt)))
+        .expect("create");
+    let gate = store
+        .write(|tx| tx.add_gate(id, "cargo test"))
+        .expect("add");
+    assert_eq!(store.remote_operation(gate).expect("read"), None);
+    let action = "a".repeat(64);
+    store
+        .write(|tx| tx.begin_remote_operation(gate, &action, "operations/1"))
+        .expect("begin");
+    store
+        .write(|tx| tx.begin_remote_operation(gate, &action, "operations/2"))
+        .expect("a newer operation replaces the older");
+    drop(store);
+    let mut store = fx.open();
+    assert_eq!(
+        store.remote_operation(gate).expect("read"),
+        Some((action.clone(), "operations/2".to_owned()))
+    );
+    let short = store.write(|tx| tx.begin_remote_operation(gate, "abc", "operations/3"));
+    assert!(
+        short.is_err(),
+        "an action that is not a SHA-256 digest is refused"
+    );
+    store
+        .write(|tx| tx.end_remote_operation(gate))
+        .expect("end");
+    assert_eq!(store.remote_operation(gate).expect("read"), None);
 }

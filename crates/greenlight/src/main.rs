@@ -51,6 +51,8 @@ enum Command {
     /// The MCP server (stdio): verify, digest, evidence and goals as tools for agents; and its
     /// install into Claude Code and Codex.
     Mcp(cmd::mcp::Args),
+    /// Take leases from a remote execution grid (BuildGrid) and run them like gates.
+    Worker(cmd::worker::Args),
 }
 
 fn main() {
@@ -89,6 +91,7 @@ fn main() {
         Command::Serve(args) => cmd::serve::run(args),
         Command::Mcp(args) => cmd::mcp::run(args),
         Command::Cache(command) => cmd::cache::run(command),
+        Command::Worker(args) => cmd::worker::run(args),
     };
     std::process::exit(out::finish(code));
 }

@@ -12,3 +12,4 @@ pub mod mcp;
 pub mod mcp_install;
 pub mod serve;
 pub mod verify;
+pub mod worker;

@@ -45,3 +45,4 @@ mod verify_remote;
 mod verify_reports;
 mod verify_spawn;
 mod verify_v2;
+mod worker;
