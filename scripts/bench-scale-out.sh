@@ -2,12 +2,17 @@
 # What remote execution and the grid's shared cache give many agents on one grid, measured on a
 # real BuildGrid + PostgreSQL with real `greenlight worker`s.
 #
-# Workload (fixed seed, printed): 6 scripted agents start from identical git repositories; in
-# each of 4 rounds an agent appends a round line to its tracked file or not (p = 0.5), then runs
-# `greenlight verify` with three `run: remote` gates (`sleep` 1.2 s, 0.8 s, 0.4 s; jobs: 3;
-# greenlight's local cache off). The agents run at once, each through its rounds. Two agents
-# whose files are identical at a round ask for the same action, so the driver knows the number
-# of distinct actions from the workload alone.
+# Workload (fixed seed, printed): 8 scripted agents start from identical git repositories; in
+# each of 4 rounds an agent works 0-1.5 s (seeded), appends a round line to its tracked file or
+# not (p = 0.5), then runs `greenlight verify` with three `run: remote` gates (`sleep` 1.2 s,
+# 0.8 s, 0.4 s; jobs: 3; greenlight's local cache off). The agents run at once, each through its
+# rounds. Two agents whose files are identical at a round ask for the same action, so the driver
+# knows the number of distinct actions from the workload alone.
+# The work time stands in for what real agents do between verifies (minutes, here compressed
+# like the gates). It matters because BuildGrid merges an identical request into a running job
+# by a look-up and then an insert, and on two loaded cores that takes up to ~200 ms: identical
+# requests closer than that each create a job and run. Agents that waited on the same job wake
+# together, so with no work time (--think 0) up to a third more actions ran than needed.
 #
 # Configurations, each with fresh repositories, a fresh salt in every gate's command (nothing is
 # replayed from an earlier configuration) and a platform pool only its own workers offer:
@@ -34,8 +39,10 @@
 # still exits 0, like the other bench scripts; a part that could not be measured (a gate not run
 # remotely, services or workers that did not start) exits 1 after the summary.
 #
-# Usage: scripts/bench-scale-out.sh [--json FILE]   (the JSON document is also the last thing
-#        on stdout)
+# Usage: scripts/bench-scale-out.sh [--json FILE] [--seed N] [--agents A] [--rounds R]
+#                                   [--think SECONDS] [--configs 1:shared,4:shared,4:off]
+#        (the driver's options, scripts/bench/scale_out.py --help; the defaults are the above).
+#        The JSON document is the last thing on stdout, and also written to FILE with --json.
 # Env:   GREENLIGHT_BIN         a prebuilt greenlight binary (default: built here, release)
 #        GREENLIGHT_TEST_REAPI  a running grid (http://host:port) with the test config of
 #                               scripts/ci/buildgrid.yml; unset, the script starts PostgreSQL and
@@ -46,18 +53,11 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
-json_out=()
-while (($#)); do
-    case "$1" in
-        --json) json_out=(--json "$(realpath -m "${2:?--json needs a file}")"); shift ;;
-        *) echo "bench-scale-out: unknown argument '$1' (usage: $0 [--json FILE])" >&2; exit 2 ;;
-    esac
-    shift
-done
-
 for tool in git python3; do
     command -v "$tool" >/dev/null || { echo "bench-scale-out: $tool is missing" >&2; exit 1; }
 done
+# Bad options fail here, before anything is built or started.
+python3 "$ROOT/scripts/bench/scale_out.py" --check-args "$@" || exit 2
 
 if [[ -z "${GREENLIGHT_BIN:-}" ]]; then
     cargo build --quiet --release -p greenlight --manifest-path "$ROOT/Cargo.toml"
@@ -106,7 +106,7 @@ echo "== grid $GREENLIGHT_TEST_REAPI" >&2
 # In the background, so a TERM to this script reaches the driver (which stops its workers)
 # before the services go.
 python3 "$ROOT/scripts/bench/scale_out.py" --bin "$BIN" --endpoint "$GREENLIGHT_TEST_REAPI" \
-    --work "$WORK/run" "${json_out[@]+"${json_out[@]}"}" &
+    --work "$WORK/run" "$@" &
 DRIVER_PID=$!
 rc=0
 wait "$DRIVER_PID" || rc=$?

@@ -3,8 +3,8 @@
 remote gates against a REAPI grid, measured under several worker configurations.
 
 The workload is fixed by a seed: A agents start from identical git repositories; in each of R
-rounds an agent appends a round line to its tracked file or leaves it alone (p = 0.5), then runs
-`greenlight verify` (three `sleep` gates, `run: remote`). All agents run at once, each going
+rounds an agent works a while (a seeded sleep), appends a round line to its tracked file or
+leaves it alone (p = 0.5), then runs `greenlight verify` (three `sleep` gates, `run: remote`). All agents run at once, each going
 through its rounds on its own thread. Every configuration (N workers, the grid's shared cache on
 or off) gets fresh repositories, a fresh salt in every gate's command (so nothing is replayed from
 an earlier configuration) and a platform pool of its own that only its N workers offer.
@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 # Gate id -> seconds of `sleep`. The shares follow a test/build/lint mix; the sum (2.4 s) keeps
-# the whole benchmark near a minute of wall time on two cores.
+# the whole benchmark (three configurations, services included) under 90 s on two cores.
 GATES = {"test": 1.2, "build": 0.8, "lint": 0.4}
 JOBS = 3
 TRACKED = "notes.txt"
@@ -83,14 +83,17 @@ def log(msg):
 # The workload: who edits when, and which actions that asks for.
 
 
-def plan(seed, agents, rounds):
-    """edits[a][r] is True when agent a appends a line in round r; draws go round by round."""
+def plan(seed, agents, rounds, think_max):
+    """(edits, think): edits[a][r] is True when agent a appends a line in round r, after working
+    think[a][r] seconds (uniform in [0, think_max)); draws go round by round, agent by agent."""
     rng = random.Random(seed)
     edits = [[False] * rounds for _ in range(agents)]
+    think = [[0.0] * rounds for _ in range(agents)]
     for r in range(rounds):
         for a in range(agents):
             edits[a][r] = rng.random() < 0.5
-    return edits
+            think[a][r] = rng.uniform(0, think_max)
+    return edits, think
 
 
 def base_text():
@@ -430,7 +433,7 @@ def warm_up(args, cfg, workers, work, salt_base):
         time.sleep(0.5)
 
 
-def run_configuration(args, cfg, edits, tree_table, work):
+def run_configuration(args, cfg, edits, think, tree_table, work):
     work.mkdir(parents=True)
     exec_log = work / "executions.log"
     salt = f"s{os.getpid()}x{cfg['index']}x{random.SystemRandom().getrandbits(32):08x}"
@@ -452,10 +455,11 @@ def run_configuration(args, cfg, edits, tree_table, work):
         def agent(a):
             try:
                 for r in range(args.rounds):
+                    time.sleep(think[a][r])
                     if edits[a][r]:
                         with open(repos[a] / TRACKED, "a") as f:
                             f.write(round_line(r))
-                    t0 = time.monotonic()
+                    t0, wall0 = time.monotonic(), time.time()
                     report, seconds = run_verify(args.bin, repos[a])
                     found = gate_requests(report, repos[a], GATES)
                     with lock:
@@ -467,6 +471,7 @@ def run_configuration(args, cfg, edits, tree_table, work):
                                     "round": r,
                                     "gate": g,
                                     "tree": tree_table[a][r],
+                                    "verify_started": wall0,
                                     **fact,
                                 }
                             )
@@ -492,6 +497,8 @@ def run_configuration(args, cfg, edits, tree_table, work):
         workers.stop()
     if failures:
         raise Unmeasured(f"{cfg['name']}: " + "\n".join(failures))
+    # Every answer, for a look at what happened when the scratch directory is kept (--work).
+    (work / "requests.json").write_text(json.dumps(requests, indent=1))
     return figures(cfg, requests, read_log(exec_log, salt), makespan, tree_table, repos, workers)
 
 
@@ -566,6 +573,8 @@ def figures(cfg, requests, executions, makespan, tree_table, repos, workers):
         "requests": len(requests),
         "distinct_actions": distinct_actions(tree_table),
         "executions": len(executions),
+        # Runs beyond one per distinct action: identical requests that BuildGrid did not merge.
+        "executions_beyond_distinct": len(executions) - distinct_actions(tree_table),
         "action_cache_hits": sources.get("action-cache", 0),
         "executed_answers": len(executed_answers),
         "merged_in_flight": merged,
@@ -673,9 +682,9 @@ def parse_configs(text):
             n, cache = item.split(":")
             n = int(n)
         except ValueError:
-            raise SystemExit(f"--configs: `{item}` is not WORKERS:shared|off (e.g. 4:shared)")
+            raise ValueError(f"--configs: `{item}` is not WORKERS:shared|off (e.g. 4:shared)")
         if n < 1 or cache not in ("shared", "off"):
-            raise SystemExit(f"--configs: `{item}` needs WORKERS >= 1 and shared or off")
+            raise ValueError(f"--configs: `{item}` needs WORKERS >= 1 and shared or off")
         out.append({"index": i, "workers": n, "cache": cache, "name": f"N={n} {cache}"})
     return out
 
@@ -685,33 +694,48 @@ def main():
     p.add_argument("--bin", help="the greenlight binary (needed unless --plan-only)")
     p.add_argument("--endpoint", help="the grid, http://host:port (needed unless --plan-only)")
     p.add_argument("--work", help="an empty scratch directory (needed unless --plan-only)")
-    p.add_argument("--agents", type=int, default=6)
+    p.add_argument("--agents", type=int, default=8)
     p.add_argument("--rounds", type=int, default=4)
     p.add_argument("--seed", type=int, default=20261129)
+    p.add_argument(
+        "--think",
+        type=float,
+        default=1.5,
+        help="most seconds an agent works before each verify (seeded, uniform)",
+    )
     p.add_argument("--configs", default="1:shared,4:shared,4:off")
     p.add_argument("--json", help="also write the JSON document to this file")
     p.add_argument("--plan-only", action="store_true", help="print the workload and stop")
+    p.add_argument("--check-args", action="store_true", help="check the options and stop")
     args = p.parse_args()
     signal.signal(signal.SIGTERM, on_stop_signal)
     signal.signal(signal.SIGINT, on_stop_signal)
-    if args.agents < 1 or args.rounds < 1:
-        p.error("--agents and --rounds must be at least 1")
-    configs = parse_configs(args.configs)
+    if args.agents < 1 or args.rounds < 1 or args.think < 0:
+        p.error("--agents and --rounds must be at least 1, --think at least 0")
+    try:
+        configs = parse_configs(args.configs)
+    except ValueError as e:
+        p.error(str(e))
+    if args.check_args:
+        return 0
 
-    edits = plan(args.seed, args.agents, args.rounds)
+    edits, think = plan(args.seed, args.agents, args.rounds, args.think)
     tree_table = trees(edits)
     requests = args.agents * args.rounds * len(GATES)
     distinct = distinct_actions(tree_table)
     log(
         f"seed {args.seed}: {args.agents} agents x {args.rounds} rounds, gates "
         + ", ".join(f"{g} {s} s" for g, s in GATES.items())
+        + f"; each agent works 0-{args.think} s before each verify"
     )
     for a, row in enumerate(edits):
         log(
             f"  agent {a}: "
             + "".join("E" if e else "." for e in row)
-            + "   (E: appends a line before that round's verify)"
+            + "   work s: "
+            + " ".join(f"{t:.2f}" for t in think[a])
         )
+    log("  (E: the agent appends a line to its tracked file before that round's verify)")
     log(
         f"  {requests} gate requests, {distinct} distinct actions, "
         f"{ideal_executed_seconds(tree_table):.1f} gate-seconds if each distinct action runs once"
@@ -723,11 +747,14 @@ def main():
         "gates_s": GATES,
         "jobs": JOBS,
         "edits": ["".join("E" if e else "." for e in row) for row in edits],
+        "think_max_s": args.think,
+        "think_s": [[round(t, 3) for t in row] for row in think],
         "requests": requests,
         "distinct_actions": distinct,
         "gate_seconds_requested": round(args.agents * args.rounds * sum(GATES.values()), 2),
         "gate_seconds_distinct": round(ideal_executed_seconds(tree_table), 2),
         "critical_path_s": round(args.rounds * max(GATES.values()), 2),
+        "longest_agent_work_s": round(max(sum(row) for row in think), 2),
     }
     if args.plan_only:
         print(json.dumps({"workload": workload}, indent=2))
@@ -740,7 +767,9 @@ def main():
     for cfg in configs:
         try:
             rows.append(
-                run_configuration(args, cfg, edits, tree_table, work / f"config-{cfg['index']}")
+                run_configuration(
+                    args, cfg, edits, think, tree_table, work / f"config-{cfg['index']}"
+                )
             )
         except Unmeasured as e:
             log(f"NOT MEASURED {e}")
@@ -761,7 +790,8 @@ def main():
     print(
         f"reference: {workload['gate_seconds_requested']:.1f} gate-s requested, "
         f"{workload['gate_seconds_distinct']:.1f} gate-s if each distinct action runs once, "
-        f"critical path {workload['critical_path_s']:.1f} s"
+        f"critical path {workload['critical_path_s']:.1f} s of gates "
+        f"+ {workload['longest_agent_work_s']:.1f} s of the busiest agent's work"
     )
     print(f"note: {note}")
     for c in results:
