@@ -60,6 +60,7 @@ impl CachePlan {
         let remote = RemotePlan::new(
             config,
             options.cache.as_ref().is_some_and(|c| c.refresh),
+            options.cache.as_ref().is_some_and(|c| c.explain),
             options.cache.as_ref().map(|c| c.dir.as_path()),
         );
         let settings = options.cache.clone().filter(|_| wants);
@@ -255,7 +256,7 @@ impl CachePlan {
             )
             .await;
         match ran {
-            Ok(crate::remote_plan::RemoteAttempt::Done(attempt, mark)) => Some(Ok((attempt, mark))),
+            Ok(crate::remote_plan::RemoteAttempt::Done(done)) => Some(Ok(*done)),
             Ok(crate::remote_plan::RemoteAttempt::RunHere) => None,
             Err(signal) => Some(Err(signal)),
         }
@@ -272,14 +273,14 @@ impl CachePlan {
         let Some(remote) = &mut self.remote else {
             return;
         };
-        if self.after.is_none() {
-            if let Some(before) = &self.listing {
-                let top = before.top.clone();
-                self.after = tokio::task::spawn_blocking(move || workspace_key::listing(&top))
-                    .await
-                    .ok()
-                    .and_then(Result::ok);
-            }
+        if self.after.is_none()
+            && let Some(before) = &self.listing
+        {
+            let top = before.top.clone();
+            self.after = tokio::task::spawn_blocking(move || workspace_key::listing(&top))
+                .await
+                .ok()
+                .and_then(Result::ok);
         }
         remote
             .publish(config, selected, gates, self.after.as_ref())

@@ -45,6 +45,8 @@ const QUEUE_ALLOWANCE: Duration = Duration::from_secs(120);
 pub(crate) struct RemotePlan {
     options: RemoteOptions,
     refresh: bool,
+    /// `--explain`: a replay says where it came from.
+    explain: bool,
     digests_file: Option<PathBuf>,
     /// The verify.yaml, as an absolute path (left out of the input root).
     config_path: PathBuf,
@@ -59,6 +61,9 @@ pub(crate) struct RemoteRun {
     remote: Remote,
     root: InputRoot,
     actions: HashMap<usize, PreparedAction>,
+    /// The second attempt of a gate with `retryOnFail`: never cached, so a pass after a failure
+    /// (FLAKY) is never what a later lookup finds.
+    retry_actions: HashMap<usize, PreparedAction>,
     /// Whether the input root is on the cluster yet (uploaded once, by the first remote gate).
     uploaded: Mutex<Option<Result<(), String>>>,
     can_execute: bool,
@@ -73,7 +78,7 @@ pub(crate) struct RemoteRun {
 /// How a remote attempt ended.
 pub(crate) enum RemoteAttempt {
     /// The cluster ran it (or replayed it from its cache inside Execute).
-    Done(Attempt, RemoteMark),
+    Done(Box<(Attempt, RemoteMark)>),
     /// The cluster could not run it: run it here (the warning is kept for the run's end).
     RunHere,
 }
@@ -81,7 +86,12 @@ pub(crate) enum RemoteAttempt {
 impl RemotePlan {
     /// The plan for `config`, when it declares a cluster (and `GREENLIGHT_REMOTE_ENDPOINT` is
     /// not `off`).
-    pub(crate) fn new(config: &Loaded, refresh: bool, cache_dir: Option<&Path>) -> Option<Self> {
+    pub(crate) fn new(
+        config: &Loaded,
+        refresh: bool,
+        explain: bool,
+        cache_dir: Option<&Path>,
+    ) -> Option<Self> {
         let mut options = config.v2.as_ref()?.options.remote.clone()?;
         let mut warnings = Vec::new();
         if let Some(over) = std::env::var_os(ENDPOINT_VAR) {
@@ -100,6 +110,7 @@ impl RemotePlan {
         Some(RemotePlan {
             options,
             refresh,
+            explain,
             digests_file: cache_dir.map(|dir| dir.join("remote")),
             config_path: config
                 .path
@@ -170,22 +181,33 @@ impl RemotePlan {
             }
         };
         let mut actions = HashMap::new();
+        let mut retry_actions = HashMap::new();
         for (index, (gate, extra)) in config.gates.iter().zip(&v2.gates).enumerate() {
-            let spec = self.action_spec(
-                gate,
-                extra,
-                &v2.options.keys,
-                cwd_in_worktree,
-                key_outputs,
-                false,
+            let spec = |retry| {
+                action_spec(
+                    &self.options.platform,
+                    gate,
+                    extra,
+                    &v2.options.keys,
+                    cwd_in_worktree,
+                    key_outputs,
+                    retry,
+                )
+            };
+            actions.insert(
+                index,
+                greenlight_remote::prepare(&spec(false), &root.digest),
             );
-            actions.insert(index, greenlight_remote::prepare(&spec, &root.digest));
+            if gate.retry_on_fail {
+                retry_actions.insert(index, greenlight_remote::prepare(&spec(true), &root.digest));
+            }
         }
         let run = Arc::new(RemoteRun {
             can_execute: remote.can_execute(),
             remote,
             root,
             actions,
+            retry_actions,
             uploaded: Mutex::new(None),
             endpoint: self.options.endpoint.clone(),
             platform: self.options.platform.clone(),
@@ -257,26 +279,6 @@ impl RemotePlan {
         .map_err(|e| e.to_string())?
     }
 
-    fn action_spec(
-        &self,
-        gate: &GateSpec,
-        extra: &GateV2,
-        option_keys: &[String],
-        cwd_in_worktree: &str,
-        key_outputs: &HashMap<String, String>,
-        retry: bool,
-    ) -> ActionSpec {
-        action_spec(
-            &self.options.platform,
-            gate,
-            extra,
-            option_keys,
-            cwd_in_worktree,
-            key_outputs,
-            retry,
-        )
-    }
-
     /// Gate `index`'s result from the cluster's action cache, as a report.
     pub(crate) fn replay(
         &mut self,
@@ -293,6 +295,17 @@ impl RemotePlan {
         let mut report = GateReport::from_attempt(gate, attempt);
         report.started_ms = Some(at.as_millis() as u64);
         report.cached = Some(action.digest.hash.clone());
+        if self.explain {
+            report.explain = Some(format!(
+                "replayed: the action cache of {} holds this exact action{}",
+                self.options.endpoint,
+                outcome
+                    .worker
+                    .as_deref()
+                    .map(|w| format!(" (run by {w})"))
+                    .unwrap_or_default()
+            ));
+        }
         report.remote = Some(RemoteMark {
             source: RemoteSource::ActionCache,
             action: action.digest.hash.clone(),
@@ -438,14 +451,18 @@ impl RemoteRun {
         on_output: &mut dyn OutputSink,
         interrupt: &mut InterruptWatch,
     ) -> Result<RemoteAttempt, Interrupt> {
-        let Some(action) = self.actions.get(&index) else {
+        let retry = number > 1;
+        let action = match retry {
+            true => self.retry_actions.get(&index),
+            false => self.actions.get(&index),
+        };
+        let Some(action) = action else {
             return Ok(RemoteAttempt::RunHere);
         };
         if let Err(why) = self.upload(action).await {
             self.mark_broken(&why);
             return Ok(RemoteAttempt::RunHere);
         }
-        let retry = number > 1;
         let started = Instant::now();
         let mut operation = None;
         let limit = Duration::from_secs(u64::from(gate.timeout_sec)) + QUEUE_ALLOWANCE;
@@ -502,7 +519,7 @@ impl RemoteRun {
                 attempt.start_error = Some(why);
                 attempt.duration = started.elapsed();
                 let mark = self.mark(action, None, operation);
-                return Ok(RemoteAttempt::Done(attempt, mark));
+                return Ok(RemoteAttempt::Done(Box::new((attempt, mark))));
             }
             Err(_) => {
                 let mut attempt = Attempt::blank(AttemptStatus::Timeout);
@@ -522,7 +539,7 @@ impl RemoteRun {
                 attempt.output_bytes = attempt.tail.len() as u64;
                 attempt.duration = started.elapsed();
                 let mark = self.mark(action, None, operation);
-                return Ok(RemoteAttempt::Done(attempt, mark));
+                return Ok(RemoteAttempt::Done(Box::new((attempt, mark))));
             }
         };
         on_output.chunk(&outcome.stdout);
@@ -539,7 +556,7 @@ impl RemoteRun {
         if outcome.cached {
             mark.source = RemoteSource::ActionCache;
         }
-        Ok(RemoteAttempt::Done(attempt, mark))
+        Ok(RemoteAttempt::Done(Box::new((attempt, mark))))
     }
 
     fn mark(

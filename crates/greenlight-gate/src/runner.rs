@@ -589,7 +589,8 @@ async fn attempt(
                 interrupt,
             )
             .await?;
-        if let RemoteAttempt::Done(attempt, mark) = ran {
+        if let RemoteAttempt::Done(done) = ran {
+            let (attempt, mark) = *done;
             return Ok((attempt, Some(mark)));
         }
     }

@@ -250,13 +250,12 @@ impl Engine<'_> {
             u32::try_from(at.number).unwrap_or(u32::MAX),
         ));
         let mut live = LiveOutput(&throttle);
-        if let Some(cache) = cache.as_ref() {
-            if let Some(decided) = self
+        if let Some(cache) = cache.as_ref()
+            && let Some(decided) = self
                 .remote_gate(at, cache, &throttle, started, key.clone(), interrupt)
                 .await?
-            {
-                return Ok(decided);
-            }
+        {
+            return Ok(decided);
         }
         let settings = self.settings;
         let run = gate_phase::run_gate(

@@ -6,7 +6,7 @@ use bazel_remote_apis::build::bazel::remote::execution::v2 as reapi;
 use crate::action::PreparedAction;
 use crate::blobs::BlobSet;
 use crate::cas::sha256;
-use crate::connect::Remote;
+use crate::connect::{Remote, unary};
 use crate::error::RemoteError;
 use crate::outcome::{LocalResult, Outcome, timestamp};
 
@@ -23,7 +23,7 @@ impl Remote {
             inline_output_files: Vec::new(),
             digest_function: sha256(),
         };
-        let result = match self.action_cache().get_action_result(request).await {
+        let result = match self.action_cache().get_action_result(unary(request)).await {
             Ok(response) => response.into_inner(),
             Err(status) if status.code() == tonic::Code::NotFound => return Ok(None),
             Err(status) => {
@@ -75,13 +75,13 @@ impl Remote {
             ..Default::default()
         };
         self.action_cache()
-            .update_action_result(reapi::UpdateActionResultRequest {
+            .update_action_result(unary(reapi::UpdateActionResultRequest {
                 instance_name: self.instance().to_string(),
                 action_digest: Some(action.digest.to_proto()),
                 action_result: Some(result),
                 results_cache_policy: None,
                 digest_function: sha256(),
-            })
+            }))
             .await
             .map_err(|status| {
                 RemoteError::from_status(self.url(), "UpdateActionResult", &action.digest, &status)

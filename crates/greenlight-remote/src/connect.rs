@@ -49,6 +49,10 @@ impl Endpoint {
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long the capabilities call may take: it is the first call and tiny.
 const CAPABILITIES_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long any other call but a stream may take. The largest is a full batch (4 MiB on
+/// BuildGrid), which takes half a minute even at 1 Mbit/s; a server silent for longer is hung,
+/// and a caller is better off running the gate locally.
+const UNARY_TIMEOUT: Duration = Duration::from_secs(120);
 /// HTTP/2 pings keep a long `Execute` stream alive through idle NAT and load balancers and
 /// notice a dead server within ping interval + timeout.
 const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(30);
@@ -221,6 +225,13 @@ impl std::fmt::Debug for Remote {
             .field("can_execute", &self.inner.can_execute)
             .finish()
     }
+}
+
+/// A request for a unary call, bounded by `UNARY_TIMEOUT`.
+pub(crate) fn unary<T>(message: T) -> tonic::Request<T> {
+    let mut request = tonic::Request::new(message);
+    request.set_timeout(UNARY_TIMEOUT);
+    request
 }
 
 /// Checks SHA-256 is offered and returns (batch limit, execution enabled).
@@ -433,6 +444,42 @@ mod tests {
             .expect_err("nothing listens");
         assert!(err.is_unreachable(), "{err}");
         assert!(err.to_string().contains(&url), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_missing_ca_file_is_named() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ca = dir.path().join("ca.pem");
+        let endpoint = Endpoint {
+            ca_file: Some(ca.clone()),
+            ..Endpoint::new("https://127.0.0.1:1")
+        };
+        let err = Remote::connect(&endpoint).await.expect_err("no CA file");
+        assert!(matches!(err, RemoteError::CaFile { .. }), "{err}");
+        assert!(err.to_string().contains(&ca.display().to_string()), "{err}");
+    }
+
+    /// TLS to a server that speaks plain HTTP/2 fails the handshake: unreachable, and said so.
+    #[tokio::test]
+    async fn https_to_a_plain_server_is_unreachable() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let server = tokio::spawn(async move {
+            // Answer the TLS hello with bytes that are not TLS, then hang up.
+            if let Ok((mut socket, _)) = listener.accept().await {
+                use tokio::io::AsyncWriteExt;
+                let _ = socket.write_all(b"HTTP/1.1 400 Bad Request\r\n\r\n").await;
+            }
+        });
+        let url = format!("https://127.0.0.1:{port}");
+        let err = Remote::connect(&Endpoint::new(&url))
+            .await
+            .expect_err("not TLS");
+        assert!(err.is_unreachable(), "{err}");
+        assert!(err.to_string().contains(&url), "{err}");
+        server.abort();
     }
 
     #[tokio::test]

@@ -216,9 +216,11 @@ impl RemoteError {
         status: &tonic::Status,
     ) -> RemoteError {
         match status.code() {
-            tonic::Code::Unavailable => RemoteError::Unreachable {
+            // A server that does not answer in time is as good as gone: the caller's way out
+            // is the same (run locally).
+            tonic::Code::Unavailable | tonic::Code::DeadlineExceeded => RemoteError::Unreachable {
                 url: url.to_string(),
-                detail: format!("{call}: {}", status.message()),
+                detail: format!("{call} of {target}: {}", status.message()),
             },
             tonic::Code::Unauthenticated | tonic::Code::PermissionDenied => {
                 RemoteError::Unauthenticated {

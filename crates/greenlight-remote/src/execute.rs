@@ -6,13 +6,13 @@
 
 use std::time::Duration;
 
-use bazel_remote_apis::build::bazel::remote::execution::v2 as reapi;
+use bazel_remote_apis::build::bazel::remote::execution::v2::{self as reapi, execution_stage};
 use bazel_remote_apis::google::longrunning::{CancelOperationRequest, Operation, operation};
 use prost::Message;
 
 use crate::action::PreparedAction;
 use crate::cas::sha256;
-use crate::connect::Remote;
+use crate::connect::{Remote, unary};
 use crate::error::{RemoteError, advice_for};
 use crate::outcome::Outcome;
 
@@ -70,9 +70,9 @@ impl Remote {
     /// Asks the server to cancel an execution. Whoever waits on it then sees it end.
     pub async fn cancel(&self, operation: &str) -> Result<(), RemoteError> {
         self.operations()
-            .cancel_operation(CancelOperationRequest {
+            .cancel_operation(unary(CancelOperationRequest {
                 name: operation.to_string(),
-            })
+            }))
             .await
             .map_err(|status| {
                 RemoteError::from_status(self.url(), "CancelOperation", operation, &status)
@@ -80,19 +80,25 @@ impl Remote {
         Ok(())
     }
 
-    async fn follow(
+    /// Generic over the callback (not `dyn`) so the future is `Send` whenever it is.
+    async fn follow<F: FnMut(&str)>(
         &self,
         mut attach: Attach,
-        on_name: &mut dyn FnMut(&str),
+        on_name: &mut F,
     ) -> Result<Outcome, RemoteError> {
         let mut failures: u32 = 0;
         let mut last_error: Option<RemoteError> = None;
+        // The last stage the server reported, for the message when it stops answering.
+        let mut stage = execution_stage::Value::Unknown;
         loop {
             if failures > 0 {
                 if failures > MAX_RECONNECTS {
                     return Err(last_error.unwrap_or_else(|| RemoteError::Unreachable {
                         url: self.url().to_string(),
-                        detail: "the operation stream kept ending without a result".to_string(),
+                        detail: format!(
+                            "the operation stream kept ending without a result (last stage {})",
+                            stage.as_str_name()
+                        ),
                     }));
                 }
                 let factor = 1u32 << (failures - 1).min(5);
@@ -131,6 +137,9 @@ impl Remote {
                 match stream.message().await {
                     Ok(Some(op)) => {
                         failures = 0;
+                        if let Some(reported) = stage_of(&op) {
+                            stage = reported;
+                        }
                         if !op.name.is_empty() && matches!(attach, Attach::Execute(_)) {
                             on_name(&op.name);
                             attach = Attach::Wait(op.name.clone());
@@ -223,6 +232,16 @@ impl Remote {
     }
 }
 
+/// The execution stage an operation's `ExecuteOperationMetadata` reports, if it carries one.
+fn stage_of(op: &Operation) -> Option<execution_stage::Value> {
+    let any = op.metadata.as_ref()?;
+    if !any.type_url.ends_with("ExecuteOperationMetadata") {
+        return None;
+    }
+    let metadata = reapi::ExecuteOperationMetadata::decode(any.value.as_slice()).ok()?;
+    execution_stage::Value::try_from(metadata.stage).ok()
+}
+
 /// Statuses after which the stream is opened again rather than the execution given up: the
 /// connection or the server's stream went away, the execution itself did not fail. Before the
 /// operation has a name only an unavailable server is retried: any other refusal of `Execute`
@@ -240,4 +259,38 @@ fn reconnectable(status: &tonic::Status, attach: &Attach) -> bool {
             | tonic::Code::DeadlineExceeded
             | tonic::Code::Aborted
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bazel_remote_apis::google::protobuf::Any;
+
+    fn operation_with(type_url: &str, stage: execution_stage::Value) -> Operation {
+        let metadata = reapi::ExecuteOperationMetadata {
+            stage: stage as i32,
+            ..Default::default()
+        };
+        Operation {
+            name: "op".into(),
+            metadata: Some(Any {
+                type_url: type_url.into(),
+                value: metadata.encode_to_vec(),
+            }),
+            done: false,
+            result: None,
+        }
+    }
+
+    #[test]
+    fn the_stage_is_read_from_execute_metadata_only() {
+        let url = "type.googleapis.com/build.bazel.remote.execution.v2.ExecuteOperationMetadata";
+        let op = operation_with(url, execution_stage::Value::Executing);
+        assert_eq!(stage_of(&op), Some(execution_stage::Value::Executing));
+        let other = operation_with(
+            "type.googleapis.com/google.protobuf.Empty",
+            execution_stage::Value::Queued,
+        );
+        assert_eq!(stage_of(&other), None);
+    }
 }

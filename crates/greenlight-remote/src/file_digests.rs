@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::fs::Metadata;
 use std::io::Write;
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -54,10 +54,23 @@ struct Entry {
 #[derive(Default)]
 pub struct FileDigests {
     file: Option<PathBuf>,
-    entries: HashMap<PathBuf, Entry>,
+    /// Keyed by the path's bytes: hashing a `Path` walks its components, which costs more
+    /// than the rest of a warm lookup.
+    entries: HashMap<Vec<u8>, Entry>,
     changed: bool,
     hits: usize,
     reads: usize,
+}
+
+impl std::fmt::Debug for FileDigests {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FileDigests")
+            .field("file", &self.file)
+            .field("entries", &self.entries.len())
+            .field("hits", &self.hits)
+            .field("reads", &self.reads)
+            .finish()
+    }
 }
 
 const MAGIC: &[u8] = b"greenlight file digests v1\n";
@@ -91,7 +104,7 @@ impl FileDigests {
     /// caller already has. Read only when its stamp is not in the cache.
     pub fn digest(&mut self, path: &Path, meta: &Metadata) -> std::io::Result<Digest> {
         let stamp = Stamp::of(meta);
-        if let Some(entry) = self.entries.get_mut(path)
+        if let Some(entry) = self.entries.get_mut(path.as_os_str().as_bytes())
             && entry.stamp == stamp
         {
             entry.used = true;
@@ -108,7 +121,7 @@ impl FileDigests {
             && digest.len() == stamp.size
         {
             self.entries.insert(
-                path.to_path_buf(),
+                path.as_os_str().as_bytes().to_vec(),
                 Entry {
                     stamp,
                     hash,
@@ -116,7 +129,7 @@ impl FileDigests {
                 },
             );
             self.changed = true;
-        } else if self.entries.remove(path).is_some() {
+        } else if self.entries.remove(path.as_os_str().as_bytes()).is_some() {
             self.changed = true;
         }
         Ok(digest)
@@ -169,8 +182,7 @@ impl FileDigests {
         out.write_all(MAGIC).map_err(io_err)?;
         out.write_all(&(self.entries.len() as u64).to_le_bytes())
             .map_err(io_err)?;
-        for (path, entry) in &self.entries {
-            let name = path.as_os_str().as_bytes();
+        for (name, entry) in &self.entries {
             out.write_all(&(name.len() as u32).to_le_bytes())
                 .map_err(io_err)?;
             out.write_all(name).map_err(io_err)?;
@@ -193,7 +205,7 @@ impl FileDigests {
 }
 
 /// The entries of a saved cache, or `None` if the bytes are not one.
-fn parse(bytes: &[u8]) -> Option<HashMap<PathBuf, Entry>> {
+fn parse(bytes: &[u8]) -> Option<HashMap<Vec<u8>, Entry>> {
     let mut r = Reader(bytes.strip_prefix(MAGIC)?);
     let count = r.u64()?;
     // Each entry is at least 60 bytes: a count larger than the file allows is corruption.
@@ -212,7 +224,7 @@ fn parse(bytes: &[u8]) -> Option<HashMap<PathBuf, Entry>> {
         };
         let hash = r.array::<32>()?;
         entries.insert(
-            PathBuf::from(std::ffi::OsString::from_vec(name.to_vec())),
+            name.to_vec(),
             Entry {
                 stamp,
                 hash,

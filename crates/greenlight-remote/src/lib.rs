@@ -50,3 +50,24 @@ pub use tree::InputRoot;
 /// The protocol messages and stubs this crate speaks, for callers that need one it does not
 /// wrap.
 pub use bazel_remote_apis as proto;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Callers run these on multi-threaded runtimes and in spawned tasks: their futures must
+    /// be `Send`. (Compiled, never called.)
+    #[allow(dead_code)]
+    fn remote_futures_are_send(remote: &Remote, action: &PreparedAction, local: &LocalResult) {
+        fn send<T: Send>(_: T) {}
+        send(Remote::connect(&Endpoint::default()));
+        send(remote.upload(&BlobSet::new()));
+        send(remote.read_blob(&Digest::empty()));
+        send(remote.read_blobs(&[]));
+        send(remote.lookup(action));
+        send(remote.publish(action, local));
+        send(remote.execute(action, false, |_| {}));
+        send(remote.wait("operation"));
+        send(remote.cancel("operation"));
+    }
+}

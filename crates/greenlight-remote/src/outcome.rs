@@ -69,22 +69,18 @@ impl Remote {
             .chain(&stderr_digest)
             .cloned()
             .collect();
-        let mut read = if wanted.is_empty() {
+        let read = if wanted.is_empty() {
             Default::default()
         } else {
             self.read_blobs(&wanted).await?
         };
-        let stream = |raw: &Vec<u8>,
-                      digest: &Option<Digest>,
-                      read: &mut std::collections::HashMap<Digest, Vec<u8>>| {
-            match digest {
-                // The same bytes on both streams are one blob: clone, do not take.
-                Some(d) => read.get(d).cloned().unwrap_or_default(),
-                None => raw.clone(),
-            }
+        // Equal stdout and stderr are one blob: look it up for each, do not move it out.
+        let stream = |raw: &Vec<u8>, digest: &Option<Digest>| match digest {
+            Some(d) => read.get(d).cloned().unwrap_or_default(),
+            None => raw.clone(),
         };
-        let stdout = stream(&result.stdout_raw, &stdout_digest, &mut read);
-        let stderr = stream(&result.stderr_raw, &stderr_digest, &mut read);
+        let stdout = stream(&result.stdout_raw, &stdout_digest);
+        let stderr = stream(&result.stderr_raw, &stderr_digest);
         let metadata = result.execution_metadata.as_ref();
         Ok(Outcome {
             exit_code: result.exit_code,

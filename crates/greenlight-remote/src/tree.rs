@@ -40,7 +40,8 @@ struct Dir {
 }
 
 impl InputRoot {
-    /// Builds the tree of `files` (paths relative to `root`). A regular file keeps its
+    /// Builds the tree of `files` (paths relative to `root`; `cache` supplies and remembers
+    /// each file's digest, keyed by its absolute path). A regular file keeps its
     /// executable bit, a symlink stays a symlink (its target as written); a listed directory
     /// (a submodule, say) is skipped. A path that is absolute, climbs out of the root, passes
     /// through a symlinked directory or is not UTF-8 is an error naming it.
@@ -49,6 +50,12 @@ impl InputRoot {
         files: &[PathBuf],
         cache: &mut FileDigests,
     ) -> Result<InputRoot, RemoteError> {
+        // Absolute, so the digest cache's keys and the blobs' paths do not depend on the
+        // current directory.
+        let root = &std::path::absolute(root).map_err(|source| RemoteError::Io {
+            path: root.to_path_buf(),
+            source,
+        })?;
         let mut tree = Dir::default();
         let mut blobs = BlobSet::new();
         let mut built = InputRoot {
@@ -61,6 +68,9 @@ impl InputRoot {
         // Whether each parent directory is a real directory (true), missing or not a
         // directory (false); a symlinked one is an error.
         let mut parents: HashMap<PathBuf, bool> = HashMap::new();
+        // A listing is usually sorted, so a file's parents are mostly the previous file's:
+        // those were checked already.
+        let mut checked_dirs: Vec<String> = Vec::new();
         for listed in files {
             let Some(names) = components(listed)? else {
                 built.skipped += 1;
@@ -70,11 +80,15 @@ impl InputRoot {
                 built.skipped += 1;
                 continue;
             };
-            if !parents_are_directories(root, listed, dirs, &mut parents)? {
-                built.skipped += 1;
-                continue;
+            if dirs != checked_dirs.as_slice() {
+                if !parents_are_directories(root, listed, dirs, &mut parents)? {
+                    built.skipped += 1;
+                    continue;
+                }
+                checked_dirs = dirs.to_vec();
             }
-            let path = names.iter().fold(root.to_path_buf(), |p, n| p.join(n));
+            let mut path = root.to_path_buf();
+            path.extend(&names);
             let meta = match std::fs::symlink_metadata(&path) {
                 Ok(meta) => meta,
                 Err(e) if gone(&e) => {

@@ -607,14 +607,15 @@ fn read_remote(
             _ => {}
         }
     }
-    if remote.ca_file.is_some() && remote.endpoint.starts_with("http://") {
-        if let Some((_, value)) = keys.get("caFile") {
-            check.push(
-                value,
-                "`caFile` is for `https://` (or `grpcs://`) endpoints; this one is plain".into(),
-            );
-            ok = false;
-        }
+    if remote.ca_file.is_some()
+        && remote.endpoint.starts_with("http://")
+        && let Some((_, value)) = keys.get("caFile")
+    {
+        check.push(
+            value,
+            "`caFile` is for `https://` (or `grpcs://`) endpoints; this one is plain".into(),
+        );
+        ok = false;
     }
     ok.then_some(remote)
 }

@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use crate::goal_support::{Fixture, finish};
-use crate::verify_remote::{Worker, reapi, unique};
+use crate::worker::{Worker, grid as reapi, unique_pool as unique};
 use greenlight_testkit::procs;
 
 #[test]
@@ -17,7 +17,7 @@ fn a_goal_killed_while_its_remote_gate_runs_reattaches_on_resume() {
     let fx = Fixture::new();
     let pool = unique("goal");
     let cache = tempfile::tempdir().unwrap();
-    let _worker = Worker::start(&pool, 1, cache.path());
+    let _worker = Worker::start(&pool, 1, &cache.path().join("cache"), &pool);
     // First run: say where it runs, take long enough to be killed under, then the check.
     let gate = fx.script(
         "gate.sh",

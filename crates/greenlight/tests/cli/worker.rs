@@ -21,7 +21,7 @@ use greenlight_testkit::{Cli, greenlight_bin, procs};
 use prost::Message as _;
 
 /// The grid every test here talks to, or a failure that says how to start one.
-fn grid() -> String {
+pub(crate) fn grid() -> String {
     std::env::var("GREENLIGHT_TEST_REAPI").unwrap_or_else(|_| {
         panic!(
             "GREENLIGHT_TEST_REAPI is not set: start BuildGrid with \
@@ -30,8 +30,9 @@ fn grid() -> String {
     })
 }
 
-/// A pool name no other test (or run) uses.
-fn unique_pool(test: &str) -> String {
+/// A pool name no other test (or run) uses (the grid keeps results between runs, so it also
+/// salts commands).
+pub(crate) fn unique_pool(test: &str) -> String {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -48,7 +49,7 @@ fn block_on<T>(future: impl std::future::Future<Output = T>) -> T {
 }
 
 /// A `greenlight worker` process, its stderr in a file the test reads as it grows.
-struct Worker {
+pub(crate) struct Worker {
     child: Child,
     name: String,
     log: PathBuf,
@@ -56,7 +57,7 @@ struct Worker {
 
 impl Worker {
     /// Starts a worker in `pool` and waits until the grid has accepted its session.
-    fn start(pool: &str, capacity: u16, cache: &Path, name: &str) -> Worker {
+    pub(crate) fn start(pool: &str, capacity: u16, cache: &Path, name: &str) -> Worker {
         let log = cache.parent().unwrap().join(format!("{name}.log"));
         let child = Command::new(greenlight_bin())
             .args([
