@@ -67,6 +67,8 @@ pub(crate) struct RemoteRun {
     /// Whether the input root is on the cluster yet (uploaded once, by the first remote gate).
     uploaded: Mutex<Option<Result<(), String>>>,
     can_execute: bool,
+    /// `cache: off` or `--no-cache`: Execute never answers from the cluster's cache.
+    skip_lookup: bool,
     endpoint: String,
     platform: BTreeMap<String, String>,
     /// Set once the cluster failed mid-run: later gates run here without trying it.
@@ -191,7 +193,7 @@ impl RemotePlan {
                     &v2.options.keys,
                     cwd_in_worktree,
                     key_outputs,
-                    retry,
+                    retry || self.options.cache == RemoteCache::Off,
                 )
             };
             actions.insert(
@@ -204,6 +206,7 @@ impl RemotePlan {
         }
         let run = Arc::new(RemoteRun {
             can_execute: remote.can_execute(),
+            skip_lookup: self.options.cache == RemoteCache::Off || self.refresh,
             remote,
             root,
             actions,
@@ -489,7 +492,8 @@ impl RemoteRun {
         let outcome = match resumed {
             Some(done) => done,
             None => {
-                let execute = self.remote.execute(action, retry, |name: &str| {
+                let skip_lookup = retry || self.skip_lookup;
+                let execute = self.remote.execute(action, skip_lookup, |name: &str| {
                     operation = Some(name.to_owned());
                     on_started(&action_hash, name);
                 });
@@ -599,7 +603,8 @@ impl RemoteRun {
 /// The action of one gate: `/bin/sh -c <command>` in the gate's directory of the input root,
 /// with the values of the gate's declared `env` (nothing else of this machine's environment:
 /// PATH or HOME in the key would make every machine miss), the cluster's platform properties,
-/// and the `keys` outputs as one more property.
+/// and the `keys` outputs as one more property. `uncached`: a retry, or a cluster used with
+/// `cache: off`, whose result the cluster must neither keep nor merge with another run.
 pub(crate) fn action_spec(
     platform: &BTreeMap<String, String>,
     gate: &GateSpec,
@@ -607,7 +612,7 @@ pub(crate) fn action_spec(
     option_keys: &[String],
     cwd_in_worktree: &str,
     key_outputs: &HashMap<String, String>,
-    retry: bool,
+    uncached: bool,
 ) -> ActionSpec {
     let env = extra
         .env
@@ -638,7 +643,7 @@ pub(crate) fn action_spec(
             cwd_in_worktree.to_owned()
         },
         timeout: Some(Duration::from_secs(u64::from(gate.timeout_sec))),
-        do_not_cache: retry || !extra.cache,
+        do_not_cache: uncached || !extra.cache,
     }
 }
 

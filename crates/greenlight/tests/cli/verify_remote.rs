@@ -364,3 +364,29 @@ fn a_remote_pass_after_a_failure_is_flaky_and_never_replayed_as_a_pass() {
         "the second verify ran its retry afresh (its first attempt replays the cached failure)"
     );
 }
+
+#[test]
+#[ignore = "needs BuildGrid: run scripts/test"]
+fn with_the_cluster_cache_off_a_remote_gate_runs_every_time_and_nothing_is_kept() {
+    let endpoint = reapi();
+    let pool = unique("off");
+    let cache = tempfile::tempdir().unwrap();
+    let _worker = Worker::start(&pool, 1, &cache.path().join("cache"), &pool);
+    let runs = cache.path().join("runs");
+    let gates = format!(
+        "  - id: build\n    run: remote\n    command: \"echo run >> {}\"\n",
+        runs.display()
+    );
+    let off = repo_with(&remote_yaml(&endpoint, &pool, "off", &gates));
+    for _ in 0..2 {
+        let doc = off.greenlight(["verify", "--format", "json"]).json();
+        assert_eq!(doc["gates"][0]["cached"], false, "{doc:#}");
+        assert_eq!(doc["gates"][0]["remote"]["source"], "executed", "{doc:#}");
+    }
+    assert_eq!(std::fs::read_to_string(&runs).unwrap().lines().count(), 2);
+    // Nothing was kept for a reader of the same tree.
+    let reader = twin(&off, &remote_yaml(&endpoint, &pool, "shared-read", &gates));
+    let doc = reader.greenlight(["verify", "--format", "json"]).json();
+    assert_eq!(doc["gates"][0]["remote"]["source"], "executed", "{doc:#}");
+    assert_eq!(std::fs::read_to_string(&runs).unwrap().lines().count(), 3);
+}
