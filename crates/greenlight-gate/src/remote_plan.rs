@@ -12,6 +12,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use greenlight_digest::matchers::MatcherSet;
@@ -72,7 +73,7 @@ pub(crate) struct RemoteRun {
     endpoint: String,
     platform: BTreeMap<String, String>,
     /// Set once the cluster failed mid-run: later gates run here without trying it.
-    broken: std::sync::Mutex<Option<String>>,
+    broken: AtomicBool,
     /// Warnings of the gates' remote attempts, collected at the end of the run.
     warnings: std::sync::Mutex<Vec<String>>,
 }
@@ -214,7 +215,7 @@ impl RemotePlan {
             uploaded: Mutex::new(None),
             endpoint: self.options.endpoint.clone(),
             platform: self.options.platform.clone(),
-            broken: std::sync::Mutex::new(None),
+            broken: AtomicBool::new(false),
             warnings: std::sync::Mutex::new(Vec::new()),
         });
         if self.options.cache != RemoteCache::Off && !self.refresh {
@@ -347,7 +348,7 @@ impl RemotePlan {
             return;
         };
         let Some(v2) = &config.v2 else { return };
-        if run.broken_reason().is_some() {
+        if run.is_broken() {
             return;
         }
         let candidates: Vec<(usize, &GateReport)> = selected
@@ -398,23 +399,19 @@ impl RemotePlan {
 }
 
 impl RemoteRun {
-    fn broken_reason(&self) -> Option<String> {
-        self.broken.lock().ok().and_then(|b| b.clone())
+    fn is_broken(&self) -> bool {
+        self.broken.load(Ordering::Relaxed)
     }
 
     /// Remote is off for the rest of the run; the first failure is the one warned about.
     fn mark_broken(&self, why: &str) {
-        let Ok(mut broken) = self.broken.lock() else {
-            return;
-        };
-        if broken.is_none() {
-            *broken = Some(why.to_owned());
-            if let Ok(mut warnings) = self.warnings.lock() {
-                warnings.push(format!(
-                    "greenlight: the remote cluster at {} failed ({why}); this and later gates run here",
-                    self.endpoint
-                ));
-            }
+        if !self.broken.swap(true, Ordering::Relaxed)
+            && let Ok(mut warnings) = self.warnings.lock()
+        {
+            warnings.push(format!(
+                "greenlight: the remote cluster at {} failed ({why}); this and later gates run here",
+                self.endpoint
+            ));
         }
     }
 
@@ -428,9 +425,7 @@ impl RemoteRun {
 
     /// Whether a gate with these v2 settings runs on the cluster.
     pub(crate) fn runs(&self, extra: Option<&GateV2>) -> bool {
-        self.can_execute
-            && extra.is_some_and(|g| g.run == RunOn::Remote)
-            && self.broken_reason().is_none()
+        self.can_execute && extra.is_some_and(|g| g.run == RunOn::Remote) && !self.is_broken()
     }
 
     /// Runs gate `index` on the cluster: uploads the input root once, executes, and turns the
@@ -462,7 +457,7 @@ impl RemoteRun {
         let Some(action) = action else {
             return Ok(RemoteAttempt::RunHere);
         };
-        if let Err(why) = self.upload(action).await {
+        if let Err(why) = self.upload_root().await {
             self.mark_broken(&why);
             return Ok(RemoteAttempt::RunHere);
         }
@@ -515,12 +510,8 @@ impl RemoteRun {
                 return Ok(RemoteAttempt::RunHere);
             }
             Ok(Err(error)) => {
-                let mut attempt = Attempt::blank(AttemptStatus::Fail);
                 let why = format!("the cluster at {} could not run it: {error}", self.endpoint);
-                attempt.exit_code = Some(crate::report::CANNOT_START_EXIT);
-                attempt.tail = format!("greenlight: {why}\n");
-                attempt.output_bytes = attempt.tail.len() as u64;
-                attempt.start_error = Some(why);
+                let mut attempt = Attempt::blank(AttemptStatus::Fail).cannot_start(why);
                 attempt.duration = started.elapsed();
                 let mark = self.mark(action, None, operation);
                 return Ok(RemoteAttempt::Done(Box::new((attempt, mark))));
@@ -577,9 +568,9 @@ impl RemoteRun {
         }
     }
 
-    /// The input root and the action's own blobs, uploaded once per run (what the cluster
-    /// already has is skipped by FindMissingBlobs).
-    async fn upload(&self, action: &PreparedAction) -> Result<(), String> {
+    /// The input root, uploaded once per run (what the cluster already has is skipped by
+    /// FindMissingBlobs; `execute` uploads the action's own Command and Action itself).
+    async fn upload_root(&self) -> Result<(), String> {
         let mut uploaded = self.uploaded.lock().await;
         if uploaded.is_none() {
             *uploaded = Some(
@@ -590,13 +581,7 @@ impl RemoteRun {
                     .map_err(|e| e.to_string()),
             );
         }
-        uploaded.clone().unwrap_or(Ok(()))?;
-        drop(uploaded);
-        self.remote
-            .upload(&action.blobs)
-            .await
-            .map(|_| ())
-            .map_err(|e| e.to_string())
+        uploaded.clone().unwrap_or(Ok(()))
     }
 }
 

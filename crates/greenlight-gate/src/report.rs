@@ -139,6 +139,19 @@ impl Attempt {
             start_error: None,
         }
     }
+
+    /// This attempt as one whose command could not be started (here, or on the cluster): the
+    /// gate's FAIL, never the run's end, so the other gates' verdicts stand and nothing reads a
+    /// gate that never ran as green. The reason is the attempt's output too, as a shell-based
+    /// runner would show the shell's own complaint.
+    pub(crate) fn cannot_start(mut self, reason: String) -> Attempt {
+        self.status = AttemptStatus::Fail;
+        self.exit_code = Some(CANNOT_START_EXIT);
+        self.tail = format!("greenlight: {reason}\n");
+        self.output_bytes = self.tail.len() as u64;
+        self.start_error = Some(reason);
+        self
+    }
 }
 
 /// The exit code a gate that could not be started is reported with: what a shell reports for a

@@ -26,8 +26,8 @@ use crate::lock::{self, Acquired};
 use crate::plan::CachePlan;
 use crate::remote_plan::{RemoteAttempt, RemoteRun};
 use crate::report::{
-    Attempt, AttemptStatus, CANNOT_START_EXIT, GateReport, GateVerdict, RemoteMark, RunReport,
-    SkipReason, WorkEvidenceReport, decide,
+    Attempt, AttemptStatus, GateReport, GateVerdict, RemoteMark, RunReport, SkipReason,
+    WorkEvidenceReport, decide,
 };
 
 /// What the command line adds to a config.
@@ -525,19 +525,6 @@ impl OutputSink for Tee<'_, '_> {
     }
 }
 
-/// An attempt whose command could not be started: the gate's FAIL, never the run's end, so the
-/// other gates' verdicts stand and nothing reads a gate that never ran as green. The reason is
-/// the attempt's output too, as a shell-based runner would show the shell's own complaint.
-fn cannot_start(mut attempt: Attempt, why: &Error) -> Attempt {
-    let reason = why.to_string();
-    attempt.status = AttemptStatus::Fail;
-    attempt.exit_code = Some(CANNOT_START_EXIT);
-    attempt.tail = format!("greenlight: {reason}\n");
-    attempt.output_bytes = attempt.tail.len() as u64;
-    attempt.start_error = Some(reason);
-    attempt
-}
-
 /// A remote gate's output, handed to the run's consumer as it arrives (the attempt builds its
 /// own tail and digest from the same bytes).
 struct EventsOnly<'a, 'e> {
@@ -620,7 +607,7 @@ async fn local_attempt(
                     root: options.lock_root.clone(),
                     source,
                 };
-                return Ok(cannot_start(result, &why));
+                return Ok(result.cannot_start(why.to_string()));
             }
         };
         match acquired {
@@ -679,7 +666,7 @@ async fn local_attempt(
                 id: gate.id.clone(),
                 source,
             };
-            return Ok(cannot_start(result, &why));
+            return Ok(result.cannot_start(why.to_string()));
         }
     };
     let digest_exit = match outcome.termination {
