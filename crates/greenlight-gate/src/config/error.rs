@@ -172,6 +172,19 @@ pub enum ConfigErrorKind {
         /// The value as written.
         found: String,
     },
+    /// `version` is 2 but not the file's first key, so the file was read as version 1.
+    #[error(
+        "`version: 2` is read only as the file's first key (comments may precede it); this file was read as version 1: move `version: 2` to the top"
+    )]
+    VersionTwoNotFirst,
+    /// A `version` greenlight has no reader for.
+    #[error(
+        "`version` must be 1 (CommandMate's format) or 2 (greenlight's, as the first key; docs/verify-v2.md), found `{found}`"
+    )]
+    UnknownVersion {
+        /// The value as written.
+        found: String,
+    },
     /// `version` appears twice.
     #[error("`version` is declared again (first on line {first_line}); keep one")]
     DuplicateVersion {

@@ -305,11 +305,31 @@ pub fn is_v2(text: &str) -> bool {
     false
 }
 
+/// The v1 reader knows only version 1 (its errors are CommandMate's contract); a reader of
+/// either version says what else there is, and why a `version: 2` further down was not seen.
+fn name_the_versions(mut errors: ConfigErrors) -> ConfigErrors {
+    for error in &mut errors.0 {
+        if let ConfigErrorKind::BadVersion { found } = &error.kind {
+            let value = found.trim_matches(['"', '\'']);
+            error.kind = if value == "2" {
+                ConfigErrorKind::VersionTwoNotFirst
+            } else {
+                ConfigErrorKind::UnknownVersion {
+                    found: found.clone(),
+                }
+            };
+        }
+    }
+    errors
+}
+
 /// Parses the text of a verify.yaml of either version (`version: 2` as the first key selects
 /// v2; anything else is read as v1, exactly as CommandMate reads it).
 pub fn parse(path: &Utf8Path, text: &str) -> Result<Loaded, ConfigErrors> {
     if !is_v2(text) {
-        return parse_v1(path, text).map(|config| Loaded { config, v2: None });
+        return parse_v1(path, text)
+            .map(|config| Loaded { config, v2: None })
+            .map_err(name_the_versions);
     }
     match v2::parse(path, text) {
         Ok((config, v2)) => Ok(Loaded {

@@ -281,6 +281,33 @@ fn every_problem_of_a_file_is_reported_at_once() {
 }
 
 #[test]
+fn a_version_2_below_the_first_key_or_an_unknown_version_says_what_to_change() {
+    let repo = TempRepo::worktree_with_commit();
+    repo.verify_yaml("gates:\n  - id: a\n    command: touch ran\nversion: 2\n");
+    let out = repo.greenlight(["verify"]);
+    assert_eq!(out.code, 2, "{}", out.render());
+    assert!(
+        out.stderr
+            .contains("verify.yaml:4: `version: 2` is read only as the file's first key")
+            && out.stderr.contains("move `version: 2` to the top"),
+        "{}",
+        out.render()
+    );
+
+    repo.verify_yaml("version: 3\ngates:\n  - id: a\n    command: touch ran\n");
+    let out = repo.greenlight(["verify"]);
+    assert_eq!(out.code, 2, "{}", out.render());
+    assert!(
+        out.stderr
+            .contains("verify.yaml:1: `version` must be 1 (CommandMate's format) or 2")
+            && out.stderr.contains("found `3`"),
+        "{}",
+        out.render()
+    );
+    assert!(out.stdout.is_empty() && repo.read("ran").is_none());
+}
+
+#[test]
 fn every_v2_key_is_accepted_and_means_what_it_says() {
     let repo = TempRepo::worktree_with_commit();
     repo.write(".commandmate/tsc.json", MATCHER);
