@@ -16,8 +16,9 @@
 # Needs: cargo, cargo-nextest, clippy (rustup component), python3 with pytest (`pip install
 # pytest`, which brings iniconfig), go (`apt-get install golang-go`), node 20 + npm (the npm
 # install below brings jest, vitest, mocha, tape, tap, eslint and its compact formatter,
-# typescript and bun, whose npm package ships the binary), rustfmt (rustup component) for the
-# problem matcher captures, and `script` from util-linux for the pseudo-terminal captures.
+# typescript and bun, whose npm package ships the binary), rustfmt (rustup component) and
+# shellcheck (`apt-get install shellcheck`) for the problem matcher captures, and `script` from
+# util-linux for the pseudo-terminal captures.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -43,16 +44,18 @@ wanted() {
   return 1
 }
 
-# The npm install is skipped only when every filter names a Rust, Python or Go format.
+# The npm install is skipped only when every filter names a Rust, Python, Go or shellcheck case.
 needs_js=$((${#FILTERS[@]} == 0))
 for f in "${FILTERS[@]}"; do
   case "$f" in
-    cargo* | nextest* | pytest* | unittest* | go*) ;;
+    cargo* | nextest* | pytest* | unittest* | go* | *shellcheck*) ;;
     *) needs_js=1 ;;
   esac
 done
 if [[ $needs_js -eq 1 ]]; then
-  (cd "$WORK/js" && npm install --no-audit --no-fund --loglevel=error >/dev/null)
+  # `npm ci` from the committed lock: the same dependency tree every time, and no failure when
+  # the registry gains a release whose own dependencies it does not hold yet.
+  (cd "$WORK/js" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
 fi
 JSBIN="$WORK/js/node_modules/.bin"
 
@@ -229,3 +232,5 @@ capture matchers/runs go-vet go/vet go "$GO_V" report.json -- go vet ./...
 capture matchers/runs python-traceback python/traceback python3 "python3 --version" "" -- python3 main.py
 capture matchers/runs eslint-compact js/eslint eslint "$JSBIN/eslint --version" report.json -- "$JSBIN/eslint" -f compact .
 capture matchers/runs rustfmt-check rust/unformatted rustfmt "cargo fmt --version" "" -- cargo fmt --check
+report_only shell/lint report.json -- 'shellcheck -f json1 *.sh'
+capture matchers/runs shellcheck-gcc shell/lint shellcheck "shellcheck --version | sed -n 2p" report.json -- 'shellcheck -f gcc *.sh'

@@ -182,6 +182,78 @@ fn setup_go_matcher_reads_go_vet() {
     );
 }
 
+/// A matcher published outside GitHub's own actions (lumaxis/shellcheck-problem-matchers) on
+/// `shellcheck -f gcc`: its regexp captures `note` as well, a severity GitHub does not know, so
+/// shellcheck's info and style findings are no problems and its errors and warnings are exactly
+/// what `shellcheck -f json1` reports at those levels.
+#[test]
+fn shellcheck_gcc_matcher_keeps_errors_and_warnings_and_drops_notes() {
+    let case = "matchers/runs/shellcheck-gcc";
+    let d = read(case, matcher("shellcheck-gcc"));
+    assert_eq!(
+        d.classification,
+        Classification::Recognised,
+        "{:?}",
+        d.reasons
+    );
+    assert_eq!(d.format, Some(Format::ProblemMatcher));
+    assert_eq!(
+        d.diagnostics[0],
+        problem(
+            "shellcheck-json",
+            Severity::Error,
+            ("broken.sh", Some(3), Some(1)),
+            Some("SC1046"),
+            "Couldn't find 'fi' for this 'if'."
+        )
+    );
+    let text = std::fs::read_to_string(fixtures().join(case).join("report.json")).expect("report");
+    let report: serde_json::Value = serde_json::from_str(&text).expect("shellcheck -f json1");
+    // Severity is not ordered; its name is.
+    let key = |file: &str, line: u64, column: u64, code: String, severity: Severity| {
+        (file.to_owned(), line, column, code, format!("{severity:?}"))
+    };
+    let mut reported: Vec<_> = report["comments"]
+        .as_array()
+        .expect("comments")
+        .iter()
+        .filter_map(|c| {
+            let severity = match c["level"].as_str()? {
+                "error" => Severity::Error,
+                "warning" => Severity::Warning,
+                _ => return None,
+            };
+            Some(key(
+                c["file"].as_str()?,
+                c["line"].as_u64()?,
+                c["column"].as_u64()?,
+                format!("SC{}", c["code"].as_u64()?),
+                severity,
+            ))
+        })
+        .collect();
+    let mut found: Vec<_> = d
+        .diagnostics
+        .iter()
+        .map(|x| {
+            key(
+                x.file.as_deref().unwrap_or_default(),
+                u64::from(x.line.unwrap_or_default()),
+                u64::from(x.column.unwrap_or_default()),
+                x.code.clone().unwrap_or_default(),
+                x.severity,
+            )
+        })
+        .collect();
+    reported.sort();
+    found.sort();
+    assert!(
+        reported.len() >= 3,
+        "the project must give errors and warnings"
+    );
+    assert_eq!(found, reported);
+}
+
 #[test]
 fn setup_python_matcher_reads_a_traceback_at_its_raise() {
     let d = read("matchers/runs/python-traceback", matcher("python"));

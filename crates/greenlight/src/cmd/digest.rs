@@ -7,11 +7,13 @@
 //! the command's exit code. The command runs like a gate (`greenlight-proc`): its own process
 //! group, stdin from /dev/null, a drain limit, and whatever it leaves running is killed and
 //! named on stderr; `--timeout` and greenlight's own ending signals end its whole group.
+//! `--matcher FILE` adds GitHub problem matchers, read as a verify.yaml v2 gate's are.
 
 use std::io::Read;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use greenlight_digest::matchers::MatcherSet;
 use greenlight_digest::{Digest, DigestOptions, Format, StreamingDigester};
 use greenlight_proc::{Ending, Input, Observer, Output, Program, Spec, Stream};
 
@@ -45,6 +47,12 @@ pub struct Args {
     /// Print the digest as one JSON object.
     #[arg(long)]
     json: bool,
+
+    /// A GitHub problem matcher file (the JSON `::add-matcher::` takes) that also reads the
+    /// output, as a verify.yaml v2 gate's `matchers` do; repeat for several. A later file's
+    /// owner replaces an earlier one's.
+    #[arg(long = "matcher", value_name = "FILE")]
+    matchers: Vec<PathBuf>,
 
     /// The file to read (`-` or nothing: stdin).
     #[arg(value_name = "FILE|-", conflicts_with = "command")]
@@ -80,9 +88,17 @@ fn parse_format(s: &str) -> Result<FormatArg, String> {
 
 /// Runs the subcommand and returns the process exit code.
 pub fn run(args: Args) -> i32 {
+    let matchers = match read_matchers(&args.matchers) {
+        Ok(set) => set,
+        Err(message) => {
+            errln!("greenlight digest: {message}");
+            return USAGE_ERROR;
+        }
+    };
     let options = DigestOptions {
         budget: args.budget,
         format: args.format.0,
+        matchers,
         ..DigestOptions::default()
     };
     let (digest, code) = if args.command.is_empty() {
@@ -110,6 +126,30 @@ pub fn run(args: Args) -> i32 {
     };
     out!("{text}");
     code
+}
+
+/// Reads and checks the `--matcher` files, merged in order. Read as verify.yaml reads its
+/// matcher files: a regular file of at most 1 MiB, UTF-8, refused with its place when GitHub
+/// would refuse it.
+fn read_matchers(paths: &[PathBuf]) -> Result<MatcherSet, String> {
+    let mut set = MatcherSet::default();
+    for path in paths {
+        let shown = path.display();
+        let bytes =
+            greenlight_gate::file::read_bounded(path, greenlight_gate::file::MAX_CONFIG_BYTES)
+                .map_err(|e| {
+                    format!(
+                        "cannot read the matcher file `{shown}` ({}); pass a readable file",
+                        e.reason()
+                    )
+                })?;
+        let text = String::from_utf8(bytes)
+            .map_err(|_| format!("the matcher file `{shown}` is not UTF-8; save it as UTF-8"))?;
+        let parsed = MatcherSet::parse(&shown.to_string(), &text)
+            .map_err(|e| format!("the matcher file is refused: {e}"))?;
+        set.extend(parsed);
+    }
+    Ok(set)
 }
 
 fn read_input(args: &Args, options: DigestOptions) -> Result<Digest, String> {

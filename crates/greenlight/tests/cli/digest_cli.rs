@@ -204,3 +204,108 @@ fn bad_arguments_name_the_fault_and_the_way_out() {
         out.stderr
     );
 }
+
+fn matcher_file(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../greenlight-digest/tests/fixtures/matchers")
+        .join(format!("{name}.json"))
+}
+
+#[test]
+fn a_matcher_file_reads_output_greenlight_has_no_parser_for() {
+    let output = fixture("matchers/runs/shellcheck-gcc");
+    let matcher = matcher_file("shellcheck-gcc");
+    let without = Cli::new([
+        "digest",
+        "--exit-code",
+        "1",
+        output.to_str().unwrap_or_default(),
+    ])
+    .run();
+    assert!(
+        without.stdout.contains("no known format"),
+        "{}",
+        without.stdout
+    );
+
+    let out = Cli::new([
+        "digest",
+        "--exit-code",
+        "1",
+        "--matcher",
+        matcher.to_str().unwrap_or_default(),
+        output.to_str().unwrap_or_default(),
+    ])
+    .run();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let first = out.stdout.lines().next().unwrap_or_default();
+    assert!(
+        first.starts_with("exit 1 · problem-matcher (shellcheck-json) · "),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout
+            .contains("error[SC1046] broken.sh:3:1: Couldn't find 'fi' for this 'if'."),
+        "{}",
+        out.stdout
+    );
+    // shellcheck's notes are no severity GitHub knows, so they are no problems here either.
+    assert!(!out.stdout.contains("SC2086"), "{}", out.stdout);
+
+    // A command's output reads through the matcher as well.
+    let out = Cli::new([
+        "digest",
+        "--matcher",
+        matcher.to_str().unwrap_or_default(),
+        "--",
+        "sh",
+        "-c",
+        "echo 'run.sh:2:7: error: Quote this. [SC2086]'; exit 1",
+    ])
+    .run();
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(
+        out.stdout.contains("error[SC2086] run.sh:2:7: Quote this."),
+        "{}",
+        out.stdout
+    );
+}
+
+#[test]
+fn a_matcher_file_github_would_refuse_is_named_with_its_place() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let bad = dir.path().join("bad.json");
+    std::fs::write(
+        &bad,
+        r#"{"problemMatcher": [{"owner": "x", "pattern": [{"regexp": "^(.*)$", "message": 4}]}]}"#,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let output = fixture("matchers/runs/shellcheck-gcc");
+    let output = output.to_str().unwrap_or_default();
+    let out = Cli::new([
+        "digest",
+        "--matcher",
+        bad.to_str().unwrap_or_default(),
+        output,
+    ])
+    .run();
+    assert_eq!(out.code, 2, "{}", out.stdout);
+    assert!(out.stdout.is_empty(), "{}", out.stdout);
+    assert!(
+        out.stderr
+            .contains("bad.json: problemMatcher[0].pattern[0]")
+            && out.stderr.contains("`message` is group 4"),
+        "{}",
+        out.stderr
+    );
+
+    let out = Cli::new(["digest", "--matcher", "/nonexistent/m.json", output]).run();
+    assert_eq!(out.code, 2);
+    assert!(
+        out.stderr
+            .contains("cannot read the matcher file `/nonexistent/m.json`"),
+        "{}",
+        out.stderr
+    );
+}
