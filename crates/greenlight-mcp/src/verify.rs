@@ -40,6 +40,10 @@ pub struct VerifyArgs {
     /// this content, and store the fresh results.
     #[serde(default)]
     pub no_cache: bool,
+    /// Say for each gate of a version 2 file why it ran (no stored result, or which inputs, env
+    /// values or key outputs differ from the last one) or was replayed, in its `explain`.
+    #[serde(default)]
+    pub explain: bool,
 }
 
 /// What `verify` answers: the run's verdict and each gate's.
@@ -81,6 +85,9 @@ pub struct GateOutcome {
     /// The result was replayed from the result cache (verify.yaml v2): nothing ran, and the
     /// duration is the original run's.
     pub cached: bool,
+    /// Why it ran or was replayed from the result cache (only with the `explain` argument, for
+    /// a version 2 file's gates).
+    pub explain: Option<String>,
     /// Bytes it printed (last attempt).
     pub output_bytes: u64,
     /// The exact failures, when the output was recognised completely (a failing gate only).
@@ -185,6 +192,7 @@ async fn run(args: &VerifyArgs, ctx: VerifyContext) -> Result<VerifyOutput, Cann
         cache: greenlight_integrate::cache_place::cache_settings(ctx.state.as_deref()).map(
             |mut settings| {
                 settings.refresh = args.no_cache;
+                settings.explain = args.explain;
                 settings
             },
         ),
@@ -397,6 +405,7 @@ fn outcome(gate: &GateReport, tail_limit: usize) -> GateOutcome {
         attempts: u8::try_from(gate.attempts.len()).unwrap_or(u8::MAX),
         skip_reason: gate.skip_reason.map(|_| render::skip_reason(gate)),
         cached: gate.cached.is_some(),
+        explain: gate.explain.clone(),
         output_bytes: last.map_or(0, |a| a.output_bytes),
         digest_compact,
         tail,

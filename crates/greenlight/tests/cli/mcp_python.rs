@@ -276,7 +276,14 @@ fn tools_list_has_the_seven_tools_with_schemas_and_read_only_hints() {
     keys.sort_unstable();
     assert_eq!(
         keys,
-        ["base_ref", "cwd", "gates", "no_cache", "skip_work_evidence"]
+        [
+            "base_ref",
+            "cwd",
+            "explain",
+            "gates",
+            "no_cache",
+            "skip_work_evidence"
+        ]
     );
     let required = &verify["output_schema"]["required"];
     for field in ["result", "exit_code", "run_id", "gates", "warnings"] {

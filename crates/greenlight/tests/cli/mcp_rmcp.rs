@@ -521,6 +521,21 @@ fn a_v2_verify_over_mcp_runs_needs_in_order_and_replays_cached_gates() {
             "{}",
             text_of(&again)
         );
+        assert_eq!(answer["gates"][2]["explain"], Value::Null, "{answer:#}");
+
+        // `explain` says which input moved, then that nothing did.
+        repo.write("notes.txt", "changed\n");
+        let explained = call_tool(&client, "verify", json!({"explain": true})).await;
+        let answer = assert_matches_schema(&tools, "verify", &explained);
+        let lint = answer["gates"][2]["explain"].as_str().unwrap_or_default();
+        assert!(
+            lint.starts_with("ran: ") && lint.contains("+notes.txt"),
+            "{answer:#}"
+        );
+        let explained = call_tool(&client, "verify", json!({"explain": true})).await;
+        let answer = assert_matches_schema(&tools, "verify", &explained);
+        let lint = answer["gates"][2]["explain"].as_str().unwrap_or_default();
+        assert!(lint.starts_with("replayed"), "{answer:#}");
         client.cancel().await.unwrap();
     });
 }
