@@ -151,13 +151,17 @@ fn carries_token(pid: i32, needle: &[u8]) -> bool {
         .unwrap_or(false)
 }
 
-/// Whether `pid` is known to be gone. Only "no such process" proves it: EPERM means it exists
-/// under another user, and anything unclear reads as alive (the safe side).
+/// Whether `pid` is known to be gone: no such process, or a zombie (it has ended and holds
+/// nothing; only its parent's wait is missing, and its pid cannot be reused until then). EPERM
+/// means it exists under another user, and anything unclear reads as alive (the safe side).
 pub fn is_dead(pid: i32) -> bool {
-    let Some(pid) = self::pid(pid) else {
+    let Some(checked) = self::pid(pid) else {
         return false;
     };
-    matches!(rustix::process::test_kill_process(pid), Err(e) if e == rustix::io::Errno::SRCH)
+    match rustix::process::test_kill_process(checked) {
+        Err(e) if e == rustix::io::Errno::SRCH => true,
+        _ => stat_of(pid).is_some_and(|s| s.zombie),
+    }
 }
 
 /// The process group of `pid`, if it is still there.
@@ -268,6 +272,30 @@ mod tests {
             Vec::<i32>::new(),
             "zombies and the dead are not members"
         );
+    }
+
+    #[test]
+    fn a_zombie_is_dead_before_its_parent_reaps_it() {
+        let mut child = std::process::Command::new("/bin/sh")
+            .args(["-c", "exit 0"])
+            .spawn()
+            .expect("sh runs");
+        let zombie = child.id() as i32;
+        let mut seen_zombie = false;
+        for _ in 0..500 {
+            if stat_of(zombie).is_some_and(|s| s.zombie) {
+                seen_zombie = true;
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(seen_zombie, "the unreaped child became a zombie");
+        // kill(pid, 0) still succeeds on a zombie; it is dead all the same.
+        assert!(rustix::process::test_kill_process(pid(zombie).expect("positive")).is_ok());
+        assert!(is_dead(zombie), "a zombie holds nothing");
+        let _ = child.wait();
+        assert!(is_dead(zombie), "reaped and gone");
+        assert!(!is_dead(std::process::id() as i32), "this test is alive");
     }
 
     #[test]
