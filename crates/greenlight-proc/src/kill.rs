@@ -82,6 +82,18 @@ pub(crate) fn reap(raw: i32) {
     }
 }
 
+/// Reaps the zombies adopted from other sessions ([`procs::adopted_zombies_of_other_sessions`]):
+/// a descendant that left with `setsid`, outlived its parent and then ended is ours to wait for,
+/// and a long-lived greenlight (`serve`, `mcp`, `worker`) would otherwise keep one zombie per
+/// such process until it exits.
+pub(crate) fn reap_adopted_zombies() {
+    for raw in procs::adopted_zombies_of_other_sessions() {
+        if let Some(pid) = procs::pid(raw) {
+            let _ = rustix::process::waitpid(Some(pid), WaitOptions::NOHANG);
+        }
+    }
+}
+
 /// Reaps adopted zombies of the child's group (the leader itself is reaped by its `Child`).
 pub(crate) fn reap_group(leader: i32) {
     let Some(pgid) = procs::pid(leader) else {

@@ -27,6 +27,7 @@ pub struct LeftoverProcess {
 struct Stat {
     pid: i32,
     pgrp: i32,
+    session: i32,
     zombie: bool,
 }
 
@@ -43,9 +44,11 @@ fn parse_stat(pid: i32, text: &str) -> Option<Stat> {
     let state = fields.next()?;
     let _ppid = fields.next()?;
     let pgrp = fields.next()?.parse().ok()?;
+    let session = fields.next()?.parse().ok()?;
     Some(Stat {
         pid,
         pgrp,
+        session,
         zombie: matches!(state, "Z" | "X"),
     })
 }
@@ -69,9 +72,8 @@ pub fn group_members(pgid: i32) -> Vec<i32> {
         .collect()
 }
 
-/// Live children of this process (any thread). While a child runs and nothing else spawns,
-/// these are its descendants adopted because we are a child subreaper.
-pub fn adopted_children() -> Vec<i32> {
+/// Children of this process (any thread), zombies included.
+fn children() -> Vec<i32> {
     let mut pids = Vec::new();
     let Ok(tasks) = fs::read_dir("/proc/self/task") else {
         return pids;
@@ -86,9 +88,29 @@ pub fn adopted_children() -> Vec<i32> {
                 .filter_map(|p| p.parse::<i32>().ok()),
         );
     }
-    pids.retain(|&pid| stat_of(pid).is_some_and(|s| !s.zombie));
     pids.sort_unstable();
     pids.dedup();
+    pids
+}
+
+/// Live children of this process (any thread). While a child runs and nothing else spawns,
+/// these are its descendants adopted because we are a child subreaper.
+pub fn adopted_children() -> Vec<i32> {
+    let mut pids = children();
+    pids.retain(|&pid| stat_of(pid).is_some_and(|s| !s.zombie));
+    pids
+}
+
+/// Zombie children of this process in another session than ours: descendants that left with
+/// `setsid`, were adopted because we are a child subreaper, and then ended. Nothing here starts
+/// a child in a session of its own, so none of them is a child that something here waits for.
+pub fn adopted_zombies_of_other_sessions() -> Vec<i32> {
+    let Ok(ours) = rustix::process::getsid(None) else {
+        return Vec::new();
+    };
+    let ours = ours.as_raw_nonzero().get();
+    let mut pids = children();
+    pids.retain(|&pid| stat_of(pid).is_some_and(|s| s.zombie && s.session != ours));
     pids
 }
 
@@ -212,7 +234,10 @@ mod tests {
     fn a_command_name_with_spaces_and_parentheses_still_parses() {
         let line = "4242 (a) b (c)) S 1 777 777 0 -1 4194560 0 0";
         let stat = parse_stat(4242, line).expect("parses");
-        assert_eq!((stat.pid, stat.pgrp, stat.zombie), (4242, 777, false));
+        assert_eq!(
+            (stat.pid, stat.pgrp, stat.session, stat.zombie),
+            (4242, 777, 777, false)
+        );
         let dead = parse_stat(1, "1 (x) Z 0 9 9").expect("parses");
         assert!(dead.zombie);
         assert!(parse_stat(1, "garbage").is_none());
@@ -296,6 +321,44 @@ mod tests {
         let _ = child.wait();
         assert!(is_dead(zombie), "reaped and gone");
         assert!(!is_dead(std::process::id() as i32), "this test is alive");
+    }
+
+    #[test]
+    #[allow(clippy::zombie_processes)] // the zombie is the subject; reap_adopted_zombies waits
+    fn only_zombies_of_another_session_are_reaped_as_adopted() {
+        // `setsid true`: a child in a session of its own that ends, as an escaped descendant
+        // adopted by a subreaper does; `sh -c 'exit 0'`: an ended child of our own session.
+        let other = Command::new("setsid")
+            .arg("true")
+            .spawn()
+            .expect("setsid runs");
+        let mut own = Command::new("/bin/sh")
+            .args(["-c", "exit 0"])
+            .spawn()
+            .expect("sh runs");
+        let (other, own_pid) = (other.id() as i32, own.id() as i32);
+        let gone = |pid: i32| !std::path::Path::new(&format!("/proc/{pid}")).exists();
+        for _ in 0..500 {
+            // A run on another test thread may reap it first, which is the same reaping.
+            let listed = adopted_zombies_of_other_sessions();
+            if (listed.contains(&other) || gone(other))
+                && stat_of(own_pid).is_some_and(|s| s.zombie)
+            {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(
+            !adopted_zombies_of_other_sessions().contains(&own_pid),
+            "a zombie of our own session is some waiter's"
+        );
+        crate::kill::reap_adopted_zombies();
+        assert!(gone(other), "the other session's zombie is reaped");
+        assert!(
+            stat_of(own_pid).is_some_and(|s| s.zombie),
+            "our own session's zombie is left to its waiter"
+        );
+        assert!(own.wait().is_ok_and(|status| status.success()));
     }
 
     #[test]

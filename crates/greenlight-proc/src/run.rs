@@ -320,6 +320,7 @@ pub async fn run<O: Observer + ?Sized>(
     )
     .await;
     kill::reap_group(leader);
+    kill::reap_adopted_zombies();
     if let Some(writer) = writer {
         writer.abort();
     }

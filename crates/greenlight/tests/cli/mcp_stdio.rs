@@ -156,3 +156,66 @@ fn malformed_requests_get_errors_that_name_the_fault_and_the_server_keeps_servin
     );
     assert!(status.success(), "{status}");
 }
+
+/// Zombie children of `parent`, from `/proc`.
+fn zombies_of(parent: u32) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        let Some(rest) = stat.rfind(')').map(|at| &stat[at + 1..]) else {
+            continue;
+        };
+        let mut fields = rest.split_whitespace();
+        let (state, ppid) = (fields.next(), fields.next());
+        if state == Some("Z") && ppid == Some(parent.to_string().as_str()) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+#[test]
+fn a_process_that_left_its_session_and_ended_later_is_reaped_not_left_a_zombie() {
+    let repo = TempRepo::worktree_with_commit();
+    // Two gates run at once, so adopted processes are not claimed by either; the first starts
+    // a process in a session of its own without greenlight's token, which outlives the gate,
+    // is adopted by the server (a child subreaper) and ends a moment later.
+    repo.verify_yaml(
+        "version: 2\noptions:\n  cache: off\ngates:\n  - id: detach\n    command: setsid env -i /bin/sh -c 'sleep 0.3' </dev/null >/dev/null 2>&1 &\n  - id: other\n    command: \"true\"\n",
+    );
+    let mut server = Server::start(&repo);
+    server.send(
+        &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "raw pipe", "version": "1"}}})
+        .to_string(),
+    );
+    server.answer();
+    server.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    server.send(&call(1, "verify", &json!({})));
+    let answer = server.answer();
+    assert_eq!(
+        answer["result"]["structuredContent"]["result"], "passed",
+        "{answer}"
+    );
+    let pid = server.child.id();
+    let zombies = greenlight_testkit::procs::wait_until(
+        Duration::from_secs(10),
+        "the detached process never ended as the server's zombie",
+        || Some(zombies_of(pid)).filter(|z| !z.is_empty()),
+    );
+
+    server.send(&call(2, "verify", &json!({})));
+    let answer = server.answer();
+    assert_eq!(answer["id"], 2, "{answer}");
+    let left: Vec<u32> = zombies_of(pid)
+        .into_iter()
+        .filter(|z| zombies.contains(z))
+        .collect();
+    assert!(left.is_empty(), "still zombies of the server: {left:?}");
+}
