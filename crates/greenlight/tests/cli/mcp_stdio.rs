@@ -58,6 +58,19 @@ impl Server {
         stdin.flush().unwrap();
     }
 
+    /// The handshake, checking that the server names itself.
+    fn initialize(&mut self) {
+        self.send(
+            &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18", "capabilities": {},
+                "clientInfo": {"name": "raw pipe", "version": "1"}}})
+            .to_string(),
+        );
+        let init = self.answer();
+        assert_eq!(init["result"]["serverInfo"]["name"], "greenlight", "{init}");
+        self.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    }
+
     /// The next line the server writes, as JSON.
     fn answer(&self) -> Value {
         let line = self
@@ -101,15 +114,7 @@ fn malformed_requests_get_errors_that_name_the_fault_and_the_server_keeps_servin
     let repo = TempRepo::worktree_with_commit();
     repo.verify_yaml("version: 1\ngates:\n  - id: lint\n    command: echo linted\n");
     let mut server = Server::start(&repo);
-    server.send(
-        &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "raw pipe", "version": "1"}}})
-        .to_string(),
-    );
-    let init = server.answer();
-    assert_eq!(init["result"]["serverInfo"]["name"], "greenlight", "{init}");
-    server.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    server.initialize();
 
     let (code, message) = server.error_for(r#"{"jsonrpc":"2.0","id":1,"method":"#, &Value::Null);
     assert_eq!(code, -32700, "{message}");
@@ -189,14 +194,7 @@ fn a_process_that_left_its_session_and_ended_later_is_reaped_not_left_a_zombie()
         "version: 2\noptions:\n  cache: off\ngates:\n  - id: detach\n    command: setsid env -i /bin/sh -c 'sleep 0.3' </dev/null >/dev/null 2>&1 &\n  - id: other\n    command: \"true\"\n",
     );
     let mut server = Server::start(&repo);
-    server.send(
-        &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "raw pipe", "version": "1"}}})
-        .to_string(),
-    );
-    server.answer();
-    server.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    server.initialize();
     server.send(&call(1, "verify", &json!({})));
     let answer = server.answer();
     assert_eq!(
