@@ -11,7 +11,7 @@
 //!   the run with a warning; it never changes a verdict.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -131,7 +131,16 @@ impl CachePlan {
             key_outputs.insert(command.clone(), hash);
         }
         self.cwd_in_worktree = cwd_in(&listing.top, &options.cwd);
+        // Files the cache wrote inside the worktree would be inputs of every gate that reads the
+        // whole workspace, so no such gate could ever replay; the cache is never in a worktree.
+        let cache_inside = options
+            .cache
+            .as_ref()
+            .is_some_and(|c| is_within(&c.dir, &listing.top));
         if let Some(remote) = &mut self.remote {
+            if cache_inside {
+                remote.keep_no_file_digests();
+            }
             let prepared = remote
                 .prepare(
                     config,
@@ -150,6 +159,15 @@ impl CachePlan {
             self.listing = Some(listing);
             return Ok(());
         };
+        if cache_inside {
+            self.off(format!(
+                "the cache directory {} is inside this worktree ({}), where its own entries would change every gate's inputs; set GREENLIGHT_CACHE_DIR or XDG_CACHE_HOME to a directory outside it",
+                settings.dir.display(),
+                listing.top.display()
+            ));
+            self.listing = Some(listing);
+            return Ok(());
+        }
         let store = match settings.open() {
             Ok(store) => store,
             Err(why) => {
@@ -507,4 +525,59 @@ async fn run_key_command(
         }
     }
     Ok(hasher.finalize().to_hex().to_string())
+}
+
+/// Whether `dir` is `top` or lies under it. Symlinks are resolved in the part of `dir` that
+/// exists (the cache directory may not exist yet); a relative `dir` is taken from the process's
+/// directory, as the store opens it.
+fn is_within(dir: &Path, top: &Path) -> bool {
+    let absolute = if dir.is_relative() {
+        std::env::current_dir().map_or_else(|_| dir.to_path_buf(), |cwd| cwd.join(dir))
+    } else {
+        dir.to_path_buf()
+    };
+    let top = std::fs::canonicalize(top).unwrap_or_else(|_| top.to_path_buf());
+    let mut existing = absolute.as_path();
+    let mut missing = Vec::new();
+    let resolved = loop {
+        if let Ok(real) = std::fs::canonicalize(existing) {
+            break missing
+                .iter()
+                .rev()
+                .fold(real, |path: PathBuf, name| path.join(name));
+        }
+        match (existing.parent(), existing.file_name()) {
+            (Some(parent), Some(name)) => {
+                missing.push(name.to_owned());
+                existing = parent;
+            }
+            _ => break absolute.clone(),
+        }
+    };
+    resolved.starts_with(&top)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_within;
+
+    #[test]
+    fn a_cache_directory_is_within_the_worktree_through_links_and_before_it_exists() {
+        let top = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let outside = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let top = top.path();
+        assert!(is_within(top, top));
+        assert!(is_within(&top.join("not/yet/made"), top));
+        assert!(!is_within(&outside.path().join("cache"), top));
+        // A link from outside into the worktree is inside; one from inside out is not.
+        let into = outside.path().join("into");
+        std::os::unix::fs::symlink(top, &into).unwrap_or_else(|e| panic!("{e}"));
+        assert!(is_within(&into.join("greenlight"), top));
+        let out_of = top.join("out");
+        std::os::unix::fs::symlink(outside.path(), &out_of).unwrap_or_else(|e| panic!("{e}"));
+        assert!(!is_within(&out_of.join("greenlight"), top));
+        // A sibling whose name starts with the worktree's is not inside it.
+        let sibling = format!("{}-cache", top.display());
+        assert!(!is_within(std::path::Path::new(&sibling), top));
+    }
 }

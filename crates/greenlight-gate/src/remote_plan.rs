@@ -87,6 +87,11 @@ pub(crate) enum RemoteAttempt {
 }
 
 impl RemotePlan {
+    /// Keeps the file digests of this run in memory only (the cache directory is unusable).
+    pub(crate) fn keep_no_file_digests(&mut self) {
+        self.digests_file = None;
+    }
+
     /// The plan for `config`, when it declares a cluster (and `GREENLIGHT_REMOTE_ENDPOINT` is
     /// not `off`).
     pub(crate) fn new(

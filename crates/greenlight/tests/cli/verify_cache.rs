@@ -267,6 +267,30 @@ fn a_key_file_others_can_read_turns_the_cache_off_with_a_warning_and_changes_no_
 }
 
 #[test]
+fn a_cache_directory_inside_the_worktree_turns_the_cache_off_and_writes_nothing_there() {
+    let repo = repo_with("  - id: unit\n    command: \"true\"\n");
+    let inside = repo.path().join(".greenlight-cache");
+    let run = || {
+        repo.cli(["verify"])
+            .env("GREENLIGHT_CACHE_DIR", &inside)
+            .run()
+    };
+    for _ in 0..2 {
+        let out = run();
+        assert_eq!(out.code, 0, "{}", out.render());
+        assert!(none_cached(&out), "{}", out.render());
+        assert!(
+            out.stderr.contains("the result cache is off for this run")
+                && out.stderr.contains("is inside this worktree")
+                && out.stderr.contains("GREENLIGHT_CACHE_DIR"),
+            "{}",
+            out.stderr
+        );
+    }
+    assert!(!inside.exists(), "nothing may be written into the worktree");
+}
+
+#[test]
 fn timeouts_flaky_results_and_leftover_processes_are_never_stored() {
     let repo = repo_with(
         "  - id: slow\n    command: sleep 5\n    timeoutSec: 1\n  - id: flaky\n    command: \"n=$(cat $HOME/count 2>/dev/null || echo 0); echo $((n+1)) > $HOME/count; test $n -ge 1\"\n    retryOnFail: 1\n  - id: leaky\n    command: sleep 30 &\n",
