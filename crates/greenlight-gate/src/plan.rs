@@ -168,6 +168,21 @@ impl CachePlan {
             self.listing = Some(listing);
             return Ok(());
         }
+        // The state directory (the cache's key, the run records) changes on every run: inside
+        // the worktree it is an input of every whole-workspace gate, which then never replays.
+        if let Some(state_dir) = settings
+            .key_file
+            .parent()
+            .filter(|dir| is_within(dir, &listing.top))
+        {
+            self.off(format!(
+                "the state directory {} is inside this worktree ({}), where the files greenlight keeps there change every gate's inputs; set GREENLIGHT_STATE or XDG_STATE_HOME to a place outside it",
+                state_dir.display(),
+                listing.top.display()
+            ));
+            self.listing = Some(listing);
+            return Ok(());
+        }
         let store = match settings.open() {
             Ok(store) => store,
             Err(why) => {

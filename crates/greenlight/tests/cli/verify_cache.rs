@@ -267,7 +267,7 @@ fn a_key_file_others_can_read_turns_the_cache_off_with_a_warning_and_changes_no_
 }
 
 #[test]
-fn a_cache_directory_inside_the_worktree_turns_the_cache_off_and_writes_nothing_there() {
+fn a_cache_or_state_directory_inside_the_worktree_turns_the_cache_off() {
     let repo = repo_with("  - id: unit\n    command: \"true\"\n");
     let inside = repo.path().join(".greenlight-cache");
     let run = || {
@@ -288,6 +288,23 @@ fn a_cache_directory_inside_the_worktree_turns_the_cache_off_and_writes_nothing_
         );
     }
     assert!(!inside.exists(), "nothing may be written into the worktree");
+
+    // A state directory (the cache's key, the run records) inside the worktree likewise.
+    let state = repo.path().join(".state/state.db");
+    let out = repo.cli(["verify"]).env("GREENLIGHT_STATE", &state).run();
+    assert_eq!(out.code, 0, "{}", out.render());
+    assert!(none_cached(&out), "{}", out.render());
+    assert!(
+        out.stderr.contains("the state directory")
+            && out.stderr.contains("is inside this worktree")
+            && out.stderr.contains("GREENLIGHT_STATE"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        !repo.path().join(".state/cache.key").exists(),
+        "no cache key is made in the worktree"
+    );
 }
 
 #[test]
