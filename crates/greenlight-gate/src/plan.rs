@@ -11,7 +11,7 @@
 //!   the run with a warning; it never changes a verdict.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -159,25 +159,28 @@ impl CachePlan {
             self.listing = Some(listing);
             return Ok(());
         };
-        if cache_inside {
-            self.off(format!(
-                "the cache directory {} is inside this worktree ({}), where its own entries would change every gate's inputs; set GREENLIGHT_CACHE_DIR or XDG_CACHE_HOME to a directory outside it",
-                settings.dir.display(),
-                listing.top.display()
-            ));
-            self.listing = Some(listing);
-            return Ok(());
-        }
         // The state directory (the cache's key, the run records) changes on every run: inside
         // the worktree it is an input of every whole-workspace gate, which then never replays.
-        if let Some(state_dir) = settings
-            .key_file
-            .parent()
-            .filter(|dir| is_within(dir, &listing.top))
-        {
+        let inside = if cache_inside {
+            Some((
+                "cache directory",
+                settings.dir.as_path(),
+                "its own entries would change every gate's inputs; set GREENLIGHT_CACHE_DIR or XDG_CACHE_HOME to a directory outside it",
+            ))
+        } else {
+            let state_dir = settings.key_file.parent();
+            state_dir.filter(|dir| is_within(dir, &listing.top)).map(|dir| {
+                (
+                    "state directory",
+                    dir,
+                    "the files greenlight keeps there change every gate's inputs; set GREENLIGHT_STATE or XDG_STATE_HOME to a place outside it",
+                )
+            })
+        };
+        if let Some((what, dir, why)) = inside {
             self.off(format!(
-                "the state directory {} is inside this worktree ({}), where the files greenlight keeps there change every gate's inputs; set GREENLIGHT_STATE or XDG_STATE_HOME to a place outside it",
-                state_dir.display(),
+                "the {what} {} is inside this worktree ({}), where {why}",
+                dir.display(),
                 listing.top.display()
             ));
             self.listing = Some(listing);
@@ -542,9 +545,10 @@ async fn run_key_command(
     Ok(hasher.finalize().to_hex().to_string())
 }
 
-/// Whether `dir` is `top` or lies under it. Symlinks are resolved in the part of `dir` that
-/// exists (the cache directory may not exist yet); a relative `dir` is taken from the process's
-/// directory, as the store opens it.
+/// Whether `dir` is `top` or lies under it. The nearest part of `dir` that exists decides,
+/// with its links resolved (the cache directory may not exist yet, and what is made later is
+/// made inside that part); a relative `dir` is taken from the process's directory, as the store
+/// opens it.
 fn is_within(dir: &Path, top: &Path) -> bool {
     let absolute = if dir.is_relative() {
         std::env::current_dir().map_or_else(|_| dir.to_path_buf(), |cwd| cwd.join(dir))
@@ -552,24 +556,10 @@ fn is_within(dir: &Path, top: &Path) -> bool {
         dir.to_path_buf()
     };
     let top = std::fs::canonicalize(top).unwrap_or_else(|_| top.to_path_buf());
-    let mut existing = absolute.as_path();
-    let mut missing = Vec::new();
-    let resolved = loop {
-        if let Ok(real) = std::fs::canonicalize(existing) {
-            break missing
-                .iter()
-                .rev()
-                .fold(real, |path: PathBuf, name| path.join(name));
-        }
-        match (existing.parent(), existing.file_name()) {
-            (Some(parent), Some(name)) => {
-                missing.push(name.to_owned());
-                existing = parent;
-            }
-            _ => break absolute.clone(),
-        }
-    };
-    resolved.starts_with(&top)
+    absolute
+        .ancestors()
+        .find_map(|part| std::fs::canonicalize(part).ok())
+        .is_some_and(|real| real.starts_with(&top))
 }
 
 #[cfg(test)]

@@ -19,6 +19,7 @@
 pub mod edit;
 mod error;
 mod lines;
+mod matcher_file;
 pub(crate) mod v2;
 mod validate;
 
@@ -28,6 +29,7 @@ use camino::{Utf8Path, Utf8PathBuf};
 use serde::Serialize;
 
 pub use error::{ConfigError, ConfigErrorKind, ConfigErrors};
+pub use matcher_file::{MatcherFileError, read_matcher_file};
 pub use v2::{GATE_KEYS_V2, MAX_JOBS, OPTIONS_KEYS_V2};
 
 /// Timeout of a gate that declares no `timeoutSec`, in seconds (CommandMate's default).

@@ -17,8 +17,8 @@ use serde_saphyr::Spanned;
 use super::validate::is_valid_id;
 use super::{
     CacheMode, Config, DEFAULT_MAX_LOG_TAIL_BYTES, DEFAULT_TIMEOUT_SEC, GateSpec, GateV2,
-    MAX_COMMAND_BYTES, MAX_LOG_TAIL_BYTES, MAX_MUTEX_LEN, MAX_TIMEOUT_SEC, Options, OptionsV2,
-    RESERVED_IDS, RemoteCache, RemoteOptions, RunOn, V2,
+    MAX_COMMAND_BYTES, MAX_LOG_TAIL_BYTES, MAX_MUTEX_LEN, MAX_TIMEOUT_SEC, MatcherFileError,
+    Options, OptionsV2, RESERVED_IDS, RemoteCache, RemoteOptions, RunOn, V2, read_matcher_file,
 };
 
 /// Every key a v2 gate may carry.
@@ -967,38 +967,23 @@ fn read_gate(
                 let base = path.parent().unwrap_or(Utf8Path::new("."));
                 for (file, (line, column)) in check.strings("matchers", value) {
                     let full = base.join(&file);
-                    match crate::file::read_bounded(full.as_std_path(), crate::file::MAX_CONFIG_BYTES)
-                    {
-                        Ok(bytes) => match String::from_utf8(bytes) {
-                            Ok(text) => match greenlight_digest::matchers::MatcherSet::parse(
-                                full.as_str(),
-                                &text,
-                            ) {
-                                Ok(set) => {
-                                    extra.matcher_set.extend(set);
-                                    extra.matchers.push((full, text));
-                                }
-                                Err(error) => check.problems.push((
-                                    line,
-                                    column,
-                                    format!("matcher file `{file}` is refused: {error}"),
-                                )),
-                            },
-                            Err(_) => check.problems.push((
-                                line,
-                                column,
-                                format!("the matcher file `{full}` is not UTF-8; save it as UTF-8"),
-                            )),
-                        },
-                        Err(error) => check.problems.push((
-                            line,
-                            column,
-                            format!(
-                                "cannot read the matcher file `{full}` ({}); paths are relative to the directory of this file",
-                                error.reason()
-                            ),
-                        )),
-                    }
+                    let problem = match read_matcher_file(full.as_std_path(), full.as_str()) {
+                        Ok((text, set)) => {
+                            extra.matcher_set.extend(set);
+                            extra.matchers.push((full, text));
+                            continue;
+                        }
+                        Err(MatcherFileError::Refused(error)) => {
+                            format!("matcher file `{file}` is refused: {error}")
+                        }
+                        Err(MatcherFileError::NotUtf8) => {
+                            format!("the matcher file `{full}` is not UTF-8; save it as UTF-8")
+                        }
+                        Err(MatcherFileError::Unreadable(reason)) => format!(
+                            "cannot read the matcher file `{full}` ({reason}); paths are relative to the directory of this file"
+                        ),
+                    };
+                    check.problems.push((line, column, problem));
                 }
             }
             _ => {}

@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use greenlight_digest::matchers::MatcherSet;
 use greenlight_digest::{Digest, DigestOptions, Format, StreamingDigester};
+use greenlight_gate::config::{MatcherFileError, read_matcher_file};
 use greenlight_proc::{Ending, Input, Observer, Output, Program, Spec, Stream};
 
 /// Exit code when greenlight itself cannot read the input or start the command.
@@ -128,25 +129,21 @@ pub fn run(args: Args) -> i32 {
     code
 }
 
-/// Reads and checks the `--matcher` files, merged in order. Read as verify.yaml reads its
-/// matcher files: a regular file of at most 1 MiB, UTF-8, refused with its place when GitHub
-/// would refuse it.
+/// Reads and checks the `--matcher` files, merged in order, as verify.yaml reads its matcher
+/// files.
 fn read_matchers(paths: &[PathBuf]) -> Result<MatcherSet, String> {
     let mut set = MatcherSet::default();
     for path in paths {
         let shown = path.display();
-        let bytes =
-            greenlight_gate::file::read_bounded(path, greenlight_gate::file::MAX_CONFIG_BYTES)
-                .map_err(|e| {
-                    format!(
-                        "cannot read the matcher file `{shown}` ({}); pass a readable file",
-                        e.reason()
-                    )
-                })?;
-        let text = String::from_utf8(bytes)
-            .map_err(|_| format!("the matcher file `{shown}` is not UTF-8; save it as UTF-8"))?;
-        let parsed = MatcherSet::parse(&shown.to_string(), &text)
-            .map_err(|e| format!("the matcher file is refused: {e}"))?;
+        let (_, parsed) = read_matcher_file(path, &shown.to_string()).map_err(|e| match e {
+            MatcherFileError::Unreadable(reason) => {
+                format!("cannot read the matcher file `{shown}` ({reason}); pass a readable file")
+            }
+            MatcherFileError::NotUtf8 => {
+                format!("the matcher file `{shown}` is not UTF-8; save it as UTF-8")
+            }
+            MatcherFileError::Refused(e) => format!("the matcher file is refused: {e}"),
+        })?;
         set.extend(parsed);
     }
     Ok(set)
