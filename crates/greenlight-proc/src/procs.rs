@@ -105,13 +105,25 @@ pub fn adopted_children() -> Vec<i32> {
 /// `setsid`, were adopted because we are a child subreaper, and then ended. Nothing here starts
 /// a child in a session of its own, so none of them is a child that something here waits for.
 pub fn adopted_zombies_of_other_sessions() -> Vec<i32> {
-    let Ok(ours) = rustix::process::getsid(None) else {
+    let Some(ours) = own_session() else {
         return Vec::new();
     };
-    let ours = ours.as_raw_nonzero().get();
-    let mut pids = children();
-    pids.retain(|&pid| stat_of(pid).is_some_and(|s| s.zombie && s.session != ours));
-    pids
+    zombies_of_other_sessions(ours, children().into_iter().filter_map(stat_of))
+}
+
+/// Our session id as `/proc` shows it. In a container whose init started us, the session
+/// leader lives outside our pid namespace and the id reads 0 (`getsid(2)` returns 0 too, which
+/// is why this reads `/proc` rather than calling it); children that stayed in our session read
+/// 0 alike, and one that called `setsid` reads its own, visible, pid.
+fn own_session() -> Option<i32> {
+    parse_stat(0, &fs::read_to_string("/proc/self/stat").ok()?).map(|s| s.session)
+}
+
+fn zombies_of_other_sessions(ours: i32, children: impl Iterator<Item = Stat>) -> Vec<i32> {
+    children
+        .filter(|s| s.zombie && s.session != ours)
+        .map(|s| s.pid)
+        .collect()
 }
 
 /// Children of this process (any thread) whose environment carries `token`: a child's
@@ -359,6 +371,32 @@ mod tests {
             "our own session's zombie is left to its waiter"
         );
         assert!(own.wait().is_ok_and(|status| status.success()));
+    }
+
+    /// In a container our session's leader is outside the pid namespace: our session and our
+    /// own-session children read 0, a `setsid` child reads its pid. Before, `getsid` returning 0
+    /// panicked every run there.
+    #[test]
+    fn a_session_read_as_zero_outside_our_namespace_still_tells_the_escapees_apart() {
+        let stat = |pid, session, zombie| Stat {
+            pid,
+            pgrp: pid,
+            session,
+            zombie,
+        };
+        let children = [
+            stat(10, 0, true),
+            stat(11, 11, true),
+            stat(12, 12, false),
+            stat(13, 0, false),
+        ];
+        assert_eq!(zombies_of_other_sessions(0, children.into_iter()), [11]);
+        assert_eq!(
+            zombies_of_other_sessions(7, children.into_iter()),
+            [10, 11],
+            "outside a namespace a session of 0 is nobody's"
+        );
+        assert!(own_session().is_some(), "/proc/self/stat has a session");
     }
 
     #[test]

@@ -271,3 +271,72 @@ fn a_child_that_escapes_with_setsid_and_clears_its_environment_is_still_killed()
     );
     procs::assert_all_dead(&pid, "processes survived greenlight");
 }
+
+/// In a container, greenlight's session leader lives outside its pid namespace, so its session
+/// id reads 0. Every run there used to panic when it reaped the gates' escapees (`getsid`
+/// returned 0). The test makes that namespace with `unshare` (root, or a user namespace), or
+/// runs directly when it already is in one, as in a CI container.
+#[test]
+fn a_run_whose_session_leader_is_outside_its_pid_namespace_reaps_escapees_and_passes() {
+    let repo = TempRepo::worktree_with_commit();
+    repo.verify_yaml(
+        "version: 1\ngates:\n  - id: escapee\n    command: setsid sh -c 'echo left' ; sleep 0.2; echo ok\n",
+    );
+    let direct = repo.command(["verify"]);
+    let session_read_as_zero = fs::read_to_string("/proc/self/stat")
+        .ok()
+        .and_then(|s| Some(s[s.rfind(')')? + 1..].split_whitespace().nth(3)? == "0"))
+        .unwrap_or(false);
+    let out = if session_read_as_zero {
+        let mut direct = direct;
+        direct.output().unwrap()
+    } else {
+        // `sh` is the namespace's init and greenlight its child, as under a container's init.
+        let in_namespace = |user: bool| {
+            let mut cmd = std::process::Command::new("unshare");
+            if user {
+                cmd.arg("--user").arg("--map-root-user");
+            }
+            cmd.args([
+                "--pid",
+                "--fork",
+                "--mount-proc",
+                "sh",
+                "-c",
+                "\"$@\"; exit $?",
+                "sh",
+            ])
+            .arg(direct.get_program())
+            .args(direct.get_args())
+            .current_dir(direct.get_current_dir().unwrap());
+            for (name, value) in direct.get_envs() {
+                match value {
+                    Some(value) => cmd.env(name, value),
+                    None => cmd.env_remove(name),
+                };
+            }
+            cmd.output().expect("unshare (util-linux) runs")
+        };
+        let root = in_namespace(false);
+        let namespaced =
+            |o: &std::process::Output| !String::from_utf8_lossy(&o.stderr).starts_with("unshare:");
+        let out = if namespaced(&root) {
+            root
+        } else {
+            in_namespace(true)
+        };
+        assert!(
+            namespaced(&out),
+            "this test needs a new pid namespace (root, or user namespaces allowed): {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
+    };
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(stdout.contains("GATE escapee PASS exit=0"), "{stdout}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
