@@ -7,6 +7,7 @@ mod goals;
 mod handler;
 pub mod http;
 mod progress;
+pub mod stdin;
 pub mod stdio;
 mod verify;
 

@@ -52,10 +52,16 @@ fn serve(state: Option<PathBuf>) -> i32 {
             return exit::ERROR;
         }
     };
+    let input = match greenlight_mcp::stdin::stdin() {
+        Ok(input) => input,
+        Err(e) => {
+            errln!("greenlight mcp: cannot start the thread that reads stdin: {e}");
+            return exit::ERROR;
+        }
+    };
     let outcome = greenlight_proc::run_main(|signals| async move {
         let server = McpServer::new(Options { cwd, state }, signals.clone());
-        let session =
-            greenlight_mcp::stdio::serve(server.clone(), tokio::io::stdin(), tokio::io::stdout());
+        let session = greenlight_mcp::stdio::serve(server.clone(), input, tokio::io::stdout());
         let mut signals = signals;
         tokio::select! {
             ended = session => match ended {

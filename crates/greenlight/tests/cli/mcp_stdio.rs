@@ -2,7 +2,7 @@
 //! a line that is not JSON, an unknown tool, an argument of the wrong type and a `cwd` that is
 //! not a directory each get a JSON-RPC error whose message names what is wrong, and the server
 //! goes on serving: the valid call after them runs its gates, and the server exits 0 when its
-//! input ends.
+//! input ends, or 143 on SIGTERM with its input still open.
 
 #![allow(clippy::unwrap_used)]
 
@@ -216,4 +216,32 @@ fn a_process_that_left_its_session_and_ended_later_is_reaped_not_left_a_zombie()
         .filter(|z| zombies.contains(z))
         .collect();
     assert!(left.is_empty(), "still zombies of the server: {left:?}");
+}
+
+/// A SIGTERM while a gate runs and the client keeps stdin open: the gate's group ends, its
+/// mutex lock is released, and the server exits 143 at once. Before, the gates ended but the
+/// server waited for the client's next line (tokio's stdin read could not be cancelled).
+#[test]
+fn sigterm_with_stdin_still_open_ends_the_running_gate_and_the_server_at_once() {
+    let repo = TempRepo::worktree_with_commit();
+    repo.verify_yaml(
+        "version: 1\ngates:\n  - id: long\n    command: sleep 600 & echo $! >> pids; echo $$ >> pids; wait\n    mutex: held\n",
+    );
+    let mut server = Server::start(&repo);
+    server.initialize();
+    server.send(&call(1, "verify", &json!({})));
+    let pids = repo.wait_for_pids("pids", 2, ANSWER_WITHIN);
+    let lock = repo.lock_root().join("held.lock");
+    assert!(lock.exists(), "the gate runs without its lock");
+
+    greenlight_testkit::procs::signal("-TERM", server.child.id());
+    let status = greenlight_testkit::procs::wait_until(
+        Duration::from_secs(10),
+        "the server did not exit after SIGTERM with stdin open",
+        || server.child.try_wait().unwrap(),
+    );
+    assert!(server.stdin.is_some(), "stdin stayed open throughout");
+    assert_eq!(status.code(), Some(143), "{status}");
+    greenlight_testkit::procs::assert_all_dead(&pids, "the gate outlived the server's SIGTERM");
+    assert!(!lock.exists(), "the lock outlived the server");
 }
