@@ -274,69 +274,75 @@ fn a_child_that_escapes_with_setsid_and_clears_its_environment_is_still_killed()
 
 /// In a container, greenlight's session leader lives outside its pid namespace, so its session
 /// id reads 0. Every run there used to panic when it reaped the gates' escapees (`getsid`
-/// returned 0). The test makes that namespace with `unshare` (root, or a user namespace), or
-/// runs directly when it already is in one, as in a CI container.
+/// returned 0). The test makes that namespace with `unshare` (root, or a user namespace), twice:
+/// under `sh` as the namespace's init, and with greenlight itself as init (pid 1, a container's
+/// entrypoint). Already in such a namespace, as in a CI container, it runs greenlight directly.
 #[test]
 fn a_run_whose_session_leader_is_outside_its_pid_namespace_reaps_escapees_and_passes() {
     let repo = TempRepo::worktree_with_commit();
     repo.verify_yaml(
         "version: 1\ngates:\n  - id: escapee\n    command: setsid sh -c 'echo left' ; sleep 0.2; echo ok\n",
     );
-    let direct = repo.command(["verify"]);
     let session_read_as_zero = fs::read_to_string("/proc/self/stat")
         .ok()
         .and_then(|s| Some(s[s.rfind(')')? + 1..].split_whitespace().nth(3)? == "0"))
         .unwrap_or(false);
-    let out = if session_read_as_zero {
-        let mut direct = direct;
-        direct.output().unwrap()
+    let runs = if session_read_as_zero {
+        vec![("directly", repo.command(["verify"]).output().unwrap())]
     } else {
-        // `sh` is the namespace's init and greenlight its child, as under a container's init.
-        let in_namespace = |user: bool| {
-            let mut cmd = std::process::Command::new("unshare");
-            if user {
-                cmd.arg("--user").arg("--map-root-user");
-            }
-            cmd.args([
-                "--pid",
-                "--fork",
-                "--mount-proc",
-                "sh",
-                "-c",
-                "\"$@\"; exit $?",
-                "sh",
-            ])
-            .arg(direct.get_program())
+        vec![
+            ("under sh as init", in_new_pid_namespace(&repo, true)),
+            ("as init", in_new_pid_namespace(&repo, false)),
+        ]
+    };
+    for (how, out) in runs {
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+        );
+        assert_eq!(out.status.code(), Some(0), "{how}: {stdout}\n{stderr}");
+        assert!(
+            stdout.contains("GATE escapee PASS exit=0"),
+            "{how}: {stdout}"
+        );
+        assert!(!stderr.contains("panicked"), "{how}: {stderr}");
+    }
+}
+
+/// `greenlight verify` in `repo`, in a new pid namespace with its own `/proc`: as root, else in
+/// a user namespace; fails loudly when neither is allowed.
+fn in_new_pid_namespace(repo: &TempRepo, under_sh: bool) -> std::process::Output {
+    let direct = repo.command(["verify"]);
+    let run = |user: bool| {
+        let mut cmd = std::process::Command::new("unshare");
+        if user {
+            cmd.args(["--user", "--map-root-user"]);
+        }
+        cmd.args(["--pid", "--fork", "--mount-proc"]);
+        if under_sh {
+            cmd.args(["sh", "-c", "\"$@\"; exit $?", "sh"]);
+        }
+        cmd.arg(direct.get_program())
             .args(direct.get_args())
             .current_dir(direct.get_current_dir().unwrap());
-            for (name, value) in direct.get_envs() {
-                match value {
-                    Some(value) => cmd.env(name, value),
-                    None => cmd.env_remove(name),
-                };
-            }
-            cmd.output().expect("unshare (util-linux) runs")
-        };
-        let root = in_namespace(false);
-        let namespaced =
-            |o: &std::process::Output| !String::from_utf8_lossy(&o.stderr).starts_with("unshare:");
-        let out = if namespaced(&root) {
-            root
-        } else {
-            in_namespace(true)
-        };
-        assert!(
-            namespaced(&out),
-            "this test needs a new pid namespace (root, or user namespaces allowed): {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        out
+        for (name, value) in direct.get_envs() {
+            match value {
+                Some(value) => cmd.env(name, value),
+                None => cmd.env_remove(name),
+            };
+        }
+        cmd.output().expect("unshare (util-linux) runs")
     };
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
+    let refused =
+        |o: &std::process::Output| String::from_utf8_lossy(&o.stderr).starts_with("unshare:");
+    let mut out = run(false);
+    if refused(&out) {
+        out = run(true);
+    }
+    assert!(
+        !refused(&out),
+        "this test needs a new pid namespace (root, or user namespaces allowed): {}",
+        String::from_utf8_lossy(&out.stderr)
     );
-    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
-    assert!(stdout.contains("GATE escapee PASS exit=0"), "{stdout}");
-    assert!(!stderr.contains("panicked"), "{stderr}");
+    out
 }
