@@ -31,6 +31,9 @@
 //! - **Submodules** are recorded by git as the commit they have checked out, which says nothing
 //!   of edits inside them. Each checked-out submodule (and any untracked embedded repository) is
 //!   keyed recursively and folded in; if any of them is unknown, the whole key is unknown.
+//! - **A file that vanishes while the listing is made counts as deleted** (an editor's swap
+//!   file, a database journal): `hash-object` is asked again for the rest, so a tree that
+//!   churns does not turn the cache off for the run.
 //! - **Any git failure is `Unknown`**, never an error: the caller then simply runs the gate.
 //! - Paths are bytes end to end (`-z` output, `OsStr`), so non-UTF-8 and non-ASCII names key
 //!   exactly. The one exception is a changed file whose name holds a newline, which
@@ -234,28 +237,8 @@ fn with_listing<R>(
             String::from_utf8_lossy(path)
         ));
     }
-    if !to_hash.is_empty() {
-        let mut input = Vec::new();
-        for (path, _) in &to_hash {
-            input.extend_from_slice(path);
-            input.push(b'\n');
-        }
-        let hashed = git(top, &["hash-object", "--stdin-paths"], Some(&input))?;
-        let oids: Vec<&[u8]> = hashed
-            .split(|&b| b == b'\n')
-            .filter(|l| !l.is_empty())
-            .collect();
-        if oids.len() != to_hash.len() {
-            return Err(format!(
-                "`git hash-object --stdin-paths` in {} gave {} ids for {} files",
-                top.display(),
-                oids.len(),
-                to_hash.len()
-            ));
-        }
-        for ((path, mode), oid) in to_hash.into_iter().zip(oids) {
-            listing.insert(path, (Cow::Borrowed(mode), Cow::Owned(oid.to_vec())));
-        }
+    for (path, mode, oid) in hash_files(top, to_hash)? {
+        listing.insert(path, (Cow::Borrowed(mode), Cow::Owned(oid)));
     }
 
     // Checked-out submodules are keyed by their own content, not the commit git records.
@@ -269,6 +252,65 @@ fn with_listing<R>(
     }
 
     finish(top, repo.head.as_deref(), &listing)
+}
+
+/// A hashed file: its path, its mode and its blob id.
+type Hashed<'a> = (&'a [u8], &'static [u8], Vec<u8>);
+
+/// How many times the files are hashed again after some of them vanished.
+const VANISHED_RETRIES: usize = 5;
+
+/// Blob ids of `files` (paths under `top`, with the mode each is listed with), as `git add`
+/// would compute them. A file can vanish between the scan and git reading it (an editor's swap
+/// file, a database journal): git then fails, the file counts as deleted, and the rest are
+/// hashed again; a failure that is not a vanished file is an error.
+fn hash_files<'a>(
+    top: &Path,
+    mut files: Vec<(&'a [u8], &'static [u8])>,
+) -> Result<Vec<Hashed<'a>>, String> {
+    let mut retries = 0;
+    loop {
+        if files.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut input = Vec::new();
+        for (path, _) in &files {
+            input.extend_from_slice(path);
+            input.push(b'\n');
+        }
+        let hashed = match git(top, &["hash-object", "--stdin-paths"], Some(&input)) {
+            Ok(hashed) => hashed,
+            Err(why) => {
+                let before = files.len();
+                files.retain(|(path, _)| {
+                    std::fs::symlink_metadata(top.join(OsStr::from_bytes(path)))
+                        .is_ok_and(|meta| meta.is_file())
+                });
+                retries += 1;
+                if files.len() == before || retries > VANISHED_RETRIES {
+                    return Err(why);
+                }
+                continue;
+            }
+        };
+        let oids: Vec<&[u8]> = hashed
+            .split(|&b| b == b'\n')
+            .filter(|l| !l.is_empty())
+            .collect();
+        if oids.len() != files.len() {
+            return Err(format!(
+                "`git hash-object --stdin-paths` in {} gave {} ids for {} files",
+                top.display(),
+                oids.len(),
+                files.len()
+            ));
+        }
+        return Ok(files
+            .into_iter()
+            .zip(oids)
+            .map(|((path, mode), oid)| (path, mode, oid.to_vec()))
+            .collect());
+    }
 }
 
 fn odd_record(top: &Path, record: &[u8]) -> String {
@@ -398,5 +440,54 @@ mod tests {
         };
         assert_eq!(parse_stage(rec), Some(parts));
         assert_eq!(parse_stage(b"100644 0123abcd 0 no tab"), None);
+    }
+
+    /// A file gone between the scan and the hashing counts as deleted; the others keep the ids
+    /// git gives them alone.
+    #[test]
+    fn a_file_that_vanished_before_hashing_drops_out_and_the_rest_are_hashed() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let top = dir.path();
+        let run = |args: &[&str]| git(top, args, None).expect("git runs");
+        run(&["init", "-q"]);
+        std::fs::write(top.join("a"), "one\n").expect("write");
+        std::fs::write(top.join("b"), "two\n").expect("write");
+        let alone = |name: &str| {
+            String::from_utf8(run(&["hash-object", name]))
+                .expect("hex")
+                .trim()
+                .to_owned()
+        };
+        let files: Vec<(&[u8], &'static [u8])> = vec![
+            (b"a", b"100644"),
+            (b"journal", b"100644"),
+            (b"b", b"100755"),
+        ];
+        let hashed = hash_files(top, files).expect("the rest are hashed");
+        let got: Vec<(String, String)> = hashed
+            .iter()
+            .map(|(path, mode, oid)| {
+                (
+                    format!(
+                        "{} {}",
+                        String::from_utf8_lossy(path),
+                        String::from_utf8_lossy(mode)
+                    ),
+                    String::from_utf8_lossy(oid).into_owned(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("a 100644".to_owned(), alone("a")),
+                ("b 100755".to_owned(), alone("b")),
+            ]
+        );
+
+        // A file replaced by a directory in between drops out as the scan drops one.
+        std::fs::create_dir(top.join("d")).expect("mkdir");
+        let hashed = hash_files(top, vec![(b"d".as_slice(), b"100644".as_slice())]);
+        assert!(hashed.is_ok_and(|h| h.is_empty()));
     }
 }
