@@ -7,13 +7,18 @@ use std::time::{Duration, Instant};
 /// How often the waits below look again.
 const POLL: Duration = Duration::from_millis(20);
 
+/// The fields of `/proc/<entry>/stat` after the command name, `entry` being a pid or `self`:
+/// `[0]` the state, `[1]` the parent pid, `[2]` the process group, `[3]` the session. The name
+/// in parentheses may hold spaces and parentheses, so the fields follow the last `)`.
+pub fn stat_fields(entry: &str) -> Option<Vec<String>> {
+    let stat = std::fs::read_to_string(format!("/proc/{entry}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    Some(rest.split_whitespace().map(str::to_owned).collect())
+}
+
 /// Whether `pid` exists and is not a zombie (a zombie has ended; only its reaping is pending).
 pub fn alive(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-        // The command name in parentheses may hold spaces; the state follows the last ") ".
-        stat.rsplit_once(") ")
-            .is_some_and(|(_, rest)| !rest.starts_with('Z'))
-    })
+    stat_fields(&pid.to_string()).is_some_and(|fields| fields.first().is_some_and(|s| s != "Z"))
 }
 
 /// This machine's host name, as a lock owner record names it.

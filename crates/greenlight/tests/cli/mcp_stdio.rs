@@ -169,15 +169,10 @@ fn zombies_of(parent: u32) -> Vec<u32> {
         let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
             continue;
         };
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+        let Some(fields) = greenlight_testkit::procs::stat_fields(&pid.to_string()) else {
             continue;
         };
-        let Some(rest) = stat.rfind(')').map(|at| &stat[at + 1..]) else {
-            continue;
-        };
-        let mut fields = rest.split_whitespace();
-        let (state, ppid) = (fields.next(), fields.next());
-        if state == Some("Z") && ppid == Some(parent.to_string().as_str()) {
+        if fields.len() > 1 && fields[0] == "Z" && fields[1] == parent.to_string() {
             found.push(pid);
         }
     }

@@ -283,10 +283,8 @@ fn a_run_whose_session_leader_is_outside_its_pid_namespace_reaps_escapees_and_pa
     repo.verify_yaml(
         "version: 1\ngates:\n  - id: escapee\n    command: setsid sh -c 'echo left' ; sleep 0.2; echo ok\n",
     );
-    let session_read_as_zero = fs::read_to_string("/proc/self/stat")
-        .ok()
-        .and_then(|s| Some(s[s.rfind(')')? + 1..].split_whitespace().nth(3)? == "0"))
-        .unwrap_or(false);
+    let session_read_as_zero =
+        procs::stat_fields("self").is_some_and(|fields| fields.get(3).is_some_and(|s| s == "0"));
     let runs = if session_read_as_zero {
         vec![("directly", repo.command(["verify"]).output().unwrap())]
     } else {

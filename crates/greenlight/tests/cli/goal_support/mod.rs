@@ -243,9 +243,8 @@ pub fn kill_group(signal: &str, pgid: i32) {
 
 /// The process group of a live pid.
 pub fn pgid_of(pid: i32) -> i32 {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    let rest = stat.rsplit(')').next().unwrap();
-    rest.split_whitespace().nth(2).unwrap().parse().unwrap()
+    let fields = greenlight_testkit::procs::stat_fields(&pid.to_string()).unwrap();
+    fields[2].parse().unwrap()
 }
 
 /// Events with the fields that do not depend on time: (seq, turn, kind, payload).
