@@ -23,6 +23,32 @@ pub struct Config {
     /// More routes served behind the same Host, Origin and token checks (`greenlight serve`
     /// mounts the MCP endpoint `/mcp` here).
     pub extra_routes: Option<axum::Router>,
+    /// What clients can make the server hold at once.
+    pub limits: Limits,
+}
+
+/// Bounds on what clients can make the server hold: past one, a new stream is answered `503`.
+/// Any web page can make a browser open streams (an `<img>` GET carries no Origin), so these
+/// are what such a page can cost, whatever it sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Streams watched at once, over every stream.
+    pub watchers: usize,
+    /// Distinct streams watched at once. Each holds a live channel of
+    /// [`LIVE_CAPACITY`](crate::LIVE_CAPACITY) slots (about 170 KB), so this bounds the live
+    /// feed's memory (64 is about 11 MB).
+    pub live_streams: usize,
+}
+
+impl Default for Limits {
+    /// A dashboard opens one stream per goal or run page shown: 256 watchers over 64 streams is
+    /// far more than people watching one machine's goals.
+    fn default() -> Limits {
+        Limits {
+            watchers: 256,
+            live_streams: 64,
+        }
+    }
 }
 
 impl Config {
@@ -34,6 +60,7 @@ impl Config {
             token: None,
             allow_hosts: Vec::new(),
             extra_routes: None,
+            limits: Limits::default(),
         }
     }
 

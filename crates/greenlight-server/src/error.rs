@@ -99,6 +99,15 @@ impl ApiError {
         }
     }
 
+    /// 503: the server holds as much as its limits allow; retrying later may succeed.
+    pub fn unavailable(detail: impl Into<String>) -> ApiError {
+        ApiError {
+            status: StatusCode::SERVICE_UNAVAILABLE,
+            error: "unavailable",
+            detail: detail.into(),
+        }
+    }
+
     /// 500.
     pub fn internal(detail: impl Into<String>) -> ApiError {
         ApiError {

@@ -1,9 +1,11 @@
 //! The live feed: one poller thread reads what any process committed to the state file and
-//! publishes it, pre-encoded as SSE, to a broadcast per stream that has subscribers; plus the
+//! publishes it, pre-encoded as SSE, to a broadcast per stream that has watchers; plus the
 //! pool of read connections request handlers borrow.
 //!
 //! Persist first, then publish: the poller only ever publishes frames it read back from the
-//! file, so a subscriber can never see a frame a reconnect would not replay.
+//! file, so a subscriber can never see a frame a reconnect would not replay. A stream's
+//! broadcast lives exactly as long as its watchers: the last [`Watch`] to go drops it, and no
+//! more watchers or streams than the [`Limits`] are ever held.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -16,8 +18,8 @@ use greenlight_store::{Reads, Store};
 use greenlight_stream::{StreamId, encode_frame};
 use tokio::sync::{broadcast, watch};
 
-use crate::Error;
 use crate::error::ApiError;
+use crate::{Error, Limits};
 
 /// How often the poller looks for new commits: well under the 100 ms delivery promise.
 pub const POLL_INTERVAL: Duration = Duration::from_millis(10);
@@ -40,10 +42,51 @@ pub struct LiveFrame {
     pub sse: Bytes,
 }
 
+/// The broadcasts of the streams being watched, and how many watchers they have in all.
+#[derive(Default)]
+struct Live {
+    channels: HashMap<StreamId, broadcast::Sender<LiveBatch>>,
+    watchers: usize,
+}
+
+/// What the live feed holds right now (each bounded by its [`Limits`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Held {
+    /// Open watchers, over every stream.
+    pub watchers: usize,
+    /// Streams with a live broadcast (at least one watcher each).
+    pub live_streams: usize,
+}
+
+/// One watcher's place in a stream's live feed. Dropping it (the response ends, the client
+/// leaves) frees the place, and the stream's broadcast with its last watcher.
+pub struct Watch {
+    hub: Arc<Hub>,
+    stream: StreamId,
+    /// The stream's live batches.
+    pub live: broadcast::Receiver<LiveBatch>,
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        let mut live = lock(&self.hub.live);
+        live.watchers = live.watchers.saturating_sub(1);
+        // Nobody subscribes while the lock is held, so one receiver left is this one.
+        if live
+            .channels
+            .get(&self.stream)
+            .is_some_and(|sender| sender.receiver_count() <= 1)
+        {
+            live.channels.remove(&self.stream);
+        }
+    }
+}
+
 /// Shared by every request: the broadcasts, the change counter, the read pool.
 pub struct Hub {
     state: PathBuf,
-    streams: Mutex<HashMap<StreamId, broadcast::Sender<LiveBatch>>>,
+    limits: Limits,
+    live: Mutex<Live>,
     changes: watch::Sender<u64>,
     pool: Mutex<Vec<Store>>,
     stopping: AtomicBool,
@@ -58,11 +101,12 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl Hub {
     /// A hub for the state file at `state` (opened, and migrated, once here so errors surface
     /// before the server binds).
-    pub fn new(state: PathBuf) -> Result<Arc<Hub>, greenlight_store::Error> {
+    pub fn new(state: PathBuf, limits: Limits) -> Result<Arc<Hub>, greenlight_store::Error> {
         let store = Store::open(&state)?;
         Ok(Arc::new(Hub {
             state,
-            streams: Mutex::new(HashMap::new()),
+            limits,
+            live: Mutex::new(Live::default()),
             changes: watch::channel(0).0,
             pool: Mutex::new(vec![store]),
             stopping: AtomicBool::new(false),
@@ -75,12 +119,46 @@ impl Hub {
         &self.state
     }
 
-    /// A receiver of `stream`'s live frames (its broadcast is created on first use).
-    pub fn subscribe(&self, stream: StreamId) -> broadcast::Receiver<LiveBatch> {
-        lock(&self.streams)
-            .entry(stream)
-            .or_insert_with(|| broadcast::channel(LIVE_CAPACITY).0)
-            .subscribe()
+    /// A place in `stream`'s live feed (its broadcast is created for its first watcher), or a
+    /// `503` when the server already holds as many watchers or streams as its [`Limits`] allow.
+    /// The caller checks that the stream exists first: a missing one must cost nothing.
+    pub fn watch(self: &Arc<Self>, stream: StreamId) -> Result<Watch, ApiError> {
+        let mut live = lock(&self.live);
+        if live.watchers >= self.limits.watchers {
+            return Err(ApiError::unavailable(format!(
+                "this server already serves {} streams, its limit; close a page that watches one, or retry later",
+                self.limits.watchers
+            )));
+        }
+        let receiver = match live.channels.get(&stream) {
+            Some(sender) => sender.subscribe(),
+            None if live.channels.len() >= self.limits.live_streams => {
+                return Err(ApiError::unavailable(format!(
+                    "this server already streams {} different goals and runs live, its limit; close a page that watches one, or retry later",
+                    self.limits.live_streams
+                )));
+            }
+            None => {
+                let (sender, receiver) = broadcast::channel(LIVE_CAPACITY);
+                live.channels.insert(stream, sender);
+                receiver
+            }
+        };
+        live.watchers += 1;
+        Ok(Watch {
+            hub: Arc::clone(self),
+            stream,
+            live: receiver,
+        })
+    }
+
+    /// What the live feed holds right now.
+    pub fn held(&self) -> Held {
+        let live = lock(&self.live);
+        Held {
+            watchers: live.watchers,
+            live_streams: live.channels.len(),
+        }
     }
 
     /// Bumped whenever anything is committed to the file (frames or the event log).
@@ -145,20 +223,14 @@ impl Hub {
                     None => by_stream.push((frame.stream, vec![live])),
                 }
             }
-            let mut streams = lock(&self.streams);
+            let live = lock(&self.live);
             for (stream, frames) in by_stream {
-                let Some(sender) = streams.get(&stream) else {
-                    continue;
-                };
-                if sender.receiver_count() == 0 {
-                    streams.remove(&stream);
-                    continue;
+                // A stream nobody watches has no broadcast: its frames are only in the file.
+                if let Some(sender) = live.channels.get(&stream) {
+                    let _ = sender.send(LiveBatch::from(frames));
                 }
-                let _ = sender.send(LiveBatch::from(frames));
             }
-            // Streams whose last subscriber left since the last frame are dropped too.
-            streams.retain(|_, sender| sender.receiver_count() > 0);
-            drop(streams);
+            drop(live);
             position = last;
             if batch.len() < POLL_BATCH {
                 return Ok(position);

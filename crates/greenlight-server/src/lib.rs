@@ -15,9 +15,9 @@ mod serve;
 mod stream;
 mod summary;
 
-pub use config::{Config, DEFAULT_LISTEN, read_token_file};
+pub use config::{Config, DEFAULT_LISTEN, Limits, read_token_file};
 pub use error::{ApiError, Error};
 pub use guard::COOKIE;
-pub use hub::{LIVE_CAPACITY, POLL_INTERVAL};
+pub use hub::{Held, LIVE_CAPACITY, POLL_INTERVAL};
 pub use serve::{Server, router, start};
 pub use stream::{PING_INTERVAL, RETRY_MS};

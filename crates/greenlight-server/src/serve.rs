@@ -1,6 +1,6 @@
 //! Starting and stopping a server: bind (so a busy port or a refused address is reported before
-//! anything runs), the poller, the routes behind the guard, `TCP_NODELAY` on every connection,
-//! and a clean stop that ends every open stream.
+//! anything runs), the poller, the routes behind the guard, the connection loop (`TCP_NODELAY`,
+//! a bound on how long a request's head may take), and a clean stop that ends every open stream.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::routing::{get, post};
-use axum::serve::ListenerExt;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
 use tokio::sync::oneshot;
 
 use crate::api::{self, App};
@@ -18,6 +20,14 @@ use crate::{Config, Error};
 
 /// How long a stop waits for connections to finish after every stream was told to end.
 const STOP_GRACE: Duration = Duration::from_secs(5);
+/// How long a client gets to send a request's head (request line and headers), counted from
+/// when the server starts waiting for it, on a new connection or between two requests on a
+/// kept-alive one. A connection that stalls is dropped rather than held: without this bound
+/// 150 half-open connections were all still held after 35 s.
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long the loop waits after `accept` failed (out of file descriptors, say) before trying
+/// again, so a full table is not spun on.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 
 /// Every route, `extra` included, behind the guard.
 pub fn router(app: App, extra: Option<Router>) -> Router {
@@ -72,6 +82,11 @@ impl Server {
         self.addr
     }
 
+    /// What its live feed holds right now (watchers and their streams).
+    pub fn held(&self) -> crate::Held {
+        self.hub.held()
+    }
+
     /// `http://<addr>/`.
     pub fn url(&self) -> String {
         format!("http://{}/", self.addr)
@@ -112,7 +127,7 @@ pub fn start(config: Config) -> Result<Server, Error> {
     })?;
     let addr = listener.local_addr().map_err(Error::Runtime)?;
     listener.set_nonblocking(true).map_err(Error::Runtime)?;
-    let hub = Hub::new(config.state.clone())?;
+    let hub = Hub::new(config.state.clone(), config.limits)?;
     let poller = hub.spawn_poller()?;
     let extra = config.extra_routes.clone();
     let app = App {
@@ -147,23 +162,8 @@ pub fn start(config: Config) -> Result<Server, Error> {
             let served = runtime.block_on(async move {
                 let listener =
                     tokio::net::TcpListener::from_std(listener).map_err(Error::Runtime)?;
-                // Small frames must not wait behind Nagle's algorithm and the peer's delayed ACK.
-                let listener = listener.tap_io(|tcp| {
-                    let _ = tcp.set_nodelay(true);
-                });
-                let (done_tx, done_rx) = oneshot::channel::<()>();
-                let server =
-                    axum::serve(listener, router(app, extra)).with_graceful_shutdown(async move {
-                        let _ = stop_rx.await;
-                        let _ = done_tx.send(());
-                    });
-                let serving = tokio::spawn(async move { server.await });
-                // Streams were told to end; a connection that still hangs is cut after the grace.
-                let _ = done_rx.await;
-                match tokio::time::timeout(STOP_GRACE, serving).await {
-                    Ok(Ok(result)) => result.map_err(Error::Runtime),
-                    _ => Ok(()),
-                }
+                serve_connections(listener, router(app, extra), stop_rx).await;
+                Ok(())
             });
             thread_hub.stop();
             let _ = poller.join();
@@ -177,4 +177,40 @@ pub fn start(config: Config) -> Result<Server, Error> {
         stop: Some(stop_tx),
         thread: Some(thread),
     })
+}
+
+/// Accepts and serves connections until `stop`, then lets them finish (every stream was told to
+/// end) and cuts what still hangs after [`STOP_GRACE`].
+async fn serve_connections(
+    listener: tokio::net::TcpListener,
+    routes: Router,
+    stop: oneshot::Receiver<()>,
+) {
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(HEADER_READ_TIMEOUT);
+    let service = TowerToHyperService::new(routes);
+    let connections = GracefulShutdown::new();
+    tokio::pin!(stop);
+    loop {
+        let tcp = tokio::select! {
+            _ = &mut stop => break,
+            accepted = listener.accept() => match accepted {
+                Ok((tcp, _)) => tcp,
+                Err(_) => {
+                    tokio::time::sleep(ACCEPT_BACKOFF).await;
+                    continue;
+                }
+            },
+        };
+        // Small frames must not wait behind Nagle's algorithm and the peer's delayed ACK.
+        let _ = tcp.set_nodelay(true);
+        let connection =
+            connections.watch(http.serve_connection(TokioIo::new(tcp), service.clone()));
+        tokio::spawn(async move {
+            let _ = connection.await;
+        });
+    }
+    drop(listener);
+    let _ = tokio::time::timeout(STOP_GRACE, connections.shutdown()).await;
 }

@@ -19,7 +19,7 @@ use greenlight_stream::{Resume, StreamId, encode_frame, encode_gap, encode_retry
 use tokio::sync::{broadcast, watch};
 
 use crate::error::ApiError;
-use crate::hub::{Hub, LiveBatch};
+use crate::hub::{Hub, Watch};
 use crate::summary::stream_exists;
 
 /// The reconnection delay sent once at the start.
@@ -63,7 +63,7 @@ enum Phase {
 struct Subscriber {
     hub: Arc<Hub>,
     stream: StreamId,
-    live: broadcast::Receiver<LiveBatch>,
+    live: Watch,
     shutdown: watch::Receiver<bool>,
     ping: tokio::time::Interval,
     last: u64,
@@ -147,7 +147,7 @@ impl Subscriber {
             let received = tokio::select! {
                 biased;
                 _ = self.shutdown.changed() => return None,
-                r = self.live.recv() => r,
+                r = self.live.live.recv() => r,
                 _ = self.ping.tick() => return Some(Bytes::from_static(PING)),
             };
             let first = match received {
@@ -173,7 +173,7 @@ impl Subscriber {
                     }
                 }
                 // Batches already waiting go out in the same write.
-                next = match self.live.try_recv() {
+                next = match self.live.live.try_recv() {
                     Ok(batch) => Some(batch),
                     Err(broadcast::error::TryRecvError::Lagged(_)) => {
                         self.phase = Phase::Done;
@@ -201,18 +201,20 @@ fn sse_response(body: Body) -> Response {
 
 /// `GET /api/goals/{id}/stream` and `GET /api/runs/{id}/stream`.
 pub async fn open(hub: Arc<Hub>, stream: StreamId, raw_cursor: Option<String>) -> Response {
-    // Subscribe before reading the file: nothing committed after the read can be missed.
-    let live = hub.subscribe(stream);
-    let bounds = hub
+    let watching = Arc::clone(&hub);
+    let opened = hub
         .with_store(move |store| {
+            // A missing stream is answered before anything is held for it.
             if !stream_exists(store, stream)? {
                 return Ok(None);
             }
-            Ok(Some(store.frame_bounds(stream)?))
+            // Watch before reading the file: nothing committed after the read can be missed.
+            let live = watching.watch(stream)?;
+            Ok(Some((live, store.frame_bounds(stream)?)))
         })
         .await;
-    let (oldest, head) = match bounds {
-        Ok(Some(bounds)) => bounds,
+    let (live, (oldest, head)) = match opened {
+        Ok(Some(opened)) => opened,
         Ok(None) => {
             let what = match stream {
                 StreamId::Goal(id) => format!("no goal {id} in this state file"),

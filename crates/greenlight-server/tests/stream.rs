@@ -743,3 +743,116 @@ fn load_100_subscribers_by_1000_frames_every_10th_dropped_and_resumed() {
     );
     assert_eq!(report.reconnects, 10, "{summary}");
 }
+
+/// Waits until the server holds `want` (a dropped client is noticed when its socket closes).
+fn wait_held(server: &Server, want: greenlight_server::Held) {
+    let started = Instant::now();
+    while server.held() != want {
+        assert!(
+            started.elapsed() < LIMIT,
+            "the server still holds {:?}, not {want:?}",
+            server.held()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn held(watchers: usize, live_streams: usize) -> greenlight_server::Held {
+    greenlight_server::Held {
+        watchers,
+        live_streams,
+    }
+}
+
+/// A stream's live channel used to stay until a frame of its stream was next committed, and
+/// one was made for streams that do not exist: now it goes with its last watcher, and a
+/// missing stream is a 404 that holds nothing.
+#[test]
+fn a_streams_live_channel_goes_with_its_last_watcher_and_a_missing_stream_holds_nothing() {
+    let f = Fixture::new(2);
+    let server = f.serve();
+    runtime().block_on(async {
+        for path in ["/api/goals/999/stream", "/api/runs/998/stream"] {
+            let (status, body) = json(server.addr(), "GET", path, &[]).await;
+            assert_eq!(status, 404, "{path}: {body}");
+            assert_eq!(server.held(), held(0, 0), "{path}");
+        }
+        let mut first = get(server.addr(), &f.stream_path(), &[]).await;
+        let mut second = get(server.addr(), &f.stream_path(), &[]).await;
+        assert_eq!(
+            next_event(&mut first).await.map(|e| seq_of(&e, f.goal)),
+            Some(1)
+        );
+        assert_eq!(
+            next_event(&mut second).await.map(|e| seq_of(&e, f.goal)),
+            Some(1)
+        );
+        assert_eq!(server.held(), held(2, 1));
+        drop(first);
+        wait_held(&server, held(1, 1));
+        // The one left still gets live frames.
+        f.append(1);
+        let mut seqs = Vec::new();
+        while seqs.last() != Some(&4) {
+            seqs.push(seq_of(
+                &next_event(&mut second).await.expect("frame"),
+                f.goal,
+            ));
+        }
+        assert_eq!(seqs, [2, 3, 4]);
+        drop(second);
+        wait_held(&server, held(0, 0));
+    });
+}
+
+/// What a client can make the server hold is bounded: past the limit a new stream is a 503
+/// that says why, and a place freed is taken again.
+#[test]
+fn watchers_and_streams_past_the_limits_are_refused_with_503_until_one_leaves() {
+    let f = Fixture::new(0);
+    let other = f.second_goal();
+    let server = greenlight_server::start(Config {
+        limits: greenlight_server::Limits {
+            watchers: 3,
+            live_streams: 1,
+        },
+        ..Config::new("127.0.0.1:0".parse().expect("addr"), f.state.clone())
+    })
+    .expect("server starts");
+    let other_path = format!("/api/goals/{}/stream", other.0);
+    runtime().block_on(async {
+        let mut open = Vec::new();
+        for _ in 0..3 {
+            let mut watcher = get(server.addr(), &f.stream_path(), &[]).await;
+            assert_eq!(watcher.status, 200);
+            next_event(&mut watcher).await.expect("frame");
+            open.push(watcher);
+        }
+        let (status, body) = json(server.addr(), "GET", &f.stream_path(), &[]).await;
+        assert_eq!(status, 503, "{body}");
+        assert_eq!(body["error"], "unavailable");
+        assert!(
+            body["detail"]
+                .as_str()
+                .is_some_and(|d| d.contains("already serves 3 streams, its limit")),
+            "{body}"
+        );
+        open.pop();
+        wait_held(&server, held(2, 1));
+        let (status, body) = json(server.addr(), "GET", &other_path, &[]).await;
+        assert_eq!(status, 503, "{body}");
+        assert!(
+            body["detail"]
+                .as_str()
+                .is_some_and(|d| d.contains("already streams 1 different goals and runs live")),
+            "{body}"
+        );
+        assert_eq!(server.held(), held(2, 1), "a refused watcher holds nothing");
+        open.clear();
+        wait_held(&server, held(0, 0));
+        let mut watcher = get(server.addr(), &other_path, &[]).await;
+        assert_eq!(watcher.status, 200);
+        next_event(&mut watcher).await.expect("frame");
+        assert_eq!(server.held(), held(1, 1));
+    });
+}
