@@ -224,6 +224,8 @@ fn half_open_connections_are_dropped_within_seconds() {
     let dir = tempfile::tempdir().unwrap();
     let (_child, _reaper, addr) = serve(&dir.path().join("state.db"));
     runtime().block_on(async {
+        let mut live = sse::request(addr, "GET", "/api/live", &[]).await.unwrap();
+        live.next_event().await.unwrap().unwrap();
         let started = std::time::Instant::now();
         let mut held = Vec::new();
         for i in 0..40 {
