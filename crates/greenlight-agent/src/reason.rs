@@ -25,7 +25,8 @@ pub enum Reason {
     /// started at all (not installed).
     ProbeFailed,
     /// An openai dispatch spent its bound of model requests or tokens while the model was still
-    /// calling tools (the work it did so far stays in the worktree; the next turn goes on).
+    /// calling tools, or one model reply streamed more text than a CLI agent's output is kept to
+    /// (the work it did so far stays in the worktree; the next turn goes on).
     DispatchBudgetExhausted,
     /// A model id does not match the family's safe grammar (claude and codex:
     /// `^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`; command also allows `:` and `/`) and so could be

@@ -51,6 +51,19 @@ pub enum Reply {
         /// The body.
         body: String,
     },
+    /// A complete `200 text/event-stream` response of `head`, then `piece` written `times`
+    /// times (one HTTP chunk each), then `tail`: a stream far larger than the server holds (a
+    /// model that will not stop). Writing stops when the client hangs up.
+    Repeated {
+        /// The first piece.
+        head: Vec<u8>,
+        /// The piece sent `times` times.
+        piece: Vec<u8>,
+        /// How many times.
+        times: usize,
+        /// The last piece.
+        tail: Vec<u8>,
+    },
     /// The request is read and never answered; the connection stays open until the server is
     /// dropped.
     Hang,
@@ -114,6 +127,21 @@ impl Reply {
             pieces: vec![body],
             pause: Duration::ZERO,
             end: StreamEnd::Hang,
+        }
+    }
+
+    /// A complete stream: the role delta, then `bytes` of content (in deltas of 64 KiB of `x`),
+    /// then `stop`, usage and `[DONE]`; written as it goes, never held whole.
+    pub fn flood(bytes: usize) -> Self {
+        const DELTA: usize = 64 << 10;
+        Reply::Repeated {
+            head: Body::new().role().events_only().into_bytes(),
+            piece: Body::new()
+                .content(&"x".repeat(DELTA))
+                .events_only()
+                .into_bytes(),
+            times: bytes.div_ceil(DELTA),
+            tail: Body::new().finish("stop").usage(1, 1).done().into_bytes(),
         }
     }
 
@@ -236,13 +264,19 @@ impl Body {
 
     /// The SSE text: each event as `data: …` and a blank line, then `data: [DONE]`.
     pub fn done(&self) -> String {
+        let mut out = self.events_only();
+        out.push_str("data: [DONE]\n\n");
+        out
+    }
+
+    /// The SSE text of the events, without `[DONE]` (a piece of a longer stream).
+    pub fn events_only(&self) -> String {
         let mut out = String::new();
         for event in &self.events {
             out.push_str("data: ");
             out.push_str(event);
             out.push_str("\n\n");
         }
-        out.push_str("data: [DONE]\n\n");
         out
     }
 }
@@ -471,6 +505,22 @@ fn hold_open(shared: &Shared) {
     }
 }
 
+/// The head of a `200` SSE response with a chunked body.
+fn write_stream_head(stream: &mut TcpStream) -> std::io::Result<()> {
+    let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n";
+    stream.write_all(head.as_bytes())?;
+    stream.flush()
+}
+
+/// One HTTP chunk, flushed.
+fn write_chunk(stream: &mut TcpStream, piece: &[u8]) -> std::io::Result<()> {
+    let mut framed = format!("{:x}\r\n", piece.len()).into_bytes();
+    framed.extend_from_slice(piece);
+    framed.extend_from_slice(b"\r\n");
+    stream.write_all(&framed)?;
+    stream.flush()
+}
+
 fn serve_connection(mut stream: TcpStream, shared: &Shared) {
     let _ = stream.set_nodelay(true);
     let _ = stream.set_nonblocking(false);
@@ -504,27 +554,35 @@ fn serve_connection(mut stream: TcpStream, shared: &Shared) {
             let _ = stream.write_all(body.as_bytes());
             let _ = stream.flush();
         }
-        Reply::Stream { pieces, pause, end } => {
-            let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n";
-            if stream.write_all(head.as_bytes()).is_err() {
+        Reply::Repeated {
+            head,
+            piece,
+            times,
+            tail,
+        } => {
+            if write_stream_head(&mut stream).is_err() {
                 return;
             }
+            let pieces = std::iter::once(&head)
+                .chain(std::iter::repeat_n(&piece, times))
+                .chain(std::iter::once(&tail));
+            for piece in pieces {
+                if shared.stop.load(Ordering::SeqCst) || write_chunk(&mut stream, piece).is_err() {
+                    return;
+                }
+            }
+            let _ = stream.write_all(b"0\r\n\r\n");
             let _ = stream.flush();
+        }
+        Reply::Stream { pieces, pause, end } => {
+            if write_stream_head(&mut stream).is_err() {
+                return;
+            }
             for (i, piece) in pieces.iter().enumerate() {
                 if i > 0 && !pause.is_zero() {
                     std::thread::sleep(pause);
                 }
-                if shared.stop.load(Ordering::SeqCst) {
-                    return;
-                }
-                let mut framed = format!("{:x}\r\n", piece.len()).into_bytes();
-                framed.extend_from_slice(piece);
-                framed.extend_from_slice(b"\r\n");
-                if stream
-                    .write_all(&framed)
-                    .and_then(|()| stream.flush())
-                    .is_err()
-                {
+                if shared.stop.load(Ordering::SeqCst) || write_chunk(&mut stream, piece).is_err() {
                     return;
                 }
             }

@@ -8,7 +8,8 @@
 //! dispatch's reply, so the goal loop's verdict grammar and judge read it like any CLI's.
 //!
 //! Bounds: the dispatch deadline over everything (requests, backoff waits, tool calls), a number
-//! of model requests and of tokens per dispatch, a size per tool result. Every failure names a
+//! of model requests and of tokens per dispatch, a size per tool result, and [`REPLY_LIMIT`] per
+//! model reply (what it streams is read only up to there). Every failure names a
 //! member of the one [`Reason`] list: the deadline is `dispatch-timeout`; an unreachable or
 //! refusing server, an error in the stream or an empty answer `dispatch-dead`; a spent bound
 //! `dispatch-budget-exhausted`. A refused tool call is not a failure: the model is told why and
@@ -34,6 +35,13 @@ use crate::openai::prompt;
 use crate::openai::tools::{ToolHost, ToolLimits, ToolReply, ToolRequest, ToolSpec};
 use crate::openai::turn::{ToolCall, ToolFormat, TurnDecoder, TurnEvent};
 use crate::reason::Reason;
+use crate::runner::DEFAULT_CAPTURE_LIMIT;
+
+/// The most text one model reply may stream (answer, thoughts, tool calls and what could not be
+/// read as one, in bytes): the same 8 MiB a CLI agent's output stream is kept to. Past it the
+/// dispatch ends (`dispatch-budget-exhausted`) and the stream is dropped: a server that will
+/// not stop costs this much, not what it sends.
+pub const REPLY_LIMIT: usize = DEFAULT_CAPTURE_LIMIT;
 
 /// The variable the API key is read from when `--api-key-env` is not given.
 pub const DEFAULT_API_KEY_ENV: &str = "OPENAI_API_KEY";
@@ -362,6 +370,8 @@ type Failure = (Reason, String);
 /// What one model reply said, collected from its events.
 #[derive(Debug, Default)]
 struct Reply {
+    /// The bytes of text its events carried so far (see [`REPLY_LIMIT`]).
+    bytes: usize,
     answer: String,
     calls: Vec<ToolCall>,
     violations: Vec<(String, String)>,
@@ -412,6 +422,21 @@ struct Run<'a> {
     tokens_out: Option<u64>,
     seq: u32,
     call_ids: std::collections::HashSet<String>,
+}
+
+/// The bytes of text `event` carries.
+fn text_bytes(event: &TurnEvent) -> usize {
+    match event {
+        TurnEvent::Thought(text) | TurnEvent::Answer(text) => text.len(),
+        TurnEvent::ToolCall(call) => {
+            call.id.len() + call.name.len() + call.arguments.to_string().len()
+        }
+        TurnEvent::Violation { raw, why } | TurnEvent::BadChunk { raw, why } => {
+            raw.len() + why.len()
+        }
+        TurnEvent::ServerError { message } => message.len(),
+        TurnEvent::Usage { .. } | TurnEvent::Finish { .. } => 0,
+    }
 }
 
 fn add(total: &mut Option<u64>, more: Option<u64>) {
@@ -620,14 +645,15 @@ impl Run<'_> {
         loop {
             match client.next_chunk(response, self.deadline).await {
                 Ok(Some(bytes)) => {
-                    reply.take(decoder.feed(&bytes), self.activity);
+                    self.take(&mut reply, decoder.feed(&bytes))?;
                     if decoder.is_done() {
                         break;
                     }
                 }
                 Ok(None) => break,
                 Err(None) => {
-                    reply.take(decoder.finish_at_deadline(), self.activity);
+                    // The deadline is the failure either way; what is left is kept if it fits.
+                    let _ = self.take(&mut reply, decoder.finish_at_deadline());
                     return Err(self.timeout());
                 }
                 Err(Some(detail)) if reply.finish.is_none() => return Ok(Err(detail)),
@@ -635,7 +661,7 @@ impl Run<'_> {
                 Err(Some(_)) => break,
             }
         }
-        reply.take(decoder.finish(), self.activity);
+        self.take(&mut reply, decoder.finish())?;
         if !decoder.is_done() && reply.finish.is_none() && reply.server_error.is_none() {
             return Ok(Err(format!(
                 "the stream from {} ended before the reply was complete (no finish reason, no [DONE])",
@@ -643,6 +669,25 @@ impl Run<'_> {
             )));
         }
         Ok(Ok(reply))
+    }
+
+    /// Adds `events` to `reply`, or ends the dispatch when they take it past [`REPLY_LIMIT`]
+    /// (they are dropped, not kept).
+    fn take(&self, reply: &mut Reply, events: Vec<TurnEvent>) -> Result<(), Failure> {
+        let bytes = events.iter().map(text_bytes).sum::<usize>();
+        reply.bytes = reply.bytes.saturating_add(bytes);
+        if reply.bytes > REPLY_LIMIT {
+            return Err((
+                Reason::DispatchBudgetExhausted,
+                format!(
+                    "the model's reply from {} passed {} MiB of text, the bound of one reply (as for a CLI agent's output); it was cut there and not kept; ask for a shorter answer, or check that the server stops generating",
+                    self.adapter.client.url(),
+                    REPLY_LIMIT >> 20
+                ),
+            ));
+        }
+        reply.take(events, self.activity);
+        Ok(())
     }
 
     fn next_seq(&mut self) -> u32 {

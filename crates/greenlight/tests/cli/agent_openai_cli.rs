@@ -202,3 +202,79 @@ fn replay_matches_a_golden_turn_and_prints_the_diff_of_one_that_does_not() {
     assert_eq!(out.code, 2, "{}", out.render());
     assert!(out.stderr.contains("cannot read"), "{}", out.render());
 }
+
+/// The peak resident set of process `pid` so far (`VmHWM`), in KiB; `None` once it is gone.
+fn peak_rss_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+}
+
+/// A server that streamed 300 MB of content gave a 314 MB `text` and a 628 MB peak (only the
+/// deadline stopped it). A reply is capped like a CLI agent's output (8 MiB): past it the
+/// dispatch ends with `dispatch-budget-exhausted`, and nothing past the cap is kept.
+#[test]
+fn a_reply_past_8_mib_ends_the_dispatch_with_its_reason_and_memory_stays_bounded() {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let dir = tempfile::tempdir().unwrap();
+    let server = ScriptedServer::start(vec![Reply::flood(100 << 20)]);
+    let stderr_file = dir.path().join("stderr");
+    let mut child = Command::new(greenlight_testkit::greenlight_bin())
+        .args([
+            "agent",
+            "dispatch",
+            "--family",
+            "openai",
+            "--base-url",
+            &server.base_url(),
+            "--model",
+            "m",
+            "--timeout",
+            "120",
+        ])
+        .current_dir(dir.path())
+        .env("GREENLIGHT_STATE", dir.path().join("state.db"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&stderr_file).unwrap())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"say everything")
+        .unwrap();
+    let started = std::time::Instant::now();
+    let mut peak = 0;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if let Some(now) = peak_rss_kib(child.id()) {
+            peak = peak.max(now);
+        }
+        if started.elapsed() > std::time::Duration::from_secs(120) {
+            greenlight_testkit::procs::end(child.id() as i32);
+            panic!("the dispatch is still reading after 120 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    };
+    let stderr = std::fs::read_to_string(&stderr_file).unwrap();
+    eprintln!(
+        "a 100 MiB reply: peak RSS {peak} KiB, {:?}",
+        started.elapsed()
+    );
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("dispatch-budget-exhausted")
+            && stderr.contains("8 MiB")
+            && stderr.contains("the model's reply"),
+        "{stderr}"
+    );
+    assert!(stderr.len() < 64 << 10, "{} bytes of stderr", stderr.len());
+    assert!(peak < 80 * 1024, "peak RSS {peak} KiB");
+}
