@@ -49,7 +49,25 @@ struct Inner {
     /// One verify at a time: a gate run adopts the orphans of its own process tree, which is
     /// only exact while nothing else of this process spawns.
     verify_lock: Arc<tokio::sync::Mutex<()>>,
+    /// How many tool calls are running now.
+    calls: watch::Sender<usize>,
     tools: Vec<Tool>,
+}
+
+/// Counts one running tool call for as long as it lives.
+struct Running<'a>(&'a watch::Sender<usize>);
+
+impl<'a> Running<'a> {
+    fn start(calls: &'a watch::Sender<usize>) -> Running<'a> {
+        calls.send_modify(|n| *n += 1);
+        Running(calls)
+    }
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n = n.saturating_sub(1));
+    }
 }
 
 impl McpServer {
@@ -61,9 +79,15 @@ impl McpServer {
                 signals,
                 stop: watch::channel(None).0,
                 verify_lock: Arc::new(tokio::sync::Mutex::new(())),
+                calls: watch::channel(0).0,
                 tools: tools(),
             }),
         }
+    }
+
+    /// How many tool calls are running, as it changes.
+    pub fn calls_running(&self) -> watch::Receiver<usize> {
+        self.inner.calls.subscribe()
     }
 
     /// Ends a running verify's gates (as SIGTERM would) and waits until it has answered, at
@@ -457,6 +481,7 @@ impl ServerHandler for McpServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        let _running = Running::start(&self.inner.calls);
         let name = request.name.as_ref();
         let arguments = request.arguments;
         match name {

@@ -3,22 +3,101 @@
 //! here such a line is answered with a JSON-RPC parse error (-32700) and a line that is JSON but
 //! not a JSON-RPC 2.0 message with an invalid-request error (-32600), each saying what was
 //! wrong, and the server goes on reading. Every line reaches stdout whole, whoever wrote it.
+//!
+//! The end of input does not cut a call short: the SDK gives its handlers 5 s once its input
+//! ends and drops what is still running, so its input is ended only once every request it was
+//! given has been answered (or cancelled by the client). What the SDK still did not answer is
+//! returned, for the binary to name.
+
+use std::collections::HashMap;
+use std::sync::Arc;
 
 use rmcp::ServiceExt;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 use crate::McpServer;
 
 /// The longest line read (a message larger than this is refused with an error, not buffered).
 pub const MAX_LINE_BYTES: usize = 64 << 20;
 
+/// After the input ended, with no tool call running: how long the SDK may stay silent before
+/// the requests it has not answered are given up (it answered them without their id, or
+/// dropped them). A request still on its way to its tool reaches it well within this.
+const QUIET: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// How long the server waits at the end for a running verify to end its gates.
 const SHUTDOWN_PATIENCE: std::time::Duration = std::time::Duration::from_secs(30);
 
-/// Serves `server` on `input` and `output` (stdin and stdout) until the input ends.
-pub async fn serve<R, W>(server: McpServer, input: R, output: W) -> std::io::Result<()>
+/// How a session on stdio ended.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Ended {
+    /// The ids (as JSON) of the client's requests no answer carrying their id was written for
+    /// (the SDK refused them without naming them, or stopped serving); empty when every request
+    /// was answered.
+    pub unanswered: Vec<String>,
+}
+
+/// The client's requests given to the SDK and not answered yet, by id (as JSON text, with how
+/// many are open under it), and whether the SDK's output has ended (nothing more will come).
+#[derive(Debug, Default)]
+struct Pending {
+    ids: HashMap<String, usize>,
+    sdk_ended: bool,
+}
+
+impl Pending {
+    fn open(&mut self, id: &Value) {
+        *self.ids.entry(id.to_string()).or_default() += 1;
+    }
+
+    fn close(&mut self, id: &Value) {
+        let key = id.to_string();
+        if let Some(open) = self.ids.get_mut(&key) {
+            *open -= 1;
+            if *open == 0 {
+                self.ids.remove(&key);
+            }
+        }
+    }
+
+    fn settled(&self) -> bool {
+        self.ids.is_empty() || self.sdk_ended
+    }
+}
+
+/// Returns once every request given to the SDK was answered, or the SDK ended, or no tool call
+/// is running and the SDK said nothing for [`QUIET`].
+async fn wait_for_answers(pending: &watch::Sender<Pending>, mut calls: watch::Receiver<usize>) {
+    let mut pending = pending.subscribe();
+    loop {
+        if pending.borrow_and_update().settled() {
+            return;
+        }
+        let idle = *calls.borrow_and_update() == 0;
+        tokio::select! {
+            _ = pending.changed() => {}
+            changed = calls.changed() => if changed.is_err() { return },
+            _ = tokio::time::sleep(QUIET), if idle => return,
+        }
+    }
+}
+
+/// The id of a response the SDK wrote (a line with an `id` and no `method`).
+fn answered_id(line: &[u8]) -> Option<Value> {
+    let Ok(Value::Object(mut message)) = serde_json::from_slice::<Value>(line) else {
+        return None;
+    };
+    if message.contains_key("method") {
+        return None;
+    }
+    message.remove("id")
+}
+
+/// Serves `server` on `input` and `output` (stdin and stdout) until the input ends and every
+/// request read before its end was answered.
+pub async fn serve<R, W>(server: McpServer, input: R, output: W) -> std::io::Result<Ended>
 where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
@@ -26,6 +105,10 @@ where
     let (ours, sdk_side) = tokio::io::duplex(1 << 20);
     let (from_sdk, mut to_sdk) = tokio::io::split(ours);
     let (errors, mut error_lines) = mpsc::unbounded_channel::<String>();
+    let pending = Arc::new(watch::Sender::new(Pending::default()));
+    let reader_pending = Arc::clone(&pending);
+    let writer_pending = Arc::clone(&pending);
+    let calls = server.calls_running();
 
     let reader = tokio::spawn(async move {
         let mut input = BufReader::with_capacity(1 << 16, input);
@@ -42,7 +125,16 @@ where
             }
             number += 1;
             match check(&line, number) {
-                Check::Forward => {
+                Check::Forward { opens, cancels } => {
+                    reader_pending.send_modify(|p| {
+                        if let Some(id) = &opens {
+                            p.open(id);
+                        }
+                        // A cancelled request gets no answer.
+                        if let Some(id) = &cancels {
+                            p.close(id);
+                        }
+                    });
                     if !line.ends_with(b"\n") {
                         line.push(b'\n');
                     }
@@ -56,6 +148,8 @@ where
                 }
             }
         }
+        // Ended now, the SDK would drop the calls still running after 5 s: wait for them.
+        wait_for_answers(&reader_pending, calls).await;
         let _ = to_sdk.shutdown().await;
     });
 
@@ -69,9 +163,17 @@ where
             tokio::select! {
                 read = from_sdk.read_until(b'\n', &mut line), if sdk_open => {
                     match read {
-                        Ok(0) | Err(_) => sdk_open = false,
+                        Ok(0) | Err(_) => {
+                            sdk_open = false;
+                            writer_pending.send_modify(|p| p.sdk_ended = true);
+                        }
                         Ok(_) => {
-                            if output.write_all(&line).await.is_err() || output.flush().await.is_err() {
+                            let written = output.write_all(&line).await.is_ok() && output.flush().await.is_ok();
+                            if let Some(id) = answered_id(&line) {
+                                writer_pending.send_modify(|p| p.close(&id));
+                            }
+                            if !written {
+                                writer_pending.send_modify(|p| p.sdk_ended = true);
                                 return;
                             }
                             line.clear();
@@ -110,7 +212,9 @@ where
     // The client is gone: a verify still running ends its gates before the server exits.
     handle.shutdown(SHUTDOWN_PATIENCE).await;
     let _ = writer.await;
-    result
+    let mut unanswered: Vec<String> = pending.borrow().ids.keys().cloned().collect();
+    unanswered.sort();
+    result.map(|()| Ended { unanswered })
 }
 
 /// Reads one line (with its newline) into `line`, refusing to hold more than
@@ -147,7 +251,12 @@ async fn read_line<R: AsyncRead + Unpin>(
 const OVERLONG: &[u8] = b"\0overlong";
 
 enum Check {
-    Forward,
+    /// Passed to the SDK; `opens`: the id of a request it must answer; `cancels`: the id of a
+    /// request the client cancelled (`notifications/cancelled`), which gets no answer.
+    Forward {
+        opens: Option<Value>,
+        cancels: Option<Value>,
+    },
     Skip,
     Answer(String),
 }
@@ -204,14 +313,22 @@ fn check(line: &[u8], number: u64) -> Check {
         ));
     }
     match message.get("method") {
-        Some(Value::String(_)) => Check::Forward,
+        Some(Value::String(method)) => Check::Forward {
+            opens: message.get("id").cloned(),
+            cancels: (method == "notifications/cancelled")
+                .then(|| message.get("params")?.get("requestId").cloned())
+                .flatten(),
+        },
         Some(_) => Check::Answer(error(
             id,
             -32600,
             format!("Invalid Request: input line {number} has a \"method\" that is not a string"),
         )),
         // A response to one of the server's own requests.
-        None if message.contains_key("result") || message.contains_key("error") => Check::Forward,
+        None if message.contains_key("result") || message.contains_key("error") => Check::Forward {
+            opens: None,
+            cancels: None,
+        },
         None => Check::Answer(error(
             id,
             -32600,
@@ -227,7 +344,7 @@ mod tests {
     fn answer(line: &str) -> Value {
         match check(line.as_bytes(), 3) {
             Check::Answer(text) => serde_json::from_str(&text).expect("json"),
-            Check::Forward => panic!("forwarded {line}"),
+            Check::Forward { .. } => panic!("forwarded {line}"),
             Check::Skip => panic!("skipped {line}"),
         }
     }
@@ -261,11 +378,18 @@ mod tests {
     fn messages_and_blank_lines_pass() {
         assert!(matches!(
             check(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#, 1),
-            Check::Forward
+            Check::Forward { opens: Some(Value::Number(n)), cancels: None } if n.as_u64() == Some(1)
         ));
         assert!(matches!(
             check(br#"{"jsonrpc":"2.0","id":1,"result":{}}"#, 1),
-            Check::Forward
+            Check::Forward {
+                opens: None,
+                cancels: None
+            }
+        ));
+        assert!(matches!(
+            check(br#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"r"}}"#, 1),
+            Check::Forward { opens: None, cancels: Some(Value::String(id)) } if id == "r"
         ));
         assert!(matches!(check(b"  \r\n", 1), Check::Skip));
     }

@@ -65,7 +65,17 @@ fn serve(state: Option<PathBuf>) -> i32 {
         let mut signals = signals;
         tokio::select! {
             ended = session => match ended {
-                Ok(()) => exit::DONE,
+                Ok(ended) if ended.unanswered.is_empty() => exit::DONE,
+                Ok(ended) => {
+                    errln!(
+                        "greenlight mcp: the input ended and no answer naming request {} was written (the MCP library refused {} without its id, or stopped serving); check {} and send {} again",
+                        ended.unanswered.join(", "),
+                        if ended.unanswered.len() == 1 { "it" } else { "them" },
+                        if ended.unanswered.len() == 1 { "it" } else { "them" },
+                        if ended.unanswered.len() == 1 { "it" } else { "them" },
+                    );
+                    exit::ERROR
+                }
                 Err(e) => {
                     errln!("greenlight mcp: {e}");
                     exit::ERROR

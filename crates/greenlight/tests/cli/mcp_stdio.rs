@@ -240,3 +240,104 @@ fn sigterm_with_stdin_still_open_ends_the_running_gate_and_the_server_at_once() 
     greenlight_testkit::procs::assert_all_dead(&pids, "the gate outlived the server's SIGTERM");
     assert!(!lock.exists(), "the lock outlived the server");
 }
+
+/// `printf '<initialize>\n<initialized>\n<tools/call verify>\n' | greenlight mcp` exited 0 with
+/// only the handshake's answer: the call still running when stdin closed was never answered
+/// (though its run completed and was stored): the SDK waits 5 s for handlers after its input
+/// ends. Every call in flight at the end of input is answered before the server exits.
+#[test]
+fn calls_still_running_when_stdin_closes_are_answered_before_the_server_exits() {
+    let repo = TempRepo::worktree_with_commit();
+    repo.verify_yaml(
+        "version: 1\ngates:\n  - id: slow\n    command: sleep 7; echo slept\n  - id: unit\n    command: echo broken; exit 4\n",
+    );
+    let mut input = String::new();
+    input.push_str(
+        &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "printf", "version": "1"}}})
+        .to_string(),
+    );
+    input.push('\n');
+    input.push_str(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    input.push('\n');
+    input.push_str(&call(1, "verify", &json!({})));
+    input.push('\n');
+    input.push_str(&call(2, "verify", &json!({"gates": ["unit"]})));
+    input.push('\n');
+    let mut command = repo.command(["mcp"]);
+    command.env("GREENLIGHT_STATE", repo.home().join("state.db"));
+    let out = greenlight_testkit::Cli::from_command(command)
+        .stdin(input)
+        .within(Duration::from_secs(60))
+        .run();
+    assert_eq!(out.code, 0, "{}", out.render());
+    let answers: Vec<Value> = out
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|m: &Value| m.get("id").is_some() && m.get("method").is_none())
+        .collect();
+    let ids: Vec<&Value> = answers.iter().map(|a| &a["id"]).collect();
+    assert_eq!(ids.len(), 3, "{}", out.render());
+    for id in [0, 1, 2] {
+        assert!(
+            ids.contains(&&json!(id)),
+            "no answer to {id}: {}",
+            out.render()
+        );
+    }
+    let first = answers.iter().find(|a| a["id"] == 1).unwrap();
+    let text = first["result"]["content"][0]["text"].as_str().unwrap_or("");
+    assert!(text.contains("slow") && text.contains("unit"), "{first}");
+    assert!(out.stderr.is_empty(), "{}", out.render());
+}
+
+/// Waiting for answers at the end of input is bounded: a request the MCP library refuses
+/// without naming its id (params that are not an object) gets no answer with that id, and the
+/// server still exits within seconds, naming it on stderr.
+#[test]
+fn a_request_refused_without_its_id_does_not_hold_the_server_at_the_end_of_input() {
+    let repo = TempRepo::worktree_with_commit();
+    repo.verify_yaml("version: 1\ngates:\n  - id: lint\n    command: echo linted\n");
+    let input = [
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "printf", "version": "1"}}})
+        .to_string(),
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.to_owned(),
+        r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":"not an object"}"#.to_owned(),
+        call(6, "verify", &json!({})),
+    ]
+    .join("\n")
+        + "\n";
+    let mut command = repo.command(["mcp"]);
+    command.env("GREENLIGHT_STATE", repo.home().join("state.db"));
+    let started = std::time::Instant::now();
+    let out = greenlight_testkit::Cli::from_command(command)
+        .stdin(input)
+        .within(Duration::from_secs(30))
+        .run();
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(out.code, 1, "{}", out.render());
+    assert!(
+        out.stderr
+            .contains("no answer naming request 5 was written"),
+        "{}",
+        out.render()
+    );
+    let verify = out
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|m| m["id"] == 6)
+        .unwrap_or_else(|| panic!("no answer to the verify: {}", out.render()));
+    assert_eq!(
+        verify["result"]["structuredContent"]["result"], "passed",
+        "{verify}"
+    );
+}
