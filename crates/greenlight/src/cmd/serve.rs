@@ -82,9 +82,10 @@ pub fn run(args: Args) -> i32 {
         mcp_signals,
     );
     let config = Config {
-        extra_routes: Some(
-            axum::Router::new().nest_service("/mcp", greenlight_mcp::http::service(mcp.clone())),
-        ),
+        extra_routes: Some(axum::Router::new().nest_service(
+            "/mcp",
+            greenlight_mcp::http::router(mcp.clone(), greenlight_mcp::http::Limits::default()),
+        )),
         ..config
     };
     let server = match greenlight_server::start(config) {

@@ -203,3 +203,68 @@ fn with_a_token_file_mcp_needs_the_token_like_every_other_route() {
     drop(reaper);
     let _ = child.wait();
 }
+
+/// Each MCP-over-HTTP session costs the server memory (about 55 KB) until it is closed, and
+/// nothing bounded how many a client could open: past 64 open sessions a new one is refused
+/// with a 503 that says why, and a session closed (`DELETE`) frees its place.
+#[test]
+fn sessions_past_the_limit_are_refused_with_503_until_one_is_closed() {
+    let repo = TempRepo::worktree_with_commit();
+    let (mut child, reaper, addr) = serve(&repo, &[]);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "test", "version": "1"}}});
+        let mut sessions = Vec::new();
+        for _ in 0..64 {
+            let mut response = post(addr, &initialize, &[]).await;
+            assert_eq!(response.status, 200);
+            sessions.push(response.header("mcp-session-id").unwrap().to_owned());
+            let _ = messages(&mut response).await;
+        }
+        let mut refused = post(addr, &initialize, &[]).await;
+        let body = String::from_utf8_lossy(&refused.body().await.unwrap()).into_owned();
+        assert_eq!(refused.status, 503, "{body}");
+        assert!(
+            body.contains("64 MCP sessions are open, the limit"),
+            "{body}"
+        );
+        // A request of an open session is still served.
+        let ping = json!({"jsonrpc": "2.0", "id": 9, "method": "ping"});
+        let mut pong = post(
+            addr,
+            &ping,
+            &[
+                ("Mcp-Session-Id", &sessions[3]),
+                ("MCP-Protocol-Version", "2025-06-18"),
+            ],
+        )
+        .await;
+        assert_eq!(pong.status, 200);
+        assert_eq!(messages(&mut pong).await.last().unwrap()["id"], 9);
+        let origin = format!("http://{addr}");
+        let mut closed = tokio::time::timeout(
+            Duration::from_secs(10),
+            sse::request(
+                addr,
+                "DELETE",
+                "/mcp",
+                &[("Mcp-Session-Id", &sessions[0]), ("Origin", &origin)],
+            ),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+        assert!(closed.status < 300, "{}", closed.status);
+        let _ = closed.body().await;
+        let mut again = post(addr, &initialize, &[]).await;
+        assert_eq!(again.status, 200);
+        let _ = messages(&mut again).await;
+    });
+    drop(reaper);
+    let _ = child.wait();
+}
