@@ -256,6 +256,13 @@ pub enum DigestReason {
     DiagnosticBudgetExceeded,
     /// A line longer than the line budget was cut.
     LineTooLong,
+    /// The run's own record disagrees with what the digest read: more failures listed than
+    /// its summary counts, TAP points that do not meet the plan, a `go test -v` test that
+    /// started and printed no result.
+    CountMismatch,
+    /// A runner's marker was read in the middle of a line, after a test's own output, where
+    /// nothing in the output confirms it (`go test` without `-v`).
+    MarkerMidLine,
 }
 
 impl DigestReason {
@@ -274,6 +281,8 @@ impl DigestReason {
             DigestReason::ScanBudgetExceeded => "scan-budget-exceeded",
             DigestReason::DiagnosticBudgetExceeded => "diagnostic-budget-exceeded",
             DigestReason::LineTooLong => "line-too-long",
+            DigestReason::CountMismatch => "count-mismatch",
+            DigestReason::MarkerMidLine => "marker-mid-line",
         }
     }
 }
