@@ -201,6 +201,41 @@ fn more_failures_listed_than_the_summary_counts_is_never_recognised() {
             "---- tests::adds stdout ----\n",
             "test tests::printed ... FAILED\n",
         ),
+        // In a test's captured output, a status line of nextest's.
+        (
+            "nextest/fail",
+            "    some captured stdout\n",
+            "        FAIL [   0.001s] (8/7) digest-fail tests::printed\n",
+        ),
+        // After a traceback, a block header of unittest's.
+        (
+            "unittest/fail",
+            "AssertionError: 4 != 5\n",
+            "FAIL: test_printed (test_calc.CalcTest.test_printed)\n",
+        ),
+        // Inside a failure block, jest's, vitest's and bun's failure headers.
+        (
+            "jest/fail",
+            "    Expected: 5\n",
+            "  \u{25cf} printed by a test\n",
+        ),
+        (
+            "vitest/fail",
+            "AssertionError: expected 4 to be 5 // Object.is equality\n",
+            " FAIL  math.test.ts > printed\n",
+        ),
+        (
+            "bun-test/fail",
+            "Received: 4\n",
+            "(fail) printed [0.01ms]\n",
+        ),
+        // After a diff, a numbered block of mocha's; inside a YAML block, a TAP point.
+        ("mocha/spec", "      -4\n", "  6) printed\n"),
+        (
+            "tap/tape",
+            "    operator: equal\n",
+            "    not ok 9 printed\n",
+        ),
     ] {
         let f = fixture(id);
         let before = f.digest();

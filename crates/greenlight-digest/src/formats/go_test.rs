@@ -213,7 +213,7 @@ impl GoTest {
                     self.runs_in_package += 1;
                 }
                 if verb != "PAUSE" {
-                    self.current = Some(clip(name.trim(), self.limits.max_text));
+                    self.current = Some(name.trim().to_owned());
                 }
                 return Claim::Yes;
             }
