@@ -229,6 +229,12 @@ fn more_failures_listed_than_the_summary_counts_is_never_recognised() {
             "Received: 4\n",
             "(fail) printed [0.01ms]\n",
         ),
+        // In node's closing list, a failed test's line.
+        (
+            "node-test/spec",
+            "test at math.test.mjs:10:1\n",
+            "\u{2716} printed (0.1ms)\n",
+        ),
         // After a diff, a numbered block of mocha's; inside a YAML block, a TAP point.
         ("mocha/spec", "      -4\n", "  6) printed\n"),
         (
