@@ -13,7 +13,8 @@ use serde::Serialize;
 #[serde(rename_all = "kebab-case")]
 pub enum Classification {
     /// One known format, its terminal summary seen and agreeing with the exit code, every
-    /// counted failure with its diagnostic, nothing significant after the summary, nothing cut.
+    /// counted failure with its diagnostic and no more listed than counted, nothing
+    /// significant after the summary, no runner's line read mid-line unconfirmed, nothing cut.
     Recognised,
     /// A known format was seen, but at least one of the conditions for `recognised` failed;
     /// `reasons` says which.

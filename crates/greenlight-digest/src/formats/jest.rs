@@ -135,8 +135,10 @@ impl Jest {
         }
     }
 
-    fn jest(&mut self, line: &str, t: &str) -> Claim {
-        if let Some(header) = glued_file_header(t) {
+    fn jest(&mut self, l: &Line<'_>, line: &str, t: &str) -> Claim {
+        if l.markers & MARK_JEST != 0
+            && let Some(header) = glued_file_header(t)
+        {
             // A test wrote without a newline and jest's header for its file followed.
             self.active = true;
             self.in_details = header.starts_with("FAIL");
@@ -645,7 +647,7 @@ impl Parser for Jest {
         let line = l.text;
         let t = line.trim();
         match self.runner {
-            Runner::Jest => self.jest(line, t),
+            Runner::Jest => self.jest(l, line, t),
             Runner::Vitest => self.vitest(line, t),
             Runner::Bun => self.bun(line, t),
             Runner::NodeSpec => self.node_spec(line, t),
