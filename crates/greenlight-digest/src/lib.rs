@@ -42,9 +42,9 @@ pub use model::{
     Classification, Diagnostic, Digest, DigestReason, Failure, Format, Severity, Summary,
 };
 
-use formats::{Claim, Limits, Line, MARKER, Parser, Report};
+use formats::{Claim, Limits, Line, MARKERS, Parser, Report};
 use matchers::{MatcherRun, MatcherSet};
-use normalize::{LineSink, LineSplitter, RawLine, view};
+use normalize::{Finders, LineSink, LineSplitter, RawLine, finders, markers_in, view};
 
 /// Limits and choices for one digest. The defaults suit a gate's output.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -113,16 +113,16 @@ struct State {
     slots: Vec<Slot>,
     /// Slots each first byte can wake, from every parser's [`Parser::wake`].
     wake: [Slots; 256],
-    /// Slots woken by a line holding the marker.
-    wake_marker: Slots,
+    /// Per marker, the slots woken by a line holding it.
+    wake_markers: [Slots; MARKERS.len()],
     /// Slots whose parser is [`Parser::engaged`]: asked about every line.
     engaged: Slots,
     /// Slots whose terminal summary was seen (and not retracted).
     summary_seen: Slots,
     /// Slots with significant unclaimed output after their summary.
     after_summary: Slots,
-    /// Finds the marker in lines the chunk scan could not vouch for.
-    marker: memchr::memmem::Finder<'static>,
+    /// Find the markers in lines the chunk scan could not vouch for.
+    markers: Finders,
     /// The problem matchers' reading, when there are matchers.
     matchers: Option<MatcherRun>,
     /// Ring of the last raw lines (buffers reused, so a long run allocates nothing per line).
@@ -153,7 +153,7 @@ impl StreamingDigester {
             .map(|(format, parser)| Slot { format, parser })
             .collect();
         let mut wake = [0; 256];
-        let mut wake_marker = 0;
+        let mut wake_markers = [0; MARKERS.len()];
         let mut engaged = 0;
         for (i, slot) in slots.iter().enumerate() {
             let bit: Slots = 1 << i;
@@ -161,8 +161,10 @@ impl StreamingDigester {
             for &b in w.first {
                 wake[usize::from(b)] |= bit;
             }
-            if w.marker {
-                wake_marker |= bit;
+            for (m, slots) in wake_markers.iter_mut().enumerate() {
+                if w.markers & (1 << m) != 0 {
+                    *slots |= bit;
+                }
             }
             if slot.parser.engaged() {
                 engaged |= bit;
@@ -171,17 +173,17 @@ impl StreamingDigester {
         let matchers = (!options.matchers.is_empty())
             .then(|| MatcherRun::new(options.matchers.clone(), limits));
         StreamingDigester {
-            splitter: LineSplitter::new(options.max_line_bytes, MARKER),
+            splitter: LineSplitter::new(options.max_line_bytes, &MARKERS),
             state: State {
                 matchers,
                 options,
                 slots,
                 wake,
-                wake_marker,
+                wake_markers,
                 engaged,
                 summary_seen: 0,
                 after_summary: 0,
-                marker: memchr::memmem::Finder::new(MARKER),
+                markers: finders(&MARKERS),
                 tail: VecDeque::new(),
                 bytes: 0,
                 lines: 0,
@@ -229,12 +231,12 @@ impl LineSink for State {
     fn line(&mut self, raw: RawLine<'_>) {
         self.lines += 1;
         self.line_cut |= raw.cut;
-        let (text, marker) = match raw.plain {
-            Some(text) => (std::borrow::Cow::Borrowed(text), raw.marker),
+        let (text, markers) = match raw.plain {
+            Some(text) => (std::borrow::Cow::Borrowed(text), raw.markers),
             None => {
                 let text = view(raw.bytes);
-                let marker = self.marker.find(text.as_bytes()).is_some();
-                (text, marker)
+                let markers = markers_in(&self.markers, text.as_bytes());
+                (text, markers)
             }
         };
         let prev: &[u8] = match raw.prev {
@@ -244,12 +246,16 @@ impl LineSink for State {
         if let Some(m) = &mut self.matchers {
             m.line(&text);
         }
-        let line = Line::new(&text, prev, marker);
+        let line = Line::new(&text, prev, markers);
         let blank = line.first == 0;
         self.any_content |= !blank;
         let mut ask = self.engaged | self.wake[usize::from(line.first)];
-        if line.marker {
-            ask |= self.wake_marker;
+        if line.markers != 0 {
+            for (m, slots) in self.wake_markers.iter().enumerate() {
+                if line.markers & (1 << m) != 0 {
+                    ask |= slots;
+                }
+            }
         }
         #[cfg(debug_assertions)]
         for (i, slot) in self.slots.iter().enumerate() {
@@ -503,6 +509,18 @@ fn classify(
         }
         if report.unparsed {
             reasons.push(DigestReason::UnparsedLines);
+        }
+        // The failures listed must agree with the run's own count: fewer is a failure without
+        // its diagnostic (above); more means a test's own output was read as a runner's line,
+        // and then the listing cannot be trusted either way.
+        let listed_more = report.counted
+            && !report.dropped
+            && report.failures.len() as u64 > report.expected_failures;
+        if listed_more || report.count_mismatch {
+            reasons.push(DigestReason::CountMismatch);
+        }
+        if report.unconfirmed_markers {
+            reasons.push(DigestReason::MarkerMidLine);
         }
         d.summary = report.summary;
         d.failures = report.failures;

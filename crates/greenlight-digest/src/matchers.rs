@@ -600,7 +600,7 @@ impl MatcherRun {
             failures: Vec::new(),
             diagnostics: self.problems.items,
             dropped: self.problems.dropped > 0,
-            unparsed: false,
+            ..Report::default()
         }
     }
 }

@@ -13,7 +13,8 @@ use serde::Serialize;
 #[serde(rename_all = "kebab-case")]
 pub enum Classification {
     /// One known format, its terminal summary seen and agreeing with the exit code, every
-    /// counted failure with its diagnostic, nothing significant after the summary, nothing cut.
+    /// counted failure with its diagnostic and no more listed than counted, nothing
+    /// significant after the summary, no runner's line read mid-line unconfirmed, nothing cut.
     Recognised,
     /// A known format was seen, but at least one of the conditions for `recognised` failed;
     /// `reasons` says which.
@@ -256,6 +257,13 @@ pub enum DigestReason {
     DiagnosticBudgetExceeded,
     /// A line longer than the line budget was cut.
     LineTooLong,
+    /// The run's own record disagrees with what the digest read: more failures listed than
+    /// its summary counts, TAP points that do not meet the plan, a `go test -v` test that
+    /// started and printed no result.
+    CountMismatch,
+    /// A runner's marker was read in the middle of a line, after a test's own output, where
+    /// nothing in the output confirms it (`go test` without `-v`).
+    MarkerMidLine,
 }
 
 impl DigestReason {
@@ -274,6 +282,8 @@ impl DigestReason {
             DigestReason::ScanBudgetExceeded => "scan-budget-exceeded",
             DigestReason::DiagnosticBudgetExceeded => "diagnostic-budget-exceeded",
             DigestReason::LineTooLong => "line-too-long",
+            DigestReason::CountMismatch => "count-mismatch",
+            DigestReason::MarkerMidLine => "marker-mid-line",
         }
     }
 }

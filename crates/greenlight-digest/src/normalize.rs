@@ -6,6 +6,8 @@
 
 use std::borrow::Cow;
 
+use crate::formats::Markers;
+
 /// One line as the splitter hands it over.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct RawLine<'a> {
@@ -14,11 +16,11 @@ pub(crate) struct RawLine<'a> {
     /// The line was longer than the budget; its excess was dropped.
     pub cut: bool,
     /// Set when the chunk scan proved the line needs no normalising (valid UTF-8, no CR, ESC or
-    /// backspace but a final CR): then it is [`view`] of `bytes`, with [`RawLine::marker`].
+    /// backspace but a final CR): then it is [`view`] of `bytes`, with [`RawLine::markers`].
     pub plain: Option<&'a str>,
-    /// `plain` contains the marker the splitter was built with (a marker holds no CR or LF).
-    /// Only meaningful with `plain`.
-    pub marker: bool,
+    /// Which of the markers the splitter was built with `plain` contains, one bit each (a
+    /// marker holds no CR or LF). Only meaningful with `plain`.
+    pub markers: Markers,
     /// The line before, as handed over (cut to the line budget), when it came from the same
     /// chunk; `None` when it is the last line of an earlier [`LineSink::lines_done`].
     pub prev: Option<&'a [u8]>,
@@ -37,7 +39,7 @@ pub(crate) trait LineSink {
 /// Splits a byte stream into lines, whatever the chunk boundaries, keeping at most `max_line`
 /// bytes of any one line.
 ///
-/// Why it scans whole chunks: checking UTF-8, looking for control bytes and for the marker once
+/// Why it scans whole chunks: checking UTF-8, looking for control bytes and for the markers once
 /// per 64 KiB chunk is several times cheaper than once per 40-byte line, and it decides nothing
 /// a per-line check would decide differently.
 #[derive(Debug)]
@@ -46,16 +48,37 @@ pub(crate) struct LineSplitter {
     /// The line in `buf` was longer than `max_line`; its excess was dropped.
     buf_cut: bool,
     max_line: usize,
-    marker: memchr::memmem::Finder<'static>,
+    markers: Finders,
+}
+
+/// One finder per marker, in the order of the markers' bits.
+pub(crate) type Finders = Vec<memchr::memmem::Finder<'static>>;
+
+/// Finders for `markers` (at most 8: one bit each).
+pub(crate) fn finders(markers: &[&'static [u8]]) -> Finders {
+    debug_assert!(markers.len() <= 8);
+    markers
+        .iter()
+        .map(|&m| memchr::memmem::Finder::new(m))
+        .collect()
+}
+
+/// The markers `text` contains, one bit each.
+pub(crate) fn markers_in(finders: &Finders, text: &[u8]) -> Markers {
+    finders
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| f.find(text).is_some())
+        .fold(0, |set, (i, _)| set | 1 << i)
 }
 
 impl LineSplitter {
-    pub(crate) fn new(max_line: usize, marker: &'static [u8]) -> Self {
+    pub(crate) fn new(max_line: usize, markers: &[&'static [u8]]) -> Self {
         LineSplitter {
             buf: Vec::new(),
             buf_cut: false,
             max_line: max_line.max(1),
-            marker: memchr::memmem::Finder::new(marker),
+            markers: finders(markers),
         }
     }
 
@@ -72,7 +95,7 @@ impl LineSplitter {
             chunk = &chunk[pos + 1..];
         }
         // Whole lines inside this chunk: no copy.
-        let mut scan = ChunkScan::new(chunk, &self.marker);
+        let mut scan = ChunkScan::new(chunk, &self.markers);
         let mut start = 0;
         let mut count = 0;
         let mut prev = None;
@@ -84,16 +107,16 @@ impl LineSplitter {
                     bytes: &head[..self.max_line],
                     cut: true,
                     plain: None,
-                    marker: false,
+                    markers: 0,
                     prev,
                 }
             } else {
-                let (plain, marker) = scan.plain(start, end, &self.marker);
+                let (plain, markers) = scan.plain(start, end, &self.markers);
                 RawLine {
                     bytes: head,
                     cut: false,
                     plain,
-                    marker,
+                    markers,
                     prev,
                 }
             };
@@ -121,7 +144,7 @@ impl LineSplitter {
             bytes: &self.buf,
             cut: self.buf_cut,
             plain: None,
-            marker: false,
+            markers: 0,
             prev: None,
         });
         sink.lines_done(&self.buf, 1);
@@ -149,22 +172,24 @@ struct ChunkScan<'c> {
     valid: &'c str,
     /// The first CR, ESC or backspace at or after the last line that asked (or `usize::MAX`).
     special: usize,
-    /// The first marker at or after the last line that asked (or `usize::MAX`).
-    marker: usize,
+    /// Per marker, its first place at or after the last line that asked (or `usize::MAX`).
+    markers: [usize; 8],
 }
 
 impl<'c> ChunkScan<'c> {
-    fn new(chunk: &'c [u8], marker: &memchr::memmem::Finder<'_>) -> Self {
+    fn new(chunk: &'c [u8], finders: &Finders) -> Self {
         let mut scan = ChunkScan {
             chunk,
             valid_from: 0,
             valid: "",
             special: 0,
-            marker: 0,
+            markers: [usize::MAX; 8],
         };
         scan.validate(0);
         scan.special = scan.find_special(0);
-        scan.marker = marker.find(chunk).unwrap_or(usize::MAX);
+        for (at, f) in scan.markers.iter_mut().zip(finders) {
+            *at = f.find(chunk).unwrap_or(usize::MAX);
+        }
         scan
     }
 
@@ -181,14 +206,9 @@ impl<'c> ChunkScan<'c> {
         memchr::memchr3(b'\r', 0x1b, 0x08, &self.chunk[from..]).map_or(usize::MAX, |p| from + p)
     }
 
-    /// The line `chunk[start..end]` as text when it needs no normalising, and whether it holds
-    /// the marker.
-    fn plain(
-        &mut self,
-        start: usize,
-        end: usize,
-        marker: &memchr::memmem::Finder<'_>,
-    ) -> (Option<&'c str>, bool) {
+    /// The line `chunk[start..end]` as text when it needs no normalising, and which markers it
+    /// holds.
+    fn plain(&mut self, start: usize, end: usize, finders: &Finders) -> (Option<&'c str>, Markers) {
         if self.special < start {
             self.special = self.find_special(start);
         }
@@ -199,7 +219,7 @@ impl<'c> ChunkScan<'c> {
             end
         };
         if self.special < end {
-            return (None, false);
+            return (None, 0);
         }
         if start > self.valid_from + self.valid.len() {
             self.validate(start);
@@ -208,14 +228,22 @@ impl<'c> ChunkScan<'c> {
             .valid
             .get(start.wrapping_sub(self.valid_from)..end.wrapping_sub(self.valid_from))
         else {
-            return (None, false);
+            return (None, 0);
         };
-        if self.marker < start {
-            self.marker = marker
-                .find(&self.chunk[start..])
-                .map_or(usize::MAX, |p| start + p);
+        let mut markers = 0;
+        for (i, (at, f)) in self.markers.iter_mut().zip(finders).enumerate() {
+            // Each marker is searched again only once a line starts past its last place, so
+            // the chunk is scanned about once per marker whatever the number of lines.
+            if *at < start {
+                *at = f
+                    .find(&self.chunk[start..])
+                    .map_or(usize::MAX, |p| start + p);
+            }
+            if *at < end {
+                markers |= 1 << i;
+            }
         }
-        (Some(text), self.marker < end)
+        (Some(text), markers)
     }
 }
 
@@ -366,7 +394,10 @@ mod tests {
         lines: Vec<(String, bool)>,
         raw: Vec<Vec<u8>>,
         regions: Vec<Vec<u8>>,
+        finders: Finders,
     }
+
+    const TEST_MARKERS: [&[u8]; 3] = [b" TS", b"--- ", b"ab"];
 
     impl LineSink for Collect {
         fn line(&mut self, l: RawLine<'_>) {
@@ -375,6 +406,12 @@ mod tests {
             }
             if let Some(text) = l.plain {
                 assert_eq!(text, view(l.bytes));
+                // The chunk scan finds each marker as a search of the line alone would.
+                assert_eq!(
+                    l.markers,
+                    markers_in(&self.finders, text.as_bytes()),
+                    "{text:?}"
+                );
             }
             self.lines
                 .push((String::from_utf8_lossy(l.bytes).into_owned(), l.cut));
@@ -388,8 +425,11 @@ mod tests {
     }
 
     fn lines(chunks: &[&[u8]]) -> Vec<(String, bool)> {
-        let mut out = Collect::default();
-        let mut s = LineSplitter::new(8, b" TS");
+        let mut out = Collect {
+            finders: finders(&TEST_MARKERS),
+            ..Collect::default()
+        };
+        let mut s = LineSplitter::new(8, &TEST_MARKERS);
         for c in chunks {
             s.push(c, &mut out);
         }
@@ -410,6 +450,23 @@ mod tests {
                 ("mn".into(), false)
             ]
         );
+    }
+
+    #[test]
+    fn each_marker_is_found_in_every_line_that_holds_it() {
+        let mut out = Collect {
+            finders: finders(&TEST_MARKERS),
+            ..Collect::default()
+        };
+        let mut s = LineSplitter::new(1024, &TEST_MARKERS);
+        let text = b"x --- FAIL: ab\nplain\n--- \na TS2 ab\nab\n\nlast --- ab TS\n";
+        // Whole, then in pieces that cut markers apart.
+        s.push(text, &mut out);
+        for piece in text.chunks(3) {
+            s.push(piece, &mut out);
+        }
+        s.finish(&mut out);
+        assert_eq!(out.lines.len(), 14);
     }
 
     #[test]

@@ -240,6 +240,9 @@ impl Parser for CargoBuild {
             failures: Vec::new(),
             diagnostics: self.diagnostics.items,
             unparsed: false,
+            counted: false,
+            count_mismatch: false,
+            unconfirmed_markers: false,
         }
     }
 }

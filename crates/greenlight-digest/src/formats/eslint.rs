@@ -124,6 +124,9 @@ impl Parser for Eslint {
             failures: Vec::new(),
             diagnostics: self.diagnostics.items,
             unparsed: false,
+            counted: false,
+            count_mismatch: false,
+            unconfirmed_markers: false,
         }
     }
 }

@@ -3,13 +3,20 @@
 //!
 //! One rule: `-json` is decoded back into the text lines `go test -v` prints, so one text
 //! parser serves all three forms.
+//!
+//! A test that prints without a trailing newline pushes the testing package's next line into
+//! the middle of a line (`loading… --- FAIL: TestC (0.00s)`). Such a glued result or `=== RUN`
+//! is read where the line ends with one, exactly shaped, and is not a test's log line. With
+//! `-v` it counts only when it names the test that is running (or, for `=== RUN`, one of its
+//! subtests), and every test that started must end with a result; without `-v` nothing can
+//! confirm it, so it is read and the report says so.
 
 use std::collections::HashMap;
 
 use serde::Deserialize;
 
 use super::util::{clip, external, location};
-use super::{Bounded, Claim, Limits, Line, Parser, Report, Wake};
+use super::{Bounded, Claim, Limits, Line, MARK_GO, Parser, Report, Wake};
 use crate::model::{Diagnostic, Failure, Severity, Summary};
 
 #[derive(Debug, Deserialize)]
@@ -51,6 +58,15 @@ pub(crate) struct GoTest {
     timeout: Option<String>,
     /// Inside the timeout's `running tests:` list.
     timeout_list: bool,
+    /// `-v`: tests of the current package that printed `=== RUN`, and results printed.
+    runs_in_package: u64,
+    results_in_package: u64,
+    /// The current package panicked or timed out: its started tests need no result.
+    ended_early: bool,
+    /// `-v`: a package where a started test printed no result (one was lost).
+    missing_result: bool,
+    /// A marker was read mid-line where nothing could confirm it (no `-v`).
+    unconfirmed: bool,
     /// A goroutine frame of a test function (`pkg.TestSlow(…)`): its name; the next line is
     /// its place.
     timeout_frame: Option<String>,
@@ -80,8 +96,44 @@ impl GoTest {
             json_partial: String::new(),
             timeout: None,
             timeout_list: false,
+            runs_in_package: 0,
+            results_in_package: 0,
+            ended_early: false,
+            missing_result: false,
+            unconfirmed: false,
             timeout_frame: None,
         }
+    }
+
+    /// Reads the testing package's line glued at `at` to a test's unterminated output, when
+    /// it is one to count (see the module's rule); `None` leaves the whole line as output.
+    fn read_glued(&mut self, line: &str, glued: Glued<'_>) -> Option<Claim> {
+        let (at, name, run) = match glued {
+            Glued::Result { at, name } => (at, name, false),
+            Glued::Run { at, name } => (at, name, true),
+        };
+        if self.verbose {
+            let current = self.current.as_deref().unwrap_or("");
+            let confirmed = if run {
+                // Printed by a running test that starts a subtest.
+                !current.is_empty()
+                    && name
+                        .strip_prefix(current)
+                        .is_some_and(|sub| sub.len() > 1 && sub.starts_with('/'))
+            } else {
+                // The result of the running test, or of one of its parents.
+                current == name
+                    || current
+                        .strip_prefix(name)
+                        .is_some_and(|sub| sub.starts_with('/'))
+            };
+            if !confirmed {
+                return None;
+            }
+        } else {
+            self.unconfirmed = true;
+        }
+        Some(self.text(&line[at..]))
     }
 
     /// Reads a line of a `go test` timeout panic: the running test is the failure, named by
@@ -143,6 +195,11 @@ impl GoTest {
     }
 
     fn text(&mut self, line: &str) -> Claim {
+        if let Some(g) = glued(line)
+            && let Some(claim) = self.read_glued(line, g)
+        {
+            return claim;
+        }
         let indent = line.len() - line.trim_start().len();
         let t = line.trim();
         if let Some(rest) = t.strip_prefix("=== ") {
@@ -152,6 +209,9 @@ impl GoTest {
                 self.verbose = true;
                 self.in_panic = false;
                 self.block = None;
+                if verb == "RUN" {
+                    self.runs_in_package += 1;
+                }
                 if verb != "PAUSE" {
                     self.current = Some(name.trim().to_owned());
                 }
@@ -165,6 +225,7 @@ impl GoTest {
                 "FAIL" => {
                     self.active = true;
                     self.explained_in_package = true;
+                    self.results_in_package += 1;
                     let (file, l, msg) = match self.logs.remove(name) {
                         Some((f, l, m)) => (Some(f), Some(l), Some(m)),
                         None => (None, None, None),
@@ -181,6 +242,7 @@ impl GoTest {
                 }
                 "PASS" | "SKIP" => {
                     self.active = true;
+                    self.results_in_package += 1;
                     if verb == "PASS" {
                         self.passed += 1;
                     } else {
@@ -206,6 +268,15 @@ impl GoTest {
                     self.unexplained += 1;
                 }
             }
+            // Every test that started ends with one result unless the package ended early (a
+            // panic or a timeout says which test it was; a crash leaves it unexplained).
+            if self.verbose && self.runs_in_package != self.results_in_package && !self.ended_early
+            {
+                self.missing_result = true;
+            }
+            self.runs_in_package = 0;
+            self.results_in_package = 0;
+            self.ended_early = false;
             self.explained_in_package = false;
             self.block = None;
             self.in_panic = false;
@@ -253,12 +324,14 @@ impl GoTest {
         }
         if indent == 0 && t.starts_with("panic: test timed out after ") {
             self.active = true;
+            self.ended_early = true;
             self.timeout = Some(clip(t, self.limits.max_text));
             self.in_panic = true;
             self.block = None;
             return Claim::Yes;
         }
         if indent == 0 && t.starts_with("panic: ") && (self.active || self.last_fail.is_some()) {
+            self.ended_early = true;
             if let Some(i) = self.last_fail
                 && let Some(f) = self.failures.items.get_mut(i)
                 && f.message.is_none()
@@ -302,8 +375,17 @@ impl GoTest {
             }
             self.block = None;
         }
+        // `-v` streams a test's log lines as it runs; one can be glued to the test's own
+        // unterminated output too (`connecting...     x_test.go:13: msg`).
+        let log = if indent >= 4 {
+            Some(t)
+        } else if indent == 0 && self.verbose {
+            glued_log(t)
+        } else {
+            None
+        };
         if self.verbose
-            && indent >= 4
+            && let Some(t) = log
             && let Some(name) = &self.current
         {
             if !self.logs.contains_key(name)
@@ -349,13 +431,80 @@ fn package_line(line: &str) -> Option<PackageLine> {
     }
 }
 
+/// The testing package's own line at the end of a line, after a test's unterminated output.
+#[derive(Debug, Clone, Copy)]
+enum Glued<'a> {
+    /// `… --- FAIL: name (0.00s)` (or `PASS`, `SKIP`): the result starts at `at`.
+    Result { at: usize, name: &'a str },
+    /// `… === RUN   name`: the line starts at `at`.
+    Run { at: usize, name: &'a str },
+}
+
+/// The testing package's result or `=== RUN` line glued to the end of `line` after other
+/// output, exactly shaped (`--- VERB: name (N.NNs)`, `=== RUN   name`, names without spaces);
+/// `None` for a line that starts with one, has none, or is a test's log line
+/// (`    file.go:12: … --- FAIL: TestX (0.00s)` is what the test logged). Linear in the line:
+/// the shape is read from its end.
+fn glued(line: &str) -> Option<Glued<'_>> {
+    let end = line.trim_end();
+    let (at, name, run) = if let Some(head) = end.strip_suffix("s)") {
+        let (head, secs) = head.rsplit_once(" (")?;
+        if secs.is_empty() || !secs.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+            return None;
+        }
+        let (before, name) = head.rsplit_once(' ')?;
+        let verb = ["--- FAIL:", "--- PASS:", "--- SKIP:"]
+            .into_iter()
+            .find(|v| before.ends_with(v))?;
+        (before.len() - verb.len(), name, false)
+    } else {
+        let (before, name) = end.rsplit_once(' ')?;
+        let before = before.trim_end();
+        let at = before.strip_suffix("=== RUN")?.len();
+        (at, name, true)
+    };
+    let prefix = &line[..at];
+    if name.is_empty() || prefix.trim().is_empty() {
+        return None;
+    }
+    // A log line: `file.go:N: ` right after the indent.
+    let logged = prefix
+        .trim_start()
+        .split_once(": ")
+        .and_then(|(loc, _)| location(loc))
+        .is_some_and(|(file, _, _)| file.ends_with(".go"));
+    if logged {
+        return None;
+    }
+    Some(if run {
+        Glued::Run { at, name }
+    } else {
+        Glued::Result { at, name }
+    })
+}
+
+/// A `-v` log line (`    x_test.go:13: msg`) glued to a test's unterminated output: the
+/// log from its location on. Only the first `.go:` is a candidate, so the search is linear.
+fn glued_log(t: &str) -> Option<&str> {
+    let go = t.find(".go:")?;
+    let start = t[..go].rfind(' ')? + 1;
+    if !t[..start].ends_with("    ") || t[..start].trim().is_empty() {
+        return None;
+    }
+    let log = &t[start..];
+    let (loc, _) = log.split_once(": ")?;
+    location(loc).filter(|(file, _, _)| file.ends_with(".go"))?;
+    Some(log)
+}
+
 impl Parser for GoTest {
     fn interested(&self, l: &Line<'_>) -> bool {
-        self.engaged() || self.wake().first.contains(&l.first)
+        self.engaged() || self.wake().first.contains(&l.first) || l.markers & MARK_GO != 0
     }
 
     fn wake(&self) -> Wake {
-        Wake::first(b"=-oF?#{Pp")
+        // A glued result can be the run's first line.
+        Wake::first(b"=-oF?#{Pp").or_markers(MARK_GO)
     }
 
     fn engaged(&self) -> bool {
@@ -436,6 +585,9 @@ impl Parser for GoTest {
             failures: self.failures.items,
             diagnostics: self.diagnostics.items,
             unparsed: false,
+            counted: false,
+            count_mismatch: self.missing_result,
+            unconfirmed_markers: self.unconfirmed,
         }
     }
 }

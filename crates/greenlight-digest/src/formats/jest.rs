@@ -8,7 +8,7 @@
 //! the runtime); a file that failed to load is located by the error's own `file:line`.
 
 use super::util::{LoadErrors, append, clip, counts, error_line, external, location};
-use super::{Bounded, Claim, Limits, Line, Parser, Report, Wake};
+use super::{Bounded, Claim, Limits, Line, MARK_JEST, Parser, Report, Wake};
 use crate::model::{Failure, Format, Summary};
 
 /// Which runner's lines a [`Jest`] parser reads.
@@ -135,7 +135,16 @@ impl Jest {
         }
     }
 
-    fn jest(&mut self, line: &str, t: &str) -> Claim {
+    fn jest(&mut self, l: &Line<'_>, line: &str, t: &str) -> Claim {
+        if l.markers & MARK_JEST != 0
+            && let Some(header) = glued_file_header(t)
+        {
+            // A test wrote without a newline and jest's header for its file followed.
+            self.active = true;
+            self.in_details = header.starts_with("FAIL");
+            self.block = None;
+            return Claim::Yes;
+        }
         if let Some(rest) = t.strip_prefix("FAIL ").or_else(|| t.strip_prefix("PASS ")) {
             let mut words = rest.split_whitespace();
             let path = words.next().unwrap_or("");
@@ -545,6 +554,34 @@ impl Jest {
     }
 }
 
+/// jest's file header glued to the end of a test's unterminated output (`loading… FAIL
+/// ./x.test.js`, `… PASS src/y.test.ts (5.1 s)`): the header, from `FAIL` or `PASS`. Only a
+/// script file's path (no spaces, a JavaScript or TypeScript extension) and an optional time
+/// may follow, so a test's own sentence ending in `PASS` is not one. A header cannot add or
+/// remove a failure; it only starts jest's reading. Linear: the last `FAIL ` / `PASS ` is
+/// the only candidate.
+fn glued_file_header(t: &str) -> Option<&str> {
+    let at = t.rfind("FAIL ").max(t.rfind("PASS "))?;
+    if at == 0 {
+        return None;
+    }
+    let header = &t[at..];
+    let rest = &header[5..];
+    let (path, time) = match rest.split_once(' ') {
+        Some((p, time)) => (p, Some(time)),
+        None => (rest, None),
+    };
+    let script = [".js", ".jsx", ".mjs", ".cjs", ".ts", ".tsx", ".mts", ".cts"]
+        .iter()
+        .any(|ext| path.len() > ext.len() && path.ends_with(ext));
+    let timed = time.is_none_or(|t| {
+        t.strip_prefix('(')
+            .and_then(|t| t.strip_suffix(" s)").or_else(|| t.strip_suffix(" ms)")))
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit() || b == b'.'))
+    });
+    (script && timed).then_some(header)
+}
+
 /// A parse error's own place inside its message: `SyntaxError: /p/x.test.js: Unexpected
 /// token (4:22)` (babel) → (`/p/x.test.js`, 4).
 fn message_location(t: &str) -> Option<(String, u32)> {
@@ -587,17 +624,19 @@ fn frame(t: &str) -> Option<(String, u32)> {
 
 impl Parser for Jest {
     fn interested(&self, l: &Line<'_>) -> bool {
-        self.engaged() || self.wake().first.contains(&l.first)
+        let w = self.wake();
+        self.engaged() || w.first.contains(&l.first) || l.markers & w.markers != 0
     }
 
     fn wake(&self) -> Wake {
-        Wake::first(match self.runner {
-            Runner::Jest => b"FP",
-            Runner::Vitest => b"R",
-            Runner::Bun => b"b",
+        match self.runner {
+            // A file header can be glued to a test's output: `FAIL ` / `PASS ` mid-line.
+            Runner::Jest => Wake::first(b"FP").or_markers(MARK_JEST),
+            Runner::Vitest => Wake::first(b"R"),
+            Runner::Bun => Wake::first(b"b"),
             // `f` and `/`: the place of a load error (`file:///p/x.test.mjs:5`).
-            Runner::NodeSpec => b"\xE2\xEF-f/",
-        })
+            Runner::NodeSpec => Wake::first(b"\xE2\xEF-f/"),
+        }
     }
 
     fn engaged(&self) -> bool {
@@ -608,7 +647,7 @@ impl Parser for Jest {
         let line = l.text;
         let t = line.trim();
         match self.runner {
-            Runner::Jest => self.jest(line, t),
+            Runner::Jest => self.jest(l, line, t),
             Runner::Vitest => self.vitest(line, t),
             Runner::Bun => self.bun(line, t),
             Runner::NodeSpec => self.node_spec(line, t),
@@ -616,6 +655,8 @@ impl Parser for Jest {
     }
 
     fn finish(mut self: Box<Self>) -> Report {
+        // The failures counted come from the tool's own summary line.
+        let counted = self.summary.is_some();
         if self.runner == Runner::NodeSpec {
             self.load_errors.apply(&mut self.failures.items);
         }
@@ -644,6 +685,9 @@ impl Parser for Jest {
             failures: self.failures.items,
             diagnostics: Vec::new(),
             unparsed: false,
+            counted,
+            count_mismatch: false,
+            unconfirmed_markers: false,
         }
     }
 }

@@ -198,6 +198,8 @@ impl Parser for Libtest {
     }
 
     fn finish(self: Box<Self>) -> Report {
+        // The failures counted come from the tool's own summary line.
+        let counted = self.summary.is_some();
         let expected = self.summary.as_ref().and_then(|s| s.failed).unwrap_or(0);
         Report {
             active: self.active,
@@ -210,6 +212,9 @@ impl Parser for Libtest {
             failures: self.failures.items,
             diagnostics: Vec::new(),
             unparsed: false,
+            counted,
+            count_mismatch: false,
+            unconfirmed_markers: false,
         }
     }
 }

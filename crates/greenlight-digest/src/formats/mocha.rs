@@ -171,6 +171,8 @@ impl Parser for Mocha {
     }
 
     fn finish(self: Box<Self>) -> Report {
+        // The failures counted come from the tool's own summary line.
+        let counted = self.summary.is_some();
         let success = self.summary.as_ref().map(|s| s.failed == Some(0));
         Report {
             active: self.active,
@@ -183,6 +185,9 @@ impl Parser for Mocha {
             failures: self.failures.items,
             diagnostics: Vec::new(),
             unparsed: false,
+            counted,
+            count_mismatch: false,
+            unconfirmed_markers: false,
         }
     }
 }

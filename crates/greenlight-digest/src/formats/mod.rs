@@ -60,6 +60,15 @@ pub(crate) struct Report {
     pub dropped: bool,
     /// Lines of this format that the parser could not place.
     pub unparsed: bool,
+    /// `expected_failures` is the tool's own count of failures (not derived from the failures
+    /// read), so the failures listed must not exceed it.
+    pub counted: bool,
+    /// The run's own record disagrees with what was read: a TAP plan its points do not meet,
+    /// a `go test -v` test that started and printed no result.
+    pub count_mismatch: bool,
+    /// A runner's marker was read in the middle of a line where nothing in the output could
+    /// confirm it was the runner's and not a test's own output.
+    pub unconfirmed_markers: bool,
 }
 
 /// One normalised line with the features every parser's first check needs, computed once.
@@ -74,16 +83,27 @@ pub(crate) struct Line<'a> {
     /// The raw line before this one (eslint's file header precedes its first row); normalise
     /// it with `crate::normalize::view` when needed.
     pub prev: &'a [u8],
-    /// `text` contains [`MARKER`].
-    pub marker: bool,
+    /// Which of [`MARKERS`] `text` contains, one bit each.
+    pub markers: Markers,
 }
 
-/// The one substring a parser needs that the first byte cannot rule out: every tsc diagnostic
-/// carries ` TS<code>: ` after its location. The line splitter finds it once per chunk.
-pub(crate) const MARKER: &[u8] = b" TS";
+/// A set of [`MARKERS`], one bit per entry.
+pub(crate) type Markers = u8;
+
+/// The substrings parsers need that the first byte cannot rule out, found by the line
+/// splitter once per chunk: every tsc diagnostic carries ` TS<code>: ` after its location, and
+/// a runner's own line can follow a test's output that did not end its line (`loading… ---
+/// FAIL: TestC (0.00s)`, `loading… FAIL ./x.test.js`), so its marker is mid-line.
+pub(crate) const MARKERS: [&[u8]; 4] = [b" TS", b"--- ", b"FAIL ", b"PASS "];
+/// ` TS`: a tsc diagnostic.
+pub(crate) const MARK_TSC: Markers = 1;
+/// `--- `: a `go test` result line (`--- FAIL: name (0.00s)`).
+pub(crate) const MARK_GO: Markers = 1 << 1;
+/// `FAIL ` or `PASS `: a jest file header.
+pub(crate) const MARK_JEST: Markers = (1 << 2) | (1 << 3);
 
 impl<'a> Line<'a> {
-    pub(crate) fn new(text: &'a str, prev: &'a [u8], marker: bool) -> Self {
+    pub(crate) fn new(text: &'a str, prev: &'a [u8], markers: Markers) -> Self {
         let (first, indent) = match text.as_bytes().first() {
             // Most lines start with a printable ASCII byte: no whitespace to trim.
             Some(&b) if b > b' ' && b < 0x80 => (b, 0),
@@ -100,7 +120,7 @@ impl<'a> Line<'a> {
             first,
             indent,
             prev,
-            marker,
+            markers,
         }
     }
 }
@@ -110,15 +130,20 @@ impl<'a> Line<'a> {
 pub(crate) struct Wake {
     /// Values of [`Line::first`].
     pub first: &'static [u8],
-    /// Lines with [`Line::marker`] set.
-    pub marker: bool,
+    /// Lines holding any of these [`MARKERS`].
+    pub markers: Markers,
 }
 
 impl Wake {
     pub(crate) const fn first(first: &'static [u8]) -> Self {
+        Wake { first, markers: 0 }
+    }
+
+    /// Also the lines holding any of `markers`.
+    pub(crate) const fn or_markers(self, markers: Markers) -> Self {
         Wake {
-            first,
-            marker: false,
+            first: self.first,
+            markers,
         }
     }
 }

@@ -158,6 +158,8 @@ impl Parser for Nextest {
     }
 
     fn finish(self: Box<Self>) -> Report {
+        // The failures counted come from the tool's own summary line.
+        let counted = self.summary.is_some();
         let expected = self.summary.as_ref().and_then(|s| s.failed).unwrap_or(0);
         let success = self.summary.as_ref().map(|s| s.failed == Some(0));
         Report {
@@ -171,6 +173,9 @@ impl Parser for Nextest {
             failures: self.failures.items,
             diagnostics: Vec::new(),
             unparsed: false,
+            counted,
+            count_mismatch: false,
+            unconfirmed_markers: false,
         }
     }
 }

@@ -338,6 +338,8 @@ impl Parser for Pytest {
     }
 
     fn finish(self: Box<Self>) -> Report {
+        // The failures counted come from the tool's own summary line.
+        let counted = self.summary.is_some();
         let expected = self.summary.as_ref().map(Summary::failing).unwrap_or(0);
         let success = self.summary.as_ref().map(|s| s.failing() == 0);
         Report {
@@ -351,6 +353,9 @@ impl Parser for Pytest {
             failures: self.failures.items,
             diagnostics: Vec::new(),
             unparsed: false,
+            counted,
+            count_mismatch: false,
+            unconfirmed_markers: false,
         }
     }
 }

@@ -446,6 +446,11 @@ impl Parser for Tap {
             failures,
             diagnostics: Vec::new(),
             unparsed: false,
+            // `# fail N` is the producer's own count; without it the failed count is the
+            // points read, and the plan is what they must meet.
+            counted: self.has_counts,
+            count_mismatch: self.plan.is_some() && !plan_met && !self.bailed,
+            unconfirmed_markers: false,
         }
     }
 }

@@ -5,7 +5,7 @@
 //! the summary; anything else marks the digest `unparsed-lines`.
 
 use super::util::{clip, first_number};
-use super::{Bounded, Claim, Limits, Line, Parser, Report, Wake};
+use super::{Bounded, Claim, Limits, Line, MARK_TSC, Parser, Report, Wake};
 use crate::model::{Diagnostic, Severity, Summary};
 
 #[derive(Debug)]
@@ -89,14 +89,11 @@ fn severity_code(s: &str) -> Option<(Severity, &str, &str)> {
 impl Parser for Tsc {
     fn interested(&self, l: &Line<'_>) -> bool {
         // Every tsc diagnostic carries ` TS<code>: ` (the line's marker).
-        self.active || l.first == b'F' || l.marker
+        self.active || l.first == b'F' || l.markers & MARK_TSC != 0
     }
 
     fn wake(&self) -> Wake {
-        Wake {
-            first: b"F",
-            marker: true,
-        }
+        Wake::first(b"F").or_markers(MARK_TSC)
     }
 
     fn engaged(&self) -> bool {
@@ -169,6 +166,9 @@ impl Parser for Tsc {
             failures: Vec::new(),
             diagnostics: self.diagnostics.items,
             unparsed: self.unparsed,
+            counted: false,
+            count_mismatch: false,
+            unconfirmed_markers: false,
         }
     }
 }

@@ -166,6 +166,8 @@ impl Parser for Unittest {
     }
 
     fn finish(self: Box<Self>) -> Report {
+        // The failures counted come from the tool's own summary line.
+        let counted = self.summary.is_some();
         let expected = self.summary.as_ref().map(Summary::failing).unwrap_or(0);
         Report {
             active: self.active,
@@ -178,6 +180,9 @@ impl Parser for Unittest {
             failures: self.failures.items,
             diagnostics: Vec::new(),
             unparsed: false,
+            counted,
+            count_mismatch: false,
+            unconfirmed_markers: false,
         }
     }
 }
