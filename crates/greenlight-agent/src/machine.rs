@@ -49,7 +49,13 @@ mod tests {
         ] {
             assert!(is_machine_errno(errno.raw_os_error()), "{errno:?}");
         }
-        for errno in [Errno::NOENT, Errno::ACCESS, Errno::NOEXEC, Errno::PERM, Errno::ISDIR] {
+        for errno in [
+            Errno::NOENT,
+            Errno::ACCESS,
+            Errno::NOEXEC,
+            Errno::PERM,
+            Errno::ISDIR,
+        ] {
             assert!(!is_machine_errno(errno.raw_os_error()), "{errno:?}");
         }
         // What `std::io::Error` reports for a full disk.

@@ -301,9 +301,7 @@ pub fn snapshot_verify_yaml(worktree: &Path) -> Result<Option<(Snapshot, Loaded)
     if std::fs::symlink_metadata(&path).is_err() {
         return Ok(None);
     }
-    Snapshot::take(&path)
-        .map(Some)
-        .map_err(|e| e.to_string())
+    Snapshot::take(&path).map(Some).map_err(|e| e.to_string())
 }
 
 /// The gates a verify.yaml declares, each with its own `timeoutSec` and `mutex`, and the

@@ -71,7 +71,8 @@ impl Engine<'_> {
         let runs = self.store.gate_runs(self.goal)?;
         // How the gates are keyed and where they run: the goal's snapshot of verify.yaml, read
         // from the store at the phase's start like the gates themselves, never from the worktree.
-        let config = crate::cache_pass::snapshot_config(self.store.gate_config(self.goal)?.as_deref());
+        let config =
+            crate::cache_pass::snapshot_config(self.store.gate_config(self.goal)?.as_deref());
         for (index, gate) in gates.iter().enumerate() {
             let number = index + 1;
             let goal_id = self.goal;

@@ -166,7 +166,10 @@ impl Engine<'_> {
                     tx.refund_turn(goal_id)?;
                     tx.pause_goal(goal_id, reason.as_str(), Some(&detail))
                 })?;
-                Ok(Step::Finish(crate::engine::Finish::Paused { reason, detail }))
+                Ok(Step::Finish(crate::engine::Finish::Paused {
+                    reason,
+                    detail,
+                }))
             }
             (_, Some(failure)) if is_transport(failure.reason) => {
                 // The agent died or ran out of time: try again next turn, within the budget.

@@ -884,7 +884,12 @@ impl<'a> Tx<'a> {
         self.exec(
             "INSERT INTO hook_configs (session_id, worktree, config, recorded_at) \
              VALUES (?1, ?2, ?3, ?4) ON CONFLICT (session_id, worktree) DO NOTHING",
-            params![session_id, worktree.as_os_str().as_bytes(), config, self.now],
+            params![
+                session_id,
+                worktree.as_os_str().as_bytes(),
+                config,
+                self.now
+            ],
         )?;
         Ok(self
             .hook_config(session_id, worktree)?

@@ -104,7 +104,10 @@ mod tests {
             .unwrap();
         let v2 = again.v2.as_ref().unwrap();
         assert_eq!(v2.gates[0].inputs, ["src/**"]);
-        assert_eq!(v2.gates[0].matchers, loaded.v2.as_ref().unwrap().gates[0].matchers);
+        assert_eq!(
+            v2.gates[0].matchers,
+            loaded.v2.as_ref().unwrap().gates[0].matchers
+        );
         assert_eq!(again.gates[0].command, "make");
     }
 
@@ -117,6 +120,9 @@ mod tests {
             files: BTreeMap::new(),
         };
         let errors = snapshot.load().unwrap_err();
-        assert!(errors.to_string().contains("not in the snapshot"), "{errors}");
+        assert!(
+            errors.to_string().contains("not in the snapshot"),
+            "{errors}"
+        );
     }
 }

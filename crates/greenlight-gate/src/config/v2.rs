@@ -170,7 +170,9 @@ fn at(node: &Spanned<Node>) -> (usize, usize) {
 /// Reads one matcher file a gate names, given its resolved path: from disk, or from a
 /// [`super::Snapshot`] taken earlier.
 pub(super) type MatcherReader<'r> =
-    &'r dyn Fn(&Utf8Path) -> Result<(String, greenlight_digest::matchers::MatcherSet), MatcherFileError>;
+    &'r dyn Fn(
+        &Utf8Path,
+    ) -> Result<(String, greenlight_digest::matchers::MatcherSet), MatcherFileError>;
 
 /// Collects problems while the tree is checked.
 struct Checker<'r> {

@@ -43,7 +43,10 @@ fn an_agent_written_verify_yaml_cannot_key_the_goal_gate_onto_a_planted_pass() {
         out.render()
     );
     assert!(!out.stdout.contains("goal 1 done"), "{}", out.render());
-    assert_eq!(fx.gate_verdicts_and_replays(), [("fail".into(), false.into())]);
+    assert_eq!(
+        fx.gate_verdicts_and_replays(),
+        [("fail".into(), false.into())]
+    );
 }
 
 /// The same planted file, now with `options.remote` and `run: remote` naming an endpoint the
@@ -58,7 +61,9 @@ fn an_agent_written_remote_endpoint_is_never_used_by_the_goal() {
     let planted = format!(
         "version: 2\\noptions:\\n  remote:\\n    endpoint: http://127.0.0.1:{port}\\ngates:\\n  - id: check\\n    command: sh check.sh\\n    timeoutSec: 300\\n    run: remote\\n"
     );
-    let body = format!("mkdir -p .commandmate\nprintf '{planted}' > .commandmate/verify.yaml\necho planted");
+    let body = format!(
+        "mkdir -p .commandmate\nprintf '{planted}' > .commandmate/verify.yaml\necho planted"
+    );
     let agent = fx.script("agent.sh", &body);
     let out = fx.run_goal("fix the value", &agent, GATE, &["--max-turns", "1"]);
     assert_eq!(out.code, 75, "{}", out.render());
@@ -143,9 +148,11 @@ fn a_process_escaped_from_the_turn_is_ended_before_the_gates() {
         .find(|l| l.contains("process(es) the agent's turn left running:"))
         .unwrap_or_else(|| panic!("no report of the leftovers: {}", out.render()));
     assert!(line.contains(&format!("pid {escaped} (")), "{line}");
-    procs::wait_until(Duration::from_secs(5), "the escaped process is gone", || {
-        (!procs::alive(escaped)).then_some(())
-    });
+    procs::wait_until(
+        Duration::from_secs(5),
+        "the escaped process is gone",
+        || (!procs::alive(escaped)).then_some(()),
+    );
     let events = fx.log();
     let ended = of_kind(&events, "agent-leftovers-ended");
     assert_eq!(ended.len(), 1, "{:?}", kinds(&events));
@@ -160,4 +167,48 @@ fn a_process_escaped_from_the_turn_is_ended_before_the_gates() {
     let at = |k: &str| order.iter().position(|x| x == k).unwrap();
     assert!(at("dispatch-ended") < at("agent-leftovers-ended"));
     assert!(at("agent-leftovers-ended") < at("gate-run"));
+}
+
+/// A person's `goal gate add` takes verify.yaml as it is then: a goal started with `--gate` and
+/// no verify.yaml (no cache), whose person then declares the gate in a v2 verify.yaml and adds
+/// another gate, replays the PASS `verify` stored for the fixed tree instead of running it.
+#[test]
+fn a_persons_gate_add_takes_verify_yaml_as_it_is_then() {
+    let fx = Fixture::new();
+    let agent = fx.script("agent.sh", "echo notes >> notes.txt\necho 'looked around'");
+    let out = fx.run_goal("fix the value", &agent, GATE, &["--max-turns", "1"]);
+    assert_eq!(out.code, 75, "{}", out.render());
+    // The person fixes the tree, declares the gate, and lets verify store its PASS.
+    fx.repo.write("value.txt", "good\n");
+    fx.repo.write(
+        ".commandmate/verify.yaml",
+        "version: 2\ngates:\n  - id: check\n    command: sh check.sh\n    timeoutSec: 300\n    inputs: [\"check.sh\", \"value.txt\"]\n",
+    );
+    let state = fx.state();
+    let verify = fx.repo.greenlight([
+        "verify",
+        "--skip-work-evidence",
+        "--base-ref",
+        "HEAD",
+        "--state",
+        state.to_str().unwrap(),
+    ]);
+    assert!(
+        verify.stdout.contains("GATE check PASS"),
+        "{}",
+        verify.render()
+    );
+    let added = fx.goal(&["gate", "add", "true"]);
+    assert_eq!(added.code, 0, "{}", added.render());
+    let out = fx.goal(&["resume"]);
+    assert_eq!(out.code, 0, "{}", out.render());
+    assert_eq!(
+        fx.gate_verdicts_and_replays(),
+        [
+            ("fail".into(), false.into()),
+            ("pass".into(), true.into()),
+            ("pass".into(), false.into())
+        ],
+        "gate 1 replayed from verify's cache, gate 2 ran"
+    );
 }

@@ -535,7 +535,14 @@ fn a_machine_failure_pauses_at_once(tmp: &std::path::Path, cause: &str) {
     let agent = fx.script("agent.sh", FIX);
     let agent_arg = fx.agent(&agent);
     let out = fx.goal_env(
-        &["run", "fix the value", "--agent", &agent_arg, "--gate", GATE],
+        &[
+            "run",
+            "fix the value",
+            "--agent",
+            &agent_arg,
+            "--gate",
+            GATE,
+        ],
         &[("TMPDIR", tmp.as_os_str())],
     );
     assert_eq!(out.code, 75, "{}", out.render());

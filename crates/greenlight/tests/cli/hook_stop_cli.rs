@@ -602,7 +602,13 @@ fn a_verify_yaml_rewritten_after_the_first_stop_does_not_judge_the_session() {
     let repo = TempRepo::worktree_with_commit();
     repo.verify_yaml(RED);
     repo.write("src/lib.rs", "broken\n");
-    let p = payload(Agent::Codex, "Stop", false, "unrecorded-rewriter", repo.path());
+    let p = payload(
+        Agent::Codex,
+        "Stop",
+        false,
+        "unrecorded-rewriter",
+        repo.path(),
+    );
     assert_blocks(&hook(&repo, &p, &[]));
     repo.verify_yaml(GREEN);
     let reason = assert_blocks(&hook(&repo, &p, &[]));
