@@ -68,6 +68,15 @@ impl Engine<'_> {
             Ok(ready) => ready,
             Err(stop) => return Ok(stop),
         };
+        // The turn's dispatch already ended what it left; this catches what anything else of
+        // the agent left since (the start-of-run probe before a resume's owed gate phase).
+        let leftovers = greenlight_proc::end_adopted_and_marked(&self.settings.gate_env);
+        if !leftovers.is_empty() {
+            let goal_id = self.goal;
+            self.store
+                .write(|tx| crate::turn::record_leftovers(tx, goal_id, turn, &leftovers))?;
+            self.report_leftovers(turn, &leftovers);
+        }
         let runs = self.store.gate_runs(self.goal)?;
         // How the gates are keyed and where they run: the goal's snapshot of verify.yaml, read
         // from the store at the phase's start like the gates themselves, never from the worktree.

@@ -197,7 +197,11 @@ impl Engine<'_> {
     }
 
     /// Tells the live view what the turn left running and was ended.
-    fn report_leftovers(&mut self, turn: u32, leftovers: &[greenlight_proc::LeftoverProcess]) {
+    pub(crate) fn report_leftovers(
+        &mut self,
+        turn: u32,
+        leftovers: &[greenlight_proc::LeftoverProcess],
+    ) {
         if !leftovers.is_empty() {
             (self.on_progress)(Progress::AgentLeftoversEnded {
                 turn,
@@ -221,7 +225,7 @@ impl Engine<'_> {
 }
 
 /// The `agent-leftovers-ended` event, when the turn left anything running.
-fn record_leftovers(
+pub(crate) fn record_leftovers(
     tx: &greenlight_store::Tx<'_>,
     goal: greenlight_store::GoalId,
     turn: u32,
