@@ -681,8 +681,15 @@ fn session_config(
 ) -> Result<(PathBuf, config::Loaded), StopOutcome> {
     let top = crate::install::project_root(cwd);
     let key = payload.base_key(cwd);
-    let recorded = with_store(options, |store| store.hook_config(&key, &top))
-        .ok()
+    // Only a state database that exists can hold a record: a user-level hook in a repository
+    // without gates must not create one on every stop.
+    let state_exists = match &options.state_path {
+        Some(path) => path.exists(),
+        None => greenlight_store::default_state_path().is_ok_and(|path| path.exists()),
+    };
+    let recorded = state_exists
+        .then(|| with_store(options, |store| store.hook_config(&key, &top)).ok())
+        .flatten()
         .flatten()
         .and_then(|json| Snapshot::from_json(&json));
     if let Some(snapshot) = recorded {

@@ -590,6 +590,11 @@ fn a_verify_yaml_rewritten_during_the_session_does_not_judge_it() {
         "{}",
         run.stderr
     );
+    // Deleting it changes nothing either (without a record, no file would allow the stop).
+    std::fs::remove_file(repo.path().join(".commandmate/verify.yaml")).unwrap();
+    let reason = assert_blocks(&hook(&repo, &p, &[]));
+    assert!(reason.contains("gate unit: FAIL exit=3"), "{reason}");
+    repo.verify_yaml(GREEN);
     // A new session takes the file as it is then.
     session_start(&repo, "next");
     let p = payload(Agent::Claude, "Stop", false, "next", repo.path());
