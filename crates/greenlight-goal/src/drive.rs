@@ -1,7 +1,8 @@
 //! Running a stored goal: everything between "the user asked to run goal N" and the engine.
 //!
 //! Which agent runs it (`--agent` parsed, the dispatcher built from what the store recorded),
-//! which gates it starts with (`--gate`, else verify.yaml's, each with its own limit and mutex),
+//! which gates it starts with (`--gate`, else verify.yaml's, each with its own limit and mutex)
+//! and the snapshot of verify.yaml its gates are run and keyed by from then on,
 //! the goal's run marker, the one-runner-per-goal lock and the sweep of what a killed runner
 //! left. The binary owns the async runtime and the signals, and renders what this reports.
 
