@@ -82,7 +82,12 @@ fn write_prompt_file(prompt: &str) -> Result<(tempfile::TempDir, String), String
         .prefix(&format!("{PROMPT_DIR_PREFIX}{}-", std::process::id()))
         .permissions(fs::Permissions::from_mode(0o700))
         .tempdir_in(&tmp)
-        .map_err(|err| format!("cannot create a directory for the prompt file: {err}"))?;
+        .map_err(|err| {
+            format!(
+                "cannot create a directory for the prompt file in {}: {err}",
+                tmp.display()
+            )
+        })?;
     let path = dir.path().join("prompt.txt");
     fs::OpenOptions::new()
         .write(true)

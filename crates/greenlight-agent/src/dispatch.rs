@@ -520,14 +520,16 @@ impl<F: FamilyAdapter> Adapter<F> {
         };
         let prepared = match self.family.prepare(&bin, &self.options, req) {
             Ok(prepared) => prepared,
+            // greenlight's own preparation on this machine (the prompt file, a scratch
+            // directory) failed before any agent process existed: the machine's failure.
             Err(detail) => {
                 return DispatchResult::failed(
                     Outcome::Null,
                     family,
                     &req.model,
                     elapsed_ms(clock, start),
-                    Reason::DispatchDead,
-                    detail,
+                    Reason::MachineFailure,
+                    crate::machine::advice(&detail),
                 );
             }
         };
@@ -539,7 +541,22 @@ impl<F: FamilyAdapter> Adapter<F> {
         drop(prepared);
         let wall_ms = elapsed_ms(clock, start);
         let truncated = run.stdout_truncated || run.stderr_truncated || run.pipes_held_open;
+        let machine = run
+            .spawn_errno
+            .filter(|&errno| crate::machine::is_machine_errno(errno))
+            .and(run.spawn_error.as_deref());
         let mut result = match classify(&run) {
+            _ if machine.is_some() => DispatchResult::failed(
+                Outcome::Null,
+                family,
+                &req.model,
+                wall_ms,
+                Reason::MachineFailure,
+                crate::machine::advice(&format!(
+                    "the agent could not be started: {}",
+                    machine.unwrap_or_default()
+                )),
+            ),
             ExitClass::Timeout => DispatchResult::failed(
                 Outcome::Null,
                 family,

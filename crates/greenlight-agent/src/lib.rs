@@ -48,6 +48,7 @@ pub mod containment;
 pub mod dispatch;
 pub mod env;
 pub mod live;
+pub mod machine;
 pub mod openai;
 pub mod reason;
 pub mod runner;

@@ -58,6 +58,11 @@ pub enum Reason {
     PausedByUser,
     /// The goal has no gate left, so nothing could say it is done; it pauses until one is added.
     NoGates,
+    /// The machine, not the agent, failed the dispatch before the agent could start: the
+    /// prompt file could not be written (no space, no usable temp dir), or the agent could not
+    /// be spawned for want of file descriptors, memory or processes. Retrying would fail the
+    /// same way, so the goal pauses at once and charges no turn.
+    MachineFailure,
 }
 
 /// The part of greenlight that may emit a reason. Used to keep the reason list honest: every
@@ -83,7 +88,7 @@ pub enum Producer {
 
 impl Reason {
     /// Every member, in declaration order.
-    pub const ALL: [Reason; 18] = [
+    pub const ALL: [Reason; 19] = [
         Reason::DispatchTimeout,
         Reason::DispatchDead,
         Reason::PromptOverCeiling,
@@ -102,6 +107,7 @@ impl Reason {
         Reason::DispatchInterrupted,
         Reason::PausedByUser,
         Reason::NoGates,
+        Reason::MachineFailure,
     ];
 
     /// The kebab-case name, as serialised.
@@ -125,6 +131,7 @@ impl Reason {
             Reason::DispatchInterrupted => "dispatch-interrupted",
             Reason::PausedByUser => "paused-by-user",
             Reason::NoGates => "no-gates",
+            Reason::MachineFailure => "machine-failure",
         }
     }
 
@@ -134,7 +141,8 @@ impl Reason {
             Reason::DispatchTimeout
             | Reason::DispatchDead
             | Reason::PromptOverCeiling
-            | Reason::DispatchBudgetExhausted => &[Producer::Adapter],
+            | Reason::DispatchBudgetExhausted
+            | Reason::MachineFailure => &[Producer::Adapter],
             // The goal loop's start-of-run check finds an agent that cannot start.
             Reason::ProbeFailed => &[Producer::Probe, Producer::GoalLoop],
             Reason::ModelIdInvalid => &[Producer::Adapter],
@@ -200,7 +208,8 @@ mod tests {
                 Reason::DispatchDead,
                 Reason::PromptOverCeiling,
                 Reason::DispatchBudgetExhausted,
-                Reason::ModelIdInvalid
+                Reason::ModelIdInvalid,
+                Reason::MachineFailure
             ]
         );
         assert_eq!(produced_by(Producer::Probe), vec![Reason::ProbeFailed]);

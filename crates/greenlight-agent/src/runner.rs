@@ -89,6 +89,9 @@ pub struct ChildRun {
     pub timed_out: bool,
     /// Why the child could not be started, if it could not.
     pub spawn_error: Option<String>,
+    /// The OS error number of that failure, when there is one (to tell a full machine from a
+    /// missing program).
+    pub spawn_errno: Option<i32>,
     /// Whether stdout or stderr was still held open by an escaped process when the runner gave up
     /// waiting for end-of-file (the captured output may be incomplete).
     pub pipes_held_open: bool,
@@ -177,6 +180,7 @@ pub async fn run_child_observed(
         Err(err) => {
             return ChildRun {
                 spawn_error: Some(err.to_string()),
+                spawn_errno: err.source_io().raw_os_error(),
                 wall_ms: elapsed_ms(clock, start),
                 ..ChildRun::default()
             };
@@ -197,6 +201,7 @@ pub async fn run_child_observed(
         },
         timed_out: outcome.ended_by == Some(Ending::TimedOut),
         spawn_error: None,
+        spawn_errno: None,
         pipes_held_open: outcome.pipe_left_open,
         pid: outcome.pid,
         wall_ms: elapsed_ms(clock, start),

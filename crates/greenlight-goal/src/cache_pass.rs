@@ -1,6 +1,10 @@
-//! The verify result cache seen from the goal loop: a gate that the worktree's version 2
+//! The verify result cache seen from the goal loop: a gate that the goal's version 2
 //! verify.yaml declares with the same command and time limit replays a stored PASS instead of
 //! running, and a clean result the loop measured is stored for `verify` and the Stop hook.
+//!
+//! The verify.yaml is the goal's snapshot (taken when it started, or at a person's `goal gate
+//! add`), never the worktree's file: an agent that rewrites the file during its turn cannot
+//! change what the gate is keyed by, nor send it to a cluster of its choosing.
 //!
 //! Under `options.remote`, the cluster's action cache is read and written the same way (a
 //! PASS some machine published replays; a clean result is published).
@@ -13,7 +17,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use greenlight_gate::cache::CacheSettings;
-use greenlight_gate::config::{self, Loaded};
+use greenlight_gate::config::{Loaded, Snapshot};
 use greenlight_gate::{
     Attempt, AttemptStatus, CachePlan, GateReport, Interrupt, InterruptWatch, OutputSink,
     RunOptions,
@@ -21,6 +25,12 @@ use greenlight_gate::{
 
 use crate::gate_phase::{self, GateResult};
 use crate::prompt::EVIDENCE_OUTPUT_BYTES;
+
+/// What the goal's verify.yaml snapshot (as the store keeps it) means; `None` when there is
+/// none, or when it cannot be read back (then no gate uses the cache: it runs).
+pub(crate) fn snapshot_config(json: Option<&str>) -> Option<Loaded> {
+    Snapshot::from_json(json?)?.load().ok()
+}
 
 /// One goal gate's place in the cache.
 pub(crate) struct GoalCache {
@@ -30,25 +40,19 @@ pub(crate) struct GoalCache {
 }
 
 impl GoalCache {
-    /// The cache of the gate running `command` with `timeout_sec` in `worktree`, when its
-    /// verify.yaml is version 2 and declares that gate with caching on. `Err`: interrupted
-    /// while a `keys` command ran.
+    /// The cache of the gate running `command` with `timeout_sec` in `worktree`, when the
+    /// goal's verify.yaml snapshot `loaded` declares that gate. `Err`: interrupted while a
+    /// `keys` command ran.
     pub(crate) async fn open(
         worktree: &Path,
+        loaded: &Loaded,
         command: &str,
         timeout_sec: u32,
         settings: &CacheSettings,
         kill_grace: Duration,
         interrupt: &mut InterruptWatch,
     ) -> Result<Option<GoalCache>, Interrupt> {
-        let Ok(path) =
-            camino::Utf8PathBuf::from_path_buf(worktree.join(".commandmate").join("verify.yaml"))
-        else {
-            return Ok(None);
-        };
-        let Ok(loaded) = config::load_any(&path) else {
-            return Ok(None);
-        };
+        let loaded = loaded.clone();
         let Some(index) = loaded
             .gates
             .iter()

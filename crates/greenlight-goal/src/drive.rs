@@ -1,7 +1,8 @@
 //! Running a stored goal: everything between "the user asked to run goal N" and the engine.
 //!
 //! Which agent runs it (`--agent` parsed, the dispatcher built from what the store recorded),
-//! which gates it starts with (`--gate`, else verify.yaml's, each with its own limit and mutex),
+//! which gates it starts with (`--gate`, else verify.yaml's, each with its own limit and mutex)
+//! and the snapshot of verify.yaml its gates are run and keyed by from then on,
 //! the goal's run marker, the one-runner-per-goal lock and the sweep of what a killed runner
 //! left. The binary owns the async runtime and the signals, and renders what this reports.
 
@@ -12,6 +13,7 @@ use std::time::Duration;
 use greenlight_agent::openai::adapter::{DEFAULT_API_KEY_ENV, Endpoint};
 use greenlight_agent::openai::turn::ToolFormat;
 use greenlight_agent::{AdapterOptions, Dispatcher, Family};
+use greenlight_gate::config::{Loaded, Snapshot};
 use greenlight_gate::lock::{self, Acquired};
 use greenlight_gate::procs::LeftoverProcess;
 use greenlight_proc::InterruptWatch;
@@ -291,28 +293,32 @@ pub fn dispatcher_for(
     Ok((Arc::from(dispatcher), family))
 }
 
-/// The gates of the worktree's verify.yaml, each with its own `timeoutSec` and `mutex`, and the
-/// largest `timeoutSec` among them (the goal's time limit for gates added later). No file: none.
-pub fn gates_from_verify_yaml(worktree: &Path) -> Result<(Vec<NewGate>, Option<Duration>), String> {
+/// The worktree's verify.yaml, read once and fixed: the snapshot a goal's gates are run and
+/// keyed by from then on, and what it means. No file: `None`.
+pub fn snapshot_verify_yaml(worktree: &Path) -> Result<Option<(Snapshot, Loaded)>, String> {
     let path = worktree.join(".commandmate").join("verify.yaml");
     let path = camino::Utf8PathBuf::from_path_buf(path)
         .map_err(|p| format!("{}: not a UTF-8 path", p.display()))?;
-    if !path.exists() {
-        return Ok((Vec::new(), None));
+    if std::fs::symlink_metadata(&path).is_err() {
+        return Ok(None);
     }
-    let config = greenlight_gate::config::load_any(&path).map_err(|e| e.to_string())?;
+    Snapshot::take(&path).map(Some).map_err(|e| e.to_string())
+}
+
+/// The gates a verify.yaml declares, each with its own `timeoutSec` and `mutex`, and the
+/// largest `timeoutSec` among them (the goal's time limit for gates added later).
+fn declared_gates(config: &Loaded) -> (Vec<NewGate>, Option<Duration>) {
     let longest = config.gates.iter().map(|g| g.timeout_sec).max();
     let gates = config
-        .config
         .gates
-        .into_iter()
+        .iter()
         .map(|g| NewGate {
-            command: g.command,
+            command: g.command.clone(),
             timeout_sec: Some(g.timeout_sec),
-            mutex: g.mutex,
+            mutex: g.mutex.clone(),
         })
         .collect();
-    Ok((gates, longest.map(|s| Duration::from_secs(u64::from(s)))))
+    (gates, longest.map(|s| Duration::from_secs(u64::from(s))))
 }
 
 /// What `goal run` asks for, as given on the command line.
@@ -340,17 +346,41 @@ pub struct GoalRequest {
     pub judge: String,
 }
 
+/// A goal to create, and the verify.yaml snapshot its gates are run and keyed by (store it in
+/// the transaction that creates the goal: [`greenlight_store::Tx::set_gate_config`]).
+#[derive(Debug, Clone)]
+pub struct PlannedGoal {
+    /// The goal.
+    pub goal: NewGoal,
+    /// The worktree's verify.yaml when the goal was planned; `None` when there was none (or,
+    /// with `--gate`, none that could be read): then no gate of the goal uses the result cache
+    /// or a cluster.
+    pub config: Option<Snapshot>,
+}
+
 /// The goal to create for a request, or what is wrong with it (a usage error).
-pub fn plan_goal(request: GoalRequest) -> Result<NewGoal, String> {
+pub fn plan_goal(request: GoalRequest) -> Result<PlannedGoal, String> {
     let agent = parse_agent(&request.agent, request.model, &request.openai)?;
     // `--gate "$UNSET"` would be `sh -c ''`, which exits 0: a gate that always passes.
     if request.gates.iter().any(|g| g.trim().is_empty()) {
         return Err("--gate needs a command: an empty or whitespace-only gate (an unset $VAR?) would pass without judging anything".into());
     }
-    let (gates, declared_timeout) = if request.gates.is_empty() {
-        gates_from_verify_yaml(&request.worktree)?
+    let (gates, declared_timeout, config) = if request.gates.is_empty() {
+        match snapshot_verify_yaml(&request.worktree)? {
+            Some((snapshot, loaded)) => {
+                let (gates, longest) = declared_gates(&loaded);
+                (gates, longest, Some(snapshot))
+            }
+            None => (Vec::new(), None, None),
+        }
     } else {
-        (request.gates.into_iter().map(NewGate::from).collect(), None)
+        // With `--gate`, a verify.yaml that cannot be read only means no cache for the goal.
+        let config = snapshot_verify_yaml(&request.worktree)
+            .ok()
+            .flatten()
+            .map(|(snapshot, _)| snapshot);
+        let gates = request.gates.into_iter().map(NewGate::from).collect();
+        (gates, None, config)
     };
     if gates.is_empty() {
         return Err(
@@ -361,7 +391,7 @@ pub fn plan_goal(request: GoalRequest) -> Result<NewGoal, String> {
         .gate_timeout
         .or(declared_timeout)
         .unwrap_or(DEFAULT_GATE_TIMEOUT);
-    Ok(NewGoal {
+    let goal = NewGoal {
         worktree: request.worktree,
         text: request.text,
         agent,
@@ -370,7 +400,8 @@ pub fn plan_goal(request: GoalRequest) -> Result<NewGoal, String> {
         retries: request.retries,
         gate_timeout_sec: u32::try_from(gate_timeout.as_secs().max(1)).unwrap_or(u32::MAX),
         gates,
-    })
+    };
+    Ok(PlannedGoal { goal, config })
 }
 
 /// Pauses `goal` because a person asked (`greenlight goal pause`); a loop running it stops at

@@ -68,7 +68,20 @@ impl Engine<'_> {
             Ok(ready) => ready,
             Err(stop) => return Ok(stop),
         };
+        // The turn's dispatch already ended what it left; this catches what anything else of
+        // the agent left since (the start-of-run probe before a resume's owed gate phase).
+        let leftovers = greenlight_proc::end_adopted_and_marked(&self.settings.gate_env);
+        if !leftovers.is_empty() {
+            let goal_id = self.goal;
+            self.store
+                .write(|tx| crate::turn::record_leftovers(tx, goal_id, turn, &leftovers))?;
+            self.report_leftovers(turn, &leftovers);
+        }
         let runs = self.store.gate_runs(self.goal)?;
+        // How the gates are keyed and where they run: the goal's snapshot of verify.yaml, read
+        // from the store at the phase's start like the gates themselves, never from the worktree.
+        let config =
+            crate::cache_pass::snapshot_config(self.store.gate_config(self.goal)?.as_deref());
         for (index, gate) in gates.iter().enumerate() {
             let number = index + 1;
             let goal_id = self.goal;
@@ -83,6 +96,7 @@ impl Engine<'_> {
             let last_run = runs.iter().rev().find(|r| r.gate == gate.id);
             let at = GateAt {
                 goal: &goal,
+                config: config.as_ref(),
                 gate,
                 number,
                 of: gates.len(),
@@ -201,11 +215,12 @@ impl Engine<'_> {
         if let Some(last) = unchanged {
             return Ok(Ok(at.replay(last, key)));
         }
-        let mut cache = match &self.settings.cache {
-            None => None,
-            Some(settings) => {
+        let mut cache = match (&self.settings.cache, at.config) {
+            (None, _) | (_, None) => None,
+            (Some(settings), Some(config)) => {
                 let opened = GoalCache::open(
                     &at.goal.worktree,
+                    config,
                     &at.gate.command,
                     timeout_sec,
                     settings,
@@ -361,6 +376,8 @@ impl Engine<'_> {
 /// One gate at its place in one turn's phase: what every record of its result shares.
 struct GateAt<'g> {
     goal: &'g Goal,
+    /// The goal's verify.yaml snapshot, when it has one.
+    config: Option<&'g greenlight_gate::config::Loaded>,
     gate: &'g Gate,
     /// 1-based, and the number of gates in the phase.
     number: usize,

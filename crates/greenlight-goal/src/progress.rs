@@ -25,6 +25,14 @@ pub enum Progress<'a> {
         /// What came back.
         result: &'a DispatchResult,
     },
+    /// Processes the agent's turn left running (escaped from its group, adopted by the runner,
+    /// or carrying the goal's marker) were ended before anything else ran.
+    AgentLeftoversEnded {
+        /// The turn.
+        turn: u32,
+        /// What was ended.
+        processes: &'a [greenlight_proc::LeftoverProcess],
+    },
     /// A gate is about to run (or be replayed).
     GateStarted {
         /// 1-based.

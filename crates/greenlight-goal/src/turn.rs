@@ -116,11 +116,14 @@ impl Engine<'_> {
                     let signal = (*interrupt.borrow()).unwrap_or(Interrupt::Int);
                     let end = interrupted_end("the agent");
                     let rest = self.take_activity(turn, &sink, &mut live);
+                    let leftovers = greenlight_proc::end_adopted_and_marked(&self.settings.gate_env);
                     self.store.write(|tx| {
                         append_all(tx, goal_id, &rest)?;
                         tx.finish_dispatch(dispatch_id, &end)?;
+                        record_leftovers(tx, goal_id, turn, &leftovers)?;
                         tx.append_frame(frames::stream(goal_id), &frames::turn_interrupted(turn))
                     })?;
+                    self.report_leftovers(turn, &leftovers);
                     return Ok(Step::Finish(self.interrupted(signal, Some((turn, "interrupted")))?));
                 }
                 _ = tick.tick() => {
@@ -134,19 +137,40 @@ impl Engine<'_> {
                 }
             }
         };
+        // Nothing of the agent may run once its turn is over, least of all while the gates
+        // judge it: a process that escaped its group (`setsid env -i …`: no marker, no token)
+        // was adopted by this runner, a child subreaper with nothing else running now.
+        let leftovers = greenlight_proc::end_adopted_and_marked(&self.settings.gate_env);
         // What is left of the activity lands before the turn's end, in its transaction.
         let rest = self.take_activity(turn, &sink, &mut live);
         self.store.write(|tx| {
             append_all(tx, goal_id, &rest)?;
             tx.finish_dispatch(dispatch_id, &ledger_end(&result))?;
+            record_leftovers(tx, goal_id, turn, &leftovers)?;
             tx.append_frame(frames::stream(goal_id), &frames::turn_ended(turn, &result))
         })?;
         (self.on_progress)(Progress::Dispatched {
             turn,
             result: &result,
         });
+        self.report_leftovers(turn, &leftovers);
         match (&result.outcome, &result.failure) {
             (Outcome::Ok, _) => Ok(Step::Gates(turn)),
+            (_, Some(failure)) if failure.reason == Reason::MachineFailure => {
+                // Not the agent's failure, and the next turn would meet the same machine: pause
+                // now, and give the turn back (the agent never had it).
+                let reason = Reason::MachineFailure;
+                let detail = format!("{}; then `greenlight goal resume`", failure.detail);
+                self.store.write(|tx| {
+                    tx.end_turn(goal_id, turn, reason.as_str())?;
+                    tx.refund_turn(goal_id)?;
+                    tx.pause_goal(goal_id, reason.as_str(), Some(&detail))
+                })?;
+                Ok(Step::Finish(crate::engine::Finish::Paused {
+                    reason,
+                    detail,
+                }))
+            }
             (_, Some(failure)) if is_transport(failure.reason) => {
                 // The agent died or ran out of time: try again next turn, within the budget.
                 self.store
@@ -172,6 +196,20 @@ impl Engine<'_> {
         }
     }
 
+    /// Tells the live view what the turn left running and was ended.
+    pub(crate) fn report_leftovers(
+        &mut self,
+        turn: u32,
+        leftovers: &[greenlight_proc::LeftoverProcess],
+    ) {
+        if !leftovers.is_empty() {
+            (self.on_progress)(Progress::AgentLeftoversEnded {
+                turn,
+                processes: leftovers,
+            });
+        }
+    }
+
     /// Everything the agent did that is not a frame yet, coalesced, whatever the rate.
     fn take_activity(
         &self,
@@ -184,6 +222,25 @@ impl Engine<'_> {
         }
         live.finish()
     }
+}
+
+/// The `agent-leftovers-ended` event, when the turn left anything running.
+pub(crate) fn record_leftovers(
+    tx: &greenlight_store::Tx<'_>,
+    goal: greenlight_store::GoalId,
+    turn: u32,
+    leftovers: &[greenlight_proc::LeftoverProcess],
+) -> Result<(), greenlight_store::Error> {
+    if leftovers.is_empty() {
+        return Ok(());
+    }
+    tx.append_event(
+        Some(goal),
+        Some(turn),
+        "agent-leftovers-ended",
+        &serde_json::json!({ "processes": leftovers }),
+    )?;
+    Ok(())
 }
 
 fn append_all(

@@ -29,6 +29,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use camino::Utf8PathBuf;
+use greenlight_gate::config::Snapshot;
 use greenlight_gate::{
     Attempt, GateReport, GateVerdict, InterruptWatch, RunOptions, RunReport, RunResult, config,
     render, resolve_base_ref, verify_base_ref, work_evidence,
@@ -453,54 +454,10 @@ pub async fn run(
         Some(cwd) => here.join(cwd),
         None => here,
     };
-    let Some(config_path) = find_config(&cwd) else {
-        // Silent: a user-level hook fires in every repository, and most have no gates to run.
-        return StopOutcome {
-            decision: Decision::Allow {
-                system_message: None,
-            },
-            notes: vec![format!(
-                "greenlight: no .commandmate/verify.yaml in {} or above it in the worktree, so no \
-                 gate ran (`greenlight init --write` drafts one)",
-                cwd.display()
-            )],
-        };
-    };
-    let root = config_path
-        .parent()
-        .and_then(Path::parent)
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| cwd.clone());
-    let config_path = match Utf8PathBuf::from_path_buf(config_path) {
-        Ok(p) => p,
-        Err(p) => {
-            return StopOutcome::allow_saying(format!(
-                "greenlight: {}: the path is not valid UTF-8, so the gates cannot be read; no \
-                 gate ran",
-                p.display()
-            ));
-        }
-    };
-    let mut config = match config::load_any(&config_path) {
-        Ok(c) => c,
-        Err(errors) => {
-            let shown: Vec<String> = errors
-                .iter()
-                .take(MAX_CONFIG_ERRORS_SHOWN)
-                .map(|e| e.to_string())
-                .collect();
-            let more = errors.len().saturating_sub(shown.len());
-            let more = if more > 0 {
-                format!("\n(and {more} more; run `greenlight verify` to see all)")
-            } else {
-                String::new()
-            };
-            return StopOutcome::allow_saying(format!(
-                "greenlight: the verify.yaml is broken, so no gate ran; fix it and the next stop \
-                 will be judged:\n{}{more}",
-                shown.join("\n")
-            ));
-        }
+    let mut notes = Vec::new();
+    let (root, mut config) = match session_config(payload, &cwd, options, &mut notes) {
+        Ok(found) => found,
+        Err(outcome) => return outcome,
     };
 
     // Is there anything to judge? HEAD must name a commit for the runner at all.
@@ -511,7 +468,6 @@ pub async fn run(
             root.display()
         ));
     }
-    let mut notes = Vec::new();
     // Work is counted from the base recorded when the session began (SessionStart, else its
     // first Stop), never from the base ref as it is now: an agent that pushes its commits and
     // fetches would otherwise move the base past its own work and be let go unjudged.
@@ -713,6 +669,116 @@ pub async fn run(
     }
 }
 
+/// The verify.yaml this session is judged by, and the worktree it belongs to: the snapshot
+/// recorded when the session began (at SessionStart, else at its first Stop), never the file as
+/// the agent may have rewritten it since; without a record, the file as it is now, recorded
+/// for the rest of the session. `Err`: the stop is allowed (no file, or a broken one).
+fn session_config(
+    payload: &Payload,
+    cwd: &Path,
+    options: &StopOptions,
+    notes: &mut Vec<String>,
+) -> Result<(PathBuf, config::Loaded), StopOutcome> {
+    let top = crate::install::project_root(cwd);
+    let key = payload.base_key(cwd);
+    // Only a state database that exists can hold a record: a user-level hook in a repository
+    // without gates must not create one on every stop.
+    let state_exists = match &options.state_path {
+        Some(path) => path.exists(),
+        None => greenlight_store::default_state_path().is_ok_and(|path| path.exists()),
+    };
+    let recorded = state_exists
+        .then(|| with_store(options, |store| store.hook_config(&key, &top)).ok())
+        .flatten()
+        .flatten()
+        .and_then(|json| Snapshot::from_json(&json));
+    if let Some(snapshot) = recorded {
+        match snapshot.load() {
+            Ok(config) => {
+                let path = Utf8PathBuf::from(&snapshot.path);
+                if config::read_text(&path).ok().as_deref() != Some(snapshot.text.as_str()) {
+                    notes.push(format!(
+                        "greenlight: {path} changed since this session began (or is gone); the \
+                         gates are judged as the file declared them then (a new session reads \
+                         it again)"
+                    ));
+                }
+                return Ok((root_of(path.as_std_path(), cwd), config));
+            }
+            Err(errors) => notes.push(format!(
+                "greenlight: the verify.yaml recorded when this session began cannot be read \
+                 back ({errors}); reading the file as it is now"
+            )),
+        }
+    }
+    let Some(config_path) = find_config(cwd) else {
+        // Silent: a user-level hook fires in every repository, and most have no gates to run.
+        return Err(StopOutcome {
+            decision: Decision::Allow {
+                system_message: None,
+            },
+            notes: vec![format!(
+                "greenlight: no .commandmate/verify.yaml in {} or above it in the worktree, so no \
+                 gate ran (`greenlight init --write` drafts one)",
+                cwd.display()
+            )],
+        });
+    };
+    let root = root_of(&config_path, cwd);
+    let config_path = Utf8PathBuf::from_path_buf(config_path).map_err(|p| {
+        StopOutcome::allow_saying(format!(
+            "greenlight: {}: the path is not valid UTF-8, so the gates cannot be read; no gate ran",
+            p.display()
+        ))
+    })?;
+    let (snapshot, config) = Snapshot::take(&config_path).map_err(|errors| {
+        let shown: Vec<String> = errors
+            .iter()
+            .take(MAX_CONFIG_ERRORS_SHOWN)
+            .map(|e| e.to_string())
+            .collect();
+        let more = errors.len().saturating_sub(shown.len());
+        let more = if more > 0 {
+            format!("\n(and {more} more; run `greenlight verify` to see all)")
+        } else {
+            String::new()
+        };
+        StopOutcome::allow_saying(format!(
+            "greenlight: the verify.yaml is broken, so no gate ran; fix it and the next stop \
+             will be judged:\n{}{more}",
+            shown.join("\n")
+        ))
+    })?;
+    // From now on this session is judged by the file as it is now.
+    let json = snapshot.to_json();
+    let recorded = with_store(options, |store| {
+        store.write(|tx| tx.hook_record_config(&key, &top, &json))
+    });
+    match recorded {
+        // Another hook of the session recorded first (a race with SessionStart): its wins.
+        Ok(first) if first != json => {
+            if let Some(config) = Snapshot::from_json(&first).and_then(|s| s.load().ok()) {
+                return Ok((root, config));
+            }
+        }
+        Ok(_) => {}
+        Err(e) => notes.push(format!(
+            "greenlight: cannot record this session's verify.yaml in the state database ({e}); \
+             the next stop reads the file again"
+        )),
+    }
+    Ok((root, config))
+}
+
+/// The worktree a `.commandmate/verify.yaml` belongs to.
+fn root_of(config_path: &Path, cwd: &Path) -> PathBuf {
+    config_path
+        .parent()
+        .and_then(Path::parent)
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| cwd.to_path_buf())
+}
+
 /// The commit a session's work is counted from: where HEAD meets the base ref (`baseRef`, else
 /// `origin/HEAD`), or HEAD itself when no base ref resolves. `None` without a commit.
 pub fn session_base(root: &Path, base_ref: Option<&str>) -> Option<String> {
@@ -744,18 +810,26 @@ pub fn record_session_start(payload: &Payload, options: &StopOptions) -> Vec<Str
         return Vec::new();
     }
     let top = crate::install::project_root(&cwd);
-    // The config's baseRef, when there is a readable one; else origin/HEAD.
-    let base_ref = find_config(&cwd)
+    // The config as it is now, when there is a readable one: the session is judged by it (an
+    // agent that rewrites it later changes nothing), and its baseRef (else origin/HEAD) says
+    // where the session's work is counted from.
+    let snapshot = find_config(&cwd)
         .and_then(|p| Utf8PathBuf::from_path_buf(p).ok())
-        .and_then(|p| config::load_any(&p).ok())
-        .and_then(|c| c.config.options.base_ref);
+        .and_then(|p| Snapshot::take(&p).ok());
+    let base_ref = snapshot
+        .as_ref()
+        .and_then(|(_, c)| c.config.options.base_ref.clone());
     let Some(base) = session_base(&top, base_ref.as_deref()) else {
         return Vec::new();
     };
     let key = payload.base_key(&cwd);
+    let json = snapshot.map(|(s, _)| s.to_json());
     match with_store(options, |store| {
         store.write(|tx| {
             let recorded = tx.hook_record_base(&key, &top, &base)?;
+            if let Some(json) = &json {
+                tx.hook_record_config(&key, &top, json)?;
+            }
             tx.prune_hook_bases(tx.now() - SESSION_TTL_MS)?;
             Ok(recorded)
         })

@@ -129,6 +129,41 @@ pub fn sweep_marked(var: &str, value: &str) -> Vec<LeftoverProcess> {
     }
 }
 
+/// Ends what a finished child left behind that only this process can still find: every live
+/// child adopted by the subreaper (the caller claims them all: nothing else of its own is
+/// running) and every process whose environment holds one of `markers` (`var`, `value`), each
+/// with the group it
+/// leads, in a few rounds so that what they start meanwhile is caught too; reaps what was
+/// adopted and says what it ended. This is how the goal loop makes sure nothing of an agent's
+/// turn runs while the gates judge it, even a process that left with `setsid env -i`.
+pub fn end_adopted_and_marked(markers: &[(String, String)]) -> Vec<LeftoverProcess> {
+    let me = std::process::id() as i32;
+    let mut found: Vec<LeftoverProcess> = Vec::new();
+    for _ in 0..8 {
+        let mut pids = procs::adopted_children();
+        for (var, value) in markers {
+            pids.extend(procs::processes_with_env(var, value));
+        }
+        pids.sort_unstable();
+        pids.dedup();
+        pids.retain(|&p| p != me);
+        if pids.is_empty() {
+            break;
+        }
+        for &raw in &pids {
+            if !found.iter().any(|f| f.pid == raw) {
+                found.push(procs::describe(raw, 0));
+            }
+            with_its_group(raw);
+        }
+        std::thread::sleep(Duration::from_millis(5));
+        for &raw in &pids {
+            reap(raw);
+        }
+    }
+    found
+}
+
 /// Kills the children of greenlight runs that died without cleaning up (SIGKILL, a power cut of
 /// the parent): processes whose run token names an owner pid that no longer exists. A live
 /// owner's children are never touched; a reused owner pid reads as alive (the safe side); only

@@ -286,6 +286,32 @@ pub trait Reads: sealed::Access {
             .map_err(|e| sql_err(self, e))
     }
 
+    /// The verify.yaml snapshot (JSON) recorded for a hook session in a worktree, if any.
+    fn hook_config(&self, session_id: &str, worktree: &Path) -> Result<Option<String>, Error> {
+        self.conn()
+            .query_row(
+                "SELECT config FROM hook_configs WHERE session_id = ?1 AND worktree = ?2",
+                params![session_id, worktree.as_os_str().as_bytes()],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(|e| sql_err(self, e))
+    }
+
+    /// The verify.yaml snapshot (JSON) `goal`'s gates are run and keyed by; `None` when it
+    /// had none (or was created before snapshots were kept).
+    fn gate_config(&self, goal: GoalId) -> Result<Option<String>, Error> {
+        self.conn()
+            .query_row(
+                "SELECT gate_config FROM goals WHERE id = ?1",
+                params![goal.0],
+                |r| r.get(0),
+            )
+            .optional()
+            .map(Option::flatten)
+            .map_err(|e| sql_err(self, e))
+    }
+
     /// The Stop hook's consecutive block count for a session (0 when unknown).
     fn hook_blocks(&self, session_id: &str) -> Result<u32, Error> {
         self.conn()

@@ -249,6 +249,22 @@ CREATE TABLE remote_operations (
     started_at  INTEGER NOT NULL
 );
 "#,
+    // Version 9: what decides how gates are run and keyed, fixed when it began: a goal's
+    // verify.yaml as it was at `goal run` (or at a person's `goal gate add`), and a hook
+    // session's as it was at its SessionStart or first Stop, each a JSON snapshot of the file
+    // and the files it names. A goal or session never reads the worktree's file again, so an
+    // agent that rewrites it cannot steer the gates that judge it.
+    r#"
+ALTER TABLE goals ADD COLUMN gate_config TEXT
+    CHECK (gate_config IS NULL OR json_valid(gate_config));
+CREATE TABLE hook_configs (
+    session_id  TEXT    NOT NULL,
+    worktree    BLOB    NOT NULL,
+    config      TEXT    NOT NULL CHECK (json_valid(config)),
+    recorded_at INTEGER NOT NULL,
+    PRIMARY KEY (session_id, worktree)
+);
+"#,
 ];
 
 /// The schema version this binary writes.

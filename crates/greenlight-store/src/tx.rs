@@ -428,6 +428,16 @@ impl<'a> Tx<'a> {
         Ok(number)
     }
 
+    /// Give back the turn `begin_turn` charged, for a turn the agent never had (the machine
+    /// failed before it could start): it does not count against the budget.
+    pub fn refund_turn(&self, goal: GoalId) -> Result<(), Error> {
+        self.exec(
+            "UPDATE goals SET turns_used = MAX(turns_used - 1, 0), updated_at = ?2 WHERE id = ?1",
+            params![goal.0, self.now],
+        )?;
+        Ok(())
+    }
+
     /// End an open turn with a kebab-case outcome.
     pub fn end_turn(&self, goal: GoalId, turn: u32, outcome: &str) -> Result<(), Error> {
         kebab("turn outcome", outcome)?;
@@ -855,8 +865,44 @@ impl<'a> Tx<'a> {
         Ok(())
     }
 
-    /// Forget session bases recorded before `before`; returns how many.
+    /// Forget session bases (and the configs kept beside them) recorded before `before`;
+    /// returns how many bases.
     pub fn prune_hook_bases(&self, before: Millis) -> Result<usize, Error> {
+        self.exec("DELETE FROM hook_configs WHERE recorded_at < ?1", [before])?;
         self.exec("DELETE FROM hook_bases WHERE recorded_at < ?1", [before])
+    }
+
+    /// Record the verify.yaml snapshot (JSON) a hook session is judged by, unless one is
+    /// recorded for this session and worktree already: the first record wins, so nothing the
+    /// session writes later changes its gates. Returns the recorded snapshot.
+    pub fn hook_record_config(
+        &self,
+        session_id: &str,
+        worktree: &Path,
+        config: &str,
+    ) -> Result<String, Error> {
+        self.exec(
+            "INSERT INTO hook_configs (session_id, worktree, config, recorded_at) \
+             VALUES (?1, ?2, ?3, ?4) ON CONFLICT (session_id, worktree) DO NOTHING",
+            params![
+                session_id,
+                worktree.as_os_str().as_bytes(),
+                config,
+                self.now
+            ],
+        )?;
+        Ok(self
+            .hook_config(session_id, worktree)?
+            .unwrap_or_else(|| config.to_owned()))
+    }
+
+    /// Set the verify.yaml snapshot (JSON) `goal`'s gates are run and keyed by; `None`: no
+    /// verify.yaml, so its gates use no result cache and no cluster.
+    pub fn set_gate_config(&self, goal: GoalId, config: Option<&str>) -> Result<(), Error> {
+        self.exec(
+            "UPDATE goals SET gate_config = ?2 WHERE id = ?1",
+            params![goal.0, config],
+        )?;
+        Ok(())
     }
 }

@@ -100,6 +100,7 @@ fn migrates_an_empty_file_to_the_current_schema_in_wal_mode() {
             "gates",
             "goals",
             "hook_bases",
+            "hook_configs",
             "hook_sessions",
             "remote_operations",
             "run_gates",
@@ -1006,4 +1007,52 @@ fn a_gates_remote_operation_is_kept_until_it_is_ended_and_survives_reopening() {
         .write(|tx| tx.end_remote_operation(gate))
         .expect("end");
     assert_eq!(store.remote_operation(gate).expect("read"), None);
+}
+
+/// A goal's verify.yaml snapshot is set with the goal and replaced only by an explicit set; a
+/// hook session's is written once and the first record wins; a refunded turn is not counted.
+#[test]
+fn snapshots_are_kept_and_the_first_hook_record_wins() {
+    let fx = Fixture::new();
+    let mut store = fx.open();
+    let wt = fx.worktree("wt");
+    let goal = store
+        .write(|tx| {
+            let goal = tx.create_goal(&new_goal(&wt))?;
+            tx.set_gate_config(goal, Some(r#"{"text":"a"}"#))?;
+            Ok::<_, greenlight_store::Error>(goal)
+        })
+        .expect("create");
+    assert_eq!(
+        store.gate_config(goal).expect("read").as_deref(),
+        Some(r#"{"text":"a"}"#)
+    );
+    store
+        .write(|tx| tx.set_gate_config(goal, None))
+        .expect("clear");
+    assert_eq!(store.gate_config(goal).expect("read"), None);
+
+    let first = store
+        .write(|tx| tx.hook_record_config("s", &wt, r#"{"text":"first"}"#))
+        .expect("record");
+    let second = store
+        .write(|tx| tx.hook_record_config("s", &wt, r#"{"text":"second"}"#))
+        .expect("record again");
+    assert_eq!(
+        (first.as_str(), second.as_str()),
+        (r#"{"text":"first"}"#, r#"{"text":"first"}"#)
+    );
+    assert_eq!(
+        store.hook_config("s", &wt).expect("read").as_deref(),
+        Some(r#"{"text":"first"}"#)
+    );
+    assert_eq!(store.hook_config("other", &wt).expect("read"), None);
+
+    store
+        .write(|tx| {
+            tx.begin_turn(goal)?;
+            tx.refund_turn(goal)
+        })
+        .expect("refund");
+    assert_eq!(store.goal(goal).expect("read").expect("goal").turns_used, 0);
 }

@@ -149,6 +149,17 @@ pub fn render_progress(progress: Progress<'_>) {
                 ),
             }
         }
+        Progress::AgentLeftoversEnded { processes, .. } => {
+            let list: Vec<String> = processes
+                .iter()
+                .map(|p| format!("pid {} ({})", p.pid, p.command))
+                .collect();
+            outln!(
+                "   ended {} process(es) the agent's turn left running: {}",
+                processes.len(),
+                list.join(", ")
+            );
+        }
         Progress::GateStarted { .. } => {}
         Progress::GateFinished {
             number,

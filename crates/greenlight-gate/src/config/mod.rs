@@ -20,6 +20,7 @@ pub mod edit;
 mod error;
 mod lines;
 mod matcher_file;
+mod snapshot;
 pub(crate) mod v2;
 mod validate;
 
@@ -30,6 +31,7 @@ use serde::Serialize;
 
 pub use error::{ConfigError, ConfigErrorKind, ConfigErrors};
 pub use matcher_file::{MatcherFileError, read_matcher_file};
+pub use snapshot::Snapshot;
 pub use v2::{GATE_KEYS_V2, MAX_JOBS, OPTIONS_KEYS_V2};
 
 /// Timeout of a gate that declares no `timeoutSec`, in seconds (CommandMate's default).
@@ -328,12 +330,24 @@ fn name_the_versions(mut errors: ConfigErrors) -> ConfigErrors {
 /// Parses the text of a verify.yaml of either version (`version: 2` as the first key selects
 /// v2; anything else is read as v1, exactly as CommandMate reads it).
 pub fn parse(path: &Utf8Path, text: &str) -> Result<Loaded, ConfigErrors> {
+    parse_reading(path, text, &|full: &Utf8Path| {
+        read_matcher_file(full.as_std_path(), full.as_str())
+    })
+}
+
+/// [`parse`], with the matcher files a v2 gate names read by `read_matchers` (given each
+/// file's resolved path) instead of from disk.
+fn parse_reading(
+    path: &Utf8Path,
+    text: &str,
+    read_matchers: v2::MatcherReader<'_>,
+) -> Result<Loaded, ConfigErrors> {
     if !is_v2(text) {
         return parse_v1(path, text)
             .map(|config| Loaded { config, v2: None })
             .map_err(name_the_versions);
     }
-    match v2::parse(path, text) {
+    match v2::parse(path, text, read_matchers) {
         Ok((config, v2)) => Ok(Loaded {
             config,
             v2: Some(v2),

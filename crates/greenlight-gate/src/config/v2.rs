@@ -18,7 +18,7 @@ use super::validate::is_valid_id;
 use super::{
     CacheMode, Config, DEFAULT_MAX_LOG_TAIL_BYTES, DEFAULT_TIMEOUT_SEC, GateSpec, GateV2,
     MAX_COMMAND_BYTES, MAX_LOG_TAIL_BYTES, MAX_MUTEX_LEN, MAX_TIMEOUT_SEC, MatcherFileError,
-    Options, OptionsV2, RESERVED_IDS, RemoteCache, RemoteOptions, RunOn, V2, read_matcher_file,
+    Options, OptionsV2, RESERVED_IDS, RemoteCache, RemoteOptions, RunOn, V2,
 };
 
 /// Every key a v2 gate may carry.
@@ -167,12 +167,20 @@ fn at(node: &Spanned<Node>) -> (usize, usize) {
     )
 }
 
+/// Reads one matcher file a gate names, given its resolved path: from disk, or from a
+/// [`super::Snapshot`] taken earlier.
+pub(super) type MatcherReader<'r> =
+    &'r dyn Fn(
+        &Utf8Path,
+    ) -> Result<(String, greenlight_digest::matchers::MatcherSet), MatcherFileError>;
+
 /// Collects problems while the tree is checked.
-struct Checker {
+struct Checker<'r> {
     problems: Vec<Problem>,
+    read_matchers: MatcherReader<'r>,
 }
 
-impl Checker {
+impl Checker<'_> {
     fn push(&mut self, node: &Spanned<Node>, message: String) {
         let (line, column) = at(node);
         self.problems.push((line, column, message));
@@ -309,7 +317,11 @@ impl Checker {
 }
 
 /// Parses a version 2 file. `Err` holds every problem found, in file order.
-pub(super) fn parse(path: &Utf8Path, text: &str) -> Result<(Config, V2), Vec<Problem>> {
+pub(super) fn parse(
+    path: &Utf8Path,
+    text: &str,
+    read_matchers: MatcherReader<'_>,
+) -> Result<(Config, V2), Vec<Problem>> {
     let mut options = serde_saphyr::Options::default();
     options.strict_booleans = true;
     options.with_snippet = false;
@@ -331,6 +343,7 @@ pub(super) fn parse(path: &Utf8Path, text: &str) -> Result<(Config, V2), Vec<Pro
     };
     let mut check = Checker {
         problems: Vec::new(),
+        read_matchers,
     };
     let top = check
         .mapping("the file", &root, &["version", "gates", "options"])
@@ -409,7 +422,7 @@ fn yaml_error_message(raw: &str) -> String {
 }
 
 fn read_options(
-    check: &mut Checker,
+    check: &mut Checker<'_>,
     path: &Utf8Path,
     node: &Spanned<Node>,
 ) -> (Options, OptionsV2) {
@@ -485,7 +498,7 @@ fn read_options(
 /// `options.remote`: the cluster, checked as far as text can tell (whether it answers is
 /// learnt at run time, where an unreachable cluster degrades to running here).
 fn read_remote(
-    check: &mut Checker,
+    check: &mut Checker<'_>,
     path: &Utf8Path,
     node: &Spanned<Node>,
 ) -> Option<RemoteOptions> {
@@ -655,7 +668,7 @@ fn describe(node: &Node) -> String {
 }
 
 /// `keys` commands: strings a shell can start.
-fn commands(check: &mut Checker, what: &str, node: &Spanned<Node>) -> Vec<String> {
+fn commands(check: &mut Checker<'_>, what: &str, node: &Spanned<Node>) -> Vec<String> {
     let mut out = Vec::new();
     for (command, (line, column)) in check.strings(what, node) {
         if command.contains('\0') || command.len() > MAX_COMMAND_BYTES {
@@ -676,7 +689,7 @@ fn commands(check: &mut Checker, what: &str, node: &Spanned<Node>) -> Vec<String
 type Gate = (GateSpec, GateV2);
 
 fn read_gates(
-    check: &mut Checker,
+    check: &mut Checker<'_>,
     path: &Utf8Path,
     node: &Spanned<Node>,
     has_remote: bool,
@@ -791,7 +804,7 @@ fn find_cycle(ids: &[&str], needs: &[Vec<String>]) -> Option<Vec<usize>> {
 }
 
 fn read_gate(
-    check: &mut Checker,
+    check: &mut Checker<'_>,
     path: &Utf8Path,
     item: &Spanned<Node>,
     first_use: &mut HashMap<String, usize>,
@@ -967,7 +980,7 @@ fn read_gate(
                 let base = path.parent().unwrap_or(Utf8Path::new("."));
                 for (file, (line, column)) in check.strings("matchers", value) {
                     let full = base.join(&file);
-                    let problem = match read_matcher_file(full.as_std_path(), full.as_str()) {
+                    let problem = match (check.read_matchers)(&full) {
                         Ok((text, set)) => {
                             extra.matcher_set.extend(set);
                             extra.matchers.push((full, text));

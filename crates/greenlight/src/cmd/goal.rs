@@ -228,7 +228,15 @@ fn dispatch(args: Args) -> CliResult {
                 .serve
                 .map(|listen| serve_beside(&store, listen))
                 .transpose()?;
-            let id = store.write(|tx| tx.create_goal(&new)).map_err(store_err)?;
+            // The goal and the verify.yaml its gates are run and keyed by, fixed together.
+            let config = new.config.as_ref().map(|c| c.to_json());
+            let id = store
+                .write(|tx| {
+                    let id = tx.create_goal(&new.goal)?;
+                    tx.set_gate_config(id, config.as_deref())?;
+                    Ok::<_, greenlight_store::Error>(id)
+                })
+                .map_err(store_err)?;
             outln!("greenlight: goal {id} for {}", worktree.display());
             let driven = drive(&mut store, id, &run.loop_args, None, &mut render_progress);
             if let Some(server) = server
@@ -420,8 +428,22 @@ fn gate(store: &mut Store, worktree: &Path, command: GateCommand) -> CliResult {
     match command {
         GateCommand::List => {}
         GateCommand::Add { command } => {
+            // A person adding a gate also fixes verify.yaml as it is now: the goal's gates are
+            // run and keyed by it from here on (and by nothing the agent writes later).
+            let config = match greenlight_goal::drive::snapshot_verify_yaml(&goal.worktree) {
+                Ok(config) => config.map(|(snapshot, _)| snapshot.to_json()),
+                Err(why) => {
+                    errln!(
+                        "greenlight: {why}; goal {id}'s gates will use no result cache until a `goal gate add` finds a readable verify.yaml"
+                    );
+                    None
+                }
+            };
             store
-                .write(|tx| tx.add_gate(id, &command))
+                .write(|tx| {
+                    tx.add_gate(id, &command)?;
+                    tx.set_gate_config(id, config.as_deref())
+                })
                 .map_err(store_err)?;
         }
         GateCommand::Remove { n } => {

@@ -527,3 +527,82 @@ fn a_goal_run_is_one_contiguous_stream_of_frames_from_active_to_done() {
         .collect();
     assert_eq!(replies, [Some("looked around"), Some("fixed value.txt")]);
 }
+
+/// Runs a `{prompt_file}` goal with `TMPDIR` set to `tmp` and checks that the machine failure
+/// pauses the goal at once, names the cause, never starts the agent and charges no turn.
+fn a_machine_failure_pauses_at_once(tmp: &std::path::Path, cause: &str) {
+    let fx = Fixture::new();
+    let agent = fx.script("agent.sh", FIX);
+    let agent_arg = fx.agent(&agent);
+    let out = fx.goal_env(
+        &[
+            "run",
+            "fix the value",
+            "--agent",
+            &agent_arg,
+            "--gate",
+            GATE,
+        ],
+        &[("TMPDIR", tmp.as_os_str())],
+    );
+    assert_eq!(out.code, 75, "{}", out.render());
+    assert_eq!(fx.calls("agent.sh"), 0, "the agent never ran");
+    let status = fx.status();
+    assert_eq!(status["goal"]["state"], "paused");
+    assert_eq!(status["goal"]["pause"]["reason"], "machine-failure");
+    let detail = status["goal"]["pause"]["detail"].as_str().unwrap();
+    assert!(detail.contains(cause), "{detail}");
+    assert!(detail.contains(&tmp.display().to_string()), "{detail}");
+    assert_eq!(status["goal"]["turns_used"], 0, "no turn is charged");
+    let ledger = status["dispatches"].as_array().unwrap();
+    assert_eq!(ledger.len(), 1, "{ledger:?}");
+    assert_eq!(ledger[0]["reason"], "machine-failure");
+    assert!(
+        out.stderr.contains("machine-failure") || out.stdout.contains("machine-failure"),
+        "{}",
+        out.render()
+    );
+    // Once the machine is fixed, resume goes on with a whole budget.
+    let out = fx.goal(&["resume"]);
+    assert_eq!(out.code, 0, "{}", out.render());
+    assert_eq!(fx.status()["goal"]["turns_used"], 1);
+}
+
+/// A temp dir where the prompt file cannot be created (here: `TMPDIR` names a regular file,
+/// so creating the prompt directory fails with ENOTDIR) used to fail every turn as
+/// `dispatch-dead`: 20 turns in a fraction of a second, then `turn-budget-exhausted`.
+#[test]
+fn an_unusable_temp_dir_pauses_the_goal_at_once_and_charges_no_turn() {
+    let dir = tempfile::tempdir().unwrap();
+    let not_a_dir = dir.path().join("tmpfile");
+    std::fs::write(&not_a_dir, "").unwrap();
+    a_machine_failure_pauses_at_once(&not_a_dir, "Not a directory");
+}
+
+/// The same with a full temp dir (ENOSPC): a tiny tmpfs, filled.
+#[test]
+#[ignore = "needs root: mounts a tiny tmpfs"]
+fn a_full_temp_dir_pauses_the_goal_at_once_and_charges_no_turn() {
+    let dir = tempfile::tempdir().unwrap();
+    let mount = dir.path().join("full");
+    std::fs::create_dir(&mount).unwrap();
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=64k", "tmpfs"])
+        .arg(&mount)
+        .status()
+        .unwrap();
+    assert!(mounted.success(), "mount needs root");
+    struct Unmount<'a>(&'a std::path::Path);
+    impl Drop for Unmount<'_> {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount").arg(self.0).status();
+        }
+    }
+    let _unmount = Unmount(&mount);
+    // Fill it: writes fail with ENOSPC once it is full.
+    let mut filler = std::fs::File::create(mount.join("filler")).unwrap();
+    let chunk = vec![0u8; 4096];
+    while std::io::Write::write_all(&mut filler, &chunk).is_ok() {}
+    drop(filler);
+    a_machine_failure_pauses_at_once(&mount, "No space left on device");
+}

@@ -314,14 +314,16 @@ fn the_default_cap_is_five_and_ignores_stop_hook_active() {
 #[test]
 fn a_green_run_resets_the_count() {
     let repo = TempRepo::worktree_with_commit();
-    repo.verify_yaml(RED);
+    // The session's gates are fixed when it begins: the work they test goes red, green, red.
+    repo.verify_yaml("version: 1\ngates:\n  - id: unit\n    command: sh unit.sh\n");
+    repo.write("unit.sh", "exit 3\n");
     let p = payload(Agent::Claude, "Stop", true, "resets", repo.path());
     for _ in 0..2 {
         assert_blocks(&hook(&repo, &p, &["--max-blocks", "3"]));
     }
-    repo.verify_yaml(GREEN);
+    repo.write("unit.sh", "exit 0\n");
     assert_allows_silently(&hook(&repo, &p, &["--max-blocks", "3"]));
-    repo.verify_yaml(RED);
+    repo.write("unit.sh", "exit 3\n");
     let reason = assert_blocks(&hook(&repo, &p, &["--max-blocks", "3"]));
     assert!(reason.contains("block 1 of at most 3"), "{reason}");
 }
@@ -566,4 +568,54 @@ fn an_unwritable_state_database_allows_the_stop_and_says_why() {
         message.contains("the gates are red (unit), but the block count cannot be kept"),
         "{message}"
     );
+}
+
+/// The gates that judge a session are the ones it began with: an agent that rewrites
+/// verify.yaml during its turn (here: red gates replaced by one that always passes) is still
+/// judged by the file as it was at SessionStart, and told so on stderr.
+#[test]
+fn a_verify_yaml_rewritten_during_the_session_does_not_judge_it() {
+    let repo = TempRepo::worktree_with_commit();
+    repo.verify_yaml(RED);
+    repo.commit_all("gates");
+    session_start(&repo, "rewriter");
+    repo.write("src/lib.rs", "broken\n");
+    repo.verify_yaml(GREEN);
+    let p = payload(Agent::Claude, "Stop", false, "rewriter", repo.path());
+    let run = hook(&repo, &p, &[]);
+    let reason = assert_blocks(&run);
+    assert!(reason.contains("gate unit: FAIL exit=3"), "{reason}");
+    assert!(
+        run.stderr.contains("changed since this session began"),
+        "{}",
+        run.stderr
+    );
+    // Deleting it changes nothing either (without a record, no file would allow the stop).
+    std::fs::remove_file(repo.path().join(".commandmate/verify.yaml")).unwrap();
+    let reason = assert_blocks(&hook(&repo, &p, &[]));
+    assert!(reason.contains("gate unit: FAIL exit=3"), "{reason}");
+    repo.verify_yaml(GREEN);
+    // A new session takes the file as it is then.
+    session_start(&repo, "next");
+    let p = payload(Agent::Claude, "Stop", false, "next", repo.path());
+    assert_allows_silently(&hook(&repo, &p, &[]));
+}
+
+/// Without a SessionStart record, the file is fixed at the session's first decision.
+#[test]
+fn a_verify_yaml_rewritten_after_the_first_stop_does_not_judge_the_session() {
+    let repo = TempRepo::worktree_with_commit();
+    repo.verify_yaml(RED);
+    repo.write("src/lib.rs", "broken\n");
+    let p = payload(
+        Agent::Codex,
+        "Stop",
+        false,
+        "unrecorded-rewriter",
+        repo.path(),
+    );
+    assert_blocks(&hook(&repo, &p, &[]));
+    repo.verify_yaml(GREEN);
+    let reason = assert_blocks(&hook(&repo, &p, &[]));
+    assert!(reason.contains("gate unit: FAIL exit=3"), "{reason}");
 }

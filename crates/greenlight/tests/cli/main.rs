@@ -11,6 +11,7 @@ mod fuzz_hook;
 mod fuzz_support;
 mod goal_crash;
 mod goal_gates;
+mod goal_hostile;
 mod goal_judge_dispatch;
 mod goal_loop;
 mod goal_openai;
