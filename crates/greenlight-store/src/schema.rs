@@ -249,6 +249,30 @@ CREATE TABLE remote_operations (
     started_at  INTEGER NOT NULL
 );
 "#,
+    // Version 9: many runs on one machine. A run names its owner (pid, start time, pid
+    // namespace, host and boot), so a greenlight that finds the owner gone closes the run as
+    // interrupted instead of showing it running forever. Each gate row carries its run's
+    // repository and worktree, so "a gate's newest rows in this repository" is one index range
+    // instead of a join over every row; goals get the indexes of a paged list.
+    r#"
+ALTER TABLE runs ADD COLUMN owner_pid   INTEGER;
+ALTER TABLE runs ADD COLUMN owner_start INTEGER;
+ALTER TABLE runs ADD COLUMN owner_pidns TEXT;
+ALTER TABLE runs ADD COLUMN owner_host  TEXT;
+CREATE INDEX runs_open ON runs (id) WHERE ended_at IS NULL;
+CREATE INDEX runs_by_worktree ON runs (worktree, id);
+ALTER TABLE run_gates ADD COLUMN repository BLOB;
+ALTER TABLE run_gates ADD COLUMN worktree BLOB;
+UPDATE run_gates SET
+    repository = (SELECT r.repository FROM runs r WHERE r.id = run_gates.run_id),
+    worktree   = (SELECT r.worktree FROM runs r WHERE r.id = run_gates.run_id);
+DROP INDEX run_gates_by_gate;
+CREATE INDEX run_gates_by_repository ON run_gates (repository, gate, decided_at DESC, run_id DESC)
+    WHERE repository IS NOT NULL;
+CREATE INDEX run_gates_by_worktree ON run_gates (worktree, gate, decided_at DESC, run_id DESC);
+CREATE INDEX goals_live_by_id ON goals (id) WHERE state IN ('active', 'paused');
+CREATE INDEX goals_by_updated ON goals (updated_at);
+"#,
 ];
 
 /// The schema version this binary writes.

@@ -416,7 +416,9 @@
           break;
         }
         case 'run-finished':
-          content.append(el('strong', null, 'run finished'), ' ', badge(b.result), ' ', muted('exit ' + b.exit_code + ' · ' + duration(b.duration_ms)));
+          // A run closed because its process was gone has no exit code.
+          const exit = b.exit_code == null ? 'exit code unknown' : 'exit ' + b.exit_code;
+          content.append(el('strong', null, 'run finished'), ' ', badge(b.result), ' ', muted(exit + ' · ' + duration(b.duration_ms)));
           error = FAILING.has(b.result);
           break;
         case 'turn-started':

@@ -16,6 +16,10 @@ fn now_ms() -> i64 {
     SystemClock.now_ms()
 }
 
+/// What a run or turn that has not ended is called on every page, in the API's readers and in
+/// `greenlight history` (a run whose process is gone is closed as `interrupted` first).
+pub const RUNNING: &str = "running";
+
 /// Verdicts and results the page marks as failures.
 pub(crate) fn failing(word: &str) -> bool {
     matches!(
@@ -64,7 +68,7 @@ fn goal_row(out: &mut String, goal: &GoalSummary, now: i64) {
 }
 
 fn run_row(out: &mut String, run: &RunSummary, now: i64) {
-    let result = run.result.as_deref().unwrap_or("running");
+    let result = run.result.as_deref().unwrap_or(RUNNING);
     let exit = run.exit_code.map(|c| c.to_string()).unwrap_or_default();
     let _ = writeln!(
         out,
@@ -197,7 +201,7 @@ fn gate_row(out: &mut String, gate: &GateSummary) {
 }
 
 fn turn_row(out: &mut String, turn: &TurnSummary, now: i64) {
-    let outcome = turn.outcome.as_deref().unwrap_or("running");
+    let outcome = turn.outcome.as_deref().unwrap_or(RUNNING);
     let _ = writeln!(
         out,
         "<tr><td class=\"num\">{n}</td><td>{started}</td><td class=\"num\">{took}</td>\
@@ -276,7 +280,7 @@ pub fn goal_page(snapshot: &GoalSnapshot) -> String {
 /// `/runs/{id}`: one verify or hook run's gates.
 pub fn run_page(run: &RunSummary) -> String {
     let now = now_ms();
-    let result = run.result.as_deref().unwrap_or("running");
+    let result = run.result.as_deref().unwrap_or(RUNNING);
     let mut main = String::new();
     let _ = write!(
         main,
