@@ -43,6 +43,7 @@
 mod error;
 mod frames;
 mod history;
+mod listing;
 mod model;
 mod owner;
 mod read;
@@ -64,6 +65,7 @@ pub use history::{
     DEFAULT_STATS_WINDOW, GateStats, HistoryScope, NewRunGate, RunGateRow, nearest_rank,
     verdict_name,
 };
+pub use listing::{ARCHIVE_AFTER_MS, Changes, GoalPage};
 pub use model::{
     AgentEndpoint, AgentSpec, Dispatch, DispatchEnd, DispatchId, DispatchOutcome, DispatchStep,
     Event, Gate, GateId, GateRun, GateRunId, GateRunVerdict, Goal, GoalId, GoalState, LastResult,
