@@ -472,4 +472,35 @@ mod tests {
             assert!(refused.is_err(), "{bad} must be refused");
         }
     }
+
+    /// A version-8 file's gate rows gain their run's repository and worktree, so history reads
+    /// them from the new indexes; its open runs have no owner and are never judged.
+    #[test]
+    fn a_version_8_file_copies_each_runs_scope_onto_its_gate_rows() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("v8.db");
+        let mut conn = Connection::open(&path).expect("open");
+        for step in &MIGRATIONS[..8] {
+            conn.execute_batch(step).expect("old step");
+        }
+        conn.pragma_update(None, "user_version", 8)
+            .expect("version");
+        conn.execute_batch(
+            "INSERT INTO runs (kind, worktree, gates, started_at, repository) \
+             VALUES ('verify', x'2f77', 1, 1, x'2f72');
+             INSERT INTO run_gates (run_id, gate, verdict, exit_code, duration_ms, attempts, \
+             decided_at) VALUES (1, 'unit', 'pass', 0, 40, 1, 2);",
+        )
+        .expect("rows");
+        migrate(&mut conn, &path).expect("migrate");
+        let copied: (Vec<u8>, Vec<u8>, Option<i64>) = conn
+            .query_row(
+                "SELECT g.repository, g.worktree, r.owner_pid FROM run_gates g \
+                 JOIN runs r ON r.id = g.run_id",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .expect("row");
+        assert_eq!(copied, (b"/r".to_vec(), b"/w".to_vec(), None));
+    }
 }
