@@ -42,10 +42,10 @@ for n in "${sizes[@]}"; do
   # The schema comes from the binary itself: a recorded run creates and migrates the file.
   "$bin" verify --cwd "$work/wt" --state "$db" --skip-work-evidence >/dev/null
   python3 - "$db" "$n" "$work/wt" "$work/repo/.git" <<'PY'
-import sqlite3, sys, time, json
-db, n, wt, repo = sys.argv[1], int(sys.argv[2]), sys.argv[3].encode(), sys.argv[4].encode()
-import os
-wt, repo = os.path.realpath(wt).encode(), os.path.realpath(repo).encode()
+import json, os, sqlite3, sys, time
+db, n = sys.argv[1], int(sys.argv[2])
+# Canonical, as the recorder keeps them.
+wt, repo = os.path.realpath(sys.argv[3]).encode(), os.path.realpath(sys.argv[4]).encode()
 other = wt + b"-other"
 now = int(time.time() * 1000)
 day = 24 * 3600 * 1000
@@ -90,6 +90,16 @@ c.executemany("INSERT INTO frames (stream, seq, kind, body, at) VALUES (?, 1, 'g
 c.commit()
 c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 PY
+done
+
+# What is timed must be the real answer: every gate, each over its newest 100 runs.
+for n in "${sizes[@]}"; do
+  "$bin" history --json -C "$work/wt" --state "$work/state-$n.db" | python3 -c '
+import json, sys
+doc = json.load(sys.stdin)
+gates = {g["gate"]: g["samples"] for g in doc["gates"] if g["gate"].startswith("gate-")}
+assert len(gates) == 10 and set(gates.values()) == {100}, f"bench-history: history read {gates}"
+'
 done
 
 # history: one hyperfine run over the three files.
