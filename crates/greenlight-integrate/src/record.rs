@@ -244,6 +244,9 @@ fn write_run(
     store.relax_durability()?;
     let run = store.write(|tx| {
         tx.prune_runs(tx.now() - RUN_TTL_MS)?;
+        // Runs whose process is gone (a verify killed with SIGKILL) end as interrupted here,
+        // so they are not shown running for good.
+        tx.close_abandoned_runs()?;
         tx.begin_run_in(kind, worktree, repository.as_deref(), commands)
     })?;
     while let Ok(first) = inbox.recv() {

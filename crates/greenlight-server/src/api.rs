@@ -9,7 +9,7 @@ use axum::body::{Body, Bytes};
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
-use greenlight_store::{GoalId, GoalState, Reads};
+use greenlight_store::{GoalId, GoalPage, GoalState, Reads, SystemClock, WallClock};
 use greenlight_stream::{Frame, StreamId};
 use serde::Deserialize;
 
@@ -73,10 +73,69 @@ struct EventsPage {
     frames: Vec<Frame>,
 }
 
-/// `GET /api/goals`.
-pub async fn goals(State(app): State<App>) -> Result<Response, ApiError> {
-    let (goals, _) = app.hub.with_store(overview).await?;
-    Ok(Json(goals).into_response())
+/// `?before=&limit=&archived=`: a page of the goal list.
+#[derive(Debug, Default, Deserialize)]
+pub struct GoalsQuery {
+    before: Option<i64>,
+    limit: Option<usize>,
+    archived: Option<bool>,
+}
+
+impl GoalsQuery {
+    fn page(&self) -> GoalPage {
+        GoalPage {
+            before: self.before.map(GoalId),
+            limit: self
+                .limit
+                .unwrap_or(summary::GOAL_PAGE)
+                .clamp(1, summary::MAX_GOAL_PAGE),
+            archived: self.archived.unwrap_or(false),
+            now: SystemClock.now_ms(),
+        }
+    }
+
+    /// This page's own query, as much of it as was given (`before`, `limit`, `archived`).
+    fn own_query(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(before) = self.before {
+            parts.push(format!("before={before}"));
+        }
+        if let Some(limit) = self.limit {
+            parts.push(format!("limit={limit}"));
+        }
+        if self.archived == Some(true) {
+            parts.push("archived=true".to_owned());
+        }
+        parts.join("&")
+    }
+
+    /// The query of the page after this one, which ends at goal `next`.
+    fn next_query(&self, next: i64) -> String {
+        let page = self.page();
+        let mut query = format!("before={next}&limit={}", page.limit);
+        if page.archived {
+            query.push_str("&archived=true");
+        }
+        query
+    }
+}
+
+/// `GET /api/goals?before=ID&limit=N&archived=true`: a page of goals, newest first; a full
+/// page carries `Link: </api/goals?before=…>; rel="next"`.
+pub async fn goals(
+    State(app): State<App>,
+    Query(query): Query<GoalsQuery>,
+) -> Result<Response, ApiError> {
+    let page = query.page();
+    let overview = app.hub.with_store(move |s| overview(s, &page)).await?;
+    let mut response = Json(&overview.goals).into_response();
+    if let Some(next) = overview.next {
+        let link = format!("</api/goals?{}>; rel=\"next\"", query.next_query(next));
+        if let Ok(value) = HeaderValue::from_str(&link) {
+            response.headers_mut().insert(header::LINK, value);
+        }
+    }
+    Ok(response)
 }
 
 /// `GET /api/goals/{id}`.
@@ -245,10 +304,19 @@ pub async fn login(
     Ok(response)
 }
 
-/// `GET /`.
-pub async fn goals_page(State(app): State<App>) -> Result<Response, ApiError> {
-    let (goals, runs) = app.hub.with_store(overview).await?;
-    Ok(Html(dashboard::goals_page(&goals, &runs)).into_response())
+/// `GET /?before=&limit=&archived=`.
+pub async fn goals_page(
+    State(app): State<App>,
+    Query(query): Query<GoalsQuery>,
+) -> Result<Response, ApiError> {
+    let page = query.page();
+    let overview = app.hub.with_store(move |s| overview(s, &page)).await?;
+    let links = dashboard::GoalsPageLinks {
+        query: query.own_query(),
+        older: overview.next.map(|n| format!("/?{}", query.next_query(n))),
+        archived: page.archived,
+    };
+    Ok(Html(dashboard::goals_page(&overview, &links)).into_response())
 }
 
 /// `GET /goals/{id}`.
@@ -292,26 +360,51 @@ pub async fn style_css() -> Response {
     asset("text/css; charset=utf-8", dashboard::STYLE_CSS)
 }
 
-async fn live_event(hub: &Arc<Hub>) -> Option<Bytes> {
-    let (goals, runs) = hub.with_store(overview).await.ok()?;
-    let data = serde_json::json!({"goals": goals, "runs": runs});
-    Some(Bytes::from(format!("event: goals\ndata: {data}\n\n")))
+/// Where a live watcher is: the positions its last event was read at.
+type Positions = (i64, i64);
+
+async fn first_live_event(hub: &Arc<Hub>, page: GoalPage) -> Option<(Bytes, Positions)> {
+    let overview = hub.with_store(move |s| overview(s, &page)).await.ok()?;
+    let data = serde_json::to_string(&overview).ok()?;
+    Some((
+        Bytes::from(format!("event: goals\ndata: {data}\n\n")),
+        (overview.event_seq, overview.frame_position),
+    ))
 }
 
-/// `GET /api/live`: `event: goals` with every goal and recent run, on connect and after every
-/// commit (debounced).
-pub async fn live(State(app): State<App>) -> Response {
+/// `event: changes` with what changed after `at`; `None` when nothing the page shows did.
+async fn changes_event(hub: &Arc<Hub>, at: &mut Positions) -> Option<Bytes> {
+    let (seq, position) = *at;
+    let changed = hub
+        .with_store(move |s| summary::changes(s, seq, position))
+        .await
+        .ok()?;
+    *at = (changed.event_seq, changed.frame_position);
+    if changed.goals.is_empty() && changed.runs.is_empty() {
+        return None;
+    }
+    let data = serde_json::to_string(&changed).ok()?;
+    Some(Bytes::from(format!("event: changes\ndata: {data}\n\n")))
+}
+
+/// `GET /api/live?before=&limit=&archived=`: `event: goals` with a page of goals and the
+/// recent runs on connect, then `event: changes` with only the goals and runs that changed,
+/// after each commit (debounced).
+pub async fn live(State(app): State<App>, Query(query): Query<GoalsQuery>) -> Response {
     let hub = app.hub;
     let mut changes = hub.changes();
     changes.mark_unchanged();
     let shutdown = hub.shutdown_signal();
-    let first = live_event(&hub).await;
+    let page = query.page();
+    let first = first_live_event(&hub, page).await;
+    let at = first.as_ref().map(|(_, at)| *at);
+    let first = first.map(|(bytes, _)| bytes);
     let mut ping =
         tokio::time::interval_at(tokio::time::Instant::now() + PING_INTERVAL, PING_INTERVAL);
     ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let state = (hub, changes, shutdown, ping, Some(first));
+    let state = (hub, changes, shutdown, ping, Some(first), at, page);
     let body = futures_util::stream::unfold(state, |mut st| async move {
-        let (hub, changes, shutdown, ping, first) = &mut st;
+        let (hub, changes, shutdown, ping, first, at, page) = &mut st;
         if let Some(first) = first.take() {
             let mut bytes = format!("retry: {RETRY_MS}\n\n").into_bytes();
             bytes.extend_from_slice(first.as_deref().unwrap_or(b": no summary yet\n\n"));
@@ -325,7 +418,15 @@ pub async fn live(State(app): State<App>) -> Response {
                     changed.ok()?;
                     tokio::time::sleep(LIVE_DEBOUNCE).await;
                     changes.mark_unchanged();
-                    if let Some(bytes) = live_event(hub).await {
+                    let sent = match at {
+                        Some(at) => changes_event(hub, at).await,
+                        // The first read failed: this watcher gets the whole page now.
+                        None => first_live_event(hub, *page).await.map(|(bytes, read_at)| {
+                            *at = Some(read_at);
+                            bytes
+                        }),
+                    };
+                    if let Some(bytes) = sent {
                         return Some((Ok(bytes), st));
                     }
                 }

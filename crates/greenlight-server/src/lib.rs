@@ -14,6 +14,7 @@ pub mod model;
 mod serve;
 mod stream;
 mod summary;
+mod sweep;
 
 pub use config::{Config, DEFAULT_LISTEN, Limits, read_token_file};
 pub use error::{ApiError, Error};

@@ -94,3 +94,36 @@ pub struct GoalSnapshot {
     /// Its turns in order.
     pub turns: Vec<TurnSummary>,
 }
+
+/// A page of the goal list and the recent runs: `GET /api/goals` (its goals), the goals page,
+/// and `/api/live`'s first event.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Overview {
+    /// The page's goals, newest first.
+    pub goals: Vec<GoalSummary>,
+    /// The cursor of the next (older) page: `?before=<next>`; none on the last page.
+    pub next: Option<i64>,
+    /// The recent runs, newest first.
+    pub runs: Vec<RunSummary>,
+    /// The event log's last seq when read.
+    #[serde(skip)]
+    pub event_seq: i64,
+    /// The frames' last position when read.
+    #[serde(skip)]
+    pub frame_position: i64,
+}
+
+/// What changed since `/api/live` last sent: each goal and run touched, whole, newest first.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Changed {
+    /// The goals with an event or a frame since.
+    pub goals: Vec<GoalSummary>,
+    /// The runs with a frame since.
+    pub runs: Vec<RunSummary>,
+    /// The event log's last seq when read.
+    #[serde(skip)]
+    pub event_seq: i64,
+    /// The frames' last position when read.
+    #[serde(skip)]
+    pub frame_position: i64,
+}

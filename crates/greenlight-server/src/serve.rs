@@ -156,12 +156,14 @@ pub fn start(config: Config) -> Result<Server, Error> {
         .map_err(Error::Runtime)?;
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
     let thread_hub = Arc::clone(&hub);
+    let sweep_hub = Arc::clone(&hub);
     let thread = std::thread::Builder::new()
         .name("greenlight-serve".into())
         .spawn(move || {
             let served = runtime.block_on(async move {
                 let listener =
                     tokio::net::TcpListener::from_std(listener).map_err(Error::Runtime)?;
+                tokio::spawn(crate::sweep::close_abandoned_runs(sweep_hub));
                 serve_connections(listener, router(app, extra), stop_rx).await;
                 Ok(())
             });

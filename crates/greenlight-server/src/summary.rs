@@ -1,11 +1,13 @@
 //! The API's JSON (and the dashboard's input) built from the store: goal and run summaries and a
 //! goal's snapshot. One read transaction each, so a snapshot never mixes two instants.
 
-use greenlight_store::{Goal, GoalId, Reads, Run, RunId, Snapshot, Store};
+use greenlight_store::{Goal, GoalId, GoalPage, Reads, Run, RunId, Snapshot, Store};
 use greenlight_stream::StreamId;
 
 use crate::error::ApiError;
-use crate::model::{GateSummary, GoalSnapshot, GoalSummary, RunSummary, TurnSummary};
+use crate::model::{
+    Changed, GateSummary, GoalSnapshot, GoalSummary, Overview, RunSummary, TurnSummary,
+};
 
 /// How many recent runs lists show.
 pub const RECENT_RUNS: usize = 100;
@@ -53,17 +55,60 @@ pub fn run_summary(run: Run) -> RunSummary {
     }
 }
 
-/// Every goal (newest first) and the recent runs.
-pub fn overview(store: &mut Store) -> Result<(Vec<GoalSummary>, Vec<RunSummary>), ApiError> {
+/// The default and largest page of the goal list.
+pub const GOAL_PAGE: usize = 50;
+pub const MAX_GOAL_PAGE: usize = 500;
+
+/// A page of the goal list (newest first) and the recent runs, with the positions in the event
+/// log and the frames it was read at (where `/api/live` sends changes from).
+pub fn overview(store: &mut Store, page: &GoalPage) -> Result<Overview, ApiError> {
     store.read(|s| {
-        let mut goals = s
-            .goals()?
+        let goals = s
+            .goal_page(page)?
             .into_iter()
             .map(|g| goal_summary(s, g))
             .collect::<Result<Vec<_>, _>>()?;
-        goals.reverse();
+        let next = (goals.len() == page.limit)
+            .then(|| goals.last().map(|g| g.id))
+            .flatten();
         let runs = s.runs(RECENT_RUNS)?.into_iter().map(run_summary).collect();
-        Ok((goals, runs))
+        Ok(Overview {
+            goals,
+            next,
+            runs,
+            event_seq: s.last_seq()?,
+            frame_position: s.last_frame_position()?,
+        })
+    })
+}
+
+/// The goals and runs that changed after `(event_seq, frame_position)`, and where that leaves
+/// the reader: what `/api/live` sends after a commit instead of the whole list again.
+pub fn changes(
+    store: &mut Store,
+    event_seq: i64,
+    frame_position: i64,
+) -> Result<Changed, ApiError> {
+    store.read(|s| {
+        let changes = s.changes_since(event_seq, frame_position)?;
+        let mut goals = Vec::with_capacity(changes.goals.len());
+        for id in changes.goals.iter().rev() {
+            if let Some(goal) = s.goal(*id)? {
+                goals.push(goal_summary(s, goal)?);
+            }
+        }
+        let mut runs = Vec::with_capacity(changes.runs.len());
+        for id in changes.runs.iter().rev() {
+            if let Some(run) = s.run(*id)? {
+                runs.push(run_summary(run));
+            }
+        }
+        Ok(Changed {
+            goals,
+            runs,
+            event_seq: changes.event_seq,
+            frame_position: changes.frame_position,
+        })
     })
 }
 

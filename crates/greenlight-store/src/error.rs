@@ -80,6 +80,12 @@ pub enum Error {
         /// The run id.
         run: i64,
     },
+    /// A gate row for a run that is not in the file (pruned, or never begun here).
+    #[error("run {run} is not in this state file; begin the run before recording its gates")]
+    UnknownRun {
+        /// The run id.
+        run: i64,
+    },
 
     /// A value stored in the database is not one this binary can read back.
     #[error(

@@ -16,6 +16,7 @@ use rusqlite::{OptionalExtension, params};
 
 use crate::Error;
 use crate::model::Millis;
+use crate::owner::{Liveness, RunOwner};
 use crate::read::sealed::Access;
 use crate::read::{collect, sql_err};
 use crate::tx::Tx;
@@ -44,7 +45,8 @@ pub struct Run {
     pub repository: Option<PathBuf>,
     /// How many gates it had.
     pub gates: u32,
-    /// `passed`, `failed`, … once ended; `None` while running (or if its process died).
+    /// `passed`, `failed`, … once ended; `None` while running (a run whose process is gone is
+    /// closed as `interrupted` by the next greenlight that notices).
     pub result: Option<String>,
     /// The exit code once ended.
     pub exit_code: Option<i32>,
@@ -53,6 +55,10 @@ pub struct Run {
     /// When it ended.
     pub ended_at: Option<Millis>,
 }
+
+/// The result a run closed by [`Tx::close_abandoned_runs`] gets: the word verify uses for a run
+/// that was stopped before it could decide.
+pub const INTERRUPTED: &str = "interrupted";
 
 fn json_err(what: &'static str) -> impl FnOnce(serde_json::Error) -> Error {
     move |source| Error::Json { what, source }
@@ -92,13 +98,19 @@ impl Tx<'_> {
         gates: &[String],
     ) -> Result<RunId, Error> {
         let count = u32::try_from(gates.len()).unwrap_or(u32::MAX);
+        let owner = RunOwner::current();
         self.exec(
-            "INSERT INTO runs (kind, worktree, gates, started_at) VALUES (?1, ?2, ?3, ?4)",
+            "INSERT INTO runs (kind, worktree, gates, started_at, owner_pid, owner_start, \
+             owner_pidns, owner_host) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
             params![
                 kind.as_str(),
                 worktree.as_os_str().as_bytes(),
                 count,
-                self.now()
+                self.now(),
+                owner.as_ref().map(|o| o.pid),
+                owner.as_ref().map(|o| o.start),
+                owner.as_ref().map(|o| o.pid_ns.as_str()),
+                owner.as_ref().map(|o| o.host.as_str()),
             ],
         )?;
         let run = RunId(self.conn().last_insert_rowid());
@@ -133,10 +145,50 @@ impl Tx<'_> {
             run.stream(),
             &FrameBody::RunFinished {
                 result: result.to_owned(),
-                exit_code,
+                exit_code: Some(exit_code),
                 duration_ms,
             },
         )
+    }
+
+    /// Closes every open run whose owner is known to be gone (see [`RunOwner::liveness`]) as
+    /// `interrupted`, each with its `run-finished` frame, in this transaction. It ended, as far
+    /// as anyone can tell, at its last frame; its exit code is unknown. Returns the runs closed.
+    pub fn close_abandoned_runs(&self) -> Result<Vec<RunId>, Error> {
+        let mut closed = Vec::new();
+        for (run, owner) in open_runs(self)? {
+            if owner.liveness() != Liveness::Gone {
+                continue;
+            }
+            let (started, last): (i64, i64) = self
+                .conn()
+                .query_row(
+                    "SELECT started_at, COALESCE((SELECT MAX(at) FROM frames WHERE stream = ?2), \
+                     started_at) FROM runs WHERE id = ?1",
+                    params![run.0, run.stream().to_string()],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .map_err(|e| sql_err(self, e))?;
+            let ended = last.max(started);
+            let changed = self.exec(
+                "UPDATE runs SET result = 'interrupted', exit_code = NULL, ended_at = ?2 \
+                 WHERE id = ?1 AND ended_at IS NULL",
+                params![run.0, ended],
+            )?;
+            if changed == 0 {
+                continue;
+            }
+            self.append_frame(
+                run.stream(),
+                &FrameBody::RunFinished {
+                    result: INTERRUPTED.to_owned(),
+                    exit_code: None,
+                    duration_ms: u64::try_from(ended - started).unwrap_or(0),
+                },
+            )?;
+            closed.push(run);
+        }
+        Ok(closed)
     }
 
     /// Forgets runs started before `before`, with their frames and gate rows; returns how many.
@@ -311,6 +363,28 @@ pub(crate) fn runs<A: Access + ?Sized>(a: &A, max: usize) -> Result<Vec<Run>, Er
     let sql = format!("SELECT {RUN_COLUMNS} FROM runs ORDER BY id DESC LIMIT ?1");
     let raws = collect(a, &sql, [limit(max)], raw_run)?;
     raws.into_iter().map(|raw| decode_run(a, raw)).collect()
+}
+
+/// The open runs that name an owner, oldest first (through the `runs_open` index: a handful).
+pub(crate) fn open_runs<A: Access + ?Sized>(a: &A) -> Result<Vec<(RunId, RunOwner)>, Error> {
+    collect(
+        a,
+        "SELECT id, owner_pid, owner_start, owner_pidns, owner_host FROM runs \
+         WHERE ended_at IS NULL AND owner_pid IS NOT NULL AND owner_start IS NOT NULL \
+         AND owner_pidns IS NOT NULL AND owner_host IS NOT NULL ORDER BY id",
+        [],
+        |r| {
+            Ok((
+                RunId(r.get(0)?),
+                RunOwner {
+                    pid: r.get(1)?,
+                    start: r.get(2)?,
+                    pid_ns: r.get(3)?,
+                    host: r.get(4)?,
+                },
+            ))
+        },
+    )
 }
 
 /// The run with this id.

@@ -155,9 +155,13 @@ impl Tx<'_> {
         let duration = row
             .duration_ms
             .map(|ms| i64::try_from(ms).unwrap_or(i64::MAX));
-        self.exec(
+        // The run's repository and worktree are copied onto the row: history reads a gate's
+        // newest rows in scope from one index, without joining every row to its run.
+        let added = self.exec(
             "INSERT INTO run_gates (run_id, gate, verdict, exit_code, duration_ms, attempts, \
-             cached, decided_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+             cached, decided_at, repository, worktree) \
+             SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, r.repository, r.worktree \
+             FROM runs r WHERE r.id = ?1",
             params![
                 run.0,
                 row.gate,
@@ -169,25 +173,67 @@ impl Tx<'_> {
                 row.decided_at
             ],
         )?;
+        if added == 0 {
+            return Err(Error::UnknownRun { run: run.0 });
+        }
         Ok(())
     }
 }
 
-/// Rows of runs in scope: `?1` the repository (NULL when unknown), `?2` the worktree.
-const IN_SCOPE: &str = "(r.repository = ?1 OR r.worktree = ?2)";
-
-fn scope_params(scope: &HistoryScope) -> (Option<Vec<u8>>, Vec<u8>) {
-    (
-        scope
-            .repository
-            .as_ref()
-            .map(|r| r.as_os_str().as_bytes().to_vec()),
-        scope.worktree.as_os_str().as_bytes().to_vec(),
-    )
+/// The two keys a scope matches on, each with its own index: `runs.repository` and
+/// `runs.worktree`, copied onto every `run_gates` row. A read runs once per key, each a range
+/// of one index newest first, and [`merge_newest`] joins them; an `OR` of the two would make
+/// SQLite read every row in scope and sort them.
+fn scope_keys(scope: &HistoryScope) -> Vec<(&'static str, Vec<u8>)> {
+    let mut keys = Vec::with_capacity(2);
+    if let Some(repository) = scope.repository.as_ref() {
+        keys.push(("repository", repository.as_os_str().as_bytes().to_vec()));
+    }
+    keys.push(("worktree", scope.worktree.as_os_str().as_bytes().to_vec()));
+    keys
 }
 
 fn limit(n: usize) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// Both keys' answers, newest first by `order` (descending), each row once, at most `max`.
+fn merge_newest<T, K: Ord + Copy>(
+    lists: Vec<Vec<T>>,
+    order: impl Fn(&T) -> K,
+    max: usize,
+) -> Vec<T> {
+    let mut all: Vec<T> = lists.into_iter().flatten().collect();
+    all.sort_by_key(|item| std::cmp::Reverse(order(item)));
+    all.dedup_by_key(|item| order(item));
+    all.truncate(max);
+    all
+}
+
+/// The newest runs whose `column` (a scope key) is `?1`, at most `?2`.
+fn runs_sql(column: &str) -> String {
+    format!("SELECT id FROM runs WHERE {column} = ?1 ORDER BY id DESC LIMIT ?2")
+}
+
+/// A gate's (`?2`) newest rows whose `column` is `?1`, at most `?3`; `measured`: samples only.
+fn newest_rows_sql(column: &str, measured: bool) -> String {
+    let filter = if measured { MEASURED } else { "" };
+    format!(
+        "SELECT {ROW_COLUMNS} FROM run_gates g WHERE g.{column} = ?1 AND g.gate = ?2 {filter} \
+         ORDER BY g.decided_at DESC, g.run_id DESC LIMIT ?3"
+    )
+}
+
+/// The distinct gates of rows whose `column` is `?1`, one index lookup per gate.
+fn gate_ids_sql(column: &str) -> String {
+    format!(
+        "WITH RECURSIVE ids(gate) AS ( \
+           SELECT (SELECT MIN(gate) FROM run_gates WHERE {column} = ?1) \
+           UNION ALL \
+           SELECT (SELECT MIN(gate) FROM run_gates WHERE {column} = ?1 AND gate > ids.gate) \
+           FROM ids WHERE ids.gate IS NOT NULL) \
+         SELECT gate FROM ids WHERE gate IS NOT NULL"
+    )
 }
 
 /// The newest runs in scope, newest first, at most `max`.
@@ -196,15 +242,17 @@ pub(crate) fn runs_in<A: Access + ?Sized>(
     scope: &HistoryScope,
     max: usize,
 ) -> Result<Vec<Run>, Error> {
-    let (repository, worktree) = scope_params(scope);
-    let ids: Vec<i64> = collect(
-        a,
-        &format!("SELECT r.id FROM runs r WHERE {IN_SCOPE} ORDER BY r.id DESC LIMIT ?3"),
-        params![repository, worktree, limit(max)],
-        |r| r.get(0),
-    )?;
-    let mut runs = Vec::with_capacity(ids.len());
-    for id in ids {
+    let mut lists = Vec::new();
+    for (column, key) in scope_keys(scope) {
+        lists.push(collect(
+            a,
+            &runs_sql(column),
+            params![key, limit(max)],
+            |r| r.get::<_, i64>(0),
+        )?);
+    }
+    let mut runs = Vec::new();
+    for id in merge_newest(lists, |id| *id, max) {
         if let Some(run) = crate::frames::run(a, RunId(id))? {
             runs.push(run);
         }
@@ -239,6 +287,11 @@ fn raw_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawRow> {
     ))
 }
 
+/// Newest first: when it was decided, then the run.
+fn row_order(raw: &RawRow) -> (i64, i64) {
+    (raw.7, raw.0)
+}
+
 fn decode_row<A: Access + ?Sized>(a: &A, raw: RawRow) -> Result<RunGateRow, Error> {
     let (run, gate, verdict, exit_code, duration_ms, attempts, cached, decided_at) = raw;
     let corrupt = |what, found: String| Error::Corrupt {
@@ -270,6 +323,26 @@ pub(crate) fn run_gates<A: Access + ?Sized>(a: &A, run: RunId) -> Result<Vec<Run
     raws.into_iter().map(|raw| decode_row(a, raw)).collect()
 }
 
+/// What a sample is: a decided row (not a skip) that was measured here (not replayed).
+const MEASURED: &str = "AND g.cached = 0 AND g.verdict <> 'skip' AND g.duration_ms IS NOT NULL";
+
+/// `gate`'s newest raw rows in scope, newest first, at most `max`; `measured` keeps samples
+/// only. Each key reads one range of its `(key, gate, decided_at DESC, run_id DESC)` index.
+fn newest_rows<A: Access + ?Sized>(
+    a: &A,
+    scope: &HistoryScope,
+    gate: &str,
+    measured: bool,
+    max: usize,
+) -> Result<Vec<RawRow>, Error> {
+    let mut lists = Vec::new();
+    for (column, key) in scope_keys(scope) {
+        let sql = newest_rows_sql(column, measured);
+        lists.push(collect(a, &sql, params![key, gate, limit(max)], raw_row)?);
+    }
+    Ok(merge_newest(lists, row_order, max))
+}
+
 /// `gate`'s newest rows in scope (every kind), newest first, at most `max`.
 pub(crate) fn gate_rows<A: Access + ?Sized>(
     a: &A,
@@ -277,36 +350,26 @@ pub(crate) fn gate_rows<A: Access + ?Sized>(
     gate: &str,
     max: usize,
 ) -> Result<Vec<RunGateRow>, Error> {
-    let (repository, worktree) = scope_params(scope);
-    let sql = format!(
-        "SELECT {ROW_COLUMNS} FROM run_gates g JOIN runs r ON r.id = g.run_id \
-         WHERE g.gate = ?3 AND {IN_SCOPE} \
-         ORDER BY g.decided_at DESC, g.run_id DESC LIMIT ?4"
-    );
-    let raws = collect(
-        a,
-        &sql,
-        params![repository, worktree, gate, limit(max)],
-        raw_row,
-    )?;
-    raws.into_iter().map(|raw| decode_row(a, raw)).collect()
+    newest_rows(a, scope, gate, false, max)?
+        .into_iter()
+        .map(|raw| decode_row(a, raw))
+        .collect()
 }
 
-/// Every gate id with a row in scope, sorted.
+/// Every gate id with a row in scope, sorted. Each key's distinct gates are read by skipping
+/// through its index (one lookup per gate, not one per row).
 pub(crate) fn gate_ids<A: Access + ?Sized>(
     a: &A,
     scope: &HistoryScope,
 ) -> Result<Vec<String>, Error> {
-    let (repository, worktree) = scope_params(scope);
-    collect(
-        a,
-        &format!(
-            "SELECT DISTINCT g.gate FROM run_gates g JOIN runs r ON r.id = g.run_id \
-             WHERE {IN_SCOPE} ORDER BY g.gate"
-        ),
-        params![repository, worktree],
-        |r| r.get(0),
-    )
+    let mut ids = Vec::new();
+    for (column, key) in scope_keys(scope) {
+        let sql = gate_ids_sql(column);
+        ids.extend(collect(a, &sql, params![key], |r| r.get::<_, String>(0))?);
+    }
+    ids.sort();
+    ids.dedup();
+    Ok(ids)
 }
 
 /// Per gate in scope (sorted by id): its figures over its newest `window` samples.
@@ -315,53 +378,29 @@ pub(crate) fn gate_stats<A: Access + ?Sized>(
     scope: &HistoryScope,
     window: usize,
 ) -> Result<Vec<GateStats>, Error> {
-    let (repository, worktree) = scope_params(scope);
-    // The newest row of each gate (any kind), then its samples, both through the index.
-    let last: Vec<(String, String, i64)> = collect(
-        a,
-        &format!(
-            "SELECT gate, verdict, decided_at FROM ( \
-               SELECT g.gate, g.verdict, g.decided_at, ROW_NUMBER() OVER ( \
-                 PARTITION BY g.gate ORDER BY g.decided_at DESC, g.run_id DESC) AS n \
-               FROM run_gates g JOIN runs r ON r.id = g.run_id WHERE {IN_SCOPE}) \
-             WHERE n = 1 ORDER BY gate"
-        ),
-        params![repository, worktree],
-        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-    )?;
-    let samples: Vec<(String, String, i64)> = collect(
-        a,
-        &format!(
-            "SELECT gate, verdict, duration_ms FROM ( \
-               SELECT g.gate, g.verdict, g.duration_ms, ROW_NUMBER() OVER ( \
-                 PARTITION BY g.gate ORDER BY g.decided_at DESC, g.run_id DESC) AS n \
-               FROM run_gates g JOIN runs r ON r.id = g.run_id \
-               WHERE {IN_SCOPE} AND g.cached = 0 AND g.verdict <> 'skip' \
-                 AND g.duration_ms IS NOT NULL) \
-             WHERE n <= ?3"
-        ),
-        params![repository, worktree, limit(window)],
-        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-    )?;
     let corrupt = |what, found: String| Error::Corrupt {
         path: a.db_path().to_path_buf(),
         what,
         found,
     };
-    let mut stats = Vec::with_capacity(last.len());
-    for (gate, verdict, at) in last {
-        let last_verdict = verdict_from_name(&verdict)
-            .ok_or_else(|| corrupt("run_gates.verdict", verdict.clone()))?;
-        let mine: Vec<&(String, String, i64)> = samples.iter().filter(|s| s.0 == gate).collect();
-        let mut durations = Vec::with_capacity(mine.len());
+    let mut stats = Vec::new();
+    for gate in gate_ids(a, scope)? {
+        // The newest row of any kind says what the gate did last; the samples give the figures.
+        let Some(last) = newest_rows(a, scope, &gate, false, 1)?.pop() else {
+            continue;
+        };
+        let last = decode_row(a, last)?;
+        let mut durations = Vec::new();
         let (mut failed, mut flaky) = (0u32, 0u32);
-        for (_, verdict, ms) in &mine {
-            durations.push(
-                u64::try_from(*ms).map_err(|_| corrupt("run_gates.duration_ms", ms.to_string()))?,
-            );
-            match verdict.as_str() {
-                "fail" | "timeout" => failed += 1,
-                "flaky" => flaky += 1,
+        for raw in newest_rows(a, scope, &gate, true, window)? {
+            let row = decode_row(a, raw)?;
+            let ms = row
+                .duration_ms
+                .ok_or_else(|| corrupt("run_gates.duration_ms", "NULL".to_owned()))?;
+            durations.push(ms);
+            match row.verdict {
+                GateVerdict::Fail | GateVerdict::Timeout => failed += 1,
+                GateVerdict::Flaky => flaky += 1,
                 _ => {}
             }
         }
@@ -382,8 +421,8 @@ pub(crate) fn gate_stats<A: Access + ?Sized>(
             flaky_rate: rate(flaky),
             samples: n,
             gate,
-            last_verdict,
-            last_at: at,
+            last_verdict: last.verdict,
+            last_at: last.decided_at,
         });
     }
     Ok(stats)
@@ -553,6 +592,62 @@ mod tests {
             [GateVerdict::Skip, GateVerdict::Fail, GateVerdict::Pass]
         );
         assert!(rows[1].cached);
+    }
+
+    /// Every history query reads one range of an index, newest first: no table scan and no
+    /// sort of every row in scope (which made `history` take seconds on a month of runs).
+    #[test]
+    fn every_history_query_is_an_index_range_without_a_scan_or_a_sort() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let mut store = open(&dir.path().join("s.db"));
+        run_with(
+            &mut store,
+            Some("/r/.git"),
+            "/r/a",
+            &[row("unit", GateVerdict::Pass, 5, 1)],
+        );
+        use rusqlite::types::Value;
+        let key = || Value::Blob(b"/r/.git".to_vec());
+        let gate = || Value::Text("unit".into());
+        let mut queries = Vec::new();
+        for column in ["repository", "worktree"] {
+            let index = format!("run_gates_by_{column}");
+            queries.push((
+                format!("runs_by_{column}"),
+                runs_sql(column),
+                vec![key(), Value::Integer(100)],
+            ));
+            for measured in [false, true] {
+                queries.push((
+                    index.clone(),
+                    newest_rows_sql(column, measured),
+                    vec![key(), gate(), Value::Integer(100)],
+                ));
+            }
+            queries.push((index, gate_ids_sql(column), vec![key()]));
+        }
+        for (index, sql, values) in queries {
+            let plan: Vec<String> = collect(
+                &store,
+                &format!("EXPLAIN QUERY PLAN {sql}"),
+                rusqlite::params_from_iter(values),
+                |r| r.get::<_, String>(3),
+            )
+            .expect("plan");
+            let text = plan.join("\n");
+            assert!(
+                text.contains(&format!("USING INDEX {index}"))
+                    || text.contains(&format!("USING COVERING INDEX {index}")),
+                "{sql}\n{text}"
+            );
+            assert!(
+                // A scan of the recursive CTE's own rows or of a constant row reads no table.
+                !plan.iter().any(|step| step.starts_with("SCAN")
+                    && !matches!(step.as_str(), "SCAN CONSTANT ROW" | "SCAN ids"))
+                    && !text.contains("TEMP B-TREE"),
+                "{sql}\n{text}"
+            );
+        }
     }
 
     #[test]

@@ -43,7 +43,9 @@
 mod error;
 mod frames;
 mod history;
+mod listing;
 mod model;
+mod owner;
 mod read;
 mod schema;
 mod tx;
@@ -57,18 +59,20 @@ use std::time::Duration;
 use rusqlite::{Connection, TransactionBehavior};
 
 pub use error::Error;
-pub use frames::{Run, RunId};
+pub use frames::{INTERRUPTED, Run, RunId};
 pub use greenlight_stream;
 pub use history::{
     DEFAULT_STATS_WINDOW, GateStats, HistoryScope, NewRunGate, RunGateRow, nearest_rank,
     verdict_name,
 };
+pub use listing::{ARCHIVE_AFTER_MS, Changes, GoalPage};
 pub use model::{
     AgentEndpoint, AgentSpec, Dispatch, DispatchEnd, DispatchId, DispatchOutcome, DispatchStep,
     Event, Gate, GateId, GateRun, GateRunId, GateRunVerdict, Goal, GoalId, GoalState, LastResult,
     Millis, NewDispatch, NewGate, NewGateRun, NewGoal, NewToolCall, Pause, Recovered, Tokens,
     ToolCallRecord, ToolCallStatus, Turn,
 };
+pub use owner::{Liveness, RunOwner};
 pub use read::Reads;
 pub use schema::SCHEMA_VERSION;
 pub use tx::Tx;
@@ -163,6 +167,19 @@ impl std::fmt::Debug for Store {
 }
 
 impl Store {
+    /// Closes the open runs whose owner is gone, as [`Tx::close_abandoned_runs`] does; looks
+    /// first without the write lock, so a file with no abandoned run is never written. What
+    /// `history`, `serve` and every recorded run call before they show or add runs.
+    pub fn close_abandoned_runs(&mut self) -> Result<Vec<RunId>, Error> {
+        let any_gone = frames::open_runs(self)?
+            .iter()
+            .any(|(_, owner)| owner.liveness() == Liveness::Gone);
+        if !any_gone {
+            return Ok(Vec::new());
+        }
+        self.write(|tx| tx.close_abandoned_runs())
+    }
+
     /// Open (creating if needed) the database at `path` with the wall clock, and migrate it.
     pub fn open(path: &Path) -> Result<Store, Error> {
         Store::open_with_clock(path, Arc::new(SystemClock))

@@ -68,6 +68,17 @@ pub trait Reads: sealed::Access {
             .transpose()
     }
 
+    /// One page of the goal list, newest first: archived goals (done or cleared and unchanged
+    /// for [`crate::ARCHIVE_AFTER_MS`]) only when the page asks for them.
+    fn goal_page(&self, page: &crate::GoalPage) -> Result<Vec<Goal>, Error> {
+        crate::listing::goal_page(self, page)
+    }
+
+    /// The goals and runs with an event or frame after these positions, and the positions now.
+    fn changes_since(&self, event_seq: i64, frame_position: i64) -> Result<crate::Changes, Error> {
+        crate::listing::changes_since(self, event_seq, frame_position)
+    }
+
     /// Every goal ever created, oldest first (cleared and done ones included).
     fn goals(&self) -> Result<Vec<Goal>, Error> {
         let sql = format!("SELECT {GOAL_COLUMNS} FROM goals ORDER BY id");

@@ -265,6 +265,30 @@ CREATE TABLE hook_configs (
     PRIMARY KEY (session_id, worktree)
 );
 "#,
+    // Version 10: many runs on one machine. A run names its owner (pid, start time, pid
+    // namespace, host and boot), so a greenlight that finds the owner gone closes the run as
+    // interrupted instead of showing it running forever. Each gate row carries its run's
+    // repository and worktree, so "a gate's newest rows in this repository" is one index range
+    // instead of a join over every row; goals get the indexes of a paged list.
+    r#"
+ALTER TABLE runs ADD COLUMN owner_pid   INTEGER;
+ALTER TABLE runs ADD COLUMN owner_start INTEGER;
+ALTER TABLE runs ADD COLUMN owner_pidns TEXT;
+ALTER TABLE runs ADD COLUMN owner_host  TEXT;
+CREATE INDEX runs_open ON runs (id) WHERE ended_at IS NULL;
+CREATE INDEX runs_by_worktree ON runs (worktree, id);
+ALTER TABLE run_gates ADD COLUMN repository BLOB;
+ALTER TABLE run_gates ADD COLUMN worktree BLOB;
+UPDATE run_gates SET
+    repository = (SELECT r.repository FROM runs r WHERE r.id = run_gates.run_id),
+    worktree   = (SELECT r.worktree FROM runs r WHERE r.id = run_gates.run_id);
+DROP INDEX run_gates_by_gate;
+CREATE INDEX run_gates_by_repository ON run_gates (repository, gate, decided_at DESC, run_id DESC)
+    WHERE repository IS NOT NULL;
+CREATE INDEX run_gates_by_worktree ON run_gates (worktree, gate, decided_at DESC, run_id DESC);
+CREATE INDEX goals_live_by_id ON goals (id) WHERE state IN ('active', 'paused');
+CREATE INDEX goals_by_updated ON goals (updated_at);
+"#,
 ];
 
 /// The schema version this binary writes.
@@ -463,5 +487,36 @@ mod tests {
             );
             assert!(refused.is_err(), "{bad} must be refused");
         }
+    }
+
+    /// A version-8 file's gate rows gain their run's repository and worktree, so history reads
+    /// them from the new indexes; its open runs have no owner and are never judged.
+    #[test]
+    fn a_version_8_file_copies_each_runs_scope_onto_its_gate_rows() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("v8.db");
+        let mut conn = Connection::open(&path).expect("open");
+        for step in &MIGRATIONS[..8] {
+            conn.execute_batch(step).expect("old step");
+        }
+        conn.pragma_update(None, "user_version", 8)
+            .expect("version");
+        conn.execute_batch(
+            "INSERT INTO runs (kind, worktree, gates, started_at, repository) \
+             VALUES ('verify', x'2f77', 1, 1, x'2f72');
+             INSERT INTO run_gates (run_id, gate, verdict, exit_code, duration_ms, attempts, \
+             decided_at) VALUES (1, 'unit', 'pass', 0, 40, 1, 2);",
+        )
+        .expect("rows");
+        migrate(&mut conn, &path).expect("migrate");
+        let copied: (Vec<u8>, Vec<u8>, Option<i64>) = conn
+            .query_row(
+                "SELECT g.repository, g.worktree, r.owner_pid FROM run_gates g \
+                 JOIN runs r ON r.id = g.run_id",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .expect("row");
+        assert_eq!(copied, (b"/r".to_vec(), b"/w".to_vec(), None));
     }
 }

@@ -218,8 +218,10 @@ pub enum FrameBody {
     RunFinished {
         /// `passed`, `failed`, `error`, `interrupted`, or for the hook `allow` / `block`.
         result: String,
-        /// The exit code the command returned.
-        exit_code: i32,
+        /// The exit code the command returned; absent when the run was closed as `interrupted`
+        /// by another greenlight because its process was gone (its exit code is unknown).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        exit_code: Option<i32>,
         /// Wall time of the whole run.
         duration_ms: u64,
     },

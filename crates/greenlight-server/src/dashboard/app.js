@@ -10,6 +10,8 @@
   const body = document.body;
   const $ = (id) => document.getElementById(id);
   const FAILING = new Set(['fail', 'timeout', 'failed', 'error', 'block', 'interrupted']);
+  // The goals page lists this many recent runs, as the server does (summary::RECENT_RUNS).
+  const RECENT_RUNS = 100;
 
   // --- small DOM and format helpers ------------------------------------------------------------
 
@@ -170,17 +172,42 @@
   // --- the goals page -------------------------------------------------------------------------
 
   function goalsPage() {
+    // What the page shows, by id: `goals` (on connect) fills it, `changes` updates it.
+    const goals = new Map();
+    const runs = new Map();
+    // Only the newest page takes goals it did not list; an older page keeps to its own rows.
+    const newest = !new URLSearchParams(location.search).has('before');
+    const byNewest = (a, b) => b.id - a.id;
+    function parse(data) {
+      try {
+        return JSON.parse(data);
+      } catch (_) {
+        return null;
+      }
+    }
+    function show() {
+      renderGoals([...goals.values()].sort(byNewest));
+      renderRuns([...runs.values()].sort(byNewest).slice(0, RECENT_RUNS));
+    }
     connect(body.dataset.liveUrl, {
       named: {
         goals: (data) => {
-          let list;
-          try {
-            list = JSON.parse(data);
-          } catch (_) {
-            return;
+          const list = parse(data);
+          if (!list) return;
+          goals.clear();
+          runs.clear();
+          for (const g of list.goals || []) goals.set(g.id, g);
+          for (const r of list.runs || []) runs.set(r.id, r);
+          show();
+        },
+        changes: (data) => {
+          const changed = parse(data);
+          if (!changed) return;
+          for (const g of changed.goals || []) {
+            if (newest || goals.has(g.id)) goals.set(g.id, g);
           }
-          renderGoals(list.goals || []);
-          renderRuns(list.runs || []);
+          for (const r of changed.runs || []) runs.set(r.id, r);
+          show();
         },
       },
     });
@@ -416,7 +443,9 @@
           break;
         }
         case 'run-finished':
-          content.append(el('strong', null, 'run finished'), ' ', badge(b.result), ' ', muted('exit ' + b.exit_code + ' · ' + duration(b.duration_ms)));
+          // A run closed because its process was gone has no exit code.
+          const exit = b.exit_code == null ? 'exit code unknown' : 'exit ' + b.exit_code;
+          content.append(el('strong', null, 'run finished'), ' ', badge(b.result), ' ', muted(exit + ' · ' + duration(b.duration_ms)));
           error = FAILING.has(b.result);
           break;
         case 'turn-started':

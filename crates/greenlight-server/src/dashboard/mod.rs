@@ -9,7 +9,7 @@ mod html;
 mod pages;
 
 pub use html::{duration, utc};
-pub use pages::{goal_page, goals_page, run_page};
+pub use pages::{GoalsPageLinks, RUNNING, goal_page, goals_page, run_page};
 
 /// The script every page loads from `/assets/app.js`.
 pub const APP_JS: &str = include_str!("app.js");

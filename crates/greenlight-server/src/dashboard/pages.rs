@@ -8,13 +8,17 @@ use greenlight_store::{SystemClock, WallClock};
 use std::fmt::Write as _;
 
 use super::html::{badge, elapsed, esc, layout, time};
-use crate::model::{GateSummary, GoalSnapshot, GoalSummary, RunSummary, TurnSummary};
+use crate::model::{GateSummary, GoalSnapshot, GoalSummary, Overview, RunSummary, TurnSummary};
 
 /// Now, ms since the epoch (the start of the elapsed times the page renders), from the clock
 /// the store stamps frames with.
 fn now_ms() -> i64 {
     SystemClock.now_ms()
 }
+
+/// What a run or turn that has not ended is called on every page, in the API's readers and in
+/// `greenlight history` (a run whose process is gone is closed as `interrupted` first).
+pub const RUNNING: &str = "running";
 
 /// Verdicts and results the page marks as failures.
 pub(crate) fn failing(word: &str) -> bool {
@@ -64,7 +68,7 @@ fn goal_row(out: &mut String, goal: &GoalSummary, now: i64) {
 }
 
 fn run_row(out: &mut String, run: &RunSummary, now: i64) {
-    let result = run.result.as_deref().unwrap_or("running");
+    let result = run.result.as_deref().unwrap_or(RUNNING);
     let exit = run.exit_code.map(|c| c.to_string()).unwrap_or_default();
     let _ = writeln!(
         out,
@@ -84,8 +88,22 @@ fn run_row(out: &mut String, run: &RunSummary, now: i64) {
     );
 }
 
-/// `/`: the goals (and recent runs) with live status.
-pub fn goals_page(goals: &[GoalSummary], runs: &[RunSummary]) -> String {
+/// How the goals page was asked for: its own query (what its live stream repeats), the link
+/// to the next, older page, and whether archived goals are listed.
+#[derive(Debug, Clone, Default)]
+pub struct GoalsPageLinks {
+    /// `before=…&limit=…&archived=true`, as much as the request gave; empty for `/`.
+    pub query: String,
+    /// The next page's URL, when this page is full.
+    pub older: Option<String>,
+    /// Archived goals are listed.
+    pub archived: bool,
+}
+
+/// `/`: a page of the goals (and the recent runs) with live status.
+pub fn goals_page(overview: &Overview, links: &GoalsPageLinks) -> String {
+    let (older, archived) = (links.older.as_deref(), links.archived);
+    let (goals, runs) = (&overview.goals, &overview.runs);
     let now = now_ms();
     let mut main = String::new();
     main.push_str(
@@ -100,9 +118,25 @@ pub fn goals_page(goals: &[GoalSummary], runs: &[RunSummary]) -> String {
     let _ = write!(
         main,
         "</tbody></table>\n<p id=\"goals-empty\" class=\"empty\"{}>No goals yet: start one with \
-         <code>greenlight goal run</code>.</p>\n</section>\n",
+         <code>greenlight goal run</code>.</p>\n",
         if goals.is_empty() { "" } else { " hidden" }
     );
+    // Finished goals unchanged for a week are archived: out of this list, never deleted.
+    main.push_str("<p class=\"pager\">");
+    if let Some(older) = older {
+        let _ = write!(
+            main,
+            "<a id=\"older\" href=\"{}\">Older goals</a> · ",
+            esc(older)
+        );
+    }
+    main.push_str(if archived {
+        "<a href=\"/\">Hide archived goals</a>"
+    } else {
+        "<a href=\"/?archived=true\">Show archived goals</a> \
+         <span class=\"muted\">(done or cleared, unchanged for 7 days)</span>"
+    });
+    main.push_str("</p>\n</section>\n");
     main.push_str(
         "<section class=\"card\">\n<h2>Recent verify and hook runs</h2>\n\
          <table id=\"runs\" class=\"list\"><thead><tr><th>#</th><th>Kind</th><th>Result</th>\
@@ -122,7 +156,14 @@ pub fn goals_page(goals: &[GoalSummary], runs: &[RunSummary]) -> String {
         "Goals",
         &[
             ("page", "goals".to_owned()),
-            ("live-url", "/api/live".to_owned()),
+            (
+                "live-url",
+                if links.query.is_empty() {
+                    "/api/live".to_owned()
+                } else {
+                    format!("/api/live?{}", links.query)
+                },
+            ),
         ],
         &main,
     )
@@ -197,7 +238,7 @@ fn gate_row(out: &mut String, gate: &GateSummary) {
 }
 
 fn turn_row(out: &mut String, turn: &TurnSummary, now: i64) {
-    let outcome = turn.outcome.as_deref().unwrap_or("running");
+    let outcome = turn.outcome.as_deref().unwrap_or(RUNNING);
     let _ = writeln!(
         out,
         "<tr><td class=\"num\">{n}</td><td>{started}</td><td class=\"num\">{took}</td>\
@@ -276,7 +317,7 @@ pub fn goal_page(snapshot: &GoalSnapshot) -> String {
 /// `/runs/{id}`: one verify or hook run's gates.
 pub fn run_page(run: &RunSummary) -> String {
     let now = now_ms();
-    let result = run.result.as_deref().unwrap_or("running");
+    let result = run.result.as_deref().unwrap_or(RUNNING);
     let mut main = String::new();
     let _ = write!(
         main,

@@ -36,6 +36,18 @@ fn run(id: i64) -> RunSummary {
     }
 }
 
+/// The first page of a list holding just these goals and runs.
+fn listed(goals: &[GoalSummary], runs: &[RunSummary]) -> String {
+    let overview = Overview {
+        goals: goals.to_vec(),
+        next: None,
+        runs: runs.to_vec(),
+        event_seq: 0,
+        frame_position: 0,
+    };
+    goals_page(&overview, &GoalsPageLinks::default())
+}
+
 fn snapshot(text: &str) -> GoalSnapshot {
     let mut g = goal(7, text, "paused");
     g.pause_reason = Some("gate-retries".to_owned());
@@ -78,7 +90,7 @@ fn only_our_script(page: &str) {
 
 #[test]
 fn the_goals_page_escapes_goal_text_and_paths() {
-    let page = goals_page(&[goal(1, HOSTILE, "active")], &[run(4)]);
+    let page = listed(&[goal(1, HOSTILE, "active")], &[run(4)]);
     only_our_script(&page);
     assert!(page.contains(
         "fix &quot;it&quot; &lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; \
@@ -90,7 +102,7 @@ fn the_goals_page_escapes_goal_text_and_paths() {
 
 #[test]
 fn the_goals_page_has_the_hooks_the_script_needs() {
-    let page = goals_page(&[goal(1, "a", "active"), goal(2, "b", "done")], &[run(4)]);
+    let page = listed(&[goal(1, "a", "active"), goal(2, "b", "done")], &[run(4)]);
     assert!(page.contains(r#"data-page="goals""#));
     assert!(page.contains(r#"data-live-url="/api/live""#));
     assert!(page.contains(r#"<table id="goals""#));
@@ -111,7 +123,7 @@ fn the_goals_page_has_the_hooks_the_script_needs() {
 
 #[test]
 fn an_empty_goals_page_says_how_to_start() {
-    let page = goals_page(&[], &[]);
+    let page = listed(&[], &[]);
     assert!(page.contains(r#"<p id="goals-empty" class="empty">No goals yet"#));
     assert!(page.contains(r#"<p id="runs-empty" class="empty">No runs"#));
 }
@@ -194,7 +206,7 @@ fn the_goal_page_renders_the_snapshot_without_script() {
 
 #[test]
 fn a_hostile_state_word_cannot_add_classes_or_attributes() {
-    let page = goals_page(&[goal(1, "x", "done\" onmouseover=\"alert(1)")], &[]);
+    let page = listed(&[goal(1, "x", "done\" onmouseover=\"alert(1)")], &[]);
     assert!(page.contains(
         r#"<span class="badge b-done--onmouseover--alert-1-">done&quot; onmouseover=&quot;alert(1)</span>"#
     ));

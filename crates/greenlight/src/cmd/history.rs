@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 
 use greenlight_integrate::record::repository_of;
-use greenlight_server::dashboard::{duration, utc};
+use greenlight_server::dashboard::{RUNNING, duration, utc};
 use greenlight_store::{
     DEFAULT_STATS_WINDOW, GateStats, HistoryScope, Reads, Run, RunGateRow, Store, verdict_name,
 };
@@ -83,7 +83,14 @@ pub fn open_existing(state: Option<&std::path::Path>) -> Result<Option<Store>, (
 
 fn show(args: &Args) -> Result<i32, (i32, String)> {
     let scope = scope(args.cwd.as_deref());
-    let store = open_existing(args.state.as_deref())?;
+    let mut store = open_existing(args.state.as_deref())?;
+    if let Some(store) = store.as_mut() {
+        // A run whose process is gone is closed as interrupted before it is shown, as serve and
+        // the next recorded run do; a file we cannot write still shows what it holds.
+        if let Err(e) = store.close_abandoned_runs() {
+            errln!("greenlight: warning: cannot close runs whose process is gone: {e}");
+        }
+    }
     let failed = |e: greenlight_store::Error| (exit::ERROR, e.to_string());
     let limit = usize::try_from(args.limit).unwrap_or(usize::MAX);
     let runs = match &store {
@@ -252,7 +259,7 @@ fn render_runs(runs: &[Run]) {
                 r.id.0.to_string(),
                 utc(r.started_at),
                 r.kind.as_str().to_owned(),
-                r.result.clone().unwrap_or_else(|| "unfinished".to_owned()),
+                r.result.clone().unwrap_or_else(|| RUNNING.to_owned()),
                 r.ended_at
                     .map_or_else(|| "-".to_owned(), |end| duration(end - r.started_at)),
                 r.gates.to_string(),

@@ -413,3 +413,38 @@ fn suggest_timeouts_edits_a_v2_file_in_place_and_it_still_reads_as_v2() {
     assert_eq!(loaded.gate_v2(1).unwrap().needs, ["lint"]);
     assert_eq!(loaded.gate_v2(0).unwrap().inputs, ["src"]);
 }
+
+/// A verify killed with SIGKILL mid-gate was listed as "unfinished" for good (and by serve as
+/// running): history closes the run as interrupted, in the file, and says so in both forms.
+#[test]
+fn history_shows_a_verify_killed_with_sigkill_as_interrupted() {
+    let repo = TempRepo::worktree_with_commit();
+    let state = state_of(&repo);
+    let killed = crate::run_record::verify_killed_mid_gate(&repo, &state);
+
+    let doc = greenlight(&repo, &["history", "--json"]);
+    assert_eq!(doc.code, 0, "{}", doc.render());
+    let doc = doc.json();
+    let run = &doc["runs"][0];
+    assert_eq!(run["id"], killed.0);
+    assert_eq!(
+        (&run["result"], &run["exit_code"]),
+        (&serde_json::json!("interrupted"), &serde_json::Value::Null),
+        "{doc:#}"
+    );
+    assert!(
+        run["ended_at"].is_i64() && run["duration_ms"].is_i64(),
+        "{doc:#}"
+    );
+    let text = greenlight(&repo, &["history"]);
+    assert_eq!(text.code, 0, "{}", text.render());
+    let row = text
+        .stdout
+        .lines()
+        .find(|l| l.starts_with(&killed.0.to_string()))
+        .unwrap();
+    assert!(row.contains("interrupted"), "{}", text.stdout);
+    assert!(!text.stdout.contains("unfinished"), "{}", text.stdout);
+    let stored = Store::open(&state).unwrap().run(killed).unwrap().unwrap();
+    assert_eq!(stored.result.as_deref(), Some("interrupted"));
+}

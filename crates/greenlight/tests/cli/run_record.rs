@@ -5,10 +5,11 @@
 #![allow(clippy::unwrap_used)] // a test that cannot set up its fixture should stop loudly
 
 use std::path::Path;
+use std::time::Duration;
 
 use greenlight_store::greenlight_stream::{Frame, FrameBody, GateVerdict, RunKind};
-use greenlight_store::{Reads, Run, Store};
-use greenlight_testkit::TempRepo;
+use greenlight_store::{Reads, Run, RunId, Store};
+use greenlight_testkit::{TempRepo, procs};
 
 const TWO_GATES: &str = "version: 1\ngates:\n  - id: lint\n    command: \"true\"\n  - id: unit\n    command: echo 'assertion failed: 2 + 2 == 5' >&2; exit 3\n";
 
@@ -90,7 +91,7 @@ fn verify_records_a_run_with_its_gates_and_the_failing_gates_evidence() {
     assert!(digest.contains("assertion failed: 2 + 2 == 5"), "{digest}");
     assert!(matches!(
         &frames[5].body,
-        FrameBody::RunFinished { result, exit_code: 20, .. } if result == "failed"
+        FrameBody::RunFinished { result, exit_code: Some(20), .. } if result == "failed"
     ));
 }
 
@@ -271,4 +272,67 @@ fn a_gate_replayed_from_the_cache_is_recorded_as_replayed_and_counted_apart() {
         .map(|r| r["cached"].as_bool().unwrap())
         .collect();
     assert_eq!(cached, [true, false], "{doc:#}");
+}
+
+/// A verify killed with SIGKILL in the middle of a gate: its run was begun in `state` and never
+/// finished. Returns the run; the gate (a `sleep` that outlived verify) is ended too.
+pub(crate) fn verify_killed_mid_gate(repo: &TempRepo, state: &Path) -> RunId {
+    let gate_pid = repo.home().join("gate.pid");
+    repo.verify_yaml(&format!(
+        "version: 1\ngates:\n  - id: long\n    command: echo $$ > {}; exec sleep 60\n",
+        gate_pid.display()
+    ));
+    let mut verify = repo
+        .command(["verify", "--state", state.to_str().unwrap()])
+        .env_remove("GREENLIGHT_NO_RECORD")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let gate = procs::wait_for_pid(&gate_pid);
+    let run = procs::wait_until(Duration::from_secs(10), "the run was recorded", || {
+        let store = Store::open(state).ok()?;
+        let run = store.runs(1).ok()?.pop()?;
+        // Recorded up to the gate's start, so the kill lands while the run is open.
+        let frames = store.frames_after(run.id.stream(), 0, 10).ok()?;
+        (frames.len() >= 2).then_some(run.id)
+    });
+    procs::signal("-KILL", verify.id());
+    verify.wait().unwrap();
+    procs::end(gate);
+    run
+}
+
+/// A verify killed with SIGKILL left its run open; the next recorded run notices its owner is
+/// gone and closes it as interrupted, with the frame that ends its stream (it stayed open,
+/// `result: null`, for good).
+#[test]
+fn the_next_verify_closes_a_killed_verifys_run_as_interrupted() {
+    let repo = TempRepo::worktree_with_commit();
+    let state = repo.home().join("runs.db");
+    let killed = verify_killed_mid_gate(&repo, &state);
+    let open = Store::open(&state).unwrap().run(killed).unwrap().unwrap();
+    assert_eq!((open.result.as_deref(), open.ended_at), (None, None));
+
+    repo.verify_yaml(TWO_GATES);
+    let next = repo
+        .cli(["verify", "--state", state.to_str().unwrap()])
+        .env_remove("GREENLIGHT_NO_RECORD")
+        .run();
+    assert_eq!(next.code, 20, "{}", next.render());
+    let runs = recorded(&state);
+    let (run, frames) = runs.iter().find(|(r, _)| r.id == killed).unwrap();
+    assert_eq!(
+        (run.result.as_deref(), run.exit_code),
+        (Some("interrupted"), None)
+    );
+    assert!(run.ended_at.is_some_and(|end| end >= run.started_at));
+    assert_eq!(
+        kinds(frames),
+        ["run-started", "gate-started", "run-finished"]
+    );
+    assert!(matches!(
+        &frames[2].body,
+        FrameBody::RunFinished { result, exit_code: None, .. } if result == "interrupted"
+    ));
 }

@@ -10,6 +10,7 @@ use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use greenlight_store::Store;
 use greenlight_testkit::{Cli, greenlight_bin, signal_and_wait, sse};
 
 use crate::goal_support::{Fixture, GATE};
@@ -257,4 +258,165 @@ fn half_open_connections_are_dropped_within_seconds() {
         let (status, body) = get_body(addr, "/api/goals").await;
         assert_eq!((status, body.as_str()), (200, "[]"));
     });
+}
+
+async fn get_json(addr: SocketAddr, path: &str) -> serde_json::Value {
+    let mut response = sse::request(addr, "GET", path, &[]).await.unwrap();
+    assert_eq!(response.status, 200, "{path}");
+    serde_json::from_slice(&response.body().await.unwrap()).unwrap()
+}
+
+/// A verify killed with SIGKILL was shown running forever (`result: null`, `ended_at: null`,
+/// the clock counting) by the API and the dashboard: serve notices its process is gone and
+/// closes it as interrupted, with the frame that ends its stream, by itself.
+#[test]
+fn serve_shows_a_verify_killed_with_sigkill_as_interrupted_in_the_api_and_the_page() {
+    let repo = greenlight_testkit::TempRepo::worktree_with_commit();
+    let state = repo.home().join("runs.db");
+    // Serve first: it must notice the kill by itself, without another greenlight running.
+    Store::open(&state).unwrap();
+    let (child, _guard, addr) = serve(&state);
+    let killed = crate::run_record::verify_killed_mid_gate(&repo, &state);
+    runtime().block_on(async {
+        let id = killed.0;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        let run = loop {
+            let run = get_json(addr, &format!("/api/runs/{id}")).await;
+            if !run["result"].is_null() || tokio::time::Instant::now() > deadline {
+                break run;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        assert_eq!(run["result"], "interrupted", "{run}");
+        assert!(run["ended_at"].is_i64(), "{run}");
+        assert_eq!(run["exit_code"], serde_json::Value::Null, "{run}");
+        let list = get_json(addr, "/api/runs").await;
+        assert_eq!(list[0]["result"], "interrupted", "{list}");
+        let events = get_json(addr, &format!("/api/runs/{id}/events")).await;
+        let last = events["frames"].as_array().unwrap().last().unwrap().clone();
+        assert_eq!(last["body"]["type"], "run-finished", "{events}");
+        assert_eq!(last["body"]["result"], "interrupted", "{events}");
+        let mut page = sse::request(addr, "GET", &format!("/runs/{id}"), &[])
+            .await
+            .unwrap();
+        let html = String::from_utf8(page.body().await.unwrap()).unwrap();
+        assert!(html.contains(">interrupted</span>"), "{html}");
+        assert!(!html.contains(">running</span>"), "{html}");
+    });
+    let out = signal_and_wait(child, "-TERM", Duration::from_secs(10));
+    assert_eq!(out.code, 0, "{}", out.render());
+}
+
+/// Goals 1..=60 in one transaction, each in a worktree of its own under `dir`: odd ones done,
+/// and 1..=10 last changed more than a week ago (so 1, 3, 5, 7 and 9 are archived).
+fn sixty_goals(dir: &std::path::Path, state: &std::path::Path) {
+    use greenlight_store::{AgentSpec, NewGoal, SystemClock, WallClock};
+    let mut store = Store::open(state).unwrap();
+    store
+        .write(|tx| {
+            for i in 1..=60 {
+                let worktree = dir.join(format!("wt{i}"));
+                std::fs::create_dir_all(&worktree).unwrap();
+                let goal = tx.create_goal(&NewGoal {
+                    worktree,
+                    text: format!("goal {i}"),
+                    agent: AgentSpec {
+                        family: "command".into(),
+                        model: None,
+                        argv_template: Some(vec!["true".into()]),
+                        endpoint: None,
+                    },
+                    judge: None,
+                    max_turns: 1,
+                    retries: 1,
+                    gate_timeout_sec: 60,
+                    gates: vec!["true".into()],
+                })?;
+                if i % 2 == 1 {
+                    tx.complete_goal(goal)?;
+                }
+            }
+            Ok::<_, greenlight_store::Error>(())
+        })
+        .unwrap();
+    let week_ago = SystemClock.now_ms() - greenlight_store::ARCHIVE_AFTER_MS - 60_000;
+    rusqlite::Connection::open(state)
+        .unwrap()
+        .execute(
+            "UPDATE goals SET updated_at = ?1 WHERE id <= 10",
+            [week_ago],
+        )
+        .unwrap();
+}
+
+fn goal_ids(list: &serde_json::Value) -> Vec<i64> {
+    list.as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["id"].as_i64().unwrap())
+        .collect()
+}
+
+/// `/api/goals` and the dashboard sent every goal ever created, and `/api/live` sent the whole
+/// list again after every commit (≈5k goals: 28.8 MB to one tab in 10 s). The list is paged
+/// newest first with a `Link` to the next page, archived goals stay out of it but are reachable,
+/// and after a commit `/api/live` sends only the goal that changed.
+#[test]
+fn serve_pages_the_goal_list_and_live_sends_only_what_changed() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state.db");
+    sixty_goals(dir.path(), &state);
+    let (child, _guard, addr) = serve(&state);
+    runtime().block_on(async {
+        let mut first = sse::request(addr, "GET", "/api/goals", &[]).await.unwrap();
+        assert_eq!(first.status, 200);
+        let link = first.header("link").unwrap().to_owned();
+        assert_eq!(link, "</api/goals?before=11&limit=50>; rel=\"next\"");
+        let page: serde_json::Value = serde_json::from_slice(&first.body().await.unwrap()).unwrap();
+        assert_eq!(goal_ids(&page), (11..=60).rev().collect::<Vec<_>>());
+
+        let mut second = sse::request(addr, "GET", "/api/goals?before=11&limit=50", &[])
+            .await
+            .unwrap();
+        assert_eq!(second.header("link"), None);
+        let page: serde_json::Value =
+            serde_json::from_slice(&second.body().await.unwrap()).unwrap();
+        assert_eq!(goal_ids(&page), [10, 8, 6, 4, 2]);
+
+        let all = get_json(addr, "/api/goals?archived=true&limit=500").await;
+        assert_eq!(goal_ids(&all), (1..=60).rev().collect::<Vec<_>>());
+        let archived = get_json(addr, "/api/goals/3").await;
+        assert_eq!(archived["goal"]["state"], "done");
+        let small = get_json(addr, "/api/goals?limit=2").await;
+        assert_eq!(goal_ids(&small), [60, 59]);
+
+        let mut html = sse::request(addr, "GET", "/", &[]).await.unwrap();
+        let html = String::from_utf8(html.body().await.unwrap()).unwrap();
+        assert_eq!(html.matches("<tr data-goal=").count(), 50);
+        assert!(html.contains("href=\"/?before=11&amp;limit=50\""), "{html}");
+
+        let mut live = sse::request(addr, "GET", "/api/live", &[]).await.unwrap();
+        let hello = live.next_event().await.unwrap().unwrap();
+        assert_eq!(hello.event.as_deref(), Some("goals"));
+        let hello: serde_json::Value = serde_json::from_str(&hello.data).unwrap();
+        assert_eq!(goal_ids(&hello["goals"]).len(), 50);
+        assert_eq!(hello["next"], 11);
+
+        Store::open(&state)
+            .unwrap()
+            .write(|tx| tx.pause_goal(greenlight_store::GoalId(58), "paused-by-user", None))
+            .unwrap();
+        let next = tokio::time::timeout(Duration::from_secs(10), live.next_event())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        assert_eq!(next.event.as_deref(), Some("changes"), "{next:?}");
+        let changed: serde_json::Value = serde_json::from_str(&next.data).unwrap();
+        assert_eq!(goal_ids(&changed["goals"]), [58], "{changed}");
+        assert_eq!(changed["goals"][0]["state"], "paused");
+        assert_eq!(changed["runs"], serde_json::json!([]));
+    });
+    let out = signal_and_wait(child, "-TERM", Duration::from_secs(10));
+    assert_eq!(out.code, 0, "{}", out.render());
 }
