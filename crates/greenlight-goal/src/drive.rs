@@ -405,6 +405,9 @@ pub enum Started<'a> {
     Running,
     /// An earlier runner of this goal died (`kill -9`) and left these processes; they are gone.
     LeftoversEnded(&'a [LeftoverProcess]),
+    /// Gate processes of killed greenlight runs sharing this lock root (any verify, hook, mcp
+    /// or goal run), ended by the sweep every entry point makes before its gates.
+    OrphanedGatesEnded(&'a [LeftoverProcess]),
 }
 
 /// How a run of a goal ended.
@@ -477,6 +480,10 @@ pub async fn drive(
     let leftovers = greenlight_proc::sweep_marked(var, value);
     if !leftovers.is_empty() {
         on_started(Started::LeftoversEnded(&leftovers));
+    }
+    let orphans = greenlight_gate::sweep_orphaned_gates();
+    if !orphans.is_empty() {
+        on_started(Started::OrphanedGatesEnded(&orphans));
     }
     let finish = Engine::new(store, goal, &settings, on_progress)
         .run(interrupt)

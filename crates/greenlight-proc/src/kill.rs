@@ -106,6 +106,8 @@ pub(crate) fn reap_group(leader: i32) {
 /// group when it leads one, and waits (up to two seconds) until they are gone. This is how a
 /// restarted goal ends what a runner killed with SIGKILL left behind: every gate and agent
 /// process of a goal run carries the goal's marker, and nothing in-process can act on SIGKILL.
+/// A process whose run token belongs to another pid namespace is never touched: its runner is
+/// not ours to judge.
 pub fn sweep_marked(var: &str, value: &str) -> Vec<LeftoverProcess> {
     let me = std::process::id() as i32;
     let mut found: Vec<LeftoverProcess> = Vec::new();
@@ -114,6 +116,7 @@ pub fn sweep_marked(var: &str, value: &str) -> Vec<LeftoverProcess> {
         let pids: Vec<i32> = procs::processes_with_env(var, value)
             .into_iter()
             .filter(|&p| p != me)
+            .filter(|&p| procs::token_of(p).is_none_or(|t| procs::owner_is_in_our_namespace(&t, p)))
             .collect();
         if pids.is_empty() || Instant::now() >= deadline {
             return found;
@@ -132,15 +135,38 @@ pub fn sweep_marked(var: &str, value: &str) -> Vec<LeftoverProcess> {
 /// Kills the children of greenlight runs that died without cleaning up (SIGKILL, a power cut of
 /// the parent): processes whose run token names an owner pid that no longer exists. A live
 /// owner's children are never touched; a reused owner pid reads as alive (the safe side); only
-/// runs with the same `scope` are swept.
+/// runs with the same `scope` and of our own pid namespace are swept (another namespace's pid
+/// means nothing here, so its owner cannot be judged dead).
 pub fn sweep_orphaned(scope: &str) -> Vec<LeftoverProcess> {
     let me = std::process::id() as i32;
     let mut found = Vec::new();
-    for (pid, owner, their_scope) in procs::token_processes() {
-        if owner == me || pid == me || their_scope != scope {
+    for (pid, owner) in procs::token_processes() {
+        if owner.pid == me || pid == me || owner.scope != scope {
             continue;
         }
-        if !procs::is_dead(owner) {
+        if !procs::owner_is_in_our_namespace(&owner, pid) || !procs::is_dead(owner.pid) {
+            continue;
+        }
+        found.push(procs::describe(pid, 0));
+        with_its_group(pid);
+        reap(pid);
+    }
+    found
+}
+
+/// One round of ending what a dead greenlight `owner` (a pid of our namespace) started: every
+/// live process whose run token names it, whatever its scope, is SIGKILLed with its group.
+/// Returns what was found alive; the caller repeats until a round finds nothing, which is when
+/// they are gone (a SIGKILLed process is a zombie or nothing by the next look). Does nothing
+/// while `owner` is alive: its processes are its own.
+pub fn end_processes_of(owner: i32) -> Vec<LeftoverProcess> {
+    let me = std::process::id() as i32;
+    if owner == me || !procs::is_dead(owner) {
+        return Vec::new();
+    }
+    let mut found = Vec::new();
+    for (pid, token) in procs::token_processes() {
+        if token.pid != owner || pid == me || !procs::owner_is_in_our_namespace(&token, pid) {
             continue;
         }
         found.push(procs::describe(pid, 0));
