@@ -148,10 +148,20 @@ pub fn sweep_orphaned(scope: &str) -> Vec<LeftoverProcess> {
             continue;
         }
         found.push(procs::describe(pid, 0));
-        with_its_group(pid);
-        reap(pid);
     }
+    end_all(&found);
     found
+}
+
+/// SIGKILLs each of `found` with its group, once all are described (killing one's group first
+/// would leave the others' descriptions empty), and reaps those we adopted.
+fn end_all(found: &[LeftoverProcess]) {
+    for p in found {
+        with_its_group(p.pid);
+    }
+    for p in found {
+        reap(p.pid);
+    }
 }
 
 /// One round of ending what a dead greenlight `owner` (a pid of our namespace) started: every
@@ -170,8 +180,7 @@ pub fn end_processes_of(owner: i32) -> Vec<LeftoverProcess> {
             continue;
         }
         found.push(procs::describe(pid, 0));
-        with_its_group(pid);
-        reap(pid);
     }
+    end_all(&found);
     found
 }
