@@ -42,6 +42,7 @@ mod verify_json_docs;
 mod verify_leaks;
 mod verify_messages;
 mod verify_mutex;
+mod verify_mutex_kills;
 mod verify_pid_namespaces;
 mod verify_remote;
 mod verify_reports;
