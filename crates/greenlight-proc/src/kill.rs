@@ -184,3 +184,49 @@ pub fn end_processes_of(owner: i32) -> Vec<LeftoverProcess> {
     end_all(&found);
     found
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::{Command, Stdio};
+
+    /// A `sleep` carrying a run token of a dead owner in namespace `ns`, and a goal marker.
+    fn orphan(ns: u64, scope: &str, marker: &str) -> std::process::Child {
+        let mut dead = Command::new("true").spawn().expect("true runs");
+        let dead_pid = dead.id();
+        dead.wait().expect("reaped");
+        Command::new("sleep")
+            .arg("30")
+            .env(procs::TOKEN_VAR, format!("{dead_pid}.{ns}-{scope}-0-0"))
+            .env("GREENLIGHT_TEST_MARK", marker)
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("sleep runs")
+    }
+
+    /// A pid in a token means something only in its namespace: a sweep never ends a process
+    /// whose token names another, however dead its owner's pid looks here.
+    #[test]
+    fn sweeps_end_orphans_of_our_pid_namespace_only() {
+        let ours = procs::pid_namespace().expect("/proc/self/ns/pid is readable");
+        let scope = format!("killtest{}", std::process::id()); // a scope has no `-`
+        let marker = format!("mark-{}", std::process::id());
+        let mut foreign = orphan(ours + 1, &scope, &marker);
+        let mut local = orphan(ours, &scope, &format!("{marker}-local"));
+        let (foreign_pid, local_pid) = (foreign.id() as i32, local.id() as i32);
+        let swept: Vec<i32> = sweep_orphaned(&scope).iter().map(|p| p.pid).collect();
+        assert_eq!(swept, [local_pid], "only our namespace's orphan");
+        let _ = local.wait(); // the sweep reaped it already: it was our child
+        assert!(procs::is_dead(local_pid));
+        assert!(
+            sweep_marked("GREENLIGHT_TEST_MARK", &marker).is_empty(),
+            "a marked process of another namespace's run is not ours to end"
+        );
+        assert!(!procs::is_dead(foreign_pid), "the foreign orphan still runs");
+        let _ = rustix::process::kill_process(
+            procs::pid(foreign_pid).expect("positive"),
+            Signal::KILL,
+        );
+        assert!(foreign.wait().is_ok());
+    }
+}
