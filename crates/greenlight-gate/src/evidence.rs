@@ -46,18 +46,19 @@ pub struct Checkout {
 pub fn probe_checkout(cwd: &Path) -> Result<Checkout, Error> {
     // Only git's own "not a git repository" means that; git that could not run, or failed
     // otherwise, is said as it is.
-    let out = git_line(cwd, &["rev-parse", "--git-dir", "--git-common-dir"]).map_err(|failure| {
-        if failure.is_not_a_repository() {
-            Error::NotAGitRepo {
-                cwd: cwd.to_path_buf(),
+    let out =
+        git_line(cwd, &["rev-parse", "--git-dir", "--git-common-dir"]).map_err(|failure| {
+            if failure.is_not_a_repository() {
+                Error::NotAGitRepo {
+                    cwd: cwd.to_path_buf(),
+                }
+            } else {
+                Error::Git {
+                    what: format!("checking that {} is a git worktree", cwd.display()),
+                    detail: failure.to_string(),
+                }
             }
-        } else {
-            Error::Git {
-                what: format!("checking that {} is a git worktree", cwd.display()),
-                detail: failure.to_string(),
-            }
-        }
-    })?;
+        })?;
     let mut lines = out.lines();
     let resolve = |p: Option<&str>| -> Option<PathBuf> { cwd.join(p?).canonicalize().ok() };
     let git_dir = resolve(lines.next());

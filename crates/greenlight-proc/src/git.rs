@@ -182,7 +182,9 @@ mod tests {
             .expect_err("not a repository");
         assert!(outside.is_not_a_repository(), "{outside}");
         assert!(
-            outside.to_string().starts_with("git exited with code 128: fatal: not a git repository"),
+            outside
+                .to_string()
+                .starts_with("git exited with code 128: fatal: not a git repository"),
             "{outside}"
         );
         let mut missing = command(dir.path());

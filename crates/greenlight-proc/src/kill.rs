@@ -222,11 +222,12 @@ mod tests {
             sweep_marked("GREENLIGHT_TEST_MARK", &marker).is_empty(),
             "a marked process of another namespace's run is not ours to end"
         );
-        assert!(!procs::is_dead(foreign_pid), "the foreign orphan still runs");
-        let _ = rustix::process::kill_process(
-            procs::pid(foreign_pid).expect("positive"),
-            Signal::KILL,
+        assert!(
+            !procs::is_dead(foreign_pid),
+            "the foreign orphan still runs"
         );
+        let _ =
+            rustix::process::kill_process(procs::pid(foreign_pid).expect("positive"), Signal::KILL);
         assert!(foreign.wait().is_ok());
     }
 }

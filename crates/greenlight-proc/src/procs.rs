@@ -481,12 +481,19 @@ mod tests {
             Some(owner(42, Some(4_026_531_836), "abc"))
         );
         assert_eq!(parse_token("42-abc-0-1f"), Some(owner(42, None, "abc")));
-        assert_eq!(parse_token("42.x-abc-0-1f"), None, "a namespace that is no number");
+        assert_eq!(
+            parse_token("42.x-abc-0-1f"),
+            None,
+            "a namespace that is no number"
+        );
         assert_eq!(parse_token("garbage"), None);
         let ours = pid_namespace().expect("/proc/self/ns/pid is readable");
         let me = std::process::id() as i32;
         assert!(owner_is_in_our_namespace(&owner(1, Some(ours), "s"), me));
-        assert!(!owner_is_in_our_namespace(&owner(1, Some(ours + 1), "s"), me));
+        assert!(!owner_is_in_our_namespace(
+            &owner(1, Some(ours + 1), "s"),
+            me
+        ));
         assert!(
             owner_is_in_our_namespace(&owner(1, None, "s"), me),
             "an older token is judged by its carrier's namespace"

@@ -502,7 +502,10 @@ fn goal_run_ends_the_gates_a_killed_verify_left_running() {
     let orphan = fx.pid_in("orphan.pid");
     procs::signal("-KILL", verify.id());
     assert_eq!(finish(verify).code, 128 + 9);
-    assert!(procs::alive(orphan), "the killed verify's gate runs on, orphaned");
+    assert!(
+        procs::alive(orphan),
+        "the killed verify's gate runs on, orphaned"
+    );
     let agent = fx.script("agent.sh", "echo good > value.txt\necho fixed");
     let out = fx.run_goal("fix the value", &agent, GATE, &[]);
     let survived = procs::alive(orphan);

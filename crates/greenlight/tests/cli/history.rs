@@ -431,7 +431,11 @@ fn suggest_timeouts_leaves_a_mutex_gate_alone_and_says_why() {
         "{}",
         out.render()
     );
-    assert!(!out.stdout.contains("id: e2e\n     command: \"true\"\n+"), "{}", out.stdout);
+    assert!(
+        !out.stdout.contains("id: e2e\n     command: \"true\"\n+"),
+        "{}",
+        out.stdout
+    );
     assert_eq!(
         out.stdout.matches("+    timeoutSec: 5\n").count(),
         1,

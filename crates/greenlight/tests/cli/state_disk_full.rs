@@ -83,7 +83,12 @@ fn a_full_disk_is_named_when_the_state_file_is_written_and_when_it_is_opened() {
     std::fs::remove_file(disk.path().join("fill")).unwrap();
     std::fs::remove_file(disk.path().join("fill-now")).unwrap();
     let clean = repo.greenlight(["verify", "--state", state_arg]);
-    assert_eq!((clean.code, clean.stderr.as_str()), (0, ""), "{}", clean.render());
+    assert_eq!(
+        (clean.code, clean.stderr.as_str()),
+        (0, ""),
+        "{}",
+        clean.render()
+    );
     let filled = Command::new("sh")
         .args(["-c", &fill(disk.path())])
         .status()
@@ -100,7 +105,9 @@ fn a_full_disk_is_named_when_the_state_file_is_written_and_when_it_is_opened() {
         at_open.render()
     );
     assert!(
-        !at_open.stderr.contains("check the file is a greenlight state database"),
+        !at_open
+            .stderr
+            .contains("check the file is a greenlight state database"),
         "{}",
         at_open.render()
     );

@@ -221,9 +221,16 @@ fn git_that_cannot_run_is_named_not_reported_as_no_repository() {
     repo.verify_yaml("version: 1\ngates:\n  - id: a\n    command: \"true\"\n");
     let empty = repo.home().join("no-git-here");
     fs::create_dir_all(&empty).unwrap();
-    let out = repo.cli(["verify", "--no-record"]).env("PATH", &empty).run();
+    let out = repo
+        .cli(["verify", "--no-record"])
+        .env("PATH", &empty)
+        .run();
     assert_eq!(out.code, 2, "{}", out.render());
-    assert!(!out.stderr.contains("not a git repository"), "{}", out.render());
+    assert!(
+        !out.stderr.contains("not a git repository"),
+        "{}",
+        out.render()
+    );
     assert!(
         out.render().ends_with("--- stderr\ngreenlight: git failed while checking that [REPO] is a git worktree: cannot start git (is it installed and on PATH?): No such file or directory (os error 2)\n"),
         "{}",
@@ -260,11 +267,19 @@ fn git_that_cannot_run_is_named_not_reported_as_no_repository() {
             "verify",
             "--no-record",
             "--config",
-            repo.path().join(".commandmate/verify.yaml").to_str().unwrap(),
+            repo.path()
+                .join(".commandmate/verify.yaml")
+                .to_str()
+                .unwrap(),
             "--cwd",
             outside.path().to_str().unwrap(),
         ])
         .run();
     assert_eq!(out.code, 2, "{}", out.render());
-    assert!(out.stderr.contains(": not a git repository; run verify inside a git worktree"), "{}", out.render());
+    assert!(
+        out.stderr
+            .contains(": not a git repository; run verify inside a git worktree"),
+        "{}",
+        out.render()
+    );
 }

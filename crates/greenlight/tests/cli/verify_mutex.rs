@@ -264,7 +264,10 @@ fn a_sigkilled_holders_gate_is_ended_before_a_waiter_takes_its_mutex() {
         )),
         "{stderr}"
     );
-    assert!(stderr.contains("sleep 3"), "the ended gate is named: {stderr}");
+    assert!(
+        stderr.contains("sleep 3"),
+        "the ended gate is named: {stderr}"
+    );
 }
 
 /// A pid means something only in its pid namespace: a holder whose record names another
@@ -273,7 +276,9 @@ fn a_sigkilled_holders_gate_is_ended_before_a_waiter_takes_its_mutex() {
 #[test]
 fn a_dead_looking_holder_from_another_pid_namespace_is_never_taken_over() {
     let repo = TempRepo::worktree_with_commit();
-    repo.verify_yaml("version: 1\ngates:\n  - id: e2e\n    command: \"true\"\n    mutex: m\n    timeoutSec: 1\n");
+    repo.verify_yaml(
+        "version: 1\ngates:\n  - id: e2e\n    command: \"true\"\n    mutex: m\n    timeoutSec: 1\n",
+    );
     let mut dead = std::process::Command::new("true").spawn().unwrap();
     let dead_pid = dead.id();
     dead.wait().unwrap();
@@ -296,10 +301,7 @@ fn a_dead_looking_holder_from_another_pid_namespace_is_never_taken_over() {
     fs::write(dir.join("owner"), record(ours + 1)).unwrap();
     let out = repo.greenlight(["verify"]);
     assert_eq!(out.code, 22, "{}", out.render());
-    assert_eq!(
-        out.lines()[1],
-        "GATE e2e SKIP reason=mutex-wait waited=1s"
-    );
+    assert_eq!(out.lines()[1], "GATE e2e SKIP reason=mutex-wait waited=1s");
     assert!(dir.join("owner").exists(), "the foreign lock was broken");
     // The same record in our own namespace is a dead holder on this host: taken over.
     fs::write(dir.join("owner"), record(ours)).unwrap();

@@ -75,7 +75,9 @@ fn spans(log: &str) -> Result<Vec<Span>, String> {
             Some(span) if span.gate == gate => span.last_ns = ns,
             _ => {
                 if !closed.insert(gate.to_owned()) {
-                    return Err(format!("gate {gate} wrote again after another gate started"));
+                    return Err(format!(
+                        "gate {gate} wrote again after another gate started"
+                    ));
                 }
                 spans.push(Span {
                     gate: gate.to_owned(),
@@ -179,7 +181,10 @@ fn sigkilled_holders_never_leave_two_gates_under_one_mutex() {
 fn the_overlap_check_finds_an_interleaving() {
     assert!(spans("start 1 10\ntick 1 20\nend 1 30\nstart 2 40\nend 2 50\n").is_ok());
     assert!(spans("start 1 10\nstart 2 15\ntick 1 20\n").is_err());
-    assert!(spans("start 1 10\ntick 1 30\nstart 2 20\n").is_err(), "by the clock");
+    assert!(
+        spans("start 1 10\ntick 1 30\nstart 2 20\n").is_err(),
+        "by the clock"
+    );
     assert!(spans("start 1 1").is_ok());
     assert!(spans("start 1").is_err());
 }

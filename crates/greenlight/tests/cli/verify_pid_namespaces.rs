@@ -104,7 +104,10 @@ fn a_run_here_never_judges_a_live_run_in_another_pid_namespace_dead() {
     let pid = a_free_pid();
     let holder = verify_in_new_namespace(&inside, &root, pid);
     wait_for_start(&log);
-    assert!(!alive(pid), "pid {pid} was taken out here meanwhile; run again");
+    assert!(
+        !alive(pid),
+        "pid {pid} was taken out here meanwhile; run again"
+    );
     let waiter = verify_here(&here, &root);
     let holder_out = finished(holder, "the run in the namespace");
     let waiter_out = finished(waiter, "the run here");
