@@ -5,7 +5,7 @@
 //! the same host and in the same pid namespace that has seen the recorded pid dead, and then
 //! only once nothing the holder started still runs: a lock is free when what ran under it is
 //! gone, not when its holder is. The waiter ends the dead holder's processes (found by the run
-//! token they carry, which names the holder) and takes the lock once a look finds none. A
+//! token they carry, which names the holder) and takes the lock once two looks find none. A
 //! holder on another host or in another pid namespace is never judged: its pid means nothing
 //! here, so it counts as alive.
 //! A lock directory without a readable record (a holder killed between making the directory
