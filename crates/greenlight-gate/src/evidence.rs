@@ -6,6 +6,8 @@
 
 use std::path::{Path, PathBuf};
 
+use greenlight_proc::git::Failure;
+
 use crate::error::Error;
 
 /// The directory of CommandMate's execution contracts, excluded from work-evidence.
@@ -24,19 +26,11 @@ pub struct WorkEvidence {
     pub any_status: bool,
 }
 
-fn git(cwd: &Path, args: &[&str]) -> Result<Vec<u8>, String> {
-    let out = greenlight_proc::git::command(cwd)
-        .args(args)
-        .output()
-        .map_err(|e| format!("cannot run git: {e}"))?;
-    if out.status.success() {
-        Ok(out.stdout)
-    } else {
-        Err(String::from_utf8_lossy(&out.stderr).trim().to_owned())
-    }
+fn git(cwd: &Path, args: &[&str]) -> Result<Vec<u8>, Failure> {
+    greenlight_proc::git::output(greenlight_proc::git::command(cwd).args(args))
 }
 
-fn git_line(cwd: &Path, args: &[&str]) -> Result<String, String> {
+fn git_line(cwd: &Path, args: &[&str]) -> Result<String, Failure> {
     git(cwd, args).map(|o| String::from_utf8_lossy(&o).trim().to_owned())
 }
 
@@ -50,11 +44,21 @@ pub struct Checkout {
 /// Checks that `cwd` is inside a git work tree and whether it is the primary checkout, in one
 /// git call (each one costs milliseconds, and a run pays for every one of them).
 pub fn probe_checkout(cwd: &Path) -> Result<Checkout, Error> {
-    let out = git_line(cwd, &["rev-parse", "--git-dir", "--git-common-dir"]).map_err(|_| {
-        Error::NotAGitRepo {
-            cwd: cwd.to_path_buf(),
-        }
-    })?;
+    // Only git's own "not a git repository" means that; git that could not run, or failed
+    // otherwise, is said as it is.
+    let out =
+        git_line(cwd, &["rev-parse", "--git-dir", "--git-common-dir"]).map_err(|failure| {
+            if failure.is_not_a_repository() {
+                Error::NotAGitRepo {
+                    cwd: cwd.to_path_buf(),
+                }
+            } else {
+                Error::Git {
+                    what: format!("checking that {} is a git worktree", cwd.display()),
+                    detail: failure.to_string(),
+                }
+            }
+        })?;
     let mut lines = out.lines();
     let resolve = |p: Option<&str>| -> Option<PathBuf> { cwd.join(p?).canonicalize().ok() };
     let git_dir = resolve(lines.next());
@@ -100,8 +104,18 @@ pub fn verify_base_ref(cwd: &Path, base_ref: &str) -> Result<(), Error> {
         ],
     )
     .map(drop)
-    .map_err(|_| Error::BaseRefUnresolved {
-        base_ref: base_ref.to_owned(),
+    .map_err(|failure| {
+        // `--verify --quiet` says "no such commit" by exit 1 alone.
+        if failure.is_silent_exit(1) {
+            Error::BaseRefUnresolved {
+                base_ref: base_ref.to_owned(),
+            }
+        } else {
+            Error::Git {
+                what: format!("resolving the base ref `{base_ref}`"),
+                detail: failure.to_string(),
+            }
+        }
     })
 }
 
@@ -110,9 +124,9 @@ pub fn verify_base_ref(cwd: &Path, base_ref: &str) -> Result<(), Error> {
 pub fn work_evidence(cwd: &Path, base_ref: &str) -> Result<WorkEvidence, Error> {
     let merge_base = match git_line(cwd, &["merge-base", base_ref, "HEAD"]) {
         Ok(m) => m,
-        Err(detail) => {
+        Err(failure) => {
             verify_base_ref(cwd, base_ref)?;
-            if detail.is_empty() {
+            if failure.is_silent_exit(1) {
                 // `git merge-base` says nothing, with exit 1, when the two share no commit.
                 return Err(Error::NoMergeBase {
                     base_ref: base_ref.to_owned(),
@@ -120,7 +134,7 @@ pub fn work_evidence(cwd: &Path, base_ref: &str) -> Result<WorkEvidence, Error> 
             }
             return Err(Error::Git {
                 what: format!("computing merge-base({base_ref}, HEAD)"),
-                detail,
+                detail: failure.to_string(),
             });
         }
     };
@@ -129,9 +143,9 @@ pub fn work_evidence(cwd: &Path, base_ref: &str) -> Result<WorkEvidence, Error> 
     let count = |extra: &[&str]| -> Result<u64, Error> {
         let mut args = vec!["rev-list", "--count", range.as_str()];
         args.extend_from_slice(extra);
-        let text = git_line(cwd, &args).map_err(|detail| Error::Git {
+        let text = git_line(cwd, &args).map_err(|failure| Error::Git {
             what: format!("counting commits since {base_ref}"),
-            detail,
+            detail: failure.to_string(),
         })?;
         text.parse().map_err(|_| Error::Git {
             what: "rev-list --count".into(),
@@ -145,9 +159,9 @@ pub fn work_evidence(cwd: &Path, base_ref: &str) -> Result<WorkEvidence, Error> 
             cwd,
             &["status", "--porcelain", "-z", "--untracked-files=all"],
         )
-        .map_err(|detail| Error::Git {
+        .map_err(|failure| Error::Git {
             what: "running git status".into(),
-            detail,
+            detail: failure.to_string(),
         });
         let join = |h: std::thread::ScopedJoinHandle<'_, Result<u64, Error>>| {
             h.join().unwrap_or_else(|_| {

@@ -40,7 +40,7 @@ pub use error::Error;
 pub use evidence::{WorkEvidence, resolve_base_ref, verify_base_ref, work_evidence};
 pub use exec::{
     ExecOutcome, ExecSpec, Interrupt, InterruptWatch, KILL_GRACE, OutputSink, Termination,
-    run as run_gate,
+    run as run_gate, sweep_orphaned_gates,
 };
 pub use plan::CachePlan;
 pub use remote_plan::{ENDPOINT_VAR as REMOTE_ENDPOINT_VAR, KEYS_PROPERTY as REMOTE_KEYS_PROPERTY};

@@ -2,7 +2,12 @@
 //! other: a directory `<root>/<name>.lock` made atomically, with an `owner` JSON record.
 //!
 //! A lock is only ever removed by the holder whose token is in the record, or by a waiter on
-//! the same host that has seen the recorded pid dead. A foreign host's lock is never broken.
+//! the same host and in the same pid namespace that has seen the recorded pid dead, and then
+//! only once nothing the holder started still runs: a lock is free when what ran under it is
+//! gone, not when its holder is. The waiter ends the dead holder's processes (found by the run
+//! token they carry, which names the holder) and takes the lock once two looks find none. A
+//! holder on another host or in another pid namespace is never judged: its pid means nothing
+//! here, so it counts as alive.
 //! A lock directory without a readable record (a holder killed between making the directory
 //! and writing its record, or a file someone else wrote) names nobody to wait for: a waiter
 //! reclaims it once the directory is older than the waiter's whole budget (the gate's
@@ -13,7 +18,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use crate::exec::{Interrupt, InterruptWatch};
+use crate::exec::{Interrupt, InterruptWatch, LeftoverProcess};
 
 /// How often a waiter retries; CommandMate polls every 250 ms, and matching it keeps the two
 /// runners fair to each other.
@@ -58,6 +63,39 @@ pub struct Owner {
     pub token: String,
     /// Milliseconds since the Unix epoch.
     pub acquired_at: i64,
+    /// The holder's pid namespace (the inode of its `/proc/self/ns/pid`), in which `pid` means
+    /// something. Written after CommandMate's four fields, which stay as they are.
+    ///
+    /// A record without it (CommandMate's, or an older greenlight's) is judged as before: on
+    /// this host its pid is read in our namespace. Those runners record no namespace, and
+    /// treating every such record as foreign would leave a killed CommandMate holder's lock to
+    /// block every waiter for good; the cost is that a legacy holder in another pid namespace
+    /// can still be misjudged, as it always could.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid_ns: Option<u64>,
+}
+
+impl Owner {
+    /// Whether this holder's pid can be judged here: the same host, and the same pid namespace
+    /// (or a record that names none, see [`Owner::pid_ns`]). We cannot know our own namespace
+    /// when `/proc` is unreadable, and then a recorded one is foreign.
+    pub fn judged_here(&self, host: &str) -> bool {
+        self.host == host
+            && self
+                .pid_ns
+                .is_none_or(|theirs| greenlight_proc::procs::pid_namespace() == Some(theirs))
+    }
+}
+
+/// A dead holder whose lock a waiter broke, and what of its run the waiter ended first.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct StaleHolder {
+    /// The record that was broken (its fields, as before this struct, then `ended`).
+    #[serde(flatten)]
+    pub owner: Owner,
+    /// The holder's processes (its gate, and whatever else it started) that were still
+    /// running and were ended before the lock was taken.
+    pub ended: Vec<LeftoverProcess>,
 }
 
 /// A held lock; released on drop if still ours.
@@ -109,7 +147,7 @@ pub enum Acquired {
         /// How long the wait took.
         waited: Duration,
         /// The dead same-host holder whose lock was broken on the way.
-        broke_stale: Option<Owner>,
+        broke_stale: Option<StaleHolder>,
         /// Why a lock directory without a readable record was reclaimed on the way.
         reclaimed_ownerless: Option<String>,
     },
@@ -123,6 +161,9 @@ pub enum Acquired {
         holder: Option<Owner>,
         /// Why the lock names no holder, when its record was missing or unreadable.
         ownerless: Option<String>,
+        /// The holder is dead, but these processes it started would not end (a process stuck
+        /// in the kernel ignores even SIGKILL), so its lock was not taken.
+        survivors: Vec<LeftoverProcess>,
     },
     /// greenlight was interrupted while waiting.
     Interrupted(Interrupt),
@@ -179,6 +220,15 @@ fn new_token() -> String {
     format!("{}-{nanos}-{random:016x}", std::process::id())
 }
 
+/// How soon a waiter looks again while a dead holder's processes are being ended, and how long
+/// a look that found none is confirmed after: a holder killed while it was starting a gate
+/// leaves a child that carries no token until its `exec`, which takes well under a millisecond.
+const ENDING_RECHECK: Duration = Duration::from_millis(20);
+
+/// How long a waiter keeps ending a dead holder's processes before it gives up, whatever its
+/// budget; the same two seconds a goal runner gives an earlier runner's marked processes.
+pub const ENDING_LIMIT: Duration = Duration::from_secs(2);
+
 /// Waits up to `budget` for the lock `name`, polling every [`POLL_INTERVAL`].
 pub async fn acquire(
     root: &Path,
@@ -193,6 +243,9 @@ pub async fn acquire(
     let mut broken_token: Option<String> = None;
     let mut broke_stale = None;
     let mut reclaimed_ownerless = None;
+    // The dead holder whose processes are being ended, and how many looks in a row found none.
+    let mut ending: Option<StaleHolder> = None;
+    let mut quiet_looks = 0;
     loop {
         if let Some(signal) = *interrupt.borrow() {
             return Ok(Acquired::Interrupted(signal));
@@ -209,6 +262,7 @@ pub async fn acquire(
                     host,
                     token: token.clone(),
                     acquired_at,
+                    pid_ns: greenlight_proc::procs::pid_namespace(),
                 };
                 let guard = LockGuard {
                     path: path.clone(),
@@ -229,16 +283,47 @@ pub async fn acquire(
             Err(e) => return Err(e),
         }
         let holder = read_owner(&path);
+        let mut pause = POLL_INTERVAL;
         if let Some(owner) = &holder {
             let already_tried = broken_token.as_deref() == Some(owner.token.as_str());
-            if !already_tried && owner.host == host && pid_is_dead(owner.pid) {
-                // Break at most once per token, and only the record we just read.
-                broken_token = Some(owner.token.clone());
-                if read_owner(&path).as_ref() == Some(owner) {
-                    let _ = fs::remove_dir_all(&path);
-                    broke_stale = Some(owner.clone());
+            if !already_tried && owner.judged_here(&host) && pid_is_dead(owner.pid) {
+                // What ran under the lock may outlive its holder (SIGKILL ends only the
+                // holder): end it, and take the lock only once two looks a moment apart find
+                // nothing left.
+                let round = i32::try_from(owner.pid)
+                    .map(greenlight_proc::end_processes_of)
+                    .unwrap_or_default();
+                let stale = ending.get_or_insert_with(|| StaleHolder {
+                    owner: owner.clone(),
+                    ended: Vec::new(),
+                });
+                if stale.owner != *owner {
+                    *stale = StaleHolder {
+                        owner: owner.clone(),
+                        ended: Vec::new(),
+                    };
+                    quiet_looks = 0;
                 }
-                continue;
+                if round.is_empty() {
+                    quiet_looks += 1;
+                } else {
+                    quiet_looks = 0;
+                    for p in round {
+                        if !stale.ended.iter().any(|e| e.pid == p.pid) {
+                            stale.ended.push(p);
+                        }
+                    }
+                }
+                if quiet_looks >= 2 {
+                    // Break at most once per token, and only the record we just read.
+                    broken_token = Some(owner.token.clone());
+                    if read_owner(&path).as_ref() == Some(owner) {
+                        let _ = fs::remove_dir_all(&path);
+                        broke_stale = ending.take();
+                    }
+                    continue;
+                }
+                pause = ENDING_RECHECK;
             }
         }
         let ownerless = if holder.is_none() {
@@ -258,15 +343,31 @@ pub async fn acquire(
             }
             continue;
         }
-        if started.elapsed() >= budget {
+        // Ending a dead holder's processes may take longer than a short budget (a runner lock
+        // is tried once): it gets [`ENDING_LIMIT`] however short the budget.
+        let limit = if ending.is_some() {
+            budget.max(ENDING_LIMIT)
+        } else {
+            budget
+        };
+        if started.elapsed() >= limit {
+            let survivors = ending
+                .filter(|stale| holder.as_ref() == Some(&stale.owner))
+                .map(|stale| {
+                    let mut left = stale.ended;
+                    left.retain(|p| !crate::procs::is_dead(p.pid));
+                    left
+                })
+                .unwrap_or_default();
             return Ok(Acquired::GaveUp {
                 path,
                 waited: started.elapsed(),
                 holder,
                 ownerless,
+                survivors,
             });
         }
-        let pause = POLL_INTERVAL.min(budget.saturating_sub(started.elapsed()));
+        let pause = pause.min(limit.saturating_sub(started.elapsed()));
         tokio::select! {
             () = tokio::time::sleep(pause) => {}
             changed = interrupt.changed() => {

@@ -309,8 +309,19 @@ pub fn gate_stderr(gate: &GateReport, tail_limit: usize, cwd: &Path) -> String {
             let _ = writeln!(
                 out,
                 "greenlight: broke a stale lock (recorded holder pid {} on this host no longer exists)",
-                stale.pid
+                stale.owner.pid
             );
+            if !stale.ended.is_empty() {
+                let _ = writeln!(
+                    out,
+                    "greenlight: first ended {} process(es) the dead holder pid {} had left running under the lock:",
+                    stale.ended.len(),
+                    stale.owner.pid
+                );
+                for p in &stale.ended {
+                    let _ = writeln!(out, "  pid {} {}", p.pid, p.command);
+                }
+            }
         }
     }
     let Some(first) = gate.attempts.first() else {
@@ -322,6 +333,16 @@ pub fn gate_stderr(gate: &GateReport, tail_limit: usize, cwd: &Path) -> String {
             mutex_marker(&mut out, gate, first);
             if let Some(holder) = &first.lock_holder {
                 let _ = writeln!(out, "[mutex] held by pid {} on {}", holder.pid, holder.host);
+            }
+            if !first.lock_survivors.is_empty() {
+                let _ = writeln!(
+                    out,
+                    "greenlight: the holder is dead, but {} process(es) it left under the lock would not end even on SIGKILL, so the lock was not taken:",
+                    first.lock_survivors.len()
+                );
+                for p in &first.lock_survivors {
+                    let _ = writeln!(out, "  pid {} {}", p.pid, p.command);
+                }
             }
             if let Some(why) = &first.ownerless_lock {
                 let _ = writeln!(
@@ -459,14 +480,20 @@ pub fn work_evidence_stderr(report: &WorkEvidenceReport) -> Option<String> {
 
 /// The stderr note about gate processes of killed greenlight runs that this run ended.
 pub fn orphans_stderr(report: &RunReport) -> Option<String> {
-    if report.orphans_ended.is_empty() {
+    orphans_note(&report.orphans_ended)
+}
+
+/// The note about gate processes of killed greenlight runs that the sweep every entry point
+/// makes ([`crate::sweep_orphaned_gates`]) ended; `None` when it ended none.
+pub fn orphans_note(ended: &[crate::exec::LeftoverProcess]) -> Option<String> {
+    if ended.is_empty() {
         return None;
     }
     let mut out = format!(
         "greenlight: ended {} gate process(es) left running by an earlier greenlight that was killed before it could end them:\n",
-        report.orphans_ended.len()
+        ended.len()
     );
-    for p in &report.orphans_ended {
+    for p in ended {
         let _ = writeln!(out, "  pid {} {}", p.pid, p.command);
     }
     Some(out)

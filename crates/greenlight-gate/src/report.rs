@@ -104,8 +104,12 @@ pub struct Attempt {
     pub lock_path: Option<PathBuf>,
     /// Who held the mutex when the wait gave up.
     pub lock_holder: Option<Owner>,
-    /// A dead same-host holder whose lock this attempt broke.
-    pub broke_stale_lock: Option<Owner>,
+    /// A dead same-host holder whose lock this attempt broke, with what of its run was ended
+    /// first.
+    pub broke_stale_lock: Option<crate::lock::StaleHolder>,
+    /// With a mutex skip: the holder was dead, but these processes of its run would not end,
+    /// so its lock was not taken.
+    pub lock_survivors: Vec<LeftoverProcess>,
     /// The mutex's lock directory had no readable owner record (why). With a verdict, this
     /// attempt reclaimed it as older than the gate's timeout; with a mutex skip, it was not
     /// that old yet.
@@ -134,6 +138,7 @@ impl Attempt {
             lock_path: None,
             lock_holder: None,
             broke_stale_lock: None,
+            lock_survivors: Vec::new(),
             ownerless_lock: None,
             digest: None,
             start_error: None,

@@ -628,10 +628,12 @@ async fn local_attempt(
                 waited,
                 holder,
                 ownerless,
+                survivors,
             } => {
                 result.waited = Some(waited);
                 result.lock_path = Some(path);
                 result.lock_holder = holder;
+                result.lock_survivors = survivors;
                 result.ownerless_lock = ownerless;
                 return Ok(result);
             }

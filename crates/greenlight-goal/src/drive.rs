@@ -436,6 +436,9 @@ pub enum Started<'a> {
     Running,
     /// An earlier runner of this goal died (`kill -9`) and left these processes; they are gone.
     LeftoversEnded(&'a [LeftoverProcess]),
+    /// Gate processes of killed greenlight runs sharing this lock root (any verify, hook, mcp
+    /// or goal run), ended by the sweep every entry point makes before its gates.
+    OrphanedGatesEnded(&'a [LeftoverProcess]),
 }
 
 /// How a run of a goal ended.
@@ -481,9 +484,11 @@ pub async fn drive(
         }),
     };
     let runners = runners_dir(store.path());
-    let guard =
+    let (guard, broke_stale) =
         match lock::acquire(&runners, &format!("goal-{goal}"), Duration::ZERO, interrupt).await {
-            Ok(Acquired::Held { guard, .. }) => guard,
+            Ok(Acquired::Held {
+                guard, broke_stale, ..
+            }) => (guard, broke_stale),
             Ok(Acquired::GaveUp { holder, .. }) => {
                 return Err(Error::AlreadyRunning {
                     goal: goal.0,
@@ -505,9 +510,16 @@ pub async fn drive(
     // We hold the goal's runner lock, so any process still marked with this goal belongs to an
     // earlier runner that died without cleaning up (kill -9): end it before going on.
     let (var, value) = &marker;
-    let leftovers = greenlight_proc::sweep_marked(var, value);
+    // Taking a dead runner's lock already ended what its run token marks (`lock::acquire`);
+    // the marker finds the rest (a process that cleared the token).
+    let mut leftovers = broke_stale.map(|stale| stale.ended).unwrap_or_default();
+    leftovers.extend(greenlight_proc::sweep_marked(var, value));
     if !leftovers.is_empty() {
         on_started(Started::LeftoversEnded(&leftovers));
+    }
+    let orphans = greenlight_gate::sweep_orphaned_gates();
+    if !orphans.is_empty() {
+        on_started(Started::OrphanedGatesEnded(&orphans));
     }
     let finish = Engine::new(store, goal, &settings, on_progress)
         .run(interrupt)

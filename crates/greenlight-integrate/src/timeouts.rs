@@ -4,6 +4,11 @@
 //! The rule: a proposal is p99 × 1.5 rounded up to a readable number, only for a gate with at
 //! least [`MIN_SAMPLES`] measured runs, and the file is changed as text (`config::edit`), so
 //! the diff shows exactly the lines that would change and nothing else.
+//!
+//! A gate with a `mutex:` gets no proposal: its `timeoutSec` bounds the wait for the mutex as
+//! well as the run, and the history records how long each run took, not how long it waited, so
+//! a limit set from its durations alone turns waits into `SKIP reason=mutex-wait` as soon as
+//! worktrees queue for the mutex.
 
 use camino::Utf8Path;
 use greenlight_gate::config::edit::{EditError, set_gate_key};
@@ -63,6 +68,8 @@ pub struct TimeoutPlan {
     pub proposals: Vec<Proposal>,
     /// Gates of the config with fewer than [`MIN_SAMPLES`] measured runs, with their count.
     pub too_few: Vec<(String, u32)>,
+    /// Gates with a `mutex:`, with its name: left alone (see the module's comment).
+    pub under_mutex: Vec<(String, String)>,
     /// The file as it is.
     pub before: String,
     /// The file with every changed proposal written in.
@@ -95,8 +102,13 @@ pub fn plan(
 ) -> Result<TimeoutPlan, EditError> {
     let mut proposals = Vec::new();
     let mut too_few = Vec::new();
+    let mut under_mutex = Vec::new();
     let mut after = text.to_owned();
     for gate in &config.gates {
+        if let Some(mutex) = &gate.mutex {
+            under_mutex.push((gate.id.clone(), mutex.clone()));
+            continue;
+        }
         let found = stats.iter().find(|s| s.gate == gate.id);
         let (samples, p99) = match found {
             Some(s) => (s.samples, s.p99_ms),
@@ -127,6 +139,7 @@ pub fn plan(
     Ok(TimeoutPlan {
         proposals,
         too_few,
+        under_mutex,
         before: text.to_owned(),
         after,
     })
@@ -203,5 +216,16 @@ mod tests {
         assert!(diff.contains("\n+    timeoutSec: 45\n"), "{diff}");
         let none = super::plan(path, &config, text, &found[..1]).expect("plan");
         assert_eq!(none.diff("x"), "");
+    }
+
+    #[test]
+    fn a_mutex_gate_gets_no_proposal_however_much_history_it_has() {
+        let path = Utf8Path::new(".commandmate/verify.yaml");
+        let text = "version: 1\ngates:\n  - id: e2e\n    command: make e2e\n    mutex: port\n    timeoutSec: 120\n";
+        let config = greenlight_gate::config::parse_v1(path, text).expect("valid");
+        let plan = plan(path, &config, text, &[stats("e2e", 50, 1_000)]).expect("plan");
+        assert_eq!(plan.under_mutex, [("e2e".to_owned(), "port".to_owned())]);
+        assert!(plan.proposals.is_empty() && plan.too_few.is_empty());
+        assert_eq!(plan.after, text);
     }
 }

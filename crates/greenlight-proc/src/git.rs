@@ -102,9 +102,102 @@ pub fn command(cwd: &Path) -> Command {
     cmd
 }
 
+/// Why a git call gave no answer: git could not be started, or it ended without success. Its
+/// text says which, so a missing git or a process out of file descriptors is never reported as
+/// something about the repository.
+#[derive(Debug, thiserror::Error)]
+pub enum Failure {
+    /// git could not be started (not on `PATH`, no file descriptors or processes left).
+    #[error("cannot start git{}: {source}", if source.kind() == std::io::ErrorKind::NotFound { " (is it installed and on PATH?)" } else { "" })]
+    Spawn {
+        /// The system's reason.
+        source: std::io::Error,
+    },
+    /// git ran and did not succeed.
+    #[error("git {status}: {}", if first_line.is_empty() { "it wrote nothing to stderr" } else { first_line.as_str() })]
+    Exited {
+        /// How it ended: `exited with code N` or `was killed by signal N`.
+        status: String,
+        /// The exit code, when it exited.
+        code: Option<i32>,
+        /// The first non-empty line of its stderr, trimmed (empty when it wrote none).
+        first_line: String,
+    },
+}
+
+impl Failure {
+    /// Whether git ran and said the directory is not in a repository (git's own words, as
+    /// `rev-parse` prints them; a git translated into another language falls to the generic
+    /// message, which still quotes it).
+    pub fn is_not_a_repository(&self) -> bool {
+        matches!(self, Failure::Exited { first_line, .. } if first_line.contains("not a git repository"))
+    }
+
+    /// Whether git exited with `code` and wrote nothing on stderr (how `merge-base` says "no
+    /// common commit" and `rev-parse --verify --quiet` says "no such commit").
+    pub fn is_silent_exit(&self, code: i32) -> bool {
+        matches!(self, Failure::Exited { code: Some(c), first_line, .. } if *c == code && first_line.is_empty())
+    }
+}
+
+/// Runs a git command built by [`command`] to its end and returns its stdout, or why it gave
+/// none. stderr is read (for [`Failure::Exited`]) and not shown.
+pub fn output(cmd: &mut Command) -> Result<Vec<u8>, Failure> {
+    let out = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .output()
+        .map_err(|source| Failure::Spawn { source })?;
+    if out.status.success() {
+        return Ok(out.stdout);
+    }
+    use std::os::unix::process::ExitStatusExt as _;
+    let status = match (out.status.code(), out.status.signal()) {
+        (Some(code), _) => format!("exited with code {code}"),
+        (None, Some(signal)) => format!("was killed by signal {signal}"),
+        (None, None) => "ended without an exit code".to_owned(),
+    };
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let first_line = stderr
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or_default()
+        .to_owned();
+    Err(Failure::Exited {
+        status,
+        code: out.status.code(),
+        first_line,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_failure_says_whether_git_ran_and_what_it_said() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let outside = output(command(dir.path()).args(["rev-parse", "--git-dir"]))
+            .expect_err("not a repository");
+        assert!(outside.is_not_a_repository(), "{outside}");
+        assert!(
+            outside
+                .to_string()
+                .starts_with("git exited with code 128: fatal: not a git repository"),
+            "{outside}"
+        );
+        let mut missing = command(dir.path());
+        missing.env("PATH", dir.path());
+        let missing = output(missing.arg("status")).expect_err("no git on PATH");
+        assert!(!missing.is_not_a_repository());
+        assert!(
+            missing
+                .to_string()
+                .starts_with("cannot start git (is it installed and on PATH?): "),
+            "{missing}"
+        );
+    }
 
     fn git_ok(cmd: &mut Command) -> String {
         let out = cmd.output().expect("git runs");

@@ -106,6 +106,8 @@ pub(crate) fn reap_group(leader: i32) {
 /// group when it leads one, and waits (up to two seconds) until they are gone. This is how a
 /// restarted goal ends what a runner killed with SIGKILL left behind: every gate and agent
 /// process of a goal run carries the goal's marker, and nothing in-process can act on SIGKILL.
+/// A process whose run token belongs to another pid namespace is never touched: its runner is
+/// not ours to judge.
 pub fn sweep_marked(var: &str, value: &str) -> Vec<LeftoverProcess> {
     let me = std::process::id() as i32;
     let mut found: Vec<LeftoverProcess> = Vec::new();
@@ -114,6 +116,7 @@ pub fn sweep_marked(var: &str, value: &str) -> Vec<LeftoverProcess> {
         let pids: Vec<i32> = procs::processes_with_env(var, value)
             .into_iter()
             .filter(|&p| p != me)
+            .filter(|&p| procs::token_of(p).is_none_or(|t| procs::owner_is_in_our_namespace(&t, p)))
             .collect();
         if pids.is_empty() || Instant::now() >= deadline {
             return found;
@@ -167,20 +170,99 @@ pub fn end_adopted_and_marked(markers: &[(String, String)]) -> Vec<LeftoverProce
 /// Kills the children of greenlight runs that died without cleaning up (SIGKILL, a power cut of
 /// the parent): processes whose run token names an owner pid that no longer exists. A live
 /// owner's children are never touched; a reused owner pid reads as alive (the safe side); only
-/// runs with the same `scope` are swept.
+/// runs with the same `scope` and of our own pid namespace are swept (another namespace's pid
+/// means nothing here, so its owner cannot be judged dead).
 pub fn sweep_orphaned(scope: &str) -> Vec<LeftoverProcess> {
     let me = std::process::id() as i32;
     let mut found = Vec::new();
-    for (pid, owner, their_scope) in procs::token_processes() {
-        if owner == me || pid == me || their_scope != scope {
+    for (pid, owner) in procs::token_processes() {
+        if owner.pid == me || pid == me || owner.scope != scope {
             continue;
         }
-        if !procs::is_dead(owner) {
+        if !procs::owner_is_in_our_namespace(&owner, pid) || !procs::is_dead(owner.pid) {
             continue;
         }
         found.push(procs::describe(pid, 0));
-        with_its_group(pid);
-        reap(pid);
     }
+    end_all(&found);
     found
+}
+
+/// SIGKILLs each of `found` with its group, once all are described (killing one's group first
+/// would leave the others' descriptions empty), and reaps those we adopted.
+fn end_all(found: &[LeftoverProcess]) {
+    for p in found {
+        with_its_group(p.pid);
+    }
+    for p in found {
+        reap(p.pid);
+    }
+}
+
+/// One round of ending what a dead greenlight `owner` (a pid of our namespace) started: every
+/// live process whose run token names it, whatever its scope, is SIGKILLed with its group.
+/// Returns what was found alive; the caller repeats until a round finds nothing, which is when
+/// they are gone (a SIGKILLed process is a zombie or nothing by the next look). Does nothing
+/// while `owner` is alive: its processes are its own.
+pub fn end_processes_of(owner: i32) -> Vec<LeftoverProcess> {
+    let me = std::process::id() as i32;
+    if owner == me || !procs::is_dead(owner) {
+        return Vec::new();
+    }
+    let mut found = Vec::new();
+    for (pid, token) in procs::token_processes() {
+        if token.pid != owner || pid == me || !procs::owner_is_in_our_namespace(&token, pid) {
+            continue;
+        }
+        found.push(procs::describe(pid, 0));
+    }
+    end_all(&found);
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::{Command, Stdio};
+
+    /// A `sleep` carrying a run token of a dead owner in namespace `ns`, and a goal marker.
+    fn orphan(ns: u64, scope: &str, marker: &str) -> std::process::Child {
+        let mut dead = Command::new("true").spawn().expect("true runs");
+        let dead_pid = dead.id();
+        dead.wait().expect("reaped");
+        Command::new("sleep")
+            .arg("30")
+            .env(procs::TOKEN_VAR, format!("{dead_pid}.{ns}-{scope}-0-0"))
+            .env("GREENLIGHT_TEST_MARK", marker)
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("sleep runs")
+    }
+
+    /// A pid in a token means something only in its namespace: a sweep never ends a process
+    /// whose token names another, however dead its owner's pid looks here.
+    #[test]
+    fn sweeps_end_orphans_of_our_pid_namespace_only() {
+        let ours = procs::pid_namespace().expect("/proc/self/ns/pid is readable");
+        let scope = format!("killtest{}", std::process::id()); // a scope has no `-`
+        let marker = format!("mark-{}", std::process::id());
+        let mut foreign = orphan(ours + 1, &scope, &marker);
+        let mut local = orphan(ours, &scope, &format!("{marker}-local"));
+        let (foreign_pid, local_pid) = (foreign.id() as i32, local.id() as i32);
+        let swept: Vec<i32> = sweep_orphaned(&scope).iter().map(|p| p.pid).collect();
+        assert_eq!(swept, [local_pid], "only our namespace's orphan");
+        let _ = local.wait(); // the sweep reaped it already: it was our child
+        assert!(procs::is_dead(local_pid));
+        assert!(
+            sweep_marked("GREENLIGHT_TEST_MARK", &marker).is_empty(),
+            "a marked process of another namespace's run is not ours to end"
+        );
+        assert!(
+            !procs::is_dead(foreign_pid),
+            "the foreign orphan still runs"
+        );
+        let _ =
+            rustix::process::kill_process(procs::pid(foreign_pid).expect("positive"), Signal::KILL);
+        assert!(foreign.wait().is_ok());
+    }
 }

@@ -18,7 +18,8 @@ mod spec;
 pub mod tail;
 
 pub use kill::{
-    end_adopted_and_marked, sweep_marked, sweep_orphaned, with_its_group as kill_with_its_group,
+    end_adopted_and_marked, end_processes_of, sweep_marked, sweep_orphaned,
+    with_its_group as kill_with_its_group,
 };
 pub use procs::{LeftoverProcess, TOKEN_VAR};
 pub use run::run;

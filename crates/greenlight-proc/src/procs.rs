@@ -141,9 +141,39 @@ pub fn processes_with_token(token: &str) -> Vec<i32> {
     processes_with_env(TOKEN_VAR, token)
 }
 
-/// Every live process carrying a run token, with the pid of the greenlight that owns it and
-/// its sweep scope (the token is `<owner pid>-<scope>-<n>-<nanos>`).
-pub fn token_processes() -> Vec<(i32, i32, String)> {
+/// The greenlight run a token names: its owner's pid, the pid namespace that pid means
+/// something in, and the sweep scope.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenOwner {
+    /// The owner's pid, as its own pid namespace numbers it.
+    pub pid: i32,
+    /// The owner's pid namespace ([`pid_namespace`]); `None` when the token did not say
+    /// (written by an older greenlight, or where `/proc/self/ns/pid` could not be read).
+    pub pid_ns: Option<u64>,
+    /// Which runs may end each other's orphans.
+    pub scope: String,
+}
+
+/// Reads a token: `<owner pid>.<pid namespace>-<scope>-<n>-<nanos>`, or the older
+/// `<owner pid>-<scope>-<n>-<nanos>`. The namespace is joined to the pid with a dot so that an
+/// older greenlight, which parses the pid alone, reads no owner at all and never sweeps a run
+/// whose namespace it cannot judge.
+pub fn parse_token(token: &str) -> Option<TokenOwner> {
+    let mut parts = token.split('-');
+    let owner = parts.next()?;
+    let (pid, pid_ns) = match owner.split_once('.') {
+        Some((pid, ns)) => (pid, Some(ns.parse().ok()?)),
+        None => (owner, None),
+    };
+    Some(TokenOwner {
+        pid: pid.parse().ok()?,
+        pid_ns,
+        scope: parts.next()?.to_owned(),
+    })
+}
+
+/// Every live process carrying a run token, with the run its token names.
+pub fn token_processes() -> Vec<(i32, TokenOwner)> {
     let prefix = format!("{TOKEN_VAR}=");
     let mut found = Vec::new();
     for pid in all_pids() {
@@ -156,16 +186,56 @@ pub fn token_processes() -> Vec<(i32, i32, String)> {
         let parsed = env
             .split(|&b| b == 0)
             .find_map(|var| var.strip_prefix(prefix.as_bytes()))
-            .and_then(|token| {
-                let mut parts = std::str::from_utf8(token).ok()?.split('-');
-                let owner = parts.next()?.parse::<i32>().ok()?;
-                Some((owner, parts.next()?.to_owned()))
-            });
-        if let Some((owner, scope)) = parsed {
-            found.push((pid, owner, scope));
+            .and_then(|token| parse_token(std::str::from_utf8(token).ok()?));
+        if let Some(owner) = parsed {
+            found.push((pid, owner));
         }
     }
     found
+}
+
+/// The token `pid` carries, if any.
+pub fn token_of(pid: i32) -> Option<TokenOwner> {
+    let env = fs::read(format!("/proc/{pid}/environ")).ok()?;
+    let prefix = format!("{TOKEN_VAR}=");
+    env.split(|&b| b == 0)
+        .find_map(|var| var.strip_prefix(prefix.as_bytes()))
+        .and_then(|token| parse_token(std::str::from_utf8(token).ok()?))
+}
+
+/// Whether the run a token names lives in our pid namespace, so that its owner's pid can be
+/// judged here. A token without a namespace (an older greenlight's) is judged by the namespace
+/// of the process carrying it (`carrier`): a gate lives where its runner started it, unless it
+/// made a namespace of its own, and then it is left alone (the safe side). Anything unreadable
+/// is foreign.
+pub fn owner_is_in_our_namespace(owner: &TokenOwner, carrier: i32) -> bool {
+    let Some(ours) = pid_namespace() else {
+        return false;
+    };
+    match owner.pid_ns {
+        Some(theirs) => theirs == ours,
+        None => namespace_of(carrier) == Some(ours),
+    }
+}
+
+/// This process's pid namespace: the inode of `/proc/self/ns/pid`, which every process of one
+/// namespace shares and no other namespace of this kernel has while it lives. A pid means
+/// something only within its namespace, so greenlight records this beside every pid another
+/// greenlight may judge (lock records, run tokens). `None` when it cannot be read.
+pub fn pid_namespace() -> Option<u64> {
+    static OURS: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
+    *OURS.get_or_init(|| namespace_of_entry("self"))
+}
+
+fn namespace_of(pid: i32) -> Option<u64> {
+    namespace_of_entry(&pid.to_string())
+}
+
+/// Reads `pid:[4026531836]` from `/proc/<entry>/ns/pid`.
+fn namespace_of_entry(entry: &str) -> Option<u64> {
+    let link = fs::read_link(format!("/proc/{entry}/ns/pid")).ok()?;
+    let text = link.to_str()?;
+    text.strip_prefix("pid:[")?.strip_suffix(']')?.parse().ok()
 }
 
 /// Every live process on the machine whose environment holds exactly `var=value`.
@@ -397,6 +467,41 @@ mod tests {
             "outside a namespace a session of 0 is nobody's"
         );
         assert!(own_session().is_some(), "/proc/self/stat has a session");
+    }
+
+    #[test]
+    fn tokens_are_read_with_and_without_their_namespace() {
+        let owner = |pid, pid_ns, scope: &str| TokenOwner {
+            pid,
+            pid_ns,
+            scope: scope.to_owned(),
+        };
+        assert_eq!(
+            parse_token("42.4026531836-abc-0-1f"),
+            Some(owner(42, Some(4_026_531_836), "abc"))
+        );
+        assert_eq!(parse_token("42-abc-0-1f"), Some(owner(42, None, "abc")));
+        assert_eq!(
+            parse_token("42.x-abc-0-1f"),
+            None,
+            "a namespace that is no number"
+        );
+        assert_eq!(parse_token("garbage"), None);
+        let ours = pid_namespace().expect("/proc/self/ns/pid is readable");
+        let me = std::process::id() as i32;
+        assert!(owner_is_in_our_namespace(&owner(1, Some(ours), "s"), me));
+        assert!(!owner_is_in_our_namespace(
+            &owner(1, Some(ours + 1), "s"),
+            me
+        ));
+        assert!(
+            owner_is_in_our_namespace(&owner(1, None, "s"), me),
+            "an older token is judged by its carrier's namespace"
+        );
+        assert!(
+            !owner_is_in_our_namespace(&owner(1, None, "s"), -1),
+            "an unreadable carrier is foreign"
+        );
     }
 
     #[test]

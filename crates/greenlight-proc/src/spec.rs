@@ -277,8 +277,9 @@ impl From<Error> for std::io::Error {
     }
 }
 
-/// A fresh run token: `<owner pid>-<scope>-<n>-<nanos>`, so that a later run can tell whose
-/// orphans it is looking at.
+/// A fresh run token: `<owner pid>.<pid namespace>-<scope>-<n>-<nanos>`
+/// ([`crate::procs::parse_token`] reads it), so that a later run can tell whose orphans it is
+/// looking at, and whether that owner's pid means anything where it looks.
 pub fn next_token(scope: &str) -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
@@ -286,5 +287,9 @@ pub fn next_token(scope: &str) -> String {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.subsec_nanos())
         .unwrap_or(0);
-    format!("{}-{scope}-{n}-{nanos:x}", std::process::id())
+    let pid = std::process::id();
+    match crate::procs::pid_namespace() {
+        Some(ns) => format!("{pid}.{ns}-{scope}-{n}-{nanos:x}"),
+        None => format!("{pid}-{scope}-{n}-{nanos:x}"),
+    }
 }

@@ -37,6 +37,22 @@ pub enum Error {
         source: rusqlite::Error,
     },
 
+    /// Opening failed, and the file system holding the database has no room: SQLite reports a
+    /// write that fails for want of space while opening as an I/O error, so the store checks.
+    #[error(
+        "cannot open the state database {path}: {source}; the disk holding it is full (ENOSPC: \
+         nothing more can be written in {dir}); free space there and run the command again, or \
+         pass --state PATH on another disk"
+    )]
+    DiskFull {
+        /// The database file.
+        path: PathBuf,
+        /// Its directory, where the check failed.
+        dir: PathBuf,
+        /// What SQLite said.
+        source: rusqlite::Error,
+    },
+
     /// The file was written by a newer greenlight whose schema this binary does not know.
     #[error(
         "the state database {path} has schema version {found}, newer than the {supported} this \
@@ -285,7 +301,10 @@ fn sql_advice(source: &rusqlite::Error) -> &'static str {
             "the file is damaged; move it (and its -wal and -shm files) aside to start a new \
              state database, or pass --state PATH to use another one"
         }
-        Some(C::DiskFull) => "the disk is full; free space, then run the command again",
+        Some(C::DiskFull) => {
+            "the disk is full (SQLITE_FULL: no space left for the database or its journal); \
+             free space, then run the command again"
+        }
         Some(C::ReadOnly | C::PermissionDenied | C::CannotOpen) => {
             "the file or its directory is not writable; fix its permissions or pass --state PATH"
         }
@@ -299,7 +318,56 @@ fn sql_advice(source: &rusqlite::Error) -> &'static str {
     }
 }
 
+/// How many bytes the space check writes: what SQLite needs first when it opens a WAL database
+/// (the shared-memory index grows by 32 KiB), twice over.
+const SPACE_PROBE_BYTES: usize = 64 * 1024;
+
+/// Whether `dir` has no room left: a probe file is written there (and removed) and the write
+/// fails with ENOSPC. Only asked after opening failed, so it costs nothing when all is well.
+fn out_of_space(dir: &std::path::Path) -> bool {
+    use std::io::Write as _;
+    let probe = dir.join(format!(".greenlight-space-probe-{}", std::process::id()));
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&probe)
+        .and_then(|mut file| {
+            file.write_all(&[0; SPACE_PROBE_BYTES])?;
+            file.sync_all()
+        });
+    let _ = std::fs::remove_file(&probe);
+    matches!(written, Err(e) if e.kind() == std::io::ErrorKind::StorageFull)
+}
+
 impl Error {
+    /// An error from opening `path` becomes [`Error::DiskFull`] when SQLite's failure was one a
+    /// full disk causes (an I/O error, "full", "cannot open") and the directory indeed has no
+    /// room: otherwise a full disk read "disk I/O error … check the file is a greenlight state
+    /// database", and only a write later in the run said the disk was full.
+    pub(crate) fn on_open(self, path: &std::path::Path) -> Self {
+        use rusqlite::ErrorCode as C;
+        let (Error::Open { source, .. } | Error::Migrate { source, .. }) = &self else {
+            return self;
+        };
+        let could_be_space = matches!(
+            source.sqlite_error_code(),
+            Some(C::SystemIoFailure | C::DiskFull | C::CannotOpen)
+        );
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        if !could_be_space || !out_of_space(&dir) {
+            return self;
+        }
+        match self {
+            Error::Open { path, source } | Error::Migrate { path, source, .. } => {
+                Error::DiskFull { path, dir, source }
+            }
+            other => other,
+        }
+    }
+
     /// SQLite answered "busy" or "locked": another connection holds the lock right now.
     pub(crate) fn is_busy(&self) -> bool {
         let source = match self {

@@ -187,6 +187,10 @@ impl Store {
 
     /// Open with a given clock.
     pub fn open_with_clock(path: &Path, clock: Arc<dyn WallClock>) -> Result<Store, Error> {
+        Self::open_unchecked(path, clock).map_err(|e| e.on_open(path))
+    }
+
+    fn open_unchecked(path: &Path, clock: Arc<dyn WallClock>) -> Result<Store, Error> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|source| Error::CreateDir {
                 path: dir.to_path_buf(),

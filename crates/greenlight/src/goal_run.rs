@@ -76,6 +76,11 @@ pub fn drive(
                     outln!("  pid {} {}", p.pid, p.command);
                 }
             }
+            Started::OrphanedGatesEnded(orphans) => {
+                if let Some(note) = greenlight_gate::render::orphans_note(orphans) {
+                    errln!("{}", note.trim_end());
+                }
+            }
         };
         let driven = greenlight_goal::drive(
             store,

@@ -171,6 +171,11 @@ fn suggest_timeouts(args: &Args) -> i32 {
             "greenlight: {gate}: {samples} recorded run(s), fewer than {MIN_SAMPLES}: its timeoutSec is left as it is"
         );
     }
+    for (gate, mutex) in &plan.under_mutex {
+        errln!(
+            "greenlight: {gate}: takes mutex `{mutex}`, and its timeoutSec also bounds the wait for the mutex, which the history does not measure: its timeoutSec is left as it is"
+        );
+    }
     for p in &plan.proposals {
         let verb = if p.changes() { "proposed" } else { "kept" };
         errln!(

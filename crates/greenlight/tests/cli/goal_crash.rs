@@ -481,3 +481,47 @@ fn a_damaged_state_database_exits_1_naming_the_file_and_what_to_do() {
     );
     assert_eq!(fx.calls("agent.sh"), 0);
 }
+
+/// `goal run` shares the lock root with `verify`, so it sweeps the same way before its gates:
+/// a gate a killed `verify` left running is ended and named (before, only verify swept, and
+/// the README said goal run did too).
+#[test]
+fn goal_run_ends_the_gates_a_killed_verify_left_running() {
+    let fx = Fixture::new();
+    fx.repo.verify_yaml(&format!(
+        "version: 1\ngates:\n  - id: slow\n    command: echo $$ > {}/orphan.pid; sleep 30\n",
+        fx.scratch().display()
+    ));
+    let verify = fx
+        .repo
+        .command(["verify"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let orphan = fx.pid_in("orphan.pid");
+    procs::signal("-KILL", verify.id());
+    assert_eq!(finish(verify).code, 128 + 9);
+    assert!(
+        procs::alive(orphan),
+        "the killed verify's gate runs on, orphaned"
+    );
+    let agent = fx.script("agent.sh", "echo good > value.txt\necho fixed");
+    let out = fx.run_goal("fix the value", &agent, GATE, &[]);
+    let survived = procs::alive(orphan);
+    procs::end(orphan);
+    assert_eq!(out.code, 0, "{}", out.render());
+    assert!(
+        !survived,
+        "goal run left the killed verify's gate running: {}",
+        out.render()
+    );
+    assert!(out.stderr.contains("sleep 30\n"), "{}", out.render());
+    assert!(
+        out.stderr.contains(&format!(
+            "gate process(es) left running by an earlier greenlight that was killed before it could end them:\n  pid {orphan} /bin/sh -c echo"
+        )),
+        "{}",
+        out.render()
+    );
+}

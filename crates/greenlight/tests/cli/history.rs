@@ -448,3 +448,33 @@ fn history_shows_a_verify_killed_with_sigkill_as_interrupted() {
     let stored = Store::open(&state).unwrap().run(killed).unwrap().unwrap();
     assert_eq!(stored.result.as_deref(), Some("interrupted"));
 }
+
+/// A 1 s mutex gate was proposed `timeoutSec: 5`, but the limit also bounds the wait for the
+/// mutex: with 8 worktrees queueing, 3 runs became `SKIP reason=mutex-wait`. The history has
+/// no waits to size it from, so a mutex gate gets no proposal and stderr says why.
+#[test]
+fn suggest_timeouts_leaves_a_mutex_gate_alone_and_says_why() {
+    let repo = TempRepo::worktree_with_commit();
+    repo.verify_yaml("version: 1\ngates:\n  - id: e2e\n    command: \"true\"\n    mutex: port\n  - id: unit\n    command: \"true\"\n");
+    repo.commit_all("gates");
+    seed(&repo, "e2e", &[1_000; 10]);
+    seed(&repo, "unit", &[1_000; 10]);
+    let out = greenlight(&repo, &["verify", "--suggest-timeouts"]);
+    assert_eq!(out.code, 0, "{}", out.render());
+    assert!(
+        out.stderr.contains("greenlight: e2e: takes mutex `port`, and its timeoutSec also bounds the wait for the mutex, which the history does not measure: its timeoutSec is left as it is"),
+        "{}",
+        out.render()
+    );
+    assert!(
+        !out.stdout.contains("id: e2e\n     command: \"true\"\n+"),
+        "{}",
+        out.stdout
+    );
+    assert_eq!(
+        out.stdout.matches("+    timeoutSec: 5\n").count(),
+        1,
+        "only unit is proposed: {}",
+        out.stdout
+    );
+}

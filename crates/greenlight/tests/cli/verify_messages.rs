@@ -211,3 +211,75 @@ fn help_says_skip_work_evidence_still_needs_a_base_ref_and_links_docs_to_the_rep
         }
     }
 }
+
+/// git that cannot run is not "not a git repository": with git missing from PATH, or greenlight
+/// out of file descriptors (`ulimit -n 12`), verify said the worktree was no repository. It
+/// says what failed: the spawn error here, git's exit code and first stderr line elsewhere.
+#[test]
+fn git_that_cannot_run_is_named_not_reported_as_no_repository() {
+    let repo = TempRepo::worktree_with_commit();
+    repo.verify_yaml("version: 1\ngates:\n  - id: a\n    command: \"true\"\n");
+    let empty = repo.home().join("no-git-here");
+    fs::create_dir_all(&empty).unwrap();
+    let out = repo
+        .cli(["verify", "--no-record"])
+        .env("PATH", &empty)
+        .run();
+    assert_eq!(out.code, 2, "{}", out.render());
+    assert!(
+        !out.stderr.contains("not a git repository"),
+        "{}",
+        out.render()
+    );
+    assert!(
+        out.render().ends_with("--- stderr\ngreenlight: git failed while checking that [REPO] is a git worktree: cannot start git (is it installed and on PATH?): No such file or directory (os error 2)\n"),
+        "{}",
+        out.render()
+    );
+
+    let direct = repo.command(["verify", "--no-record"]);
+    let mut limited = Command::new("sh");
+    limited
+        .args(["-c", "ulimit -n 12 && exec \"$@\"", "sh"])
+        .arg(direct.get_program())
+        .args(direct.get_args())
+        .current_dir(repo.path());
+    for (name, value) in direct.get_envs() {
+        match value {
+            Some(value) => limited.env(name, value),
+            None => limited.env_remove(name),
+        };
+    }
+    let out = limited.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(!stderr.contains("not a git repository"), "{stderr}");
+    assert!(
+        stderr.contains("greenlight: git failed while ")
+            && stderr.contains("cannot start git: Too many open files (os error 24)"),
+        "{stderr}"
+    );
+
+    // And a directory that is truly no repository still says so.
+    let outside = tempfile::tempdir().unwrap();
+    let out = repo
+        .cli([
+            "verify",
+            "--no-record",
+            "--config",
+            repo.path()
+                .join(".commandmate/verify.yaml")
+                .to_str()
+                .unwrap(),
+            "--cwd",
+            outside.path().to_str().unwrap(),
+        ])
+        .run();
+    assert_eq!(out.code, 2, "{}", out.render());
+    assert!(
+        out.stderr
+            .contains(": not a git repository; run verify inside a git worktree"),
+        "{}",
+        out.render()
+    );
+}

@@ -125,16 +125,20 @@ fn greenlight_holds_the_lock_in_commandmates_format_while_the_gate_runs() {
     assert_eq!(out.code, 0, "{}", out.render());
     let raw = repo.read("seen-owner").unwrap();
     let owner: serde_json::Value = serde_json::from_str(&raw).unwrap();
-    assert_eq!(owner.as_object().unwrap().len(), 4, "owner record: {raw}");
-    // The same fields in the same order as CommandMate writes them.
+    assert_eq!(owner.as_object().unwrap().len(), 5, "owner record: {raw}");
+    // The same fields in the same order as CommandMate writes them, then the pid namespace.
     let at = |key: &str| {
         raw.find(&format!("\"{key}\":"))
             .unwrap_or_else(|| panic!("no {key} in {raw}"))
     };
     assert!(
-        at("pid") < at("host") && at("host") < at("token") && at("token") < at("acquiredAt"),
+        at("pid") < at("host")
+            && at("host") < at("token")
+            && at("token") < at("acquiredAt")
+            && at("acquiredAt") < at("pidNs"),
         "{raw}"
     );
+    assert!(owner["pidNs"].as_u64().is_some_and(|ns| ns > 0), "{raw}");
     assert_eq!(owner["host"], hostname());
     assert!(
         owner["pid"].as_i64().unwrap() > 0
@@ -195,4 +199,114 @@ fn two_runs_in_parallel_worktrees_never_overlap_on_one_mutex() {
         waited.iter().any(|l| l.ends_with("waited=0s")),
         "{waited:?}"
     );
+}
+
+/// A verify holding a mutex is SIGKILLed while another waits: the waiter saw the holder's pid
+/// dead and took the lock while the killed run's gate still ran, so two gates ran under one
+/// mutex. The waiter must end the dead holder's gate first, and say so.
+#[test]
+fn a_sigkilled_holders_gate_is_ended_before_a_waiter_takes_its_mutex() {
+    let a = TempRepo::worktree_with_commit();
+    let b = TempRepo::worktree_with_commit();
+    let shared = a.home().join("shared");
+    fs::create_dir_all(&shared).unwrap();
+    // Each gate writes its pid, then checks whether the other's gate is still alive (a zombie,
+    // its reaping pending, has ended).
+    let gate = |me: &str, other: &str| {
+        format!(
+            "version: 1\ngates:\n  - id: e2e\n    command: echo $$ > {dir}/{me}.pid; if [ -f {dir}/{other}.pid ] && state=$(cut -d' ' -f3 /proc/$(cat {dir}/{other}.pid)/stat 2>/dev/null) && [ \"$state\" != Z ]; then echo \"overlap $state\" >> {dir}/overlap; fi; sleep 3\n    mutex: shared-port\n    timeoutSec: 20\n",
+            dir = shared.display()
+        )
+    };
+    a.verify_yaml(&gate("a", "b"));
+    b.verify_yaml(&gate("b", "a"));
+    let root = a.lock_root().to_path_buf();
+    let mut holder = a
+        .command(["verify"])
+        .env("CM_VERIFY_LOCK_ROOT", &root)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let holders_gate = greenlight_testkit::procs::wait_for_pid(&shared.join("a.pid"));
+    let waiter = b
+        .command(["verify"])
+        .env("CM_VERIFY_LOCK_ROOT", &root)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The waiter has made its start-up sweep and is polling the lock.
+    std::thread::sleep(Duration::from_millis(700));
+    assert!(!shared.join("b.pid").exists(), "the waiter did not wait");
+    greenlight_testkit::procs::signal("-9", holder.id());
+    let holder_pid = holder.id();
+    holder.wait().unwrap();
+    let out = waiter.wait_with_output().unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(
+        !shared.join("overlap").exists(),
+        "the waiter's gate started while the killed holder's gate ran\n{stderr}"
+    );
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        !greenlight_testkit::procs::alive(holders_gate),
+        "the killed holder's gate outlived the takeover"
+    );
+    assert!(
+        stderr.contains(&format!(
+            "broke a stale lock (recorded holder pid {holder_pid} on this host no longer exists)"
+        )) && stderr.contains(&format!(
+            "process(es) the dead holder pid {holder_pid} had left running under the lock:"
+        )),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("sleep 3"),
+        "the ended gate is named: {stderr}"
+    );
+}
+
+/// A pid means something only in its pid namespace: a holder whose record names another
+/// namespace is never judged dead here, however dead its pid looks, as a holder on another
+/// host is not. A record without a namespace (CommandMate's) is still judged by its pid.
+#[test]
+fn a_dead_looking_holder_from_another_pid_namespace_is_never_taken_over() {
+    let repo = TempRepo::worktree_with_commit();
+    repo.verify_yaml(
+        "version: 1\ngates:\n  - id: e2e\n    command: \"true\"\n    mutex: m\n    timeoutSec: 1\n",
+    );
+    let mut dead = std::process::Command::new("true").spawn().unwrap();
+    let dead_pid = dead.id();
+    dead.wait().unwrap();
+    let ours = fs::read_link("/proc/self/ns/pid").unwrap();
+    let ours: u64 = ours
+        .to_str()
+        .unwrap()
+        .trim_start_matches("pid:[")
+        .trim_end_matches(']')
+        .parse()
+        .unwrap();
+    let dir = repo.lock_root().join("m.lock");
+    fs::create_dir_all(&dir).unwrap();
+    let record = |ns: u64| {
+        format!(
+            "{{\"pid\":{dead_pid},\"host\":\"{}\",\"token\":\"t\",\"acquiredAt\":1700000000000,\"pidNs\":{ns}}}\n",
+            hostname()
+        )
+    };
+    fs::write(dir.join("owner"), record(ours + 1)).unwrap();
+    let out = repo.greenlight(["verify"]);
+    assert_eq!(out.code, 22, "{}", out.render());
+    assert_eq!(out.lines()[1], "GATE e2e SKIP reason=mutex-wait waited=1s");
+    assert!(dir.join("owner").exists(), "the foreign lock was broken");
+    // The same record in our own namespace is a dead holder on this host: taken over.
+    fs::write(dir.join("owner"), record(ours)).unwrap();
+    let out = repo.greenlight(["verify"]);
+    assert_eq!(out.code, 0, "{}", out.render());
+    assert!(out.stderr.contains("broke a stale lock"), "{}", out.stderr);
+    assert!(!dir.exists());
 }
