@@ -6,7 +6,8 @@
 //!   stored only when its gate's key is the same both times, so a gate whose inputs changed
 //!   while it ran (an agent still editing, a formatter rewriting files) is never stored;
 //! - only PASS and FAIL are stored, and only when every attempt exited on its own: no timeout,
-//!   no FLAKY, no interrupt, no leftover process, no pipe left open, no start failure;
+//!   no FLAKY, no interrupt, no leftover process, no pipe left open, no start failure (and the
+//!   runner stores nothing of a run that left a process no one gate can be named for);
 //! - any problem with the cache (no directory, a key file that is not private) turns it off for
 //!   the run with a warning; it never changes a verdict.
 

@@ -28,15 +28,34 @@ pub(crate) fn strays(token: &str, claim_adopted: bool) -> Vec<i32> {
 
 /// SIGKILLs everything of the child still alive, reaps what was adopted, and says what it was.
 pub(crate) fn leftovers(leader: i32, token: &str, claim_adopted: bool) -> Vec<LeftoverProcess> {
-    let me = std::process::id() as i32;
-    let mut found: Vec<LeftoverProcess> = Vec::new();
-    // Escaped processes can start others while we work; a few rounds catch a double fork.
-    for _ in 0..8 {
+    end_in_rounds(leader, || {
         let mut pids = procs::group_members(leader);
         pids.extend(procs::processes_with_token(token));
         if claim_adopted {
             pids.extend(procs::adopted_children());
         }
+        pids
+    })
+}
+
+/// SIGKILLs every live child of this process, with the groups they lead, reaps them, and says
+/// what they were. Called once every child a run started has ended (a verify run whose gates
+/// are all done), whatever is still our child was adopted as a child subreaper from one of them,
+/// even one that left the group and cleared its environment; the caller decides whose it was.
+/// Like the runner's `claim_adopted`, it assumes nothing else in this process has a child
+/// running at that moment.
+pub fn end_adopted() -> Vec<LeftoverProcess> {
+    end_in_rounds(0, procs::adopted_children)
+}
+
+/// Kills what `find` names (and `leader`'s group, when there is one) until it names nothing,
+/// describing each process once. Escaped processes can start others while we work; a few
+/// rounds catch a double fork.
+fn end_in_rounds(leader: i32, find: impl Fn() -> Vec<i32>) -> Vec<LeftoverProcess> {
+    let me = std::process::id() as i32;
+    let mut found: Vec<LeftoverProcess> = Vec::new();
+    for _ in 0..8 {
+        let mut pids = find();
         pids.sort_unstable();
         pids.dedup();
         pids.retain(|&p| p != me);

@@ -17,7 +17,7 @@ pub mod signals;
 mod spec;
 pub mod tail;
 
-pub use kill::{sweep_marked, sweep_orphaned, with_its_group as kill_with_its_group};
+pub use kill::{end_adopted, sweep_marked, sweep_orphaned, with_its_group as kill_with_its_group};
 pub use procs::{LeftoverProcess, TOKEN_VAR};
 pub use run::run;
 pub use signals::{Interrupt, InterruptWatch, become_subreaper, run_main};

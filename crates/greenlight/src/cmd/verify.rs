@@ -307,7 +307,11 @@ async fn verify(args: Args, interrupt: greenlight_proc::InterruptWatch) -> i32 {
     for warning in &report.warnings {
         errln!("{warning}");
     }
-    if let Some(note) = render::orphans_stderr(&report) {
+    let notes = [
+        render::orphans_stderr(&report),
+        render::leftovers_stderr(&report),
+    ];
+    for note in notes.into_iter().flatten() {
         // Command lines come from /proc: whatever a gate's process put there.
         if plain_stderr {
             err!("{}", render::plain_text(&note));
