@@ -343,7 +343,11 @@ impl CachePlan {
         let entry = if settings.refresh {
             None
         } else {
-            store.get(&key.key)
+            store.get(&key.key).unwrap_or_else(|why| {
+                self.warnings
+                    .push(format!("greenlight: gate {} ran: {why}", gate.id));
+                None
+            })
         };
         let Some(entry) = entry.filter(|e| e.command == gate.command) else {
             if settings.explain {
@@ -353,6 +357,10 @@ impl CachePlan {
                     let name = cache::record_name(&self.listing.as_ref()?.top, &gate.id);
                     let last: Option<KeyParts> = store
                         .record(&name)
+                        .unwrap_or_else(|why| {
+                            self.warnings.push(format!("greenlight: {why}"));
+                            None
+                        })
                         .and_then(|bytes| serde_json::from_slice(&bytes).ok());
                     let v2 = config.gate_v2(index)?;
                     format!(
