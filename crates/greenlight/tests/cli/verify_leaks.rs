@@ -468,3 +468,64 @@ fn an_escapee_of_a_keys_command_is_killed_and_its_run_caches_nothing() {
         assert_eq!(cached_flags(&doc), [false], "{run}: {doc:#}");
     }
 }
+
+/// Verify waits on git before its gates (work-evidence, the workspace listing), and a git call
+/// can hang: here `core.fsmonitor`, a hook `git status` runs, sleeps. Verify's runtime was
+/// blocked in that wait, so SIGTERM was not even seen until git returned. Now signals are caught
+/// on a thread of their own and, once the gates' grace and the drain limit have passed, every
+/// child still running is killed: verify exits 143 within seconds and leaves nothing.
+#[test]
+fn sigterm_ends_verify_while_a_git_call_it_waits_on_hangs() {
+    let repo = TempRepo::worktree_with_commit();
+    repo.verify_yaml("version: 2\ngates:\n  - id: a\n    command: \"true\"\n");
+    let hook = repo.home().join("fsmonitor-hook");
+    let hook_pids = repo.home().join("fsmonitor.pids");
+    fs::write(
+        &hook,
+        format!(
+            "#!/bin/sh\necho $$ >> '{}'\nexec sleep 600\n",
+            hook_pids.display()
+        ),
+    )
+    .unwrap();
+    fs::set_permissions(
+        &hook,
+        <fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o755),
+    )
+    .unwrap();
+    repo.git(&["config", "core.fsmonitor", hook.to_str().unwrap()]);
+    let mut child = repo
+        .command(["verify"])
+        .env("GREENLIGHT_KILL_GRACE_MS", "500")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let read_pids = || procs::pids_in(&fs::read_to_string(&hook_pids).unwrap_or_default());
+    let hung = procs::wait_until(
+        Duration::from_secs(10),
+        "git ran the fsmonitor hook",
+        || (!read_pids().is_empty()).then(read_pids),
+    );
+    procs::signal("-TERM", child.id());
+    let limit = Instant::now() + Duration::from_secs(8);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            for pid in read_pids() {
+                procs::end(pid);
+            }
+            panic!("SIGTERM did not end verify within 8 s while git waited on its hook");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(status.code(), Some(143), "{stderr}");
+    assert!(stderr.contains("interrupted by SIGTERM"), "{stderr}");
+    procs::assert_all_dead(&hung, "the hook git waited on survived verify");
+}
