@@ -626,6 +626,9 @@ fn a_fifo_socket_directory_or_link_to_a_fifo_at_an_entry_is_a_miss_with_a_warnin
             kind_named(kind)
         );
         assert!(out.stderr.contains(&warning), "{kind}: {}", out.stderr);
+        // The fresh result is stored in its place, except where no file can go.
+        let now_regular = fs::symlink_metadata(&entry).is_ok_and(|m| m.is_file());
+        assert_eq!(now_regular, kind != "directory", "{kind}: {}", out.stderr);
     }
 }
 
@@ -711,6 +714,13 @@ fn sigterm_ends_verify_whatever_fifo_sits_at_the_cache_key_an_entry_or_a_tracked
             2,
             "{place}: the gate never started: {stderr}"
         );
+        if place == "tracked file" {
+            assert!(
+                stderr.contains("the result cache is off for this run")
+                    && stderr.contains("is not a regular file (a FIFO, socket or device)"),
+                "{stderr}"
+            );
+        }
         procs::assert_all_dead(&gate_pids(), &format!("{place}: the gate survived verify"));
     }
 }
