@@ -15,7 +15,7 @@
 
 use std::fs;
 use std::io::{Read, Write};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
@@ -157,15 +157,19 @@ impl Store {
         };
         let entry = self.check(key, &bytes);
         if entry.is_some() {
-            // Non-blocking too: the path may have become a FIFO since it was read.
-            if let Ok(f) = fs::File::options()
-                .write(true)
-                .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
-                .open(&path)
-                && f.metadata().is_ok_and(|m| m.is_file())
-            {
-                let _ = f.set_modified(SystemTime::now());
-            }
+            // By path, opening nothing: the path may have become a FIFO since it was read.
+            use rustix::fs::{AtFlags, CWD, Timespec, Timestamps, UTIME_NOW, UTIME_OMIT};
+            let times = Timestamps {
+                last_access: Timespec {
+                    tv_sec: 0,
+                    tv_nsec: UTIME_OMIT,
+                },
+                last_modification: Timespec {
+                    tv_sec: 0,
+                    tv_nsec: UTIME_NOW,
+                },
+            };
+            let _ = rustix::fs::utimensat(CWD, &path, &times, AtFlags::SYMLINK_NOFOLLOW);
         }
         Ok(entry)
     }
@@ -423,5 +427,63 @@ fn read_key(path: &Path) -> Result<Option<[u8; 32]>, String> {
     match blake3::Hash::from_hex(text.trim()) {
         Ok(hash) => Ok(Some(*hash.as_bytes())),
         Err(_) => Err(not_hex()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn entry(key: &str) -> Entry {
+        Entry {
+            key: key.to_owned(),
+            gate: "g".into(),
+            command: "true".into(),
+            verdict: GateVerdict::Pass,
+            attempts: Vec::new(),
+            created_ms: 0,
+        }
+    }
+
+    /// A hit moves the entry's clock to now (eviction is least recently used), by path, without
+    /// opening the file; a FIFO in its place is a miss that names it, at once.
+    #[test]
+    fn a_hit_refreshes_the_clock_and_a_fifo_in_its_place_is_a_named_miss() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), &dir.path().join("cache.key"), 1 << 20).unwrap();
+        let key = "ab".repeat(32);
+        store.put(&entry(&key)).unwrap();
+        let path = store.path_of(&key);
+        let long_ago = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000);
+        fs::File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_modified(long_ago)
+            .unwrap();
+        assert_eq!(store.get(&key).unwrap(), Some(entry(&key)));
+        let refreshed = fs::metadata(&path).unwrap().modified().unwrap();
+        assert!(
+            refreshed > long_ago,
+            "the hit left the clock at {refreshed:?}"
+        );
+
+        fs::remove_file(&path).unwrap();
+        let made = std::process::Command::new("mkfifo")
+            .arg(&path)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        let why = store.get(&key).unwrap_err();
+        assert!(
+            why.contains(&path.display().to_string()) && why.contains("a FIFO"),
+            "{why}"
+        );
+        assert_eq!(
+            store.get(&"cd".repeat(32)),
+            Ok(None),
+            "no entry is no warning"
+        );
     }
 }
