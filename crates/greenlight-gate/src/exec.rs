@@ -15,6 +15,9 @@ use greenlight_proc::{Ending, Input, Observer, Output, Program, Spec, Stream};
 pub use greenlight_proc::tail::TailBuffer;
 pub use greenlight_proc::{Interrupt, InterruptWatch, KILL_GRACE, LeftoverProcess};
 
+/// Ends every process still adopted once no gate runs: see [`greenlight_proc::end_adopted`].
+pub(crate) use greenlight_proc::end_adopted;
+
 /// What to run and within which bounds.
 #[derive(Debug, Clone)]
 pub struct ExecSpec<'a> {

@@ -75,9 +75,10 @@ impl FileError {
     }
 }
 
-/// Reads the regular file at `path` (a symlink is followed to what it names), refusing
-/// anything else and anything over `limit` bytes, without ever blocking on a FIFO or device.
-pub fn read_bounded(path: &Path, limit: u64) -> Result<Vec<u8>, FileError> {
+/// Opens the regular file at `path` for reading (a symlink is followed to what it names) and
+/// returns it with its metadata, refusing anything else, without ever blocking on a FIFO or
+/// device. For a caller that checks more than the type (an owner, a mode) before reading.
+pub fn open_regular(path: &Path) -> Result<(std::fs::File, std::fs::Metadata), FileError> {
     let io = |source: std::io::Error| FileError::Io {
         path: path.to_path_buf(),
         source,
@@ -90,29 +91,60 @@ pub fn read_bounded(path: &Path, limit: u64) -> Result<Vec<u8>, FileError> {
             std::io::ErrorKind::NotFound => FileError::NotFound {
                 path: path.to_path_buf(),
             },
-            _ => io(e),
+            // A socket cannot be opened at all (ENXIO); `stat` names it without opening it.
+            _ => match std::fs::metadata(path).ok().and_then(|m| not_regular(&m)) {
+                Some(kind) => FileError::NotRegular {
+                    path: path.to_path_buf(),
+                    kind,
+                },
+                None => io(e),
+            },
         })?;
     let meta = file.metadata().map_err(io)?;
-    let kind = meta.file_type();
-    if !kind.is_file() {
-        let what = if kind.is_dir() {
-            "a directory"
-        } else if kind.is_fifo() {
-            "a FIFO (named pipe)"
-        } else if kind.is_char_device() {
-            "a character device"
-        } else if kind.is_block_device() {
-            "a block device"
-        } else if kind.is_socket() {
-            "a socket"
-        } else {
-            "not a file"
-        };
+    if let Some(kind) = not_regular(&meta) {
         return Err(FileError::NotRegular {
             path: path.to_path_buf(),
-            kind: what,
+            kind,
         });
     }
+    Ok((file, meta))
+}
+
+/// What `meta` describes when it is not a regular file: `a FIFO (named pipe)`, `a directory`, …
+fn not_regular(meta: &std::fs::Metadata) -> Option<&'static str> {
+    let kind = meta.file_type();
+    if kind.is_file() {
+        return None;
+    }
+    Some(if kind.is_dir() {
+        "a directory"
+    } else if kind.is_fifo() {
+        "a FIFO (named pipe)"
+    } else if kind.is_char_device() {
+        "a character device"
+    } else if kind.is_block_device() {
+        "a block device"
+    } else if kind.is_socket() {
+        "a socket"
+    } else {
+        "not a file"
+    })
+}
+
+/// Reads the regular file at `path` (a symlink is followed to what it names), refusing
+/// anything else and anything over `limit` bytes, without ever blocking on a FIFO or device.
+pub fn read_bounded(path: &Path, limit: u64) -> Result<Vec<u8>, FileError> {
+    let (file, meta) = open_regular(path)?;
+    read_opened(path, file, &meta, limit)
+}
+
+/// Reads a file [`open_regular`] opened, at most `limit` bytes.
+pub fn read_opened(
+    path: &Path,
+    file: std::fs::File,
+    meta: &std::fs::Metadata,
+    limit: u64,
+) -> Result<Vec<u8>, FileError> {
     if meta.len() > limit {
         return Err(FileError::TooLarge {
             path: path.to_path_buf(),
@@ -121,7 +153,12 @@ pub fn read_bounded(path: &Path, limit: u64) -> Result<Vec<u8>, FileError> {
     }
     // The size can change after fstat: read one byte past the limit to notice a file that grew.
     let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
-    file.take(limit + 1).read_to_end(&mut bytes).map_err(io)?;
+    file.take(limit + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|source| FileError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
     if bytes.len() as u64 > limit {
         return Err(FileError::TooLarge {
             path: path.to_path_buf(),
@@ -170,6 +207,11 @@ mod tests {
 
         let e = read_bounded(dir.path(), 100).unwrap_err();
         assert!(e.to_string().contains("a directory"), "{e}");
+
+        let socket = dir.path().join("socket");
+        let _listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+        let e = read_bounded(&socket, 100).unwrap_err();
+        assert!(e.to_string().contains("a socket"), "{e}");
 
         let big = dir.path().join("big");
         std::fs::write(&big, vec![b'a'; 101]).unwrap();

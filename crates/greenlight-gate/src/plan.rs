@@ -6,7 +6,8 @@
 //!   stored only when its gate's key is the same both times, so a gate whose inputs changed
 //!   while it ran (an agent still editing, a formatter rewriting files) is never stored;
 //! - only PASS and FAIL are stored, and only when every attempt exited on its own: no timeout,
-//!   no FLAKY, no interrupt, no leftover process, no pipe left open, no start failure;
+//!   no FLAKY, no interrupt, no leftover process, no pipe left open, no start failure (and the
+//!   runner stores nothing of a run that left a process no one gate can be named for);
 //! - any problem with the cache (no directory, a key file that is not private) turns it off for
 //!   the run with a warning; it never changes a verdict.
 
@@ -342,7 +343,11 @@ impl CachePlan {
         let entry = if settings.refresh {
             None
         } else {
-            store.get(&key.key)
+            store.get(&key.key).unwrap_or_else(|why| {
+                self.warnings
+                    .push(format!("greenlight: gate {} ran: {why}", gate.id));
+                None
+            })
         };
         let Some(entry) = entry.filter(|e| e.command == gate.command) else {
             if settings.explain {
@@ -352,6 +357,10 @@ impl CachePlan {
                     let name = cache::record_name(&self.listing.as_ref()?.top, &gate.id);
                     let last: Option<KeyParts> = store
                         .record(&name)
+                        .unwrap_or_else(|why| {
+                            self.warnings.push(format!("greenlight: {why}"));
+                            None
+                        })
                         .and_then(|bytes| serde_json::from_slice(&bytes).ok());
                     let v2 = config.gate_v2(index)?;
                     format!(

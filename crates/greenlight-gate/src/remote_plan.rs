@@ -273,7 +273,7 @@ impl RemotePlan {
         let digests_file = self.digests_file.clone();
         tokio::task::spawn_blocking(move || {
             let mut digests = match &digests_file {
-                Some(dir) => FileDigests::load(&digests_path(dir, &top)),
+                Some(dir) => load_digests(&digests_path(dir, &top)),
                 None => FileDigests::default(),
             };
             let root = InputRoot::build(&top, &files, &mut digests).map_err(|e| e.to_string())?;
@@ -656,6 +656,18 @@ fn digests_path(dir: &Path, top: &Path) -> PathBuf {
     dir.join(format!("digests-{}", &id[..16]))
 }
 
+/// The file digests remembered at `path` in the cache directory, read as every cache file is
+/// (without blocking, regular files only): a FIFO there would hold the run forever. Anything
+/// unreadable starts empty and is replaced at the next save.
+fn load_digests(path: &Path) -> FileDigests {
+    let saved = crate::file::read_bounded(path, MAX_DIGESTS_BYTES).ok();
+    FileDigests::from_saved(path, saved.as_deref())
+}
+
+/// The largest file digests file read back: a line per file of the worktree, so 1 GiB is
+/// millions of files; a larger one starts empty.
+const MAX_DIGESTS_BYTES: u64 = 1 << 30;
+
 /// A remote result as an attempt: the same tail, digest and status a local run of the same
 /// output would give.
 fn attempt_from(outcome: &Outcome, tail_bytes: usize, matchers: &MatcherSet) -> Attempt {
@@ -696,5 +708,34 @@ async fn interrupted(watch: &mut InterruptWatch) -> Interrupt {
         if watch.changed().await.is_err() {
             std::future::pending::<()>().await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use std::time::Duration;
+
+    /// An ordinary read of a FIFO in the cache directory waits for a writer forever.
+    #[test]
+    fn a_fifo_where_the_file_digests_belong_starts_them_empty_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("digests-0123456789abcdef");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        let (tx, rx) = std::sync::mpsc::channel();
+        let path = fifo.clone();
+        std::thread::spawn(move || {
+            let _ = tx.send(super::load_digests(&path).is_empty());
+        });
+        let answer = rx.recv_timeout(Duration::from_secs(5));
+        if answer.is_err() {
+            // Release the blocked reader before failing, so the test process can end.
+            let _ = std::fs::OpenOptions::new().write(true).open(&fifo);
+        }
+        assert_eq!(answer, Ok(true), "reading the digests blocked on a FIFO");
     }
 }

@@ -499,6 +499,22 @@ pub fn orphans_note(ended: &[crate::exec::LeftoverProcess]) -> Option<String> {
     Some(out)
 }
 
+/// The stderr note naming the processes of this run that no one gate can be named for (the
+/// warning says that nothing was cached because of them).
+pub fn leftovers_stderr(report: &RunReport) -> Option<String> {
+    if report.leftovers.is_empty() {
+        return None;
+    }
+    let mut out = format!(
+        "greenlight: {} process(es) were still running once every gate had ended; all were killed:\n",
+        report.leftovers.len()
+    );
+    for p in &report.leftovers {
+        let _ = writeln!(out, "  leaked pid {} {}", p.pid, p.command);
+    }
+    Some(out)
+}
+
 /// The stderr explanation of the env-clean line.
 pub const ENV_CLEAN_NOTE: &str = "greenlight: options.requireEnvClean is set, but the env-clean gate compares against a snapshot CommandMate takes when it creates a task; a run from a shell has none, so the gate is reported as SKIP and judged by nothing here. Run `commandmate verify` for its verdict.";
 
@@ -517,6 +533,7 @@ pub fn json(report: &RunReport, config_path: &Path, cwd: &Path) -> serde_json::V
         "gates": report.gates.iter().map(gate_json).collect::<Vec<_>>(),
         "env_clean": report.env_clean_skipped.then(|| serde_json::json!({"verdict": "SKIP", "reason": "no-baseline"})),
         "orphans_ended": report.orphans_ended,
+        "leftovers": report.leftovers,
     })
 }
 

@@ -369,6 +369,10 @@ pub struct RunReport {
     /// Gate processes of earlier greenlight runs that were killed before they could clean up,
     /// ended by this run before its first gate.
     pub orphans_ended: Vec<LeftoverProcess>,
+    /// Processes of this run still alive once no gate was running that no one gate can be named
+    /// for (gates ran at once, or a `keys` command left them): all killed, and no result of the
+    /// run was stored. A process one gate can be named for is in that gate's attempt instead.
+    pub leftovers: Vec<LeftoverProcess>,
     /// Problems that changed nothing but are worth a line on stderr (the cache could not be
     /// used, a result could not be stored).
     pub warnings: Vec<String>,

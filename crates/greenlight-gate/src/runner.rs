@@ -21,7 +21,9 @@ use crate::capture::Capture;
 use crate::config::{Config, GateSpec, GateV2, Loaded};
 use crate::error::Error;
 use crate::evidence;
-use crate::exec::{self, ExecSpec, Interrupt, InterruptWatch, OutputSink, Termination};
+use crate::exec::{
+    self, ExecSpec, Interrupt, InterruptWatch, LeftoverProcess, OutputSink, Termination,
+};
 use crate::lock::{self, Acquired};
 use crate::plan::CachePlan;
 use crate::remote_plan::{RemoteAttempt, RemoteRun};
@@ -143,6 +145,7 @@ pub async fn run(
         result: None,
         interrupted: None,
         orphans_ended: exec::sweep_orphaned_gates(),
+        leftovers: Vec::new(),
         warnings: Vec::new(),
     };
     let require_commit = config.options.require_commit;
@@ -183,26 +186,52 @@ pub async fn run(
             report.gates.push(gate);
         }
     } else {
-        if let Err(signal) = plan.prepare(config, options, interrupt).await {
+        let prepared = plan.prepare(config, options, interrupt).await;
+        // What a `keys` command left (adopted, its token dropped) is no gate's; it ends here.
+        report.leftovers = exec::end_adopted();
+        if let Err(signal) = prepared {
             report.interrupted = Some(signal);
             return Ok(report);
         }
-        let (gates, interrupted) =
-            schedule(config, options, &selected, &mut plan, on_event, interrupt).await;
-        report.gates = gates;
-        if let Some(signal) = interrupted {
+        let scheduled = schedule(config, options, &selected, &mut plan, on_event, interrupt).await;
+        report.gates = scheduled.gates;
+        report.leftovers.extend(scheduled.leftovers);
+        if let Some(signal) = scheduled.interrupted {
             report.interrupted = Some(signal);
             plan.collect_remote_warnings();
             report.warnings.append(&mut plan.warnings);
             return Ok(report);
         }
-        plan.store_results(config, &selected, &report.gates);
-        plan.publish_remote(config, &selected, &report.gates).await;
+        if report.leftovers.is_empty() {
+            plan.store_results(config, &selected, &report.gates);
+            plan.publish_remote(config, &selected, &report.gates).await;
+        } else {
+            // Any gate of the run may have started them, so no result of it is known clean.
+            plan.collect_remote_warnings();
+            report
+                .warnings
+                .push(unnamed_leftovers_warning(&report.leftovers));
+        }
     }
     report.warnings.append(&mut plan.warnings);
     report.env_clean_skipped = config.options.require_env_clean;
     report.result = Some(decide(&report.gates));
     Ok(report)
+}
+
+/// Why a run with processes no gate can be named for stored nothing.
+fn unnamed_leftovers_warning(leftovers: &[LeftoverProcess]) -> String {
+    let pids = leftovers
+        .iter()
+        .map(|p| p.pid.to_string())
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!(
+        "greenlight: no result of this run was cached: {} process(es) (pid {pids}) were still \
+         running once no gate was, started by gates that ran at once or by a `keys` command, so \
+         no one gate can be named for them; all were killed",
+        leftovers.len()
+    )
 }
 
 fn needs_of(config: &Loaded, index: usize) -> Vec<String> {
@@ -263,7 +292,22 @@ enum Slot {
 
 type GateFuture<'f> = Pin<Box<dyn Future<Output = (usize, Result<GateReport, Interrupted>)> + 'f>>;
 
+/// What the scheduler hands back: the decided gates in config order, the interrupt that cut
+/// the run short, and the processes no one gate can be named for.
+struct Scheduled {
+    gates: Vec<GateReport>,
+    interrupted: Option<Interrupt>,
+    leftovers: Vec<LeftoverProcess>,
+}
+
 /// Runs the selected gates as their needs and `jobs` allow; reports them in config order.
+///
+/// Leftovers: with more than one gate at once no gate may claim what the subreaper adopts
+/// (`claim_adopted`), so a process that left its gate's group and dropped the token would
+/// outlive the run. Each time no gate is running, everything still adopted is ended: the
+/// gates started since the last such moment (a phase) are all done, and nothing else here
+/// starts processes. A phase of one gate names that gate (its last attempt gets them, so its
+/// result is not stored); otherwise they are the run's.
 async fn schedule(
     config: &Loaded,
     options: &RunOptions,
@@ -271,7 +315,7 @@ async fn schedule(
     plan: &mut CachePlan,
     on_event: &mut dyn FnMut(RunEvent<'_>),
     interrupt: &mut InterruptWatch,
-) -> (Vec<GateReport>, Option<Interrupt>) {
+) -> Scheduled {
     let jobs = config.jobs().max(1);
     let started = Instant::now();
     let events = RefCell::new(on_event);
@@ -297,6 +341,8 @@ async fn schedule(
     let mut running: FuturesUnordered<GateFuture<'_>> = FuturesUnordered::new();
     let mut emitted = 0;
     let mut interrupted = None;
+    let mut phase: Vec<usize> = Vec::new();
+    let mut leftovers = Vec::new();
     loop {
         if interrupted.is_none() {
             for at in 0..slots.len() {
@@ -336,6 +382,7 @@ async fn schedule(
                     continue;
                 }
                 slots[at] = Slot::Running;
+                phase.push(at);
                 let started_ms = started.elapsed().as_millis() as u64;
                 let gate_needs = needs_of(config, index);
                 let mut watch = interrupt.clone();
@@ -390,8 +437,12 @@ async fn schedule(
                 slots[at] = partial.map_or(Slot::Cut, |p| Slot::Done(Box::new(p)));
             }
         }
+        if running.is_empty() {
+            end_phase(&mut slots, &mut phase, &mut leftovers);
+        }
     }
     drop(running);
+    end_phase(&mut slots, &mut phase, &mut leftovers);
     let mut gates = Vec::new();
     for (at, slot) in slots.into_iter().enumerate() {
         if let Slot::Done(report) = slot {
@@ -401,7 +452,29 @@ async fn schedule(
             gates.push(*report);
         }
     }
-    (gates, interrupted)
+    Scheduled {
+        gates,
+        interrupted,
+        leftovers,
+    }
+}
+
+/// Ends what the gates of a finished phase left adopted: the gate's own when the phase had one
+/// gate (before its report is emitted: a phase ends as its last gate is decided), else the run's.
+fn end_phase(slots: &mut [Slot], phase: &mut Vec<usize>, run: &mut Vec<LeftoverProcess>) {
+    let gates = std::mem::take(phase);
+    let left = exec::end_adopted();
+    if left.is_empty() {
+        return;
+    }
+    if let [only] = gates[..]
+        && let Some(Slot::Done(report)) = slots.get_mut(only)
+        && let Some(last) = report.attempts.last_mut()
+    {
+        last.leftovers.extend(left);
+        return;
+    }
+    run.extend(left);
 }
 
 /// What every attempt of a run shares.

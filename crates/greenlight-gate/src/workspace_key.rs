@@ -225,6 +225,13 @@ fn with_listing<R>(
             Ok(meta) if meta.is_dir() => {
                 listing.remove(path); // a file replaced by a directory; its files are untracked
             }
+            Ok(meta) if !meta.is_file() => {
+                // A FIFO, socket or device: `git hash-object` would open it and wait forever.
+                return Err(format!(
+                    "{} is not a regular file (a FIFO, socket or device): it cannot be keyed",
+                    full.display()
+                ));
+            }
             Ok(meta) => {
                 let executable = meta.permissions().mode() & 0o100 != 0;
                 to_hash.push((path, if executable { b"100755" } else { b"100644" }));

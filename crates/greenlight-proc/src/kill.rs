@@ -28,15 +28,34 @@ pub(crate) fn strays(token: &str, claim_adopted: bool) -> Vec<i32> {
 
 /// SIGKILLs everything of the child still alive, reaps what was adopted, and says what it was.
 pub(crate) fn leftovers(leader: i32, token: &str, claim_adopted: bool) -> Vec<LeftoverProcess> {
-    let me = std::process::id() as i32;
-    let mut found: Vec<LeftoverProcess> = Vec::new();
-    // Escaped processes can start others while we work; a few rounds catch a double fork.
-    for _ in 0..8 {
+    end_in_rounds(leader, || {
         let mut pids = procs::group_members(leader);
         pids.extend(procs::processes_with_token(token));
         if claim_adopted {
             pids.extend(procs::adopted_children());
         }
+        pids
+    })
+}
+
+/// SIGKILLs every live child of this process, with the groups they lead, reaps them, and says
+/// what they were. Called once every child a run started has ended (a verify run whose gates
+/// are all done), whatever is still our child was adopted as a child subreaper from one of them,
+/// even one that left the group and cleared its environment; the caller decides whose it was.
+/// Like the runner's `claim_adopted`, it assumes nothing else in this process has a child
+/// running at that moment.
+pub fn end_adopted() -> Vec<LeftoverProcess> {
+    end_in_rounds(0, procs::adopted_children)
+}
+
+/// Kills what `find` names (and `leader`'s group, when there is one) until it names nothing,
+/// describing each process once. Escaped processes can start others while we work; a few
+/// rounds catch a double fork.
+fn end_in_rounds(leader: i32, find: impl Fn() -> Vec<i32>) -> Vec<LeftoverProcess> {
+    let me = std::process::id() as i32;
+    let mut found: Vec<LeftoverProcess> = Vec::new();
+    for _ in 0..8 {
+        let mut pids = find();
         pids.sort_unstable();
         pids.dedup();
         pids.retain(|&p| p != me);
@@ -140,31 +159,13 @@ pub fn sweep_marked(var: &str, value: &str) -> Vec<LeftoverProcess> {
 /// adopted and says what it ended. This is how the goal loop makes sure nothing of an agent's
 /// turn runs while the gates judge it, even a process that left with `setsid env -i`.
 pub fn end_adopted_and_marked(markers: &[(String, String)]) -> Vec<LeftoverProcess> {
-    let me = std::process::id() as i32;
-    let mut found: Vec<LeftoverProcess> = Vec::new();
-    for _ in 0..8 {
+    end_in_rounds(0, || {
         let mut pids = procs::adopted_children();
         for (var, value) in markers {
             pids.extend(procs::processes_with_env(var, value));
         }
-        pids.sort_unstable();
-        pids.dedup();
-        pids.retain(|&p| p != me);
-        if pids.is_empty() {
-            break;
-        }
-        for &raw in &pids {
-            if !found.iter().any(|f| f.pid == raw) {
-                found.push(procs::describe(raw, 0));
-            }
-            with_its_group(raw);
-        }
-        std::thread::sleep(Duration::from_millis(5));
-        for &raw in &pids {
-            reap(raw);
-        }
-    }
-    found
+        pids
+    })
 }
 
 /// Kills the children of greenlight runs that died without cleaning up (SIGKILL, a power cut of

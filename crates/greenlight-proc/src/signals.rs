@@ -109,6 +109,103 @@ async fn next_signal(streams: &mut [(Stream, Interrupt)]) -> Interrupt {
     .await
 }
 
+/// How long after the first signal a run bounded by [`run_main_bounded`] may still wait on a
+/// child: the gates' grace (SIGTERM to SIGKILL), the settle window and the drain limit, which
+/// an orderly end takes at most, and a second for what follows (a lock released, a record
+/// written).
+pub fn ending_bound() -> std::time::Duration {
+    crate::kill_grace()
+        + crate::LEAK_SETTLE
+        + crate::DRAIN_LIMIT
+        + std::time::Duration::from_secs(1)
+}
+
+/// [`run_main`] for a run that must end on a signal even while it waits on a child without
+/// polling its runtime (a git call in `verify` that hangs: a `core.fsmonitor` hook, a stalled
+/// filesystem). The signals are caught on a thread of their own; once [`ending_bound`] has
+/// passed after the first one and the run is still going, every live child of this process is
+/// SIGKILLed with its group, again every 100 ms until the run ends, so each such wait returns
+/// and the run ends as interrupted. Not for a foreground child that may outlive a signal on
+/// purpose (`init --write`).
+pub fn run_main_bounded<F, Fut, T>(body: F) -> std::io::Result<T>
+where
+    F: FnOnce(InterruptWatch) -> Fut,
+    Fut: Future<Output = T>,
+{
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        become_subreaper();
+        let interrupt = catch_on_a_thread(ending_bound())?;
+        Ok(body(interrupt).await)
+    })
+}
+
+/// The ending signals caught on a thread with a runtime of its own, which then ends every
+/// child once `bound` has passed after the first signal; it stops when every receiver of the
+/// returned watch is gone (the run is over).
+fn catch_on_a_thread(bound: std::time::Duration) -> std::io::Result<InterruptWatch> {
+    let (tx, rx) = watch::channel(None);
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name("greenlight-signals".into())
+        .spawn(move || {
+            let runtime = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(runtime) => runtime,
+                Err(e) => {
+                    let _ = ready_tx.send(Err(e));
+                    return;
+                }
+            };
+            runtime.block_on(async move {
+                let mut streams = Vec::with_capacity(ENDING_SIGNALS.len());
+                for &(number, meaning) in ENDING_SIGNALS {
+                    match signal(SignalKind::from_raw(number)) {
+                        Ok(stream) => streams.push((stream, meaning)),
+                        Err(e) => {
+                            let _ = ready_tx.send(Err(e));
+                            return;
+                        }
+                    }
+                }
+                let _ = ready_tx.send(Ok(()));
+                let first = tokio::select! {
+                    first = next_signal(&mut streams) => first,
+                    () = tx.closed() => return,
+                };
+                let _ = tx.send(Some(first));
+                // Later signals are swallowed so they do not kill us mid-cleanup.
+                let ended_by = tokio::time::Instant::now() + bound;
+                loop {
+                    tokio::select! {
+                        _ = next_signal(&mut streams) => {}
+                        () = tx.closed() => return,
+                        () = tokio::time::sleep_until(ended_by) => break,
+                    }
+                }
+                loop {
+                    crate::kill::end_adopted();
+                    tokio::select! {
+                        _ = next_signal(&mut streams) => {}
+                        () = tx.closed() => return,
+                        () = tokio::time::sleep(std::time::Duration::from_millis(100)) => {}
+                    }
+                }
+            });
+        })?;
+    match ready_rx.recv() {
+        Ok(Ok(())) => Ok(rx),
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err(std::io::Error::other(
+            "the signal thread ended before it was ready",
+        )),
+    }
+}
+
 /// The one entry point of a subcommand that runs children: builds a current-thread runtime,
 /// makes this process a child subreaper, catches the ending signals, and runs `body` with the
 /// interrupt they feed. Errors only when the runtime or a handler cannot be set up.

@@ -82,12 +82,19 @@ impl FileDigests {
     }
 
     /// The cache saved in `file`, or an empty one (to be saved there) when the file is missing
-    /// or cannot be parsed.
+    /// or cannot be parsed. An ordinary read: a caller whose directory others can write reads
+    /// the bytes without blocking itself and hands them to [`FileDigests::from_saved`].
     pub fn load(file: &Path) -> FileDigests {
-        let (entries, changed) = match std::fs::read(file) {
-            Err(_) => (HashMap::new(), false),
+        FileDigests::from_saved(file, std::fs::read(file).ok().as_deref())
+    }
+
+    /// The cache whose saved bytes (`None`: nothing could be read) came from `file`, where it
+    /// is saved again.
+    pub fn from_saved(file: &Path, saved: Option<&[u8]>) -> FileDigests {
+        let (entries, changed) = match saved {
+            None => (HashMap::new(), false),
             // A file that is not a cache is overwritten at the next save.
-            Ok(bytes) => match parse(&bytes) {
+            Some(bytes) => match parse(bytes) {
                 Some(entries) => (entries, false),
                 None => (HashMap::new(), true),
             },

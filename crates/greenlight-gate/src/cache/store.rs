@@ -6,6 +6,12 @@
 //! JSON. A truncated, corrupt or foreign entry (another key wrote it) fails the check and is a
 //! miss. The clock of an entry is its file's mtime, refreshed on every hit: eviction removes the
 //! oldest first until the whole is under 90 % of the bound.
+//!
+//! Every file here is opened through [`crate::file`] (`O_NONBLOCK`, then what was opened is
+//! checked): anyone who can write the directory can put a FIFO, a socket, a device or a link to
+//! one where an entry or the key belongs, and an ordinary `open` of a FIFO waits for a writer
+//! forever, where no signal ends verify. Such an entry is a miss with a warning; such a key
+//! turns the cache off for the run.
 
 use std::fs;
 use std::io::{Read, Write};
@@ -15,6 +21,7 @@ use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
+use crate::file::{self, FileError};
 use crate::report::{AttemptStatus, GateVerdict};
 
 const MAGIC: &str = "greenlight-cache 1\n";
@@ -138,17 +145,37 @@ impl Store {
         hasher.finalize().to_hex().to_string()
     }
 
-    /// The entry stored under `key`, if there is one that checks out. A hit refreshes the
-    /// entry's clock for eviction.
-    pub fn get(&self, key: &str) -> Option<Entry> {
+    /// The entry stored under `key`, if there is one that checks out (`Ok(None)`: none, or a
+    /// damaged or foreign one). A hit refreshes the entry's clock for eviction. `Err` says why
+    /// something that is not a regular file sits where the entry belongs: a miss too, worth a
+    /// warning.
+    pub fn get(&self, key: &str) -> Result<Option<Entry>, String> {
         let path = self.path_of(key);
-        let file = fs::File::open(&path).ok()?;
-        let meta = file.metadata().ok()?;
-        if !meta.is_file() || meta.len() > MAX_ENTRY_BYTES {
-            return None;
+        let bytes = match read_cache_file(&path)? {
+            Some(bytes) => bytes,
+            None => return Ok(None),
+        };
+        let entry = self.check(key, &bytes);
+        if entry.is_some() {
+            // By path, opening nothing: the path may have become a FIFO since it was read.
+            use rustix::fs::{AtFlags, CWD, Timespec, Timestamps, UTIME_NOW, UTIME_OMIT};
+            let times = Timestamps {
+                last_access: Timespec {
+                    tv_sec: 0,
+                    tv_nsec: UTIME_OMIT,
+                },
+                last_modification: Timespec {
+                    tv_sec: 0,
+                    tv_nsec: UTIME_NOW,
+                },
+            };
+            let _ = rustix::fs::utimensat(CWD, &path, &times, AtFlags::SYMLINK_NOFOLLOW);
         }
-        let mut bytes = Vec::with_capacity(meta.len() as usize);
-        file.take(MAX_ENTRY_BYTES).read_to_end(&mut bytes).ok()?;
+        Ok(entry)
+    }
+
+    /// The entry in `bytes` when its MAC checks out under this key and it names `key`.
+    fn check(&self, key: &str, bytes: &[u8]) -> Option<Entry> {
         let rest = bytes.strip_prefix(MAGIC.as_bytes())?;
         let newline = rest.iter().position(|&b| b == b'\n')?;
         let (mac, json) = (&rest[..newline], &rest[newline + 1..]);
@@ -159,13 +186,7 @@ impl Store {
             return None;
         }
         let entry: Entry = serde_json::from_slice(json).ok()?;
-        if entry.key != key {
-            return None;
-        }
-        if let Ok(f) = fs::File::options().write(true).open(&path) {
-            let _ = f.set_modified(SystemTime::now());
-        }
-        Some(entry)
+        (entry.key == key).then_some(entry)
     }
 
     /// Stores `entry` under its key: written to a temporary file beside it and renamed into
@@ -293,13 +314,25 @@ impl Store {
         Ok(())
     }
 
-    /// A record written by [`Store::put_record`].
-    pub fn record(&self, name: &str) -> Option<Vec<u8>> {
-        let path = self.dir.join("last").join(name);
-        let file = fs::File::open(path).ok()?;
-        let mut bytes = Vec::new();
-        file.take(MAX_ENTRY_BYTES).read_to_end(&mut bytes).ok()?;
-        Some(bytes)
+    /// A record written by [`Store::put_record`] (`Ok(None)` when there is none); `Err` as for
+    /// [`Store::get`].
+    pub fn record(&self, name: &str) -> Result<Option<Vec<u8>>, String> {
+        read_cache_file(&self.dir.join("last").join(name))
+    }
+}
+
+/// The bytes of the cache file at `path`, without blocking: `None` when it is missing, too
+/// large to be one of ours or unreadable (a miss, as a damaged entry is); `Err` naming the path
+/// when it is not a regular file.
+fn read_cache_file(path: &Path) -> Result<Option<Vec<u8>>, String> {
+    match file::read_bounded(path, MAX_ENTRY_BYTES) {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(FileError::NotRegular { kind, .. }) => Err(format!(
+            "{} is {kind}, not a regular file: treated as a miss (remove it; the next stored \
+             result replaces it)",
+            path.display()
+        )),
+        Err(_) => Ok(None),
     }
 }
 
@@ -345,14 +378,30 @@ fn load_or_create_key(path: &Path) -> Result<[u8; 32], String> {
 }
 
 fn read_key(path: &Path) -> Result<Option<[u8; 32]>, String> {
-    let file = match fs::File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(format!("cannot read the cache key {}: {e}", path.display())),
+    let not_hex = || {
+        format!(
+            "the cache key {} is not 64 hex digits; remove it (a new one is made) and run again",
+            path.display()
+        )
     };
-    let meta = file
-        .metadata()
-        .map_err(|e| format!("cannot read the cache key {}: {e}", path.display()))?;
+    let (file, meta) = match file::open_regular(path) {
+        Ok(opened) => opened,
+        Err(FileError::NotFound { .. }) => return Ok(None),
+        Err(FileError::NotRegular { kind, .. }) => {
+            return Err(format!(
+                "the cache key {} is {kind}, not a regular file; remove it (a new one is made) \
+                 and run again",
+                path.display()
+            ));
+        }
+        Err(e) => {
+            return Err(format!(
+                "cannot read the cache key {}: {}",
+                path.display(),
+                e.reason()
+            ));
+        }
+    };
     let uid = rustix::process::getuid().as_raw();
     if meta.uid() != uid || meta.mode() & 0o077 != 0 {
         return Err(format!(
@@ -363,15 +412,78 @@ fn read_key(path: &Path) -> Result<Option<[u8; 32]>, String> {
             meta.mode() & 0o777
         ));
     }
-    let mut text = String::new();
-    file.take(128)
-        .read_to_string(&mut text)
-        .map_err(|e| format!("cannot read the cache key {}: {e}", path.display()))?;
+    let bytes = match file::read_opened(path, file, &meta, 128) {
+        Ok(bytes) => bytes,
+        Err(FileError::TooLarge { .. }) => return Err(not_hex()),
+        Err(e) => {
+            return Err(format!(
+                "cannot read the cache key {}: {}",
+                path.display(),
+                e.reason()
+            ));
+        }
+    };
+    let text = String::from_utf8_lossy(&bytes);
     match blake3::Hash::from_hex(text.trim()) {
         Ok(hash) => Ok(Some(*hash.as_bytes())),
-        Err(_) => Err(format!(
-            "the cache key {} is not 64 hex digits; remove it (a new one is made) and run again",
-            path.display()
-        )),
+        Err(_) => Err(not_hex()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn entry(key: &str) -> Entry {
+        Entry {
+            key: key.to_owned(),
+            gate: "g".into(),
+            command: "true".into(),
+            verdict: GateVerdict::Pass,
+            attempts: Vec::new(),
+            created_ms: 0,
+        }
+    }
+
+    /// A hit moves the entry's clock to now (eviction is least recently used), by path, without
+    /// opening the file; a FIFO in its place is a miss that names it, at once.
+    #[test]
+    fn a_hit_refreshes_the_clock_and_a_fifo_in_its_place_is_a_named_miss() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), &dir.path().join("cache.key"), 1 << 20).unwrap();
+        let key = "ab".repeat(32);
+        store.put(&entry(&key)).unwrap();
+        let path = store.path_of(&key);
+        let long_ago = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000);
+        fs::File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_modified(long_ago)
+            .unwrap();
+        assert_eq!(store.get(&key).unwrap(), Some(entry(&key)));
+        let refreshed = fs::metadata(&path).unwrap().modified().unwrap();
+        assert!(
+            refreshed > long_ago,
+            "the hit left the clock at {refreshed:?}"
+        );
+
+        fs::remove_file(&path).unwrap();
+        let made = std::process::Command::new("mkfifo")
+            .arg(&path)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        let why = store.get(&key).unwrap_err();
+        assert!(
+            why.contains(&path.display().to_string()) && why.contains("a FIFO"),
+            "{why}"
+        );
+        assert_eq!(
+            store.get(&"cd".repeat(32)),
+            Ok(None),
+            "no entry is no warning"
+        );
     }
 }

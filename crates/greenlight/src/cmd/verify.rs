@@ -91,7 +91,8 @@ pub fn run(args: Args) -> i32 {
     if args.suggest_timeouts {
         return suggest_timeouts(&args);
     }
-    match greenlight_proc::run_main(|interrupt| verify(args, interrupt)) {
+    // Bounded: a git call verify waits on can hang, and a signal must still end the run.
+    match greenlight_proc::run_main_bounded(|interrupt| verify(args, interrupt)) {
         Ok(code) => code,
         Err(e) => {
             errln!("greenlight: cannot start the async runtime or its signal handlers: {e}");
@@ -228,6 +229,8 @@ async fn verify(args: Args, interrupt: greenlight_proc::InterruptWatch) -> i32 {
 
     // A stdout nobody reads any more (`| head -c1`) ends the run as SIGTERM does: the running
     // gate ended, its lock released.
+    // The signals as caught, read directly after a wait that kept the runtime from forwarding.
+    let signals = interrupt.clone();
     let mut interrupt = crate::out::interrupt_with_closed_stdout(interrupt);
 
     let options = RunOptions {
@@ -288,6 +291,16 @@ async fn verify(args: Args, interrupt: greenlight_proc::InterruptWatch) -> i32 {
     progress.finished(None);
     let report: RunReport = match result {
         Ok(r) => r,
+        // A signal ended what the run waited on (a git call killed once the ending bound had
+        // passed): the run was interrupted, whatever error that wait then returned.
+        Err(e) if let Some(signal) = *signals.borrow() => {
+            finish_recording(&mut recorder, "interrupted", signal.exit_code());
+            errln!(
+                "greenlight: interrupted by {} before the gates ran ({e}); no RESULT",
+                signal.name()
+            );
+            return signal.exit_code();
+        }
         Err(e) => {
             finish_recording(&mut recorder, "error", exit::CONFIG_ERROR);
             errln!("greenlight: {e}");
@@ -312,7 +325,11 @@ async fn verify(args: Args, interrupt: greenlight_proc::InterruptWatch) -> i32 {
     for warning in &report.warnings {
         errln!("{warning}");
     }
-    if let Some(note) = render::orphans_stderr(&report) {
+    let notes = [
+        render::orphans_stderr(&report),
+        render::leftovers_stderr(&report),
+    ];
+    for note in notes.into_iter().flatten() {
         // Command lines come from /proc: whatever a gate's process put there.
         if plain_stderr {
             err!("{}", render::plain_text(&note));

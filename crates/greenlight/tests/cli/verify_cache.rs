@@ -6,6 +6,7 @@
 #![allow(clippy::unwrap_used)] // a test that cannot set up its fixture should stop loudly
 
 use std::fs;
+use std::os::unix::net::UnixListener;
 use std::path::PathBuf;
 use std::process::Stdio;
 
@@ -554,4 +555,172 @@ fn a_second_worktree_with_the_same_content_replays_what_the_first_stored() {
         fs::read_to_string(repo.home().join("runs")).unwrap(),
         "unit-ran\n"
     );
+}
+
+/// Puts a non-regular file of `kind` at `path` (whatever was there is removed first); a socket
+/// exists only while the returned listener does.
+fn make_non_regular(repo: &TempRepo, path: &std::path::Path, kind: &str) -> Option<UnixListener> {
+    if path.is_dir() && !path.is_symlink() {
+        fs::remove_dir_all(path).unwrap();
+    } else if path.symlink_metadata().is_ok() {
+        fs::remove_file(path).unwrap();
+    }
+    let mkfifo = |at: &std::path::Path| {
+        let made = std::process::Command::new("mkfifo")
+            .arg(at)
+            .status()
+            .unwrap();
+        assert!(made.success(), "mkfifo {}", at.display());
+    };
+    match kind {
+        "fifo" => mkfifo(path),
+        "link to a fifo" => {
+            let target = repo.home().join("elsewhere.fifo");
+            if !target.exists() {
+                mkfifo(&target);
+            }
+            std::os::unix::fs::symlink(&target, path).unwrap();
+        }
+        "socket" => {
+            // A socket's path must fit in `sun_path`; an entry's does not. Bound, then moved.
+            let short = repo.home().join("s.sock");
+            let listener = UnixListener::bind(&short).unwrap();
+            fs::rename(&short, path).unwrap();
+            return Some(listener);
+        }
+        "directory" => fs::create_dir(path).unwrap(),
+        other => panic!("no such kind {other}"),
+    }
+    None
+}
+
+/// What the warning calls each kind.
+fn kind_named(kind: &str) -> &'static str {
+    match kind {
+        "fifo" | "link to a fifo" => "a FIFO (named pipe)",
+        "socket" => "a socket",
+        _ => "a directory",
+    }
+}
+
+/// Anyone who can write the cache directory can put a FIFO where an entry belongs, and an
+/// ordinary `open` of it waits for a writer forever: verify hung before its first gate. An entry
+/// path holding anything but a regular file is a miss with a warning naming it; the gate runs.
+#[test]
+fn a_fifo_socket_directory_or_link_to_a_fifo_at_an_entry_is_a_miss_with_a_warning() {
+    let repo = repo_with("  - id: check\n    command: \"true\"\n    inputs: [src]\n");
+    repo.write("src/work.txt", "x\n");
+    assert_eq!(repo.greenlight(["verify"]).code, 0);
+    let entry = entry_files(&repo).pop().unwrap();
+    for kind in ["fifo", "link to a fifo", "socket", "directory"] {
+        let _socket = make_non_regular(&repo, &entry, kind);
+        let out = repo
+            .cli(["verify"])
+            .within(std::time::Duration::from_secs(30))
+            .run();
+        assert_eq!(out.code, 0, "{kind}: {}", out.render());
+        assert!(none_cached(&out), "{kind}: {}", out.render());
+        let warning = format!(
+            "{} is {}, not a regular file: treated as a miss",
+            entry.display(),
+            kind_named(kind)
+        );
+        assert!(out.stderr.contains(&warning), "{kind}: {}", out.stderr);
+        // The fresh result is stored in its place, except where no file can go.
+        let now_regular = fs::symlink_metadata(&entry).is_ok_and(|m| m.is_file());
+        assert_eq!(now_regular, kind != "directory", "{kind}: {}", out.stderr);
+    }
+}
+
+/// The same at the cache's key (`cache.key` beside the state database): the cache is off for
+/// the run with a warning naming the key, and every gate runs.
+#[test]
+fn a_fifo_socket_directory_or_link_to_a_fifo_at_the_cache_key_turns_the_cache_off_naming_it() {
+    let repo = repo_with("  - id: check\n    command: \"true\"\n");
+    assert_eq!(repo.greenlight(["verify"]).code, 0);
+    let key_file = repo.home().join("state/greenlight/cache.key");
+    for kind in ["fifo", "link to a fifo", "socket", "directory"] {
+        let _socket = make_non_regular(&repo, &key_file, kind);
+        let out = repo
+            .cli(["verify"])
+            .within(std::time::Duration::from_secs(30))
+            .run();
+        assert_eq!(out.code, 0, "{kind}: {}", out.render());
+        assert!(none_cached(&out), "{kind}: {}", out.render());
+        let warning = format!(
+            "the result cache is off for this run: the cache key {} is {}, not a regular file",
+            key_file.display(),
+            kind_named(kind)
+        );
+        assert!(out.stderr.contains(&warning), "{kind}: {}", out.stderr);
+    }
+}
+
+/// Wherever verify could block before its gates — a FIFO at the cache key, at an entry, or in
+/// place of a tracked file (which the workspace listing hands to `git hash-object`) — SIGTERM
+/// did not end it either. Now verify gets past each to its gate, and SIGTERM ends the gate and
+/// verify (143) within seconds, leaving no process.
+#[test]
+fn sigterm_ends_verify_whatever_fifo_sits_at_the_cache_key_an_entry_or_a_tracked_file() {
+    use greenlight_testkit::procs;
+    use std::time::{Duration, Instant};
+    for place in ["cache key", "entry", "tracked file"] {
+        let repo = repo_with(
+            "  - id: slow\n    command: echo $$ > gate.pid; if [ -e slow ]; then sleep 600 & echo $! >> gate.pid; wait; fi\n    inputs: [src]\n",
+        );
+        repo.write("src/work.txt", "x\n");
+        repo.commit_all("a tracked input");
+        let first = repo.greenlight(["verify"]);
+        assert_eq!(first.code, 0, "{place}: {}", first.render());
+        assert_eq!(entry_files(&repo).len(), 1, "{place}: {}", first.render());
+        fs::remove_file(repo.path().join("gate.pid")).unwrap();
+        let at = match place {
+            "cache key" => repo.home().join("state/greenlight/cache.key"),
+            "entry" => entry_files(&repo).pop().unwrap(),
+            _ => repo.path().join("src/work.txt"),
+        };
+        make_non_regular(&repo, &at, "fifo");
+        repo.write("slow", "");
+        let mut child = repo
+            .command(["verify"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid_file = repo.path().join("gate.pid");
+        let gate_pids = || procs::pids_in(&fs::read_to_string(&pid_file).unwrap_or_default());
+        let reached = Instant::now() + Duration::from_secs(10);
+        while gate_pids().len() < 2 && Instant::now() < reached {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        procs::signal("-TERM", child.id());
+        let limit = Instant::now() + Duration::from_secs(8);
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if Instant::now() > limit {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("{place}: SIGTERM did not end verify within 8 s");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(status.code(), Some(143), "{place}: {stderr}");
+        assert_eq!(
+            gate_pids().len(),
+            2,
+            "{place}: the gate never started: {stderr}"
+        );
+        if place == "tracked file" {
+            assert!(
+                stderr.contains("the result cache is off for this run")
+                    && stderr.contains("is not a regular file (a FIFO, socket or device)"),
+                "{stderr}"
+            );
+        }
+        procs::assert_all_dead(&gate_pids(), &format!("{place}: the gate survived verify"));
+    }
 }

@@ -344,3 +344,188 @@ fn in_new_pid_namespace(repo: &TempRepo, under_sh: bool) -> std::process::Output
     );
     out
 }
+
+/// A gate that starts `setsid env -i /bin/sh -c '…; exec /bin/sleep 600'` with its output
+/// closed: out of the gate's group, its token dropped, holding no pipe. Only the subreaper's
+/// adoption can find it. The escapee writes its pid to `file` and the gate waits for that.
+fn escaping_gate(file: &str) -> String {
+    format!(
+        "rm -f {file}; setsid env -i /bin/sh -c 'echo $$ > {file}; exec /bin/sleep 600' >/dev/null 2>&1 </dev/null & while ! [ -s {file} ]; do sleep 0.05; done"
+    )
+}
+
+/// Each gate's `cached` flag in a `--format json` run, in config order.
+fn cached_flags(doc: &serde_json::Value) -> Vec<bool> {
+    doc["gates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["cached"].as_bool().unwrap())
+        .collect()
+}
+
+/// With `jobs` above 1 no gate may claim every process the subreaper adopts (whose would it
+/// be?), so an escapee that also dropped the token was found by nothing: it outlived verify, the
+/// report said `leftovers: []` and the PASS was cached as clean. Once no gate runs, whatever
+/// is still adopted is the run's: killed, reported, and nothing of the run is cached.
+#[test]
+fn gates_at_once_leave_no_escapee_without_the_token_and_such_a_run_caches_nothing() {
+    let repo = TempRepo::worktree_with_commit();
+    repo.write("src/input.txt", "x\n");
+    repo.verify_yaml(&format!(
+        "version: 2\noptions:\n  jobs: 2\ngates:\n  - id: esc\n    command: {}\n    inputs: [src]\n  - id: alongside\n    command: sleep 1\n    inputs: [src]\n",
+        escaping_gate("esc.pid")
+    ));
+    for run in ["first", "second"] {
+        let out = repo.greenlight(["verify", "--format", "json"]);
+        let pid = pids(&repo, "esc.pid")[0];
+        procs::assert_all_dead(
+            &[pid],
+            &format!("{run} run: the escapee survived greenlight"),
+        );
+        assert_eq!(out.code, 0, "{run}: {}", out.render());
+        let doc = out.json();
+        let left: Vec<i64> = doc["leftovers"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{run}: no run leftovers in {doc:#}"))
+            .iter()
+            .map(|p| p["pid"].as_i64().unwrap())
+            .collect();
+        assert_eq!(left, [i64::from(pid)], "{run}: {doc:#}");
+        // Nothing of the first run was stored, so the second runs both gates again.
+        assert_eq!(cached_flags(&doc), [false, false], "{run}: {doc:#}");
+        assert!(
+            out.stderr
+                .contains(&format!("leaked pid {pid} /bin/sleep 600")),
+            "{run}: {}",
+            out.stderr
+        );
+        assert!(
+            out.stderr.contains("no result of this run was cached"),
+            "{run}: {}",
+            out.stderr
+        );
+    }
+}
+
+/// The same escapee from a gate that ran alone (its neighbour needs it) is that gate's own: it
+/// is reported on the gate, which is not stored, and the gate after it is.
+#[test]
+fn an_escapee_of_a_gate_that_ran_alone_is_named_on_it_and_only_it_goes_uncached() {
+    let repo = TempRepo::worktree_with_commit();
+    repo.write("src/input.txt", "x\n");
+    repo.verify_yaml(&format!(
+        "version: 2\noptions:\n  jobs: 2\ngates:\n  - id: esc\n    command: {}\n    inputs: [src]\n  - id: after\n    command: \"true\"\n    needs: [esc]\n    inputs: [src]\n",
+        escaping_gate("esc.pid")
+    ));
+    let first = repo.greenlight(["verify", "--format", "json"]);
+    let pid = pids(&repo, "esc.pid")[0];
+    procs::assert_all_dead(&[pid], "the escapee survived greenlight");
+    assert_eq!(first.code, 0, "{}", first.render());
+    let doc = first.json();
+    assert_eq!(
+        doc["gates"][0]["attempts"][0]["leftovers"][0]["pid"], pid,
+        "{doc:#}"
+    );
+    assert_eq!(doc["leftovers"], serde_json::json!([]), "{doc:#}");
+    assert!(
+        first
+            .stderr
+            .contains("gate esc left 1 process(es) running after it ended"),
+        "{}",
+        first.stderr
+    );
+    let second = repo.greenlight(["verify", "--format", "json"]);
+    procs::assert_all_dead(&pids(&repo, "esc.pid"), "the escapee survived greenlight");
+    assert_eq!(
+        cached_flags(&second.json()),
+        [false, true],
+        "{}",
+        second.render()
+    );
+}
+
+/// A `keys` command runs before any gate, with no gate to claim what it leaves: its escapee
+/// is the run's, killed, and the run caches nothing.
+#[test]
+fn an_escapee_of_a_keys_command_is_killed_and_its_run_caches_nothing() {
+    let repo = TempRepo::worktree_with_commit();
+    repo.write("src/input.txt", "x\n");
+    repo.verify_yaml(&format!(
+        "version: 2\noptions:\n  jobs: 2\ngates:\n  - id: a\n    command: \"true\"\n    inputs: [src]\n    keys: [\"{}; echo key\"]\n",
+        escaping_gate("key.pid")
+    ));
+    for run in ["first", "second"] {
+        let out = repo.greenlight(["verify", "--format", "json"]);
+        let pid = pids(&repo, "key.pid")[0];
+        procs::assert_all_dead(
+            &[pid],
+            &format!("{run} run: the escapee survived greenlight"),
+        );
+        assert_eq!(out.code, 0, "{run}: {}", out.render());
+        let doc = out.json();
+        assert_eq!(doc["leftovers"][0]["pid"], pid, "{run}: {doc:#}");
+        assert_eq!(cached_flags(&doc), [false], "{run}: {doc:#}");
+    }
+}
+
+/// Verify waits on git before its gates (work-evidence, the workspace listing), and a git call
+/// can hang: here `core.fsmonitor`, a hook `git status` runs, sleeps. Verify's runtime was
+/// blocked in that wait, so SIGTERM was not even seen until git returned. Now signals are caught
+/// on a thread of their own and, once the gates' grace and the drain limit have passed, every
+/// child still running is killed: verify exits 143 within seconds and leaves nothing.
+#[test]
+fn sigterm_ends_verify_while_a_git_call_it_waits_on_hangs() {
+    let repo = TempRepo::worktree_with_commit();
+    repo.verify_yaml("version: 2\ngates:\n  - id: a\n    command: \"true\"\n");
+    let hook = repo.home().join("fsmonitor-hook");
+    let hook_pids = repo.home().join("fsmonitor.pids");
+    fs::write(
+        &hook,
+        format!(
+            "#!/bin/sh\necho $$ >> '{}'\nexec sleep 600\n",
+            hook_pids.display()
+        ),
+    )
+    .unwrap();
+    fs::set_permissions(
+        &hook,
+        <fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o755),
+    )
+    .unwrap();
+    repo.git(&["config", "core.fsmonitor", hook.to_str().unwrap()]);
+    let mut child = repo
+        .command(["verify"])
+        .env("GREENLIGHT_KILL_GRACE_MS", "500")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let read_pids = || procs::pids_in(&fs::read_to_string(&hook_pids).unwrap_or_default());
+    let hung = procs::wait_until(
+        Duration::from_secs(10),
+        "git ran the fsmonitor hook",
+        || (!read_pids().is_empty()).then(read_pids),
+    );
+    procs::signal("-TERM", child.id());
+    let limit = Instant::now() + Duration::from_secs(8);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            for pid in read_pids() {
+                procs::end(pid);
+            }
+            panic!("SIGTERM did not end verify within 8 s while git waited on its hook");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(status.code(), Some(143), "{stderr}");
+    assert!(stderr.contains("interrupted by SIGTERM"), "{stderr}");
+    procs::assert_all_dead(&hung, "the hook git waited on survived verify");
+}
