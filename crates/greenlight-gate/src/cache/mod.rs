@@ -209,14 +209,11 @@ impl<'a> KeyContext<'a> {
 /// The hash of a listing narrowed by `keep`.
 fn listing_hash(listing: &Listing, keep: impl Fn(&[u8]) -> bool) -> String {
     let mut hasher = blake3::Hasher::new();
-    for (path, mode, id) in &listing.entries {
-        if keep(path) {
-            hasher.update(mode);
-            hasher.update(b" ");
-            hasher.update(id);
-            hasher.update(b"\t");
-            hasher.update(path);
-            hasher.update(b"\0");
+    for file in &listing.entries {
+        if keep(&file.path) {
+            for part in [file.mode, b" ", &file.id, b"\t", &file.path, b"\0"] {
+                hasher.update(part);
+            }
         }
     }
     hasher.finalize().to_hex().to_string()
@@ -308,14 +305,86 @@ pub fn input_map(listing: &Listing, v2: &GateV2) -> BTreeMap<String, String> {
     listing
         .entries
         .iter()
-        .filter(|(p, _, _)| inputs.as_ref().is_none_or(|i| i.matches(p)))
-        .map(|(p, _, id)| {
+        .filter(|file| inputs.as_ref().is_none_or(|i| i.matches(&file.path)))
+        .map(|file| {
             (
-                String::from_utf8_lossy(p).into_owned(),
-                String::from_utf8_lossy(id).into_owned(),
+                String::from_utf8_lossy(&file.path).into_owned(),
+                String::from_utf8_lossy(&file.id).into_owned(),
             )
         })
         .collect()
+}
+
+/// A gate's inputs as a path test (`None` for the whole workspace).
+fn inputs_of(v2: &GateV2) -> Result<Option<Inputs>, String> {
+    if v2.inputs.is_empty() {
+        Ok(None)
+    } else {
+        Inputs::new(&v2.inputs).map(Some)
+    }
+}
+
+/// Why gate `v2` cannot be cached against `listing`: one of its inputs cannot be keyed exactly.
+pub fn uncacheable(listing: &Listing, v2: &GateV2) -> Option<String> {
+    let inputs = inputs_of(v2).ok()?;
+    let (path, why) =
+        listing.first_unkeyable(|p| inputs.as_ref().is_none_or(|i| i.matches(p)))?;
+    Some(format!(
+        "uncacheable for this run: {} cannot be keyed exactly ({why})",
+        String::from_utf8_lossy(path)
+    ))
+}
+
+/// The directories (or files) that hold everything gate `v2` may read, worktree-relative, for
+/// a second listing of only those: the part of each `inputs` glob before its first wildcard.
+/// `None` when a glob can match anywhere (or there are no `inputs`): list everything.
+pub fn input_roots(v2: &GateV2) -> Option<Vec<Vec<u8>>> {
+    if v2.inputs.is_empty() {
+        return None;
+    }
+    let mut roots = Vec::new();
+    for glob in v2.inputs.iter().filter(|g| !g.starts_with('!')) {
+        let literal: Vec<&str> = glob
+            .trim_end_matches('/')
+            .split('/')
+            .take_while(|part| !part.contains(['*', '?', '[', '{', '\\']))
+            .collect();
+        if literal.is_empty() {
+            return None;
+        }
+        roots.push(literal.join("/").into_bytes());
+    }
+    Some(roots)
+}
+
+/// Whether everything gate `v2` depends on in `before` is the same in `after` (taken after the
+/// gate): the same paths, and for each the same mode, id and metadata (size, mtime and ctime in
+/// nanoseconds, inode), so a file that changed and changed back counts as changed. `Err` says
+/// the first difference.
+pub fn inputs_unchanged(before: &Listing, after: &Listing, v2: &GateV2) -> Result<(), String> {
+    let inputs = inputs_of(v2)?;
+    let keep = |p: &[u8]| inputs.as_ref().is_none_or(|i| i.matches(p));
+    if let Some((path, why)) = after.first_unkeyable(keep) {
+        return Err(format!(
+            "{} cannot be keyed exactly ({why})",
+            String::from_utf8_lossy(path)
+        ));
+    }
+    let mut old = before.entries.iter().filter(|f| keep(&f.path));
+    let mut new = after.entries.iter().filter(|f| keep(&f.path));
+    loop {
+        match (old.next(), new.next()) {
+            (None, None) => return Ok(()),
+            (Some(a), Some(b)) if a == b => {}
+            (a, b) => {
+                let path = a.or(b).map(|f| String::from_utf8_lossy(&f.path).into_owned());
+                return Err(format!(
+                    "{} changed while it ran",
+                    path.unwrap_or_default()
+                ));
+            }
+        }
+    }
 }
 
 /// The name of a gate's explain record: one per worktree and gate.
