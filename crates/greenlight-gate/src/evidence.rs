@@ -228,7 +228,10 @@ fn flagged_changes(cwd: &Path) -> Result<u64, String> {
         input.push(b'\n');
     }
     let hashed = git_with_input(top, &["hash-object", "--stdin-paths"], &input)?;
-    let ids: Vec<&[u8]> = hashed.split(|&b| b == b'\n').filter(|l| !l.is_empty()).collect();
+    let ids: Vec<&[u8]> = hashed
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .collect();
     if ids.len() != present.len() {
         return Err(format!(
             "`git hash-object --stdin-paths` gave {} ids for {} files",

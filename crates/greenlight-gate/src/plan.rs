@@ -411,7 +411,12 @@ impl CachePlan {
     /// Stores the results that may be stored: those whose inputs are, byte for byte and in
     /// their metadata, what they were before the gates, and whose `keys` commands print what
     /// they printed then. Only the paths those gates may read are listed again.
-    pub async fn store_results(&mut self, config: &Loaded, selected: &[usize], gates: &[GateReport]) {
+    pub async fn store_results(
+        &mut self,
+        config: &Loaded,
+        selected: &[usize],
+        gates: &[GateReport],
+    ) {
         let (Some(_), Some(before), Some(v2)) = (&self.store, &self.listing, &config.v2) else {
             return;
         };

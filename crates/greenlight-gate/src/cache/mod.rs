@@ -327,8 +327,7 @@ fn inputs_of(v2: &GateV2) -> Result<Option<Inputs>, String> {
 /// Why gate `v2` cannot be cached against `listing`: one of its inputs cannot be keyed exactly.
 pub fn uncacheable(listing: &Listing, v2: &GateV2) -> Option<String> {
     let inputs = inputs_of(v2).ok()?;
-    let (path, why) =
-        listing.first_unkeyable(|p| inputs.as_ref().is_none_or(|i| i.matches(p)))?;
+    let (path, why) = listing.first_unkeyable(|p| inputs.as_ref().is_none_or(|i| i.matches(p)))?;
     Some(format!(
         "uncacheable for this run: {} cannot be keyed exactly ({why})",
         String::from_utf8_lossy(path)
@@ -377,11 +376,10 @@ pub fn inputs_unchanged(before: &Listing, after: &Listing, v2: &GateV2) -> Resul
             (None, None) => return Ok(()),
             (Some(a), Some(b)) if a == b => {}
             (a, b) => {
-                let path = a.or(b).map(|f| String::from_utf8_lossy(&f.path).into_owned());
-                return Err(format!(
-                    "{} changed while it ran",
-                    path.unwrap_or_default()
-                ));
+                let path = a
+                    .or(b)
+                    .map(|f| String::from_utf8_lossy(&f.path).into_owned());
+                return Err(format!("{} changed while it ran", path.unwrap_or_default()));
             }
         }
     }

@@ -147,7 +147,10 @@ pub fn workspace_key(worktree: &Path) -> WorkspaceKey {
     };
     if let Some((path, why)) = listing.first_unkeyable(|_| true) {
         return WorkspaceKey::Unknown {
-            reason: format!("{} cannot be keyed exactly: {why}", String::from_utf8_lossy(path)),
+            reason: format!(
+                "{} cannot be keyed exactly: {why}",
+                String::from_utf8_lossy(path)
+            ),
         };
     }
     let mut hasher = blake3::Hasher::new();
@@ -200,14 +203,25 @@ pub fn listing_with(
             Read::File { mode, id, stat } => {
                 if stat.settled(started) {
                     learnt.insert(path.clone(), stat, id.clone());
-                    entries.push(ListedFile { path, mode, id, stat: Some(stat) });
+                    entries.push(ListedFile {
+                        path,
+                        mode,
+                        id,
+                        stat: Some(stat),
+                    });
                 } else {
                     unsettled.push((path, stat));
                 }
             }
         }
     }
-    settle(&repo.top, unsettled, &mut entries, &mut unkeyable, &mut learnt);
+    settle(
+        &repo.top,
+        unsettled,
+        &mut entries,
+        &mut unkeyable,
+        &mut learnt,
+    );
     entries.sort_by(|a, b| a.path.cmp(&b.path));
     entries.dedup_by(|a, b| a.path == b.path);
     let learnt_anything = !learnt.same_as(&known);
@@ -253,7 +267,12 @@ fn settle(
                 }
                 Read::File { mode, id, stat } if stat.settled(at) => {
                     learnt.insert(path.clone(), stat, id.clone());
-                    entries.push(ListedFile { path, mode, id, stat: Some(stat) });
+                    entries.push(ListedFile {
+                        path,
+                        mode,
+                        id,
+                        stat: Some(stat),
+                    });
                 }
                 Read::File { stat, .. } => unsettled.push((path, stat)),
             }
@@ -380,6 +399,12 @@ fn submodule(dir: &Path, path: &[u8], recorded: Option<&[u8]>, depth: usize, fou
         });
         return;
     }
+    if std::fs::symlink_metadata(dir).is_ok_and(|meta| !meta.is_dir()) {
+        // A file or a link where the submodule should be: keyed as what it is (a link is never
+        // followed into another directory).
+        found.files.push(path.to_vec());
+        return;
+    }
     if let Some(recorded) = recorded {
         let mut id = b"g".to_vec();
         id.extend_from_slice(recorded);
@@ -458,10 +483,7 @@ fn read_all(top: &Path, paths: &[Vec<u8>], known: &StatCache) -> Vec<(Vec<u8>, R
             .collect();
         handles
             .into_iter()
-            .flat_map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Vec::new())
-            })
+            .flat_map(|h| h.join().unwrap_or_else(|_| Vec::new()))
             .collect()
     })
 }
@@ -491,7 +513,11 @@ fn read_one(top: &Path, path: &[u8], known: &StatCache, buffer: &mut [u8]) -> Re
             let id = format!("l{}", hex(target.as_os_str().as_bytes())).into_bytes();
             match std::fs::symlink_metadata(&full).map(|m| Stat::of(&m)) {
                 Ok(again) if again == stat => {
-                    return Read::File { mode: SYMLINK, id, stat };
+                    return Read::File {
+                        mode: SYMLINK,
+                        id,
+                        stat,
+                    };
                 }
                 _ => continue,
             }
@@ -638,11 +664,7 @@ fn git(dir: &Path, args: &[&str], input: Option<&[u8]>) -> Result<Vec<u8>, Strin
     git_os(dir, args, input)
 }
 
-fn git_os(
-    dir: &Path,
-    args: &[impl AsRef<OsStr>],
-    input: Option<&[u8]>,
-) -> Result<Vec<u8>, String> {
+fn git_os(dir: &Path, args: &[impl AsRef<OsStr>], input: Option<&[u8]>) -> Result<Vec<u8>, String> {
     let shown = || {
         let words: Vec<String> = args
             .iter()
@@ -689,7 +711,6 @@ fn git_os(
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -718,7 +739,7 @@ mod tests {
         std::fs::create_dir(top.join("d")).expect("mkdir");
         rustix::fs::mknodat(
             rustix::fs::CWD,
-            &top.join("fifo"),
+            top.join("fifo"),
             rustix::fs::FileType::Fifo,
             rustix::fs::Mode::from_raw_mode(0o600),
             0,

@@ -184,9 +184,7 @@ impl StatCache {
         }
         let dir = path.parent().unwrap_or(Path::new("."));
         std::fs::create_dir_all(dir)?;
-        let mut temp = tempfile::Builder::new()
-            .prefix(".stat-")
-            .tempfile_in(dir)?;
+        let mut temp = tempfile::Builder::new().prefix(".stat-").tempfile_in(dir)?;
         temp.write_all(MAGIC)?;
         temp.write_all(&body)?;
         temp.write_all(blake3::hash(&body).as_bytes())?;

@@ -6,6 +6,7 @@ mod browser;
 mod cli_output;
 mod cli_wording;
 mod digest_cli;
+mod fuzz_cache;
 mod fuzz_config;
 mod fuzz_hook;
 mod fuzz_support;

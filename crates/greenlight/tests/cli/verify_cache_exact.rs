@@ -44,7 +44,11 @@ fn crlf_cases(setup: impl Fn(&TempRepo)) {
     assert_eq!(verify(&repo, "lf"), ("PASS".into(), false));
     assert_eq!(verify(&repo, "lf"), ("PASS".into(), true));
     repo.write("value.txt", "one\r\ntwo\r\n");
-    assert_eq!(verify(&repo, "lf"), ("FAIL".into(), false), "CRLF keyed like LF");
+    assert_eq!(
+        verify(&repo, "lf"),
+        ("FAIL".into(), false),
+        "CRLF keyed like LF"
+    );
     // And the reverse: the FAIL stored under CRLF must not replay once the file is LF again
     // (here the stored PASS of the LF bytes replays, which is right).
     repo.write("value.txt", "one\ntwo\n");
@@ -56,13 +60,25 @@ fn crlf_cases(setup: impl Fn(&TempRepo)) {
     repo.write("value.txt", "one\r\ntwo\r\n");
     assert_eq!(verify(&repo, "lf"), ("FAIL".into(), false));
     repo.write("value.txt", "one\ntwo\n");
-    assert_eq!(verify(&repo, "lf"), ("PASS".into(), false), "LF keyed like CRLF");
+    assert_eq!(
+        verify(&repo, "lf"),
+        ("PASS".into(), false),
+        "LF keyed like CRLF"
+    );
 }
 
 #[test]
 fn crlf_under_text_auto_keys_differently_from_lf_both_ways() {
     crlf_cases(|repo| {
         repo.write(".gitattributes", "* text=auto\n");
+        repo.commit_all("attributes");
+    });
+}
+
+#[test]
+fn crlf_under_eol_crlf_keys_differently_from_lf_both_ways() {
+    crlf_cases(|repo| {
+        repo.write(".gitattributes", "*.txt text eol=crlf\n");
         repo.commit_all("attributes");
     });
 }
@@ -88,7 +104,12 @@ fn index_flag_case(flag: &str) {
     assert_eq!(verify(&repo, "value"), ("PASS".into(), false));
     repo.write("value.txt", "bad\n");
     let out = repo.greenlight(["verify"]);
-    assert_eq!(gate(&out, "value"), ("FAIL".into(), false), "{flag}: {}", out.render());
+    assert_eq!(
+        gate(&out, "value"),
+        ("FAIL".into(), false),
+        "{flag}: {}",
+        out.render()
+    );
     // Work-evidence counts it as changed too.
     assert!(
         out.stdout.contains("uncommitted=1"),
@@ -115,7 +136,8 @@ fn a_skip_worktree_file_is_keyed_and_counted_by_what_it_holds_now() {
 /// A submodule path whose contents were copied in (no `.git` inside) is read file by file.
 #[test]
 fn files_under_a_submodule_path_without_git_are_keyed_by_their_bytes() {
-    let repo = repo_with("  - id: vendored\n    command: grep -qx 'ok!' vendor/lib/deep/value.txt\n");
+    let repo =
+        repo_with("  - id: vendored\n    command: grep -qx 'ok!' vendor/lib/deep/value.txt\n");
     let head = repo.git(&["rev-parse", "HEAD"]);
     repo.git(&[
         "update-index",
@@ -125,7 +147,11 @@ fn files_under_a_submodule_path_without_git_are_keyed_by_their_bytes() {
     ]);
     repo.git(&["commit", "-q", "-m", "a submodule"]);
     repo.write("vendor/lib/deep/value.txt", "ok!\n");
-    assert_eq!(repo.git(&["status", "--porcelain"]), "", "git sees nothing to key there");
+    assert_eq!(
+        repo.git(&["status", "--porcelain"]),
+        "",
+        "git sees nothing to key there"
+    );
     assert_eq!(verify(&repo, "vendored"), ("PASS".into(), false));
     assert_eq!(verify(&repo, "vendored"), ("PASS".into(), true));
     repo.write("vendor/lib/deep/value.txt", "bad\n");
@@ -209,17 +235,37 @@ fn every_byte_of_a_keys_output_is_in_the_key() {
     ));
     repo.commit_all("gates");
     let out = repo.greenlight(["verify"]);
-    assert_eq!(gate(&out, "head"), ("PASS".into(), false), "{}", out.render());
+    assert_eq!(
+        gate(&out, "head"),
+        ("PASS".into(), false),
+        "{}",
+        out.render()
+    );
     assert_eq!(gate(&out, "byte"), ("PASS".into(), false));
     let out = repo.greenlight(["verify"]);
-    assert_eq!(gate(&out, "head"), ("PASS".into(), true), "{}", out.render());
+    assert_eq!(
+        gate(&out, "head"),
+        ("PASS".into(), true),
+        "{}",
+        out.render()
+    );
     assert_eq!(gate(&out, "byte"), ("PASS".into(), true));
     big[0] = b'b';
     std::fs::write(&lock, &big).unwrap();
     std::fs::write(&byte, [0xFE]).unwrap();
     let out = repo.greenlight(["verify"]);
-    assert_eq!(gate(&out, "head"), ("FAIL".into(), false), "{}", out.render());
-    assert_eq!(gate(&out, "byte"), ("FAIL".into(), false), "{}", out.render());
+    assert_eq!(
+        gate(&out, "head"),
+        ("FAIL".into(), false),
+        "{}",
+        out.render()
+    );
+    assert_eq!(
+        gate(&out, "byte"),
+        ("FAIL".into(), false),
+        "{}",
+        out.render()
+    );
 }
 
 /// What cannot be keyed exactly (a tracked file replaced by a FIFO, among a gate's inputs) makes
@@ -237,13 +283,53 @@ fn a_gate_whose_inputs_cannot_be_keyed_exactly_runs_and_explain_says_why() {
     let first = repo.greenlight(["verify", "--explain"]);
     assert_eq!(first.code, 0, "{}", first.render());
     let out = repo.greenlight(["verify", "--explain"]);
-    assert_eq!(gate(&out, "all"), ("PASS".into(), false), "{}", out.render());
-    assert_eq!(gate(&out, "narrow"), ("PASS".into(), true), "{}", out.render());
+    assert_eq!(
+        gate(&out, "all"),
+        ("PASS".into(), false),
+        "{}",
+        out.render()
+    );
+    assert_eq!(
+        gate(&out, "narrow"),
+        ("PASS".into(), true),
+        "{}",
+        out.render()
+    );
     assert!(
         out.stderr.contains(
             "greenlight: all: ran: uncacheable for this run: pipe cannot be keyed exactly (it is a FIFO"
         ),
         "--explain names the path that cannot be keyed: {}",
+        out.render()
+    );
+}
+
+/// After the gates only what the gates to store may read is listed again: a gate whose inputs
+/// are `src/**` is stored although the run changed a file outside them, and a gate that reads
+/// the whole workspace is not.
+#[test]
+fn a_change_outside_a_gates_inputs_while_it_ran_does_not_stop_its_store() {
+    let repo = repo_with(
+        "  - id: narrow\n    command: date +%s%N > notes.txt\n    inputs: [\"src/**\"]\n  - id: whole\n    command: \"true\"\n    needs: [narrow]\n",
+    );
+    let out = repo.greenlight(["verify"]);
+    assert_eq!(
+        gate(&out, "narrow"),
+        ("PASS".into(), false),
+        "{}",
+        out.render()
+    );
+    let out = repo.greenlight(["verify", "--explain"]);
+    assert_eq!(
+        gate(&out, "narrow"),
+        ("PASS".into(), true),
+        "{}",
+        out.render()
+    );
+    assert_eq!(
+        gate(&out, "whole"),
+        ("PASS".into(), false),
+        "notes.txt, one of its inputs, changed during the run that ran it: {}",
         out.render()
     );
 }
