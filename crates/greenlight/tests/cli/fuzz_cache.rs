@@ -63,6 +63,12 @@ fn edits() -> impl Strategy<Value = Vec<Edit>> {
     proptest::collection::vec(edit(), 0..3)
 }
 
+/// Edits the gate makes while it runs: most runs make none, so most results are stored and
+/// the lookups after them have something to replay.
+fn during() -> impl Strategy<Value = Vec<Edit>> {
+    prop_oneof![2 => Just(Vec::new()), 1 => edits()]
+}
+
 fn path_of(repo: &TempRepo, file: usize) -> std::path::PathBuf {
     match file {
         0..4 => repo.path().join(FILES[file]),
@@ -147,7 +153,13 @@ fn case() -> impl Strategy<Value = Case> {
             ],
             4,
         ),
-        (edits(), edits(), edits(), edits(), any::<bool>()),
+        (
+            edits(),
+            during(),
+            during(),
+            proptest::collection::vec(edit(), 1..4),
+            any::<bool>(),
+        ),
     )
         .prop_map(
             |(attributes, autocrlf, committed, flags, (before, pre, post, after, restore))| Case {
@@ -193,7 +205,14 @@ fn verify(repo: &TempRepo) -> Result<(String, bool), TestCaseError> {
     Ok((verdict, line.contains(" cached=")))
 }
 
-fn check(case: &Case) -> Result<(), TestCaseError> {
+/// How many lookups replayed, and how many ran (so a property that never replays is seen).
+#[derive(Default)]
+struct Seen {
+    replayed: std::cell::Cell<u32>,
+    ran: std::cell::Cell<u32>,
+}
+
+fn check(case: &Case, seen: &Seen) -> Result<(), TestCaseError> {
     let repo = TempRepo::worktree_with_commit();
     let keys = repo.home().join("k");
     repo.verify_yaml(&format!(
@@ -246,6 +265,8 @@ fn check(case: &Case) -> Result<(), TestCaseError> {
     apply(&repo, &case.after);
     for _ in 0..2 {
         let (verdict, replayed) = verify(&repo)?;
+        let counter = if replayed { &seen.replayed } else { &seen.ran };
+        counter.set(counter.get() + 1);
         let truth = truth(&repo);
         prop_assert!(
             !replayed || verdict == truth,
@@ -261,6 +282,7 @@ fn a_replayed_verdict_is_the_verdict_of_the_tree_at_lookup_time() {
     let start = Instant::now();
     let budget = fuzz_support::budget();
     let ran = std::cell::Cell::new(0u32);
+    let seen = Seen::default();
     let config = proptest::test_runner::Config {
         cases: fuzz_support::cases_or(12),
         ..fuzz_support::config()
@@ -268,12 +290,22 @@ fn a_replayed_verdict_is_the_verdict_of_the_tree_at_lookup_time() {
     proptest!(config, |(case in case())| {
         if start.elapsed() < budget {
             ran.set(ran.get() + 1);
-            check(&case)?;
+            check(&case, &seen)?;
         }
     });
     assert!(
         ran.get() > 0,
         "the time budget ran out before the first case"
     );
-    eprintln!("fuzz cache: {} trees in {:?}", ran.get(), start.elapsed());
+    eprintln!(
+        "fuzz cache: {} trees in {:?}, {} lookups replayed, {} ran",
+        ran.get(),
+        start.elapsed(),
+        seen.replayed.get(),
+        seen.ran.get()
+    );
+    assert!(
+        seen.replayed.get() > 0 && seen.ran.get() > 0,
+        "the property was never put to the test: every lookup ran or every one replayed"
+    );
 }
