@@ -58,6 +58,7 @@ cd "$REPO"
 git init -q -b main
 git config user.name bench
 git config user.email bench@example.invalid
+git config gc.auto 0 # no background gc writing into the tree while it is timed or removed
 printf '*.log\n' >.gitignore
 per_dir=$(( (FILES + DIRS - 1) / DIRS ))
 n=0
@@ -69,7 +70,7 @@ for ((d = 0; d < DIRS && n < FILES; d++)); do
 done
 mkdir -p .commandmate
 {
-    printf 'version: 2\ngates:\n'
+    printf 'version: 2\noptions:\n  skipInPrimaryCheckout: false\ngates:\n'
     for ((g = 0; g < GATES; g++)); do
         printf '  - id: g%d\n    command: "true"\n    inputs: ["src/m%d/**"]\n' "$g" "$g"
     done
@@ -105,7 +106,7 @@ got="$($VERIFY 2>&1 | replays)"
 
 JSON="$WORK/hyperfine.json"
 hyperfine --warmup 3 --runs 20 -N --export-json "$JSON" \
-    --prepare "true" --prepare "true" --prepare "$CHANGE" \
+    --prepare "true" --prepare "true" --prepare "sh -c '$CHANGE'" \
     --command-name "git status --porcelain" "git -C $REPO status --porcelain" \
     --command-name "cached re-verify" "$VERIFY" \
     --command-name "one gate's inputs changed" "$VERIFY"

@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 pub use store::{DEFAULT_MAX_BYTES, Entry, Stats, Store, StoredAttempt, created_now};
 
 use crate::config::{GateSpec, GateV2};
-use crate::workspace_key::Listing;
+use crate::workspace_key::{ListedFile, Listing};
 
 /// Bumped when the key's recipe changes, so older entries are never read as current.
 const RECIPE: &str = "greenlight-gate-cache 1";
@@ -131,8 +131,11 @@ impl Inputs {
     }
 
     fn matches(&self, path: &[u8]) -> bool {
-        let path = Path::new(OsStr::from_bytes(path));
-        self.include.is_match(path) && !self.exclude.is_match(path)
+        self.matches_candidate(&globset::Candidate::new(Path::new(OsStr::from_bytes(path))))
+    }
+
+    fn matches_candidate(&self, path: &globset::Candidate<'_>) -> bool {
+        self.include.is_match_candidate(path) && !self.exclude.is_match_candidate(path)
     }
 }
 
@@ -183,6 +186,9 @@ pub struct KeyContext<'a> {
     pub tail_bytes: usize,
     /// Hash of the whole listing, for gates without `inputs`.
     whole_listing: String,
+    /// Every listed path prepared once for glob matching (each gate with `inputs` tests them
+    /// all; preparing a path per gate was most of a replay's own time on 20,000 files).
+    candidates: Vec<globset::Candidate<'a>>,
 }
 
 impl<'a> KeyContext<'a> {
@@ -201,19 +207,22 @@ impl<'a> KeyContext<'a> {
             key_outputs,
             option_keys,
             tail_bytes,
-            whole_listing: listing_hash(listing, |_| true),
+            whole_listing: files_hash(listing.entries.iter()),
+            candidates: listing
+                .entries
+                .iter()
+                .map(|f| globset::Candidate::new(Path::new(OsStr::from_bytes(&f.path))))
+                .collect(),
         }
     }
 }
 
-/// The hash of a listing narrowed by `keep`.
-fn listing_hash(listing: &Listing, keep: impl Fn(&[u8]) -> bool) -> String {
+/// The hash of some files of a listing.
+fn files_hash<'a>(files: impl Iterator<Item = &'a ListedFile>) -> String {
     let mut hasher = blake3::Hasher::new();
-    for file in &listing.entries {
-        if keep(&file.path) {
-            for part in [file.mode, b" ", &file.id, b"\t", &file.path, b"\0"] {
-                hasher.update(part);
-            }
+    for file in files {
+        for part in [file.mode, b" ", &file.id, b"\t", &file.path, b"\0"] {
+            hasher.update(part);
         }
     }
     hasher.finalize().to_hex().to_string()
@@ -230,7 +239,12 @@ pub fn gate_key(
         context.whole_listing.clone()
     } else {
         let inputs = Inputs::new(&v2.inputs)?;
-        listing_hash(context.listing, |p| inputs.matches(p))
+        let files = context.listing.entries.iter().zip(&context.candidates);
+        files_hash(
+            files
+                .filter(|(_, candidate)| inputs.matches_candidate(candidate))
+                .map(|(file, _)| file),
+        )
     };
     let mut parts = KeyParts {
         command: gate.command.clone(),
