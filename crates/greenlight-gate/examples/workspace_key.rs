@@ -1,5 +1,5 @@
 //! Print the workspace key of a directory (default: the current one); exit 1 when unknown.
-//! Used by `scripts/bench-workspace-key.sh` to time the key against `git status`.
+//! The key the goal loop records a gate result under (`gate_phase::result_key`), for a look by hand.
 
 use std::io::Write;
 use std::path::PathBuf;

@@ -1,8 +1,14 @@
 //! The git facts a run needs before any gate: the base ref, work-evidence counts, and whether
 //! the checkout is the primary one.
 //!
-//! Paths are read from `-z` output entry by entry and never opened: `.commandmate/tasks/` is the
-//! orchestrator's evidence, not the agent's, so it counts on neither side.
+//! Paths are read from `-z` output entry by entry: `.commandmate/tasks/` is the orchestrator's
+//! evidence, not the agent's, so it counts on neither side.
+//!
+//! `git status` trusts the index's `assume-unchanged` and `skip-worktree` bits and never looks
+//! at those files; an agent can set them. So each flagged file is hashed as `git add` would
+//! hash it and counts as uncommitted work when that differs from its index entry (or, for
+//! `assume-unchanged`, when it is gone; a `skip-worktree` file that is absent is a sparse
+//! checkout's normal state).
 
 use std::path::{Path, PathBuf};
 
@@ -152,9 +158,10 @@ pub fn work_evidence(cwd: &Path, base_ref: &str) -> Result<WorkEvidence, Error> 
             detail: text,
         })
     };
-    let (commits_all, commits, status) = std::thread::scope(|s| {
+    let (commits_all, commits, status, flagged) = std::thread::scope(|s| {
         let all = s.spawn(|| count(&[]));
         let work = s.spawn(|| count(&["--", ":(top)", &exclude]));
+        let flagged = s.spawn(|| flagged_changes(cwd));
         let status = git(
             cwd,
             &["status", "--porcelain", "-z", "--untracked-files=all"],
@@ -171,15 +178,115 @@ pub fn work_evidence(cwd: &Path, base_ref: &str) -> Result<WorkEvidence, Error> 
                 })
             })
         };
-        (join(all), join(work), status)
+        let flagged = flagged
+            .join()
+            .unwrap_or_else(|_| Err("thread panicked".into()))
+            .map_err(|detail| Error::Git {
+                what: "checking files marked assume-unchanged or skip-worktree".into(),
+                detail,
+            });
+        (join(all), join(work), status, flagged)
     });
     let status = status?;
+    let flagged = flagged?;
     Ok(WorkEvidence {
         commits: commits?,
-        uncommitted: count_work_entries(&status),
+        uncommitted: count_work_entries(&status) + flagged,
         commits_all: commits_all?,
         any_status: !status.is_empty(),
     })
+}
+
+/// Counts the files marked `assume-unchanged` or `skip-worktree` (which `git status` does not
+/// look at) whose content differs from their index entry, contracts excluded.
+fn flagged_changes(cwd: &Path) -> Result<u64, String> {
+    let listed = git(cwd, &["ls-files", "-z", "-v", "--stage", "--full-name"])
+        .map_err(|e| e.to_string())?;
+    let top = git_line(cwd, &["rev-parse", "--show-toplevel"]).map_err(|e| e.to_string())?;
+    let top = Path::new(&top);
+    let mut changed = 0;
+    let mut present: Vec<(&[u8], &[u8])> = Vec::new();
+    for record in listed.split(|&b| b == 0) {
+        let [tag, b' ', rest @ ..] = record else {
+            continue;
+        };
+        let assumed = tag.is_ascii_lowercase();
+        let skipped = matches!(tag, b'S' | b's');
+        if !assumed && !skipped {
+            continue;
+        }
+        let Some(tab) = rest.iter().position(|&b| b == b'\t') else {
+            continue;
+        };
+        let (meta, path) = (&rest[..tab], &rest[tab + 1..]);
+        let mut parts = meta.split(|&b| b == b' ');
+        let (Some(mode), Some(oid)) = (parts.next(), parts.next()) else {
+            continue;
+        };
+        if path.starts_with(CONTRACT_DIR.as_bytes()) || mode == b"160000" {
+            continue;
+        }
+        use std::os::unix::ffi::OsStrExt as _;
+        let full = top.join(std::ffi::OsStr::from_bytes(path));
+        match std::fs::symlink_metadata(&full) {
+            Ok(meta) if meta.is_file() && !path.contains(&b'\n') => present.push((path, oid)),
+            Ok(_) => changed += 1, // a link or a directory now: not what the index holds
+            Err(_) => changed += u64::from(assumed && !skipped),
+        }
+    }
+    if present.is_empty() {
+        return Ok(changed);
+    }
+    let mut input = Vec::new();
+    for (path, _) in &present {
+        input.extend_from_slice(path);
+        input.push(b'\n');
+    }
+    let hashed = git_with_input(top, &["hash-object", "--stdin-paths"], &input)?;
+    let ids: Vec<&[u8]> = hashed
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .collect();
+    if ids.len() != present.len() {
+        return Err(format!(
+            "`git hash-object --stdin-paths` gave {} ids for {} files",
+            ids.len(),
+            present.len()
+        ));
+    }
+    Ok(changed
+        + present
+            .iter()
+            .zip(ids)
+            .filter(|((_, oid), id)| oid != id)
+            .count() as u64)
+}
+
+fn git_with_input(cwd: &Path, args: &[&str], input: &[u8]) -> Result<Vec<u8>, String> {
+    use std::io::Write as _;
+    use std::process::Stdio;
+    let mut child = greenlight_proc::git::command(cwd)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run git: {e}"))?;
+    let stdin = child.stdin.take();
+    let out = std::thread::scope(|s| {
+        if let Some(mut stdin) = stdin {
+            s.spawn(move || {
+                let _ = stdin.write_all(input);
+            });
+        }
+        child.wait_with_output()
+    })
+    .map_err(|e| format!("waiting for git: {e}"))?;
+    if out.status.success() {
+        Ok(out.stdout)
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).trim().to_owned())
+    }
 }
 
 /// Counts `git status --porcelain -z` entries about something other than a contract. A

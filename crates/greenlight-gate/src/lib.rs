@@ -49,7 +49,7 @@ pub use report::{
     RunReport, RunResult, SkipReason, WorkEvidenceReport, exit,
 };
 pub use runner::{RunEvent, RunOptions, run, selected_gates};
-pub use workspace_key::{Listing, WorkspaceKey, listing, workspace_key};
+pub use workspace_key::{ListedFile, Listing, WorkspaceKey, listing, workspace_key};
 
 /// The `/proc` readers and the bounded tail live in the process runner.
 pub use greenlight_proc::{procs, tail};

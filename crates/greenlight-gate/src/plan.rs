@@ -2,9 +2,15 @@
 //! its gates, the replays, and the results stored at the end.
 //!
 //! The rules that keep a replay exact:
-//! - the workspace listing is read once before the gates and once after them; a result is
-//!   stored only when its gate's key is the same both times, so a gate whose inputs changed
-//!   while it ran (an agent still editing, a formatter rewriting files) is never stored;
+//! - the workspace listing is read once before the gates; after them, only the paths the
+//!   gates to store may read are listed again, and a result is stored only when every one of
+//!   its inputs has the same bytes *and* the same metadata (size, mtime and ctime in
+//!   nanoseconds, inode) as before, so a gate whose inputs changed while it ran (an agent still
+//!   editing, a formatter rewriting files, a file changed and changed back) is never stored;
+//! - its `keys` commands are run again after the gates, and a result is stored only when each
+//!   prints exactly what it printed before them;
+//! - a gate that reads a path which cannot be keyed exactly (a FIFO, an unreadable file) has
+//!   no key for the run: it runs, and `--explain` says why;
 //! - only PASS and FAIL are stored, and only when every attempt exited on its own: no timeout,
 //!   no FLAKY, no interrupt, no leftover process, no pipe left open, no start failure (and the
 //!   runner stores nothing of a run that left a process no one gate can be named for);
@@ -24,7 +30,7 @@ use crate::exec::{self, ExecSpec, Interrupt, InterruptWatch, OutputSink, Termina
 use crate::remote_plan::{RemotePlan, RemoteRun};
 use crate::report::{Attempt, AttemptStatus, GateReport, GateVerdict, RemoteMark};
 use crate::runner::RunOptions;
-use crate::workspace_key::{self, Listing};
+use crate::workspace_key::{self, Listing, StatCache};
 
 /// How long a `keys` command may run.
 const KEY_COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
@@ -45,8 +51,10 @@ pub struct CachePlan {
     cwd_in_worktree: String,
     /// The cluster of `options.remote`, when the file declares one.
     remote: Option<RemotePlan>,
-    /// The listing read after the gates, shared by the local store and the remote publish.
+    /// The listing read after the gates for the remote publish.
     after: Option<Listing>,
+    /// Where `keys` commands run and how they are ended (kept for their second run).
+    key_runner: Option<(RunOptions, InterruptWatch)>,
     /// Problems worth a line on stderr.
     pub warnings: Vec<String>,
 }
@@ -67,7 +75,15 @@ impl CachePlan {
         let settings = options.cache.clone().filter(|_| wants);
         let listing_thread = (settings.is_some() || remote.is_some()).then(|| {
             let cwd = options.cwd.clone();
-            std::thread::spawn(move || workspace_key::listing(&cwd))
+            let dir = settings.as_ref().map(|s| s.dir.clone());
+            std::thread::spawn(move || {
+                let known = |top: &Path| {
+                    dir.as_deref()
+                        .map(|dir| StatCache::load(&StatCache::path_in(dir, top)))
+                        .unwrap_or_default()
+                };
+                workspace_key::listing_with(&cwd, known, None)
+            })
         });
         CachePlan {
             settings,
@@ -80,6 +96,7 @@ impl CachePlan {
             cwd_in_worktree: ".".to_owned(),
             remote,
             after: None,
+            key_runner: None,
             warnings: Vec::new(),
         }
     }
@@ -119,18 +136,14 @@ impl CachePlan {
         let Some(v2) = &config.v2 else {
             return Ok(());
         };
-        let mut commands: Vec<&String> = v2.options.keys.iter().collect();
-        for gate in &v2.gates {
-            commands.extend(gate.keys.iter());
-        }
-        let mut key_outputs = HashMap::new();
-        for command in commands {
-            if key_outputs.contains_key(command) {
-                continue;
-            }
-            let hash = run_key_command(command, options, interrupt).await?;
-            key_outputs.insert(command.clone(), hash);
-        }
+        let commands: Vec<&String> = v2
+            .options
+            .keys
+            .iter()
+            .chain(v2.gates.iter().flat_map(|g| &g.keys))
+            .collect();
+        let key_outputs = run_key_commands(commands, options, interrupt).await?;
+        self.key_runner = Some((options.clone(), interrupt.clone()));
         self.cwd_in_worktree = cwd_in(&listing.top, &options.cwd);
         // Files the cache wrote inside the worktree would be inputs of every gate that reads the
         // whole workspace, so no such gate could ever replay; the cache is never in a worktree.
@@ -195,6 +208,9 @@ impl CachePlan {
                 return Ok(());
             }
         };
+        // Only now is the cache known to be outside the worktree: the stat cache is written
+        // beside the entries (a failure costs the next run some reading, nothing else).
+        let _ = listing.save_stat_cache(&settings.dir);
         let context = self.key_context(config, &listing);
         let env = |name: &str| std::env::var_os(name);
         let mut keys = HashMap::new();
@@ -204,6 +220,12 @@ impl CachePlan {
             if !extra.cache {
                 if settings.explain {
                     explain.insert(index, "ran: `cache: false` on this gate".to_owned());
+                }
+                continue;
+            }
+            if let Some(why) = cache::uncacheable(&listing, extra) {
+                if settings.explain {
+                    explain.insert(index, format!("ran: {why}"));
                 }
                 continue;
             }
@@ -388,16 +410,23 @@ impl CachePlan {
         Some(report)
     }
 
-    /// The key and explanation a running gate carries into its report.
-    pub fn decision(&self, index: usize) -> Option<(String, Option<String>)> {
-        let key = self.keys.get(&index)?;
-        Some((key.key.clone(), self.explain.get(&index).cloned()))
+    /// The key and explanation a running gate carries into its report (either may be absent:
+    /// a gate without a key can still say why it has none).
+    pub fn decision(&self, index: usize) -> (Option<String>, Option<String>) {
+        let key = self.keys.get(&index).map(|k| k.key.clone());
+        (key, self.explain.get(&index).cloned())
     }
 
-    /// Stores the results that may be stored, after checking their keys against the workspace
-    /// as it is now.
-    pub fn store_results(&mut self, config: &Loaded, selected: &[usize], gates: &[GateReport]) {
-        let (Some(store), Some(before)) = (&self.store, &self.listing) else {
+    /// Stores the results that may be stored: those whose inputs are, byte for byte and in
+    /// their metadata, what they were before the gates, and whose `keys` commands print what
+    /// they printed then. Only the paths those gates may read are listed again.
+    pub async fn store_results(
+        &mut self,
+        config: &Loaded,
+        selected: &[usize],
+        gates: &[GateReport],
+    ) {
+        let (Some(_), Some(before), Some(v2)) = (&self.store, &self.listing, &config.v2) else {
             return;
         };
         let candidates: Vec<(usize, &GateReport)> = selected
@@ -411,34 +440,55 @@ impl CachePlan {
         if candidates.is_empty() {
             return;
         }
-        let after = match workspace_key::listing(&before.top) {
-            Ok(after) => self.after.insert(after).clone(),
-            Err(why) => {
+        let mut roots: Option<Vec<Vec<u8>>> = Some(Vec::new());
+        for &(index, _) in &candidates {
+            match (cache::input_roots(&v2.gates[index]), &mut roots) {
+                (Some(more), Some(all)) => all.extend(more),
+                _ => roots = None,
+            }
+        }
+        let top = before.top.clone();
+        let known = before.stat_cache().clone();
+        let listed = tokio::task::spawn_blocking(move || {
+            workspace_key::listing_with(&top, |_| known, roots.as_deref())
+        })
+        .await;
+        let after = match listed {
+            Ok(Ok(after)) => after,
+            Ok(Err(why)) => {
                 self.warnings.push(format!(
                     "greenlight: results not cached: the workspace could not be listed again ({why})"
                 ));
                 return;
             }
+            Err(_) => return,
         };
-        let Some(v2) = &config.v2 else { return };
-        let context = self.key_context(config, &after);
-        let env = |name: &str| std::env::var_os(name);
+        let Some(now_keys) = self.rerun_key_commands(config, &candidates).await else {
+            return; // interrupted: nothing more is stored
+        };
+        let (Some(store), Some(before)) = (&self.store, &self.listing) else {
+            return;
+        };
         let mut warnings = Vec::new();
         for (index, report) in candidates {
-            let Some(before_key) = self.keys.get(&index) else {
+            let Some(key) = self.keys.get(&index) else {
                 continue;
             };
             let gate = &config.gates[index];
             let extra = &v2.gates[index];
-            let Ok(now) = cache::gate_key(&context, gate, extra, &env) else {
-                continue;
-            };
-            if now.key != before_key.key {
-                // Its inputs changed while it ran: the result belongs to no one state.
-                continue;
+            if cache::inputs_unchanged(before, &after, extra).is_err() {
+                continue; // its inputs changed while it ran: the result belongs to no one state
+            }
+            let keys_same = key
+                .parts
+                .keys
+                .iter()
+                .all(|(command, hash)| now_keys.get(command) == Some(hash));
+            if !keys_same {
+                continue; // a `keys` command printed something else after the gate
             }
             let entry = Entry {
-                key: now.key.clone(),
+                key: key.key.clone(),
                 gate: gate.id.clone(),
                 command: gate.command.clone(),
                 verdict: report.verdict,
@@ -449,13 +499,34 @@ impl CachePlan {
                 warnings.push(format!("greenlight: gate {} not cached: {why}", gate.id));
                 continue;
             }
-            let mut parts = now.parts;
-            parts.inputs = cache::input_map(&after, extra);
+            let mut parts = key.parts.clone();
+            parts.inputs = cache::input_map(before, extra);
             if let Ok(json) = serde_json::to_vec(&parts) {
-                let _ = store.put_record(&cache::record_name(&after.top, &gate.id), &json);
+                let _ = store.put_record(&cache::record_name(&before.top, &gate.id), &json);
             }
         }
         self.warnings.extend(warnings);
+    }
+
+    /// The outputs of the `keys` commands of `candidates` (and `options.keys`), run again after
+    /// the gates; `None` when interrupted.
+    async fn rerun_key_commands(
+        &mut self,
+        config: &Loaded,
+        candidates: &[(usize, &GateReport)],
+    ) -> Option<HashMap<String, String>> {
+        let v2 = config.v2.as_ref()?;
+        let commands: Vec<&String> = v2
+            .options
+            .keys
+            .iter()
+            .chain(candidates.iter().flat_map(|&(i, _)| &v2.gates[i].keys))
+            .collect();
+        if commands.is_empty() {
+            return Some(HashMap::new());
+        }
+        let (options, interrupt) = self.key_runner.as_mut()?;
+        run_key_commands(commands, options, interrupt).await.ok()
     }
 }
 
@@ -514,13 +585,33 @@ fn cwd_in(top: &Path, cwd: &Path) -> String {
     }
 }
 
-struct Discard;
+/// Hashes every byte a `keys` command prints, as it streams: memory stays bounded whatever
+/// the output's size.
+struct HashingSink(blake3::Hasher);
 
-impl OutputSink for Discard {
-    fn chunk(&mut self, _bytes: &[u8]) {}
+impl OutputSink for HashingSink {
+    fn chunk(&mut self, bytes: &[u8]) {
+        self.0.update(bytes);
+    }
 }
 
-/// Runs one `keys` command in the worktree and hashes how it ended and what it printed.
+/// Runs each distinct command once; command → hash of how it ended and everything it printed.
+async fn run_key_commands(
+    commands: Vec<&String>,
+    options: &RunOptions,
+    interrupt: &mut InterruptWatch,
+) -> Result<HashMap<String, String>, Interrupt> {
+    let mut outputs = HashMap::new();
+    for command in commands {
+        if !outputs.contains_key(command) {
+            let hash = run_key_command(command, options, interrupt).await?;
+            outputs.insert(command.clone(), hash);
+        }
+    }
+    Ok(outputs)
+}
+
+/// Runs one `keys` command in the worktree and hashes how it ended and every byte it printed.
 async fn run_key_command(
     command: &str,
     options: &RunOptions,
@@ -531,26 +622,23 @@ async fn run_key_command(
         cwd: &options.cwd,
         timeout: KEY_COMMAND_TIMEOUT,
         kill_grace: options.kill_grace,
-        tail_bytes: 1 << 20,
+        tail_bytes: 0,
         extra_env: &[],
         claim_adopted: false,
     };
+    let mut output = HashingSink(blake3::Hasher::new());
+    let ended = match exec::run(&spec, &mut output, interrupt).await {
+        Ok(outcome) => match outcome.termination {
+            Termination::Exited(code) => format!("exit {code}"),
+            Termination::TimedOut => "timeout".to_owned(),
+            Termination::Interrupted(signal) => return Err(signal),
+        },
+        Err(error) => format!("cannot start: {error}"),
+    };
     let mut hasher = blake3::Hasher::new();
-    match exec::run(&spec, &mut Discard, interrupt).await {
-        Ok(outcome) => {
-            let ended = match outcome.termination {
-                Termination::Exited(code) => format!("exit {code}"),
-                Termination::TimedOut => "timeout".to_owned(),
-                Termination::Interrupted(signal) => return Err(signal),
-            };
-            hasher.update(ended.as_bytes());
-            hasher.update(b"\0");
-            hasher.update(outcome.tail.text().as_bytes());
-        }
-        Err(error) => {
-            hasher.update(format!("cannot start: {error}").as_bytes());
-        }
-    }
+    hasher.update(ended.as_bytes());
+    hasher.update(b"\0");
+    hasher.update(output.0.finalize().as_bytes());
     Ok(hasher.finalize().to_hex().to_string())
 }
 

@@ -644,8 +644,8 @@ fn listing_files(listing: &Listing) -> Vec<PathBuf> {
     listing
         .entries
         .iter()
-        .filter(|(_, mode, _)| mode.as_slice() != b"160000")
-        .map(|(path, _, _)| PathBuf::from(std::ffi::OsStr::from_bytes(path)))
+        .filter(|file| file.mode != b"160000")
+        .map(|file| PathBuf::from(std::ffi::OsStr::from_bytes(&file.path)))
         .collect()
 }
 

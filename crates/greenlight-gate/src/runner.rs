@@ -203,7 +203,7 @@ pub async fn run(
             return Ok(report);
         }
         if report.leftovers.is_empty() {
-            plan.store_results(config, &selected, &report.gates);
+            plan.store_results(config, &selected, &report.gates).await;
             plan.publish_remote(config, &selected, &report.gates).await;
         } else {
             // Any gate of the run may have started them, so no result of it is known clean.
@@ -388,7 +388,7 @@ async fn schedule(
                 let mut watch = interrupt.clone();
                 let events = &events;
                 let context = &context;
-                let cache = plan.decision(index);
+                let (cache_key, explain) = plan.decision(index);
                 let matchers = config
                     .gate_v2(index)
                     .map_or(&no_matchers, |g| &g.matcher_set);
@@ -410,8 +410,10 @@ async fn schedule(
                     let result = result.map(|mut report| {
                         report.started_ms = Some(started_ms);
                         report.needs = gate_needs;
-                        if let Some((key, explain)) = cache {
-                            report.cache_key = Some(key);
+                        if cache_key.is_some() {
+                            report.cache_key = cache_key;
+                        }
+                        if explain.is_some() {
                             report.explain = explain;
                         }
                         report

@@ -378,6 +378,22 @@ fn edits_inside_a_checked_out_submodule_change_the_key() {
     );
     std::fs::write(&file, "v1\n").expect("restore");
     assert_eq!(r.key(), before);
+
+    // Its files are listed as the worktree's own, under its path (so `inputs` globs reach
+    // them), with its own ignore rules.
+    std::fs::write(r.path().join("vendor/sub/.gitignore"), "*.tmp\n").expect("write");
+    std::fs::write(r.path().join("vendor/sub/scratch.tmp"), "x\n").expect("write");
+    let listing = greenlight_gate::listing(r.path()).expect("listed");
+    let paths: Vec<String> = listing
+        .entries
+        .iter()
+        .map(|f| String::from_utf8_lossy(&f.path).into_owned())
+        .filter(|p| p.starts_with("vendor/sub"))
+        .collect();
+    assert_eq!(
+        paths,
+        ["vendor/sub", "vendor/sub/.gitignore", "vendor/sub/lib.txt"]
+    );
 }
 
 /// An edit in the same second as the index write, same size, with the old mtime put back: only

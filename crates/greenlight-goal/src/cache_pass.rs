@@ -131,7 +131,9 @@ impl GoalCache {
         };
         let report = GateReport::from_attempt(&self.loaded.gates[self.index], attempt);
         let gates = std::slice::from_ref(&report);
-        self.plan.store_results(&self.loaded, &[self.index], gates);
+        self.plan
+            .store_results(&self.loaded, &[self.index], gates)
+            .await;
         self.plan
             .publish_remote(&self.loaded, &[self.index], gates)
             .await;

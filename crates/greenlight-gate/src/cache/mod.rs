@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 pub use store::{DEFAULT_MAX_BYTES, Entry, Stats, Store, StoredAttempt, created_now};
 
 use crate::config::{GateSpec, GateV2};
-use crate::workspace_key::Listing;
+use crate::workspace_key::{ListedFile, Listing};
 
 /// Bumped when the key's recipe changes, so older entries are never read as current.
 const RECIPE: &str = "greenlight-gate-cache 1";
@@ -131,8 +131,11 @@ impl Inputs {
     }
 
     fn matches(&self, path: &[u8]) -> bool {
-        let path = Path::new(OsStr::from_bytes(path));
-        self.include.is_match(path) && !self.exclude.is_match(path)
+        self.matches_candidate(&globset::Candidate::new(Path::new(OsStr::from_bytes(path))))
+    }
+
+    fn matches_candidate(&self, path: &globset::Candidate<'_>) -> bool {
+        self.include.is_match_candidate(path) && !self.exclude.is_match_candidate(path)
     }
 }
 
@@ -183,6 +186,9 @@ pub struct KeyContext<'a> {
     pub tail_bytes: usize,
     /// Hash of the whole listing, for gates without `inputs`.
     whole_listing: String,
+    /// Every listed path prepared once for glob matching (each gate with `inputs` tests them
+    /// all; preparing a path per gate was most of a replay's own time on 20,000 files).
+    candidates: Vec<globset::Candidate<'a>>,
 }
 
 impl<'a> KeyContext<'a> {
@@ -201,22 +207,22 @@ impl<'a> KeyContext<'a> {
             key_outputs,
             option_keys,
             tail_bytes,
-            whole_listing: listing_hash(listing, |_| true),
+            whole_listing: files_hash(listing.entries.iter()),
+            candidates: listing
+                .entries
+                .iter()
+                .map(|f| globset::Candidate::new(Path::new(OsStr::from_bytes(&f.path))))
+                .collect(),
         }
     }
 }
 
-/// The hash of a listing narrowed by `keep`.
-fn listing_hash(listing: &Listing, keep: impl Fn(&[u8]) -> bool) -> String {
+/// The hash of some files of a listing.
+fn files_hash<'a>(files: impl Iterator<Item = &'a ListedFile>) -> String {
     let mut hasher = blake3::Hasher::new();
-    for (path, mode, id) in &listing.entries {
-        if keep(path) {
-            hasher.update(mode);
-            hasher.update(b" ");
-            hasher.update(id);
-            hasher.update(b"\t");
-            hasher.update(path);
-            hasher.update(b"\0");
+    for file in files {
+        for part in [file.mode, b" ", &file.id, b"\t", &file.path, b"\0"] {
+            hasher.update(part);
         }
     }
     hasher.finalize().to_hex().to_string()
@@ -233,7 +239,12 @@ pub fn gate_key(
         context.whole_listing.clone()
     } else {
         let inputs = Inputs::new(&v2.inputs)?;
-        listing_hash(context.listing, |p| inputs.matches(p))
+        let files = context.listing.entries.iter().zip(&context.candidates);
+        files_hash(
+            files
+                .filter(|(_, candidate)| inputs.matches_candidate(candidate))
+                .map(|(file, _)| file),
+        )
     };
     let mut parts = KeyParts {
         command: gate.command.clone(),
@@ -308,14 +319,84 @@ pub fn input_map(listing: &Listing, v2: &GateV2) -> BTreeMap<String, String> {
     listing
         .entries
         .iter()
-        .filter(|(p, _, _)| inputs.as_ref().is_none_or(|i| i.matches(p)))
-        .map(|(p, _, id)| {
+        .filter(|file| inputs.as_ref().is_none_or(|i| i.matches(&file.path)))
+        .map(|file| {
             (
-                String::from_utf8_lossy(p).into_owned(),
-                String::from_utf8_lossy(id).into_owned(),
+                String::from_utf8_lossy(&file.path).into_owned(),
+                String::from_utf8_lossy(&file.id).into_owned(),
             )
         })
         .collect()
+}
+
+/// A gate's inputs as a path test (`None` for the whole workspace).
+fn inputs_of(v2: &GateV2) -> Result<Option<Inputs>, String> {
+    if v2.inputs.is_empty() {
+        Ok(None)
+    } else {
+        Inputs::new(&v2.inputs).map(Some)
+    }
+}
+
+/// Why gate `v2` cannot be cached against `listing`: one of its inputs cannot be keyed exactly.
+pub fn uncacheable(listing: &Listing, v2: &GateV2) -> Option<String> {
+    let inputs = inputs_of(v2).ok()?;
+    let (path, why) = listing.first_unkeyable(|p| inputs.as_ref().is_none_or(|i| i.matches(p)))?;
+    Some(format!(
+        "uncacheable for this run: {} cannot be keyed exactly ({why})",
+        String::from_utf8_lossy(path)
+    ))
+}
+
+/// The directories (or files) that hold everything gate `v2` may read, worktree-relative, for
+/// a second listing of only those: the part of each `inputs` glob before its first wildcard.
+/// `None` when a glob can match anywhere (or there are no `inputs`): list everything.
+pub fn input_roots(v2: &GateV2) -> Option<Vec<Vec<u8>>> {
+    if v2.inputs.is_empty() {
+        return None;
+    }
+    let mut roots = Vec::new();
+    for glob in v2.inputs.iter().filter(|g| !g.starts_with('!')) {
+        let literal: Vec<&str> = glob
+            .trim_end_matches('/')
+            .split('/')
+            .take_while(|part| !part.contains(['*', '?', '[', '{', '\\']))
+            .collect();
+        if literal.is_empty() {
+            return None;
+        }
+        roots.push(literal.join("/").into_bytes());
+    }
+    Some(roots)
+}
+
+/// Whether everything gate `v2` depends on in `before` is the same in `after` (taken after the
+/// gate): the same paths, and for each the same mode, id and metadata (size, mtime and ctime in
+/// nanoseconds, inode), so a file that changed and changed back counts as changed. `Err` says
+/// the first difference.
+pub fn inputs_unchanged(before: &Listing, after: &Listing, v2: &GateV2) -> Result<(), String> {
+    let inputs = inputs_of(v2)?;
+    let keep = |p: &[u8]| inputs.as_ref().is_none_or(|i| i.matches(p));
+    if let Some((path, why)) = after.first_unkeyable(keep) {
+        return Err(format!(
+            "{} cannot be keyed exactly ({why})",
+            String::from_utf8_lossy(path)
+        ));
+    }
+    let mut old = before.entries.iter().filter(|f| keep(&f.path));
+    let mut new = after.entries.iter().filter(|f| keep(&f.path));
+    loop {
+        match (old.next(), new.next()) {
+            (None, None) => return Ok(()),
+            (Some(a), Some(b)) if a == b => {}
+            (a, b) => {
+                let path = a
+                    .or(b)
+                    .map(|f| String::from_utf8_lossy(&f.path).into_owned());
+                return Err(format!("{} changed while it ran", path.unwrap_or_default()));
+            }
+        }
+    }
 }
 
 /// The name of a gate's explain record: one per worktree and gate.

@@ -16,10 +16,15 @@ use proptest::test_runner::RngSeed;
 
 /// Cases per fuzz property: `GREENLIGHT_FUZZ_CASES`, else 48 (a few seconds of plain `cargo test`).
 pub fn cases() -> u32 {
+    cases_or(48)
+}
+
+/// Cases per fuzz property whose cases are costly: `GREENLIGHT_FUZZ_CASES`, else `default`.
+pub fn cases_or(default: u32) -> u32 {
     std::env::var("GREENLIGHT_FUZZ_CASES")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(48)
+        .unwrap_or(default)
 }
 
 /// After this much wall time a target stops running new inputs (the remaining cases pass without

@@ -1,0 +1,791 @@
+//! The workspace key: an exact content key of a worktree, so a gate result recorded against one
+//! state of the files is reused only when every tracked and untracked-but-not-ignored file still
+//! has the same bytes on disk.
+//!
+//! The one rule: **the key is the bytes on disk, never git's view of them.** A status line says
+//! *that* a file differs from HEAD, not *how*; an index blob id is the file after git's filters
+//! (a CRLF file under `text=auto` has its LF version's id), and git trusts the index's
+//! `assume-unchanged` and `skip-worktree` bits and its own stat data. None of those is read:
+//! 1. one `git ls-files --stage -o --exclude-standard` names the files (the index's paths, and
+//!    untracked files that are not ignored); its ids and flags are not used, only the paths and
+//!    which entries are submodules;
+//! 2. every path is `lstat`ed, and every regular file's bytes are hashed with BLAKE3, unless
+//!    the [`StatCache`] knows the id for exactly that metadata; a symlink is keyed by its target;
+//! 3. a submodule with a `.git` is listed the same way and its files join the listing under its
+//!    path; a submodule path without one (contents copied in) is read file by file, everything
+//!    in it.
+//!
+//! It writes nothing into the repository: not the index, not an object, not a temporary file.
+//!
+//! Decisions:
+//! - **What cannot be keyed exactly is named, not guessed** ([`Listing::unkeyable`]): a FIFO,
+//!   socket or device, a file that cannot be read, a file that kept changing while it was read,
+//!   a submodule git cannot list. The result cache then does not cache the gates that read it,
+//!   and [`workspace_key`] is `Unknown`.
+//! - **A file that changed within a clock tick of the listing is read again** once the tick has
+//!   passed (see [`stat_cache`]): until then a second write could keep its stamps, and the
+//!   metadata recorded here would not show it. So every later write changes what
+//!   [`Listing::entries`] holds for it, which the result cache compares after a gate.
+//! - **HEAD is part of the key** ([`workspace_key`]; the result cache leaves it out): after the
+//!   agent commits without changing a byte, a gate that reads history must run again.
+//! - **A file that vanishes while the listing is made counts as deleted** (an editor's swap
+//!   file, a database journal).
+//! - **Any git failure is an error** (`Unknown` for [`workspace_key`]): the caller then simply
+//!   runs the gate.
+//! - Paths are bytes end to end (`-z` output, `OsStr`), so non-UTF-8 and non-ASCII names key
+//!   exactly.
+
+pub mod stat_cache;
+
+use std::collections::BTreeMap;
+use std::ffi::{OsStr, OsString};
+use std::io::{Read as _, Write};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::fs::{FileTypeExt as _, OpenOptionsExt as _, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::SystemTime;
+
+pub use stat_cache::{Stat, StatCache};
+
+/// The key of a worktree's content, or why it could not be computed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WorkspaceKey {
+    /// Lowercase hex; equal keys mean identical bytes (and HEAD).
+    Known(String),
+    /// No exact key (not a repository, git missing, a git error, a file that cannot be keyed
+    /// exactly); run the gate.
+    Unknown {
+        /// What went wrong, for logs.
+        reason: String,
+    },
+}
+
+impl WorkspaceKey {
+    /// The hex key, if known.
+    pub fn known(&self) -> Option<&str> {
+        match self {
+            WorkspaceKey::Known(k) => Some(k),
+            WorkspaceKey::Unknown { .. } => None,
+        }
+    }
+}
+
+/// How deep submodules inside submodules are followed before giving up.
+const MAX_SUBMODULE_DEPTH: usize = 8;
+
+/// Bumped whenever the listing format changes, so keys from an older greenlight never match.
+const FORMAT: &str = "greenlight-workspace-key 2";
+
+const GITLINK: &[u8] = b"160000";
+const SYMLINK: &[u8] = b"120000";
+const EXECUTABLE: &[u8] = b"100755";
+const REGULAR: &[u8] = b"100644";
+
+/// One file of a listing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListedFile {
+    /// Path bytes, relative to the worktree's top (a submodule's files under its path).
+    pub path: Vec<u8>,
+    /// `100644`, `100755`, `120000` (a symlink) or `160000` (a submodule's own entry).
+    pub mode: &'static [u8],
+    /// BLAKE3 hex of the bytes; `l<hex>` a link's target; `s<head>` a submodule's HEAD,
+    /// `g<commit>` the commit recorded for a submodule path that is not checked out.
+    pub id: Vec<u8>,
+    /// The metadata the id was read at (`None` for a submodule's own entry).
+    pub stat: Option<Stat>,
+}
+
+/// Every file of a worktree as the key sees it, sorted by path, with the worktree's top
+/// directory and HEAD. What the result cache narrows to a gate's inputs.
+#[derive(Debug, Clone, Default)]
+pub struct Listing {
+    /// The worktree's top directory.
+    pub top: PathBuf,
+    /// HEAD's commit, if there is one.
+    pub head: Option<String>,
+    /// The files, sorted by path.
+    pub entries: Vec<ListedFile>,
+    /// Paths that cannot be keyed exactly, and why.
+    pub unkeyable: BTreeMap<Vec<u8>, String>,
+    /// What this listing learnt, for [`Listing::save_stat_cache`].
+    learnt: StatCache,
+    /// Whether that differs from the cache it was listed with.
+    learnt_anything: bool,
+}
+
+impl Listing {
+    /// The first unkeyable path `keep` selects, with why.
+    pub fn first_unkeyable(&self, keep: impl Fn(&[u8]) -> bool) -> Option<(&[u8], &str)> {
+        self.unkeyable
+            .iter()
+            .find(|(path, _)| keep(path))
+            .map(|(path, why)| (path.as_slice(), why.as_str()))
+    }
+
+    /// What this listing knows as a stat cache: the settled files' ids.
+    pub fn stat_cache(&self) -> &StatCache {
+        &self.learnt
+    }
+
+    /// Writes what this listing learnt to the stat cache file of its worktree in `dir`, when it
+    /// differs from the cache it was listed with.
+    pub fn save_stat_cache(&self, dir: &Path) -> std::io::Result<()> {
+        if !self.learnt_anything {
+            return Ok(());
+        }
+        self.learnt.save(&StatCache::path_in(dir, &self.top))
+    }
+}
+
+/// The content key of the worktree containing `worktree` (a subdirectory keys its whole
+/// worktree). Blocking: it runs two short git processes, reads every file, writes nothing.
+pub fn workspace_key(worktree: &Path) -> WorkspaceKey {
+    let listing = match listing(worktree) {
+        Ok(listing) => listing,
+        Err(reason) => return WorkspaceKey::Unknown { reason },
+    };
+    if let Some((path, why)) = listing.first_unkeyable(|_| true) {
+        return WorkspaceKey::Unknown {
+            reason: format!(
+                "{} cannot be keyed exactly: {why}",
+                String::from_utf8_lossy(path)
+            ),
+        };
+    }
+    let mut hasher = blake3::Hasher::new();
+    hasher.update(FORMAT.as_bytes());
+    hasher.update(b"\nhead ");
+    hasher.update(listing.head.as_deref().unwrap_or("none").as_bytes());
+    hasher.update(b"\n");
+    for file in &listing.entries {
+        for part in [file.mode, b" ", &file.id, b"\t", &file.path, b"\0"] {
+            hasher.update(part);
+        }
+    }
+    WorkspaceKey::Known(hasher.finalize().to_hex().to_string())
+}
+
+/// The listing of the worktree containing `worktree`, every file read. Blocking; writes
+/// nothing.
+pub fn listing(worktree: &Path) -> Result<Listing, String> {
+    listing_with(worktree, |_| StatCache::default(), None)
+}
+
+/// The listing of the worktree containing `worktree`, taking ids from `known(top)` where a
+/// file's metadata is unchanged. `under`: only paths under these (worktree-relative, no glob),
+/// for a second look at what some gates depend on; `None` lists everything.
+pub fn listing_with(
+    worktree: &Path,
+    known: impl FnOnce(&Path) -> StatCache,
+    under: Option<&[Vec<u8>]>,
+) -> Result<Listing, String> {
+    let repo = Repo::locate(worktree)?;
+    let known = known(&repo.top);
+    let mut found = Found::default();
+    collect(&repo.top, b"", under, 0, &mut found)?;
+    let Found {
+        mut files,
+        mut unkeyable,
+        mut entries,
+    } = found;
+    let started = SystemTime::now();
+    let read = read_all(&repo.top, &files, &known);
+    files.clear();
+    let mut learnt = StatCache::default();
+    let mut unsettled = Vec::new();
+    for (path, result) in read {
+        match result {
+            Read::Gone => {}
+            Read::Unkeyable(why) => {
+                unkeyable.insert(path, why);
+            }
+            Read::File { mode, id, stat } => {
+                if stat.settled(started) {
+                    learnt.insert(path.clone(), stat, id.clone());
+                    entries.push(ListedFile {
+                        path,
+                        mode,
+                        id,
+                        stat: Some(stat),
+                    });
+                } else {
+                    unsettled.push((path, stat));
+                }
+            }
+        }
+    }
+    settle(
+        &repo.top,
+        unsettled,
+        &mut entries,
+        &mut unkeyable,
+        &mut learnt,
+    );
+    entries.sort_by(|a, b| a.path.cmp(&b.path));
+    entries.dedup_by(|a, b| a.path == b.path);
+    let learnt_anything = !learnt.same_as(&known);
+    Ok(Listing {
+        top: repo.top,
+        head: repo.head,
+        entries,
+        unkeyable,
+        learnt,
+        learnt_anything,
+    })
+}
+
+/// How many times a file still changing is read again before it counts as unkeyable.
+const SETTLE_ROUNDS: usize = 3;
+
+/// Reads again, once their clock tick has passed, the files that changed too close to being
+/// read; those still changing after [`SETTLE_ROUNDS`] are unkeyable.
+fn settle(
+    top: &Path,
+    mut unsettled: Vec<(Vec<u8>, Stat)>,
+    entries: &mut Vec<ListedFile>,
+    unkeyable: &mut BTreeMap<Vec<u8>, String>,
+    learnt: &mut StatCache,
+) {
+    for _ in 0..SETTLE_ROUNDS {
+        if unsettled.is_empty() {
+            return;
+        }
+        let margin = unsettled
+            .iter()
+            .map(|(_, stat)| stat.margin())
+            .max()
+            .unwrap_or_default();
+        std::thread::sleep(margin);
+        let at = SystemTime::now();
+        let paths: Vec<Vec<u8>> = unsettled.drain(..).map(|(path, _)| path).collect();
+        for (path, result) in read_all(top, &paths, &StatCache::default()) {
+            match result {
+                Read::Gone => {}
+                Read::Unkeyable(why) => {
+                    unkeyable.insert(path, why);
+                }
+                Read::File { mode, id, stat } if stat.settled(at) => {
+                    learnt.insert(path.clone(), stat, id.clone());
+                    entries.push(ListedFile {
+                        path,
+                        mode,
+                        id,
+                        stat: Some(stat),
+                    });
+                }
+                Read::File { stat, .. } => unsettled.push((path, stat)),
+            }
+        }
+    }
+    for (path, _) in unsettled {
+        unkeyable.insert(
+            path,
+            "it kept changing while the workspace was listed (or its change time is in the future)"
+                .to_owned(),
+        );
+    }
+}
+
+/// What the git pass found: files still to read, entries already known, unkeyable paths.
+#[derive(Default)]
+struct Found {
+    files: Vec<Vec<u8>>,
+    entries: Vec<ListedFile>,
+    unkeyable: BTreeMap<Vec<u8>, String>,
+}
+
+/// Lists the repository at `top` (its paths prefixed with `prefix` in the result), recursing
+/// into submodules and copied-in submodule directories.
+fn collect(
+    top: &Path,
+    prefix: &[u8],
+    under: Option<&[Vec<u8>]>,
+    depth: usize,
+    found: &mut Found,
+) -> Result<(), String> {
+    let mut args: Vec<OsString> = [
+        "-c",
+        "core.fsmonitor=false",
+        "-c",
+        "core.untrackedCache=false",
+        "ls-files",
+        "-z",
+        "-t",
+        "--stage",
+        "-o",
+        "--exclude-standard",
+    ]
+    .iter()
+    .map(OsString::from)
+    .collect();
+    if let Some(under) = under {
+        args.push("--".into());
+        for path in under {
+            let mut spec = OsString::from(":(literal)");
+            spec.push(OsStr::from_bytes(path));
+            args.push(spec);
+        }
+    }
+    let out = git_os(top, &args, None)?;
+    let joined = |path: &[u8]| [prefix, path].concat();
+    let mut last: Option<&[u8]> = None;
+    for record in out.split(|&b| b == 0).filter(|r| !r.is_empty()) {
+        let (tag, rest) = match record {
+            [tag, b' ', rest @ ..] => (*tag, rest),
+            _ => return Err(odd_record(top, record)),
+        };
+        let (path, gitlink) = if tag == b'?' {
+            match rest.strip_suffix(b"/") {
+                // An untracked embedded repository.
+                Some(dir) => (dir, Some(None)),
+                None => (rest, None),
+            }
+        } else {
+            let record = parse_stage(rest).ok_or_else(|| odd_record(top, record))?;
+            let gitlink = (record.mode == GITLINK).then_some(Some(record.oid));
+            (record.path, gitlink)
+        };
+        if last == Some(path) {
+            continue; // an unmerged path, once per stage
+        }
+        last = Some(path);
+        match gitlink {
+            None => found.files.push(joined(path)),
+            Some(recorded) => {
+                let dir = top.join(OsStr::from_bytes(path));
+                submodule(&dir, &joined(path), recorded, depth, found);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A submodule at `dir` (listed as `path`): a checked-out one is listed as a repository of its
+/// own, a directory without `.git` is read whole, anything git cannot list is unkeyable.
+fn submodule(dir: &Path, path: &[u8], recorded: Option<&[u8]>, depth: usize, found: &mut Found) {
+    let mut prefix = path.to_vec();
+    prefix.push(b'/');
+    if std::fs::symlink_metadata(dir.join(".git")).is_ok() {
+        if depth >= MAX_SUBMODULE_DEPTH {
+            found.unkeyable.insert(
+                path.to_vec(),
+                format!("submodules nested deeper than {MAX_SUBMODULE_DEPTH} levels"),
+            );
+            return;
+        }
+        let head = match Repo::locate(dir) {
+            Ok(repo) if repo.top == dir || dir.canonicalize().is_ok_and(|d| d == repo.top) => {
+                repo.head
+            }
+            Ok(_) | Err(_) => {
+                found.unkeyable.insert(
+                    path.to_vec(),
+                    "it holds a `.git` that git cannot open as a repository".to_owned(),
+                );
+                return;
+            }
+        };
+        if let Err(why) = collect(dir, &prefix, None, depth + 1, found) {
+            found.unkeyable.insert(path.to_vec(), why);
+            return;
+        }
+        let id = format!("s{}", head.as_deref().unwrap_or("none"));
+        found.entries.push(ListedFile {
+            path: path.to_vec(),
+            mode: GITLINK,
+            id: id.into_bytes(),
+            stat: None,
+        });
+        return;
+    }
+    if std::fs::symlink_metadata(dir).is_ok_and(|meta| !meta.is_dir()) {
+        // A file or a link where the submodule should be: keyed as what it is (a link is never
+        // followed into another directory).
+        found.files.push(path.to_vec());
+        return;
+    }
+    if let Some(recorded) = recorded {
+        let mut id = b"g".to_vec();
+        id.extend_from_slice(recorded);
+        found.entries.push(ListedFile {
+            path: path.to_vec(),
+            mode: GITLINK,
+            id,
+            stat: None,
+        });
+    }
+    walk(dir, &prefix, found);
+}
+
+/// Every file under `dir` (listed under `prefix`), for a submodule path whose contents were
+/// copied in: git lists none of them, and no ignore rule applies.
+fn walk(dir: &Path, prefix: &[u8], found: &mut Found) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return; // not there: an uninitialised submodule, nothing on disk to read
+    };
+    for entry in entries {
+        let entry = match entry {
+            Ok(entry) => entry,
+            Err(why) => {
+                found.unkeyable.insert(
+                    prefix.to_vec(),
+                    format!("its directory cannot be read ({why})"),
+                );
+                continue;
+            }
+        };
+        let name = entry.file_name();
+        let path = [prefix, name.as_bytes()].concat();
+        match entry.file_type() {
+            Ok(kind) if kind.is_dir() => {
+                let mut sub = path;
+                sub.push(b'/');
+                walk(&entry.path(), &sub, found);
+            }
+            _ => found.files.push(path),
+        }
+    }
+}
+
+/// What reading one path found.
+enum Read {
+    /// Nothing there (deleted, or a directory: its files are listed on their own).
+    Gone,
+    /// Cannot be keyed exactly, and why.
+    Unkeyable(String),
+    /// A file or link: its mode, id and the metadata the id was read at.
+    File {
+        mode: &'static [u8],
+        id: Vec<u8>,
+        stat: Stat,
+    },
+}
+
+/// Reads every path (relative to `top`), on a few threads; ids come from `known` where the
+/// metadata is unchanged.
+fn read_all(top: &Path, paths: &[Vec<u8>], known: &StatCache) -> Vec<(Vec<u8>, Read)> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, 4);
+    let chunk = paths.len().div_ceil(threads).max(256);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = paths
+            .chunks(chunk)
+            .map(|part| {
+                s.spawn(move || {
+                    let mut buffer = vec![0u8; 64 << 10];
+                    part.iter()
+                        .map(|path| (path.clone(), read_one(top, path, known, &mut buffer)))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_else(|_| Vec::new()))
+            .collect()
+    })
+}
+
+/// How many times a file that changed while it was read is read again.
+const READ_TRIES: usize = 3;
+
+fn read_one(top: &Path, path: &[u8], known: &StatCache, buffer: &mut [u8]) -> Read {
+    let full = top.join(OsStr::from_bytes(path));
+    for _ in 0..READ_TRIES {
+        let meta = match std::fs::symlink_metadata(&full) {
+            Ok(meta) => meta,
+            Err(e) if is_gone(&e) => return Read::Gone,
+            Err(e) => return Read::Unkeyable(format!("it cannot be examined ({e})")),
+        };
+        let stat = Stat::of(&meta);
+        let kind = meta.file_type();
+        if kind.is_dir() {
+            return Read::Gone;
+        }
+        if kind.is_symlink() {
+            let target = match std::fs::read_link(&full) {
+                Ok(target) => target,
+                Err(e) if is_gone(&e) => return Read::Gone,
+                Err(e) => return Read::Unkeyable(format!("its link cannot be read ({e})")),
+            };
+            let id = format!("l{}", hex(target.as_os_str().as_bytes())).into_bytes();
+            match std::fs::symlink_metadata(&full).map(|m| Stat::of(&m)) {
+                Ok(again) if again == stat => {
+                    return Read::File {
+                        mode: SYMLINK,
+                        id,
+                        stat,
+                    };
+                }
+                _ => continue,
+            }
+        }
+        if !kind.is_file() {
+            let what = if kind.is_fifo() {
+                "a FIFO"
+            } else if kind.is_socket() {
+                "a socket"
+            } else {
+                "a device"
+            };
+            return Read::Unkeyable(format!("it is {what}, whose bytes are not fixed"));
+        }
+        let mode = if meta.permissions().mode() & 0o100 != 0 {
+            EXECUTABLE
+        } else {
+            REGULAR
+        };
+        if let Some(id) = known.get(path, &stat) {
+            return Read::File {
+                mode,
+                id: id.to_vec(),
+                stat,
+            };
+        }
+        match hash_file(&full, &stat, buffer) {
+            Ok(Some(id)) => return Read::File { mode, id, stat },
+            Ok(None) => continue, // changed while read: again
+            Err(e) if is_gone(&e) => return Read::Gone,
+            Err(e) if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) => continue,
+            Err(e) => return Read::Unkeyable(format!("it cannot be read ({e})")),
+        }
+    }
+    Read::Unkeyable("it kept changing while it was read".to_owned())
+}
+
+fn is_gone(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+    )
+}
+
+/// BLAKE3 hex of the file at `full`, when it is still the file `stat` describes before and
+/// after the read (`None`: it changed meanwhile). Opened without following a link and without
+/// blocking, so a path swapped for a FIFO or a link cannot stall or mislead the read.
+fn hash_file(full: &Path, stat: &Stat, buffer: &mut [u8]) -> std::io::Result<Option<Vec<u8>>> {
+    use rustix::fs::OFlags;
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags((OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY).bits() as i32)
+        .open(full)?;
+    let opened = file.metadata()?;
+    if !opened.is_file() || Stat::of(&opened) != *stat {
+        return Ok(None);
+    }
+    let mut hasher = blake3::Hasher::new();
+    loop {
+        let n = file.read(buffer)?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buffer[..n]);
+    }
+    if Stat::of(&file.metadata()?) != *stat {
+        return Ok(None);
+    }
+    Ok(Some(hasher.finalize().to_hex().as_bytes().to_vec()))
+}
+
+fn odd_record(top: &Path, record: &[u8]) -> String {
+    format!(
+        "`git ls-files` in {} printed an unexpected record `{}`",
+        top.display(),
+        String::from_utf8_lossy(record)
+    )
+}
+
+/// One `git ls-files --stage` record, borrowed from git's output.
+#[derive(Debug, PartialEq, Eq)]
+struct StageRecord<'a> {
+    mode: &'a [u8],
+    oid: &'a [u8],
+    stage: &'a [u8],
+    path: &'a [u8],
+}
+
+/// `<mode> SP <oid> SP <stage> TAB <path>` → its four parts.
+fn parse_stage(record: &[u8]) -> Option<StageRecord<'_>> {
+    let tab = record.iter().position(|&b| b == b'\t')?;
+    let (meta, path) = (&record[..tab], &record[tab + 1..]);
+    let mut parts = meta.split(|&b| b == b' ');
+    let (mode, oid, stage) = (parts.next()?, parts.next()?, parts.next()?);
+    Some(StageRecord {
+        mode,
+        oid,
+        stage,
+        path,
+    })
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+struct Repo {
+    top: PathBuf,
+    head: Option<String>,
+}
+
+impl Repo {
+    fn locate(worktree: &Path) -> Result<Repo, String> {
+        const TOP: &[&str] = &["rev-parse", "--show-toplevel"];
+        // HEAD in the same call saves a process; an unborn HEAD (no commits yet) makes that
+        // call fail, and the second one tells it apart from "not a repository".
+        let (out, head) = match git(worktree, &[TOP, &["HEAD"]].concat(), None) {
+            Ok(out) => (out, true),
+            Err(_) => (git(worktree, TOP, None)?, false),
+        };
+        let lines: Vec<&[u8]> = out
+            .split(|&b| b == b'\n')
+            .filter(|l| !l.is_empty())
+            .collect();
+        let want = if head { 2 } else { 1 };
+        if lines.len() != want {
+            return Err(format!(
+                "`git rev-parse` in {} printed {} lines, expected {want} (a path with a newline?)",
+                worktree.display(),
+                lines.len()
+            ));
+        }
+        Ok(Repo {
+            top: PathBuf::from(OsString::from_vec(lines[0].to_vec())),
+            head: head.then(|| String::from_utf8_lossy(lines[1]).into_owned()),
+        })
+    }
+}
+
+/// Run git in its own process group and wait for it (reaped by `wait_with_output`); any failure
+/// becomes a reason naming the command and the directory. Input is written from a second thread
+/// so a large output cannot block git while it still has input to read.
+fn git(dir: &Path, args: &[&str], input: Option<&[u8]>) -> Result<Vec<u8>, String> {
+    git_os(dir, args, input)
+}
+
+fn git_os(dir: &Path, args: &[impl AsRef<OsStr>], input: Option<&[u8]>) -> Result<Vec<u8>, String> {
+    let shown = || {
+        let words: Vec<String> = args
+            .iter()
+            .map(|a| a.as_ref().to_string_lossy().into_owned())
+            .collect();
+        format!("`git {}` in {}", words.join(" "), dir.display())
+    };
+    // The key must describe the worktree it was asked about, whatever GIT_DIR & co. say.
+    let mut cmd = greenlight_proc::git::command(dir);
+    cmd.args(args)
+        // Read-only commands may still refresh the index opportunistically; this forbids it.
+        .env("GIT_OPTIONAL_LOCKS", "0")
+        .stdin(if input.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot start {}: {e}", shown()))?;
+    let stdin = child.stdin.take();
+    let out = std::thread::scope(|s| {
+        if let (Some(bytes), Some(mut stdin)) = (input, stdin) {
+            // A write error (git exited early) shows up as git's own failure below.
+            s.spawn(move || {
+                let _ = stdin.write_all(bytes);
+            });
+        }
+        child.wait_with_output()
+    })
+    .map_err(|e| format!("waiting for {}: {e}", shown()))?;
+    if out.status.success() {
+        Ok(out.stdout)
+    } else {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        Err(format!(
+            "{} failed ({}): {}",
+            shown(),
+            out.status,
+            stderr.trim()
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stage_records_split_into_mode_oid_stage_and_byte_path() {
+        let rec = b"100644 0123abcd 0\tdir/\xff name";
+        let parts = StageRecord {
+            mode: b"100644",
+            oid: b"0123abcd",
+            stage: b"0",
+            path: b"dir/\xff name",
+        };
+        assert_eq!(parse_stage(rec), Some(parts));
+        assert_eq!(parse_stage(b"100644 0123abcd 0 no tab"), None);
+    }
+
+    /// A file gone between the scan and its read counts as deleted, a directory drops out (its
+    /// files are listed on their own), a FIFO is unkeyable without being opened, and a file's
+    /// id is the BLAKE3 of its bytes, taken from the stat cache only for the same metadata.
+    #[test]
+    fn each_path_is_read_as_what_is_on_disk_now() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let top = dir.path();
+        std::fs::write(top.join("a"), "one\r\n").expect("write");
+        std::fs::create_dir(top.join("d")).expect("mkdir");
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            top.join("fifo"),
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .expect("mkfifo");
+        let paths: Vec<Vec<u8>> = ["a", "journal", "d", "fifo"]
+            .iter()
+            .map(|p| p.as_bytes().to_vec())
+            .collect();
+        let read = read_all(top, &paths, &StatCache::default());
+        let shown: Vec<String> = read
+            .iter()
+            .map(|(path, read)| {
+                let what = match read {
+                    Read::Gone => "gone".to_owned(),
+                    Read::Unkeyable(why) => format!("unkeyable: {why}"),
+                    Read::File { mode, id, .. } => format!(
+                        "{} {}",
+                        String::from_utf8_lossy(mode),
+                        String::from_utf8_lossy(id)
+                    ),
+                };
+                format!("{} {what}", String::from_utf8_lossy(path))
+            })
+            .collect();
+        let one = blake3::hash(b"one\r\n").to_hex();
+        assert_eq!(
+            shown,
+            [
+                format!("a 100644 {one}"),
+                "journal gone".to_owned(),
+                "d gone".to_owned(),
+                "fifo unkeyable: it is a FIFO, whose bytes are not fixed".to_owned(),
+            ]
+        );
+
+        // The stat cache answers only for the metadata it knows.
+        let stat = Stat::of(&std::fs::symlink_metadata(top.join("a")).expect("stat"));
+        let mut known = StatCache::default();
+        known.insert(b"a".to_vec(), stat, b"remembered".to_vec());
+        let id = |known: &StatCache| match read_all(top, &paths[..1], known).remove(0).1 {
+            Read::File { id, .. } => String::from_utf8(id).expect("hex"),
+            _ => panic!("a is a file"),
+        };
+        assert_eq!(id(&known), "remembered");
+        std::fs::write(top.join("a"), "two\r\n").expect("write"); // same size, new ctime
+        assert_eq!(id(&known), blake3::hash(b"two\r\n").to_hex().as_str());
+    }
+}

@@ -1,0 +1,268 @@
+//! What a file's bytes hashed to, remembered by its change-sensitive metadata, so a warm listing
+//! stats every file and reads only those that changed.
+//!
+//! The one rule: **an entry is trusted only when any later write must change its metadata.**
+//! The metadata is size, mtime and ctime in nanoseconds, inode, device and mode. A write always
+//! sets ctime (which no user can set back), but to the file system's clock tick: a second write
+//! in the same tick keeps the stamp. So a file whose ctime is within [`Stat::settled`]'s margin
+//! of the moment it was read is never remembered (git's "racy" rule, in our own words).
+//!
+//! The file is written whole to a temporary file and renamed into place, and carries a BLAKE3
+//! checksum of its body: a truncated or damaged file, or one in an older format, is ignored
+//! (every file is read again), never believed. It is as trustworthy as the user account that
+//! writes the result cache beside it.
+
+use std::collections::HashMap;
+use std::io::{Read as _, Write as _};
+use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// The change-sensitive metadata of a file: what the cache and the during-run check compare.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Stat {
+    /// Bytes.
+    pub size: u64,
+    /// Modification time, nanoseconds since the epoch.
+    pub mtime_ns: i128,
+    /// Status change time, nanoseconds since the epoch.
+    pub ctime_ns: i128,
+    /// Inode number.
+    pub ino: u64,
+    /// Device number.
+    pub dev: u64,
+    /// File type and permission bits.
+    pub mode: u32,
+}
+
+/// How close to a read a ctime may be before the file counts as still settling, on a file system
+/// with sub-second stamps. Linux stamps files from its coarse clock, which advances once a tick
+/// (1/HZ: 1 to 10 ms); 20 ms is two of the slowest ticks.
+pub const FINE_MARGIN: Duration = Duration::from_millis(20);
+
+/// The same margin where stamps are whole seconds (both nanosecond fields 0): FAT keeps 2 s.
+pub const COARSE_MARGIN: Duration = Duration::from_secs(2);
+
+impl Stat {
+    /// The metadata of `meta`.
+    pub fn of(meta: &std::fs::Metadata) -> Stat {
+        let ns = |s: i64, n: i64| i128::from(s) * 1_000_000_000 + i128::from(n);
+        Stat {
+            size: meta.size(),
+            mtime_ns: ns(meta.mtime(), meta.mtime_nsec()),
+            ctime_ns: ns(meta.ctime(), meta.ctime_nsec()),
+            ino: meta.ino(),
+            dev: meta.dev(),
+            mode: meta.mode(),
+        }
+    }
+
+    /// How close to a read this file's last change must not be.
+    pub fn margin(&self) -> Duration {
+        let whole = |ns: i128| ns % 1_000_000_000 == 0;
+        if whole(self.ctime_ns) && whole(self.mtime_ns) {
+            COARSE_MARGIN
+        } else {
+            FINE_MARGIN
+        }
+    }
+
+    /// Whether a write after `read_at` must change this metadata: the file's last change is
+    /// more than [`Stat::margin`] before it (ctime, and mtime, which may be in the future).
+    pub fn settled(&self, read_at: SystemTime) -> bool {
+        let at = read_at
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as i128);
+        let margin = self.margin().as_nanos() as i128;
+        self.ctime_ns.max(self.mtime_ns) + margin < at
+    }
+}
+
+/// Path → (metadata, id) of files whose id is known for that metadata.
+#[derive(Debug, Default, Clone)]
+pub struct StatCache {
+    entries: HashMap<Vec<u8>, (Stat, Vec<u8>)>,
+}
+
+const MAGIC: &[u8] = b"greenlight-stat-cache 1\n";
+
+/// The largest cache file read: 64 MiB is about a million paths.
+const MAX_BYTES: u64 = 64 << 20;
+
+impl StatCache {
+    /// The remembered id of `path`, when its metadata is still `stat`.
+    pub fn get(&self, path: &[u8], stat: &Stat) -> Option<&[u8]> {
+        self.entries
+            .get(path)
+            .filter(|(known, _)| known == stat)
+            .map(|(_, id)| id.as_slice())
+    }
+
+    /// Remembers `id` for `path` at `stat`.
+    pub fn insert(&mut self, path: Vec<u8>, stat: Stat, id: Vec<u8>) {
+        self.entries.insert(path, (stat, id));
+    }
+
+    /// The number of remembered files.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether `self` and `other` remember the same things.
+    pub fn same_as(&self, other: &StatCache) -> bool {
+        self.entries == other.entries
+    }
+
+    /// Where the cache of the worktree at `top` lives in `dir`.
+    pub fn path_in(dir: &Path, top: &Path) -> PathBuf {
+        use std::os::unix::ffi::OsStrExt as _;
+        let id = blake3::hash(top.as_os_str().as_bytes()).to_hex();
+        dir.join(format!("stat-{}", &id[..16]))
+    }
+
+    /// Reads the cache at `path`; anything missing, damaged or not a regular file is an empty
+    /// cache. Opened without blocking, so a FIFO put in its place cannot stop a run.
+    pub fn load(path: &Path) -> StatCache {
+        Self::read(path).unwrap_or_default()
+    }
+
+    fn read(path: &Path) -> Option<StatCache> {
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+            .open(path)
+            .ok()?;
+        let meta = file.metadata().ok()?;
+        if !meta.is_file() || meta.len() > MAX_BYTES {
+            return None;
+        }
+        let mut bytes = Vec::with_capacity(meta.len() as usize);
+        file.take(MAX_BYTES).read_to_end(&mut bytes).ok()?;
+        let body = bytes.strip_prefix(MAGIC)?;
+        let (body, sum) = body.split_at_checked(body.len().checked_sub(32)?)?;
+        if blake3::hash(body).as_bytes() != sum {
+            return None;
+        }
+        let mut cache = StatCache::default();
+        let mut rest = body;
+        while !rest.is_empty() {
+            let len = u32::from_le_bytes(take(&mut rest, 4)?.try_into().ok()?) as usize;
+            let path = take(&mut rest, len)?.to_vec();
+            let mut n = |size: usize| take(&mut rest, size);
+            let u64_of = |b: &[u8]| u64::from_le_bytes(b.try_into().unwrap_or([0; 8]));
+            let i128_of = |b: &[u8]| i128::from_le_bytes(b.try_into().unwrap_or([0; 16]));
+            let stat = Stat {
+                size: u64_of(n(8)?),
+                mtime_ns: i128_of(n(16)?),
+                ctime_ns: i128_of(n(16)?),
+                ino: u64_of(n(8)?),
+                dev: u64_of(n(8)?),
+                mode: u32::from_le_bytes(n(4)?.try_into().ok()?),
+            };
+            let id_len = u32::from_le_bytes(n(4)?.try_into().ok()?) as usize;
+            let id = n(id_len)?.to_vec();
+            cache.entries.insert(path, (stat, id));
+        }
+        Some(cache)
+    }
+
+    /// Writes the cache to `path`: a temporary file beside it, then a rename, so a reader sees
+    /// the old file or the new one, whole.
+    pub fn save(&self, path: &Path) -> std::io::Result<()> {
+        let mut body = Vec::with_capacity(self.entries.len() * 128);
+        for (path, (stat, id)) in &self.entries {
+            body.extend_from_slice(&(path.len() as u32).to_le_bytes());
+            body.extend_from_slice(path);
+            body.extend_from_slice(&stat.size.to_le_bytes());
+            body.extend_from_slice(&stat.mtime_ns.to_le_bytes());
+            body.extend_from_slice(&stat.ctime_ns.to_le_bytes());
+            body.extend_from_slice(&stat.ino.to_le_bytes());
+            body.extend_from_slice(&stat.dev.to_le_bytes());
+            body.extend_from_slice(&stat.mode.to_le_bytes());
+            body.extend_from_slice(&(id.len() as u32).to_le_bytes());
+            body.extend_from_slice(id);
+        }
+        let dir = path.parent().unwrap_or(Path::new("."));
+        std::fs::create_dir_all(dir)?;
+        let mut temp = tempfile::Builder::new().prefix(".stat-").tempfile_in(dir)?;
+        temp.write_all(MAGIC)?;
+        temp.write_all(&body)?;
+        temp.write_all(blake3::hash(&body).as_bytes())?;
+        temp.as_file().sync_data()?;
+        temp.persist(path).map_err(|e| e.error)?;
+        Ok(())
+    }
+}
+
+fn take<'a>(rest: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
+    let (head, tail) = rest.split_at_checked(n)?;
+    *rest = tail;
+    Some(head)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stat(n: u64) -> Stat {
+        Stat {
+            size: n,
+            mtime_ns: 1_700_000_000_123_456_789,
+            ctime_ns: 1_700_000_000_123_456_790,
+            ino: n * 7,
+            dev: 3,
+            mode: 0o100644,
+        }
+    }
+
+    #[test]
+    fn a_saved_cache_loads_as_it_was_and_a_damaged_one_loads_empty() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("stat-x");
+        let mut cache = StatCache::default();
+        cache.insert(b"a/\xffb".to_vec(), stat(1), b"id-one".to_vec());
+        cache.insert(b"c".to_vec(), stat(2), b"id-two".to_vec());
+        cache.save(&path).expect("saved");
+        let loaded = StatCache::load(&path);
+        assert!(loaded.same_as(&cache));
+        assert_eq!(loaded.get(b"c", &stat(2)), Some(&b"id-two"[..]));
+        assert_eq!(loaded.get(b"c", &stat(3)), None, "other metadata, no id");
+
+        // Any flipped byte, a truncation, or a FIFO in its place: empty, never believed.
+        let bytes = std::fs::read(&path).expect("read");
+        for at in [0, MAGIC.len() + 3, bytes.len() - 1] {
+            let mut bad = bytes.clone();
+            bad[at] ^= 1;
+            std::fs::write(&path, &bad).expect("write");
+            assert_eq!(StatCache::load(&path).len(), 0, "flipped byte {at}");
+        }
+        std::fs::write(&path, &bytes[..bytes.len() - 5]).expect("write");
+        assert_eq!(StatCache::load(&path).len(), 0);
+        std::fs::remove_file(&path).expect("rm");
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &path,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .expect("mkfifo");
+        assert_eq!(StatCache::load(&path).len(), 0);
+    }
+
+    #[test]
+    fn a_file_changed_within_the_margin_of_its_read_is_not_settled() {
+        let changed = UNIX_EPOCH + Duration::from_nanos(1_700_000_000_123_456_790);
+        let s = stat(1);
+        assert!(!s.settled(changed + Duration::from_millis(5)));
+        assert!(s.settled(changed + Duration::from_millis(25)));
+        let whole = Stat {
+            mtime_ns: 1_700_000_000_000_000_000,
+            ctime_ns: 1_700_000_000_000_000_000,
+            ..s
+        };
+        let at = UNIX_EPOCH + Duration::from_secs(1_700_000_001);
+        assert!(!whole.settled(at), "whole-second stamps need 2 s");
+        assert!(whole.settled(at + Duration::from_secs(2)));
+    }
+}
