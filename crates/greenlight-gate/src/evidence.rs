@@ -200,8 +200,8 @@ pub fn work_evidence(cwd: &Path, base_ref: &str) -> Result<WorkEvidence, Error> 
 /// Counts the files marked `assume-unchanged` or `skip-worktree` (which `git status` does not
 /// look at) whose content differs from their index entry, contracts excluded.
 fn flagged_changes(cwd: &Path) -> Result<u64, String> {
-    let listed = git(cwd, &["ls-files", "-z", "-v", "--stage", "--full-name"])
-        .map_err(|e| e.to_string())?;
+    let listed =
+        git(cwd, &["ls-files", "-z", "-v", "--stage", "--full-name"]).map_err(|e| e.to_string())?;
     let top = git_line(cwd, &["rev-parse", "--show-toplevel"]).map_err(|e| e.to_string())?;
     let top = Path::new(&top);
     let mut changed = 0;
@@ -263,25 +263,14 @@ fn flagged_changes(cwd: &Path) -> Result<u64, String> {
 }
 
 fn git_with_input(cwd: &Path, args: &[&str], input: &[u8]) -> Result<Vec<u8>, String> {
-    use std::io::Write as _;
     use std::process::Stdio;
-    let mut child = greenlight_proc::git::command(cwd)
-        .args(args)
+    let mut cmd = greenlight_proc::git::command(cwd);
+    cmd.args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
+        .stderr(Stdio::piped());
+    let out = greenlight_proc::git::run(&mut cmd, Some(input))
         .map_err(|e| format!("cannot run git: {e}"))?;
-    let stdin = child.stdin.take();
-    let out = std::thread::scope(|s| {
-        if let Some(mut stdin) = stdin {
-            s.spawn(move || {
-                let _ = stdin.write_all(input);
-            });
-        }
-        child.wait_with_output()
-    })
-    .map_err(|e| format!("waiting for git: {e}"))?;
     if out.status.success() {
         Ok(out.stdout)
     } else {

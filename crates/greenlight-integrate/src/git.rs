@@ -9,12 +9,12 @@ use std::process::Stdio;
 
 /// git's stdout, trimmed, or `None` when git fails or prints nothing.
 pub(crate) fn line(dir: &Path, args: &[&str]) -> Option<String> {
-    let out = greenlight_proc::git::command(dir)
-        .args(args)
+    let mut cmd = greenlight_proc::git::command(dir);
+    cmd.args(args)
         .stdin(Stdio::null())
-        .stderr(Stdio::null())
-        .output()
-        .ok()?;
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let out = greenlight_proc::git::run(&mut cmd, None).ok()?;
     let line = String::from_utf8_lossy(&out.stdout).trim().to_owned();
     (out.status.success() && !line.is_empty()).then_some(line)
 }

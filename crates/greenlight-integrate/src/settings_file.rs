@@ -48,10 +48,11 @@ impl Locations {
 /// The directory whose `.claude`/`.codex` holds project settings: the top of the git worktree
 /// containing `dir` (agents read project settings from there), or `dir` itself outside git.
 pub fn project_root(dir: &Path) -> PathBuf {
-    let output = greenlight_proc::git::command(dir)
-        .args(["rev-parse", "--show-toplevel"])
-        .stderr(std::process::Stdio::null())
-        .output();
+    let mut cmd = greenlight_proc::git::command(dir);
+    cmd.args(["rev-parse", "--show-toplevel"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null());
+    let output = greenlight_proc::git::run(&mut cmd, None);
     match output {
         Ok(out) if out.status.success() => {
             use std::os::unix::ffi::OsStrExt as _;

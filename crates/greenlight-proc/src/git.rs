@@ -143,10 +143,7 @@ impl Failure {
 /// Runs a git command built by [`command`] to its end and returns its stdout, or why it gave
 /// none. stderr is read (for [`Failure::Exited`]) and not shown.
 pub fn output(cmd: &mut Command) -> Result<Vec<u8>, Failure> {
-    let out = cmd
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .output()
+    let out = run(cmd.stdout(Stdio::piped()).stderr(Stdio::piped()), None)
         .map_err(|source| Failure::Spawn { source })?;
     if out.status.success() {
         return Ok(out.stdout);
@@ -168,6 +165,24 @@ pub fn output(cmd: &mut Command) -> Result<Vec<u8>, Failure> {
         status,
         code: out.status.code(),
         first_line,
+    })
+}
+
+/// Runs a prepared git command to the end, writing `input` to its stdin (when piped) from a
+/// thread of its own, and returns what it printed. The child is a helper of this process while
+/// it runs, so a sweep of adopted processes on another thread never takes it for an escapee.
+pub fn run(cmd: &mut Command, input: Option<&[u8]>) -> std::io::Result<std::process::Output> {
+    use std::io::Write as _;
+    let (mut child, _helper) = crate::procs::spawn_helper(cmd)?;
+    let stdin = child.stdin.take();
+    std::thread::scope(|s| {
+        if let (Some(bytes), Some(mut stdin)) = (input, stdin) {
+            // A write error (git exited early) shows up as git's own failure.
+            s.spawn(move || {
+                let _ = stdin.write_all(bytes);
+            });
+        }
+        child.wait_with_output()
     })
 }
 

@@ -226,6 +226,28 @@ mod tests {
     use super::*;
     use std::process::{Command, Stdio};
 
+    /// A git call another thread has running (the recorder's, the workspace listing's) is this
+    /// process's own helper, not an adopted escapee: a sweep of adopted children while it runs
+    /// used to SIGKILL it, and a hook run lost its repository under load.
+    #[test]
+    fn a_sweep_of_adopted_children_leaves_our_own_helpers_running() {
+        let mut cmd = Command::new("sleep");
+        cmd.arg("0.3").stdin(Stdio::null());
+        let (child, guard) = procs::spawn_helper(&mut cmd).expect("sleep runs");
+        let ended = end_adopted();
+        assert!(
+            ended.iter().all(|p| p.pid != child.id() as i32),
+            "the helper was taken for an escapee: {ended:?}"
+        );
+        let out = child.wait_with_output().expect("waited");
+        drop(guard);
+        assert!(
+            out.status.success(),
+            "the helper was killed: {:?}",
+            out.status
+        );
+    }
+
     /// A `sleep` carrying a run token of a dead owner in namespace `ns`, and a goal marker.
     fn orphan(ns: u64, scope: &str, marker: &str) -> std::process::Child {
         let mut dead = Command::new("true").spawn().expect("true runs");

@@ -93,12 +93,48 @@ fn children() -> Vec<i32> {
     pids
 }
 
-/// Live children of this process (any thread). While a child runs and nothing else spawns,
-/// these are its descendants adopted because we are a child subreaper.
+/// Live children of this process (any thread) that were adopted because we are a child
+/// subreaper: every child except the short helpers this process started itself (the git calls
+/// of [`crate::git::run`], which another thread may have running at any moment: the recorder's,
+/// the workspace listing's). Gates and agents have ended when this is asked, so whatever else
+/// is our child came from one of them.
 pub fn adopted_children() -> Vec<i32> {
+    let helpers = own_helpers();
     let mut pids = children();
-    pids.retain(|&pid| stat_of(pid).is_some_and(|s| !s.zombie));
+    pids.retain(|&pid| !helpers.contains(&pid) && stat_of(pid).is_some_and(|s| !s.zombie));
     pids
+}
+
+/// The pids of the helpers this process is running itself, held while a list of adopted
+/// children is made so a helper is never mistaken for one of them.
+static OWN_HELPERS: std::sync::Mutex<Vec<i32>> = std::sync::Mutex::new(Vec::new());
+
+fn own_helpers() -> std::sync::MutexGuard<'static, Vec<i32>> {
+    OWN_HELPERS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Starts `cmd` as a helper of this process (see [`adopted_children`]): it is never counted as
+/// adopted until the returned guard is dropped, once it has been waited for. The spawn happens
+/// under the list's lock, so no sweep can see the child before it is listed.
+pub(crate) fn spawn_helper(
+    cmd: &mut std::process::Command,
+) -> std::io::Result<(std::process::Child, HelperGuard)> {
+    let mut helpers = own_helpers();
+    let child = cmd.spawn()?;
+    let pid = child.id() as i32;
+    helpers.push(pid);
+    Ok((child, HelperGuard(pid)))
+}
+
+/// Keeps a helper's pid out of [`adopted_children`] while it lives.
+pub(crate) struct HelperGuard(i32);
+
+impl Drop for HelperGuard {
+    fn drop(&mut self) {
+        own_helpers().retain(|&p| p != self.0);
+    }
 }
 
 /// Zombie children of this process in another session than ours: descendants that left with

@@ -39,7 +39,7 @@ pub mod stat_cache;
 
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
-use std::io::{Read as _, Write};
+use std::io::Read as _;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::{FileTypeExt as _, OpenOptionsExt as _, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -684,20 +684,8 @@ fn git_os(dir: &Path, args: &[impl AsRef<OsStr>], input: Option<&[u8]>) -> Resul
         })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| format!("cannot start {}: {e}", shown()))?;
-    let stdin = child.stdin.take();
-    let out = std::thread::scope(|s| {
-        if let (Some(bytes), Some(mut stdin)) = (input, stdin) {
-            // A write error (git exited early) shows up as git's own failure below.
-            s.spawn(move || {
-                let _ = stdin.write_all(bytes);
-            });
-        }
-        child.wait_with_output()
-    })
-    .map_err(|e| format!("waiting for {}: {e}", shown()))?;
+    let out = greenlight_proc::git::run(&mut cmd, input)
+        .map_err(|e| format!("cannot run {}: {e}", shown()))?;
     if out.status.success() {
         Ok(out.stdout)
     } else {

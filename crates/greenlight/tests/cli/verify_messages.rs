@@ -240,7 +240,7 @@ fn git_that_cannot_run_is_named_not_reported_as_no_repository() {
     let direct = repo.command(["verify", "--no-record"]);
     let mut limited = Command::new("sh");
     limited
-        .args(["-c", "ulimit -n 12 && exec \"$@\"", "sh"])
+        .args(["-c", "ulimit -n 16 && exec \"$@\"", "sh"])
         .arg(direct.get_program())
         .args(direct.get_args())
         .current_dir(repo.path());
