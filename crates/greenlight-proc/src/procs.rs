@@ -100,8 +100,15 @@ fn children() -> Vec<i32> {
 /// is our child came from one of them.
 pub fn adopted_children() -> Vec<i32> {
     let helpers = own_helpers();
+    let mut pids = live_children();
+    pids.retain(|pid| !helpers.contains(pid));
+    pids
+}
+
+/// Every live child of this process (any thread), our own helpers included.
+pub(crate) fn live_children() -> Vec<i32> {
     let mut pids = children();
-    pids.retain(|&pid| !helpers.contains(&pid) && stat_of(pid).is_some_and(|s| !s.zombie));
+    pids.retain(|&pid| stat_of(pid).is_some_and(|s| !s.zombie));
     pids
 }
 

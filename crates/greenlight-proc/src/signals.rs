@@ -188,7 +188,7 @@ fn catch_on_a_thread(bound: std::time::Duration) -> std::io::Result<InterruptWat
                     }
                 }
                 loop {
-                    crate::kill::end_adopted();
+                    crate::kill::end_every_child();
                     tokio::select! {
                         _ = next_signal(&mut streams) => {}
                         () = tx.closed() => return,
