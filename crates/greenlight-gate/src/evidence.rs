@@ -187,8 +187,9 @@ pub fn work_evidence(cwd: &Path, base_ref: &str) -> Result<WorkEvidence, Error> 
 /// look at) whose content differs from their index entry, contracts excluded.
 fn flagged_changes(cwd: &Path) -> Result<u64, String> {
     let listed = git(cwd, &["ls-files", "-z", "-v", "--stage", "--full-name"])?;
-    let top = git_line(cwd, &["rev-parse", "--show-toplevel"])?;
-    let top = Path::new(&top);
+    // Asked only when a file is flagged: most worktrees have none, and each git process
+    // costs a verify run several milliseconds.
+    let mut top = None;
     let mut changed = 0;
     let mut present: Vec<(&[u8], &[u8])> = Vec::new();
     for record in listed.split(|&b| b == 0) {
@@ -212,6 +213,13 @@ fn flagged_changes(cwd: &Path) -> Result<u64, String> {
             continue;
         }
         use std::os::unix::ffi::OsStrExt as _;
+        let top = match &top {
+            Some(top) => top,
+            None => top.insert(PathBuf::from(git_line(
+                cwd,
+                &["rev-parse", "--show-toplevel"],
+            )?)),
+        };
         let full = top.join(std::ffi::OsStr::from_bytes(path));
         match std::fs::symlink_metadata(&full) {
             Ok(meta) if meta.is_file() && !path.contains(&b'\n') => present.push((path, oid)),
@@ -219,15 +227,15 @@ fn flagged_changes(cwd: &Path) -> Result<u64, String> {
             Err(_) => changed += u64::from(assumed && !skipped),
         }
     }
-    if present.is_empty() {
+    let (Some(top), false) = (top, present.is_empty()) else {
         return Ok(changed);
-    }
+    };
     let mut input = Vec::new();
     for (path, _) in &present {
         input.extend_from_slice(path);
         input.push(b'\n');
     }
-    let hashed = git_with_input(top, &["hash-object", "--stdin-paths"], &input)?;
+    let hashed = git_with_input(&top, &["hash-object", "--stdin-paths"], &input)?;
     let ids: Vec<&[u8]> = hashed
         .split(|&b| b == b'\n')
         .filter(|l| !l.is_empty())
