@@ -14,7 +14,8 @@
 # runs fill it, as a user's earlier verify would have.
 #
 # Before timing, each case is checked to be what it claims (ten replays; one gate run and then
-# stored). Exit 3 when a target is missed, 1 when something could not be measured.
+# stored). A missed target is printed as MISSED and still exits 0, like the other bench scripts
+# (bench-verify-v2.sh); exit 1 when something could not be measured.
 #
 # Usage: scripts/bench-workspace-key.sh [FILES]      (FILES defaults to 20000)
 # Env:   GREENLIGHT_BIN  a prebuilt greenlight binary (default: built here, release)
@@ -37,6 +38,8 @@ if [[ -z "${GREENLIGHT_BIN:-}" ]]; then
     GREENLIGHT_BIN="${CARGO_TARGET_DIR:-$ROOT/target}/release/greenlight"
 fi
 [[ -x "$GREENLIGHT_BIN" ]] || { echo "no executable at GREENLIGHT_BIN=$GREENLIGHT_BIN" >&2; exit 1; }
+# The script works inside the generated repository: a relative path must not depend on that.
+GREENLIGHT_BIN="$(realpath "$GREENLIGHT_BIN")"
 
 WORK="$(mktemp -d)"
 if [[ -n "${BENCH_DIR:-}" ]]; then
@@ -117,5 +120,4 @@ awk -v s="${means[0]}" -v c="${means[1]}" -v o="${means[2]}" 'BEGIN {
     a = c / s; b = o / c
     printf "ratio (a): cached re-verify / git status = %.2f (target <= 3.00) %s\n", a, (a <= 3.0 ? "MET" : "MISSED")
     printf "ratio (b): one gate changed / cached re-verify = %.2f (target <= 2.00) %s\n", b, (b <= 2.0 ? "MET" : "MISSED")
-    exit (a <= 3.0 && b <= 2.0) ? 0 : 3
 }'

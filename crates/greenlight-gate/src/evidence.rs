@@ -202,8 +202,9 @@ pub fn work_evidence(cwd: &Path, base_ref: &str) -> Result<WorkEvidence, Error> 
 fn flagged_changes(cwd: &Path) -> Result<u64, String> {
     let listed =
         git(cwd, &["ls-files", "-z", "-v", "--stage", "--full-name"]).map_err(|e| e.to_string())?;
-    let top = git_line(cwd, &["rev-parse", "--show-toplevel"]).map_err(|e| e.to_string())?;
-    let top = Path::new(&top);
+    // Asked only when a file is flagged: most worktrees have none, and each git process
+    // costs a verify run several milliseconds.
+    let mut top = None;
     let mut changed = 0;
     let mut present: Vec<(&[u8], &[u8])> = Vec::new();
     for record in listed.split(|&b| b == 0) {
@@ -227,6 +228,12 @@ fn flagged_changes(cwd: &Path) -> Result<u64, String> {
             continue;
         }
         use std::os::unix::ffi::OsStrExt as _;
+        let top = match &top {
+            Some(top) => top,
+            None => top.insert(PathBuf::from(
+                git_line(cwd, &["rev-parse", "--show-toplevel"]).map_err(|e| e.to_string())?,
+            )),
+        };
         let full = top.join(std::ffi::OsStr::from_bytes(path));
         match std::fs::symlink_metadata(&full) {
             Ok(meta) if meta.is_file() && !path.contains(&b'\n') => present.push((path, oid)),
@@ -234,15 +241,15 @@ fn flagged_changes(cwd: &Path) -> Result<u64, String> {
             Err(_) => changed += u64::from(assumed && !skipped),
         }
     }
-    if present.is_empty() {
+    let (Some(top), false) = (top, present.is_empty()) else {
         return Ok(changed);
-    }
+    };
     let mut input = Vec::new();
     for (path, _) in &present {
         input.extend_from_slice(path);
         input.push(b'\n');
     }
-    let hashed = git_with_input(top, &["hash-object", "--stdin-paths"], &input)?;
+    let hashed = git_with_input(&top, &["hash-object", "--stdin-paths"], &input)?;
     let ids: Vec<&[u8]> = hashed
         .split(|&b| b == b'\n')
         .filter(|l| !l.is_empty())

@@ -177,13 +177,19 @@ pub fn listing(worktree: &Path) -> Result<Listing, String> {
 /// for a second look at what some gates depend on; `None` lists everything.
 pub fn listing_with(
     worktree: &Path,
-    known: impl FnOnce(&Path) -> StatCache,
+    known: impl FnOnce(&Path) -> StatCache + Send,
     under: Option<&[Vec<u8>]>,
 ) -> Result<Listing, String> {
     let repo = Repo::locate(worktree)?;
-    let known = known(&repo.top);
     let mut found = Found::default();
-    collect(&repo.top, b"", under, 0, &mut found)?;
+    // The stat cache is read and parsed while git lists the paths: both take tens of
+    // milliseconds on a large worktree, and neither needs the other.
+    let known = std::thread::scope(|s| {
+        let known = s.spawn(|| known(&repo.top));
+        let listed = collect(&repo.top, b"", under, 0, &mut found);
+        let known = known.join().unwrap_or_default();
+        listed.map(|()| known)
+    })?;
     let Found {
         mut files,
         mut unkeyable,
