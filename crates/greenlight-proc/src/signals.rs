@@ -132,14 +132,7 @@ where
     F: FnOnce(InterruptWatch) -> Fut,
     Fut: Future<Output = T>,
 {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    runtime.block_on(async {
-        become_subreaper();
-        let interrupt = catch_on_a_thread(ending_bound())?;
-        Ok(body(interrupt).await)
-    })
+    run_with(|| catch_on_a_thread(ending_bound()), body)
 }
 
 /// The ending signals caught on a thread with a runtime of its own, which then ends every
@@ -214,12 +207,23 @@ where
     F: FnOnce(InterruptWatch) -> Fut,
     Fut: Future<Output = T>,
 {
+    run_with(catch_ending_signals, body)
+}
+
+/// What both entry points share: a current-thread runtime, the child subreaper, then `body`
+/// with the interrupt that `catch` sets up inside the runtime.
+fn run_with<C, F, Fut, T>(catch: C, body: F) -> std::io::Result<T>
+where
+    C: FnOnce() -> std::io::Result<InterruptWatch>,
+    F: FnOnce(InterruptWatch) -> Fut,
+    Fut: Future<Output = T>,
+{
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     runtime.block_on(async {
         become_subreaper();
-        let interrupt = catch_ending_signals()?;
+        let interrupt = catch()?;
         Ok(body(interrupt).await)
     })
 }

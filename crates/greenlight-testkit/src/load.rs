@@ -19,27 +19,31 @@ pub fn now_us() -> u64 {
         .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
 }
 
+/// A goal in `worktree` whose agent is the command `true` and whose one gate is `true`: one
+/// turn, one retry, a 60 s gate limit.
+pub fn command_goal(worktree: std::path::PathBuf, text: &str) -> NewGoal {
+    NewGoal {
+        worktree,
+        text: text.into(),
+        agent: AgentSpec {
+            family: "command".into(),
+            model: None,
+            argv_template: Some(vec!["true".into()]),
+            endpoint: None,
+        },
+        judge: None,
+        max_turns: 1,
+        retries: 1,
+        gate_timeout_sec: 60,
+        gates: vec!["true".into()],
+    }
+}
+
 /// Creates the goal the writer writes to (worktree `dir`, which must exist).
 pub fn create_goal(state: &Path, dir: &Path) -> GoalId {
     let mut store = Store::open(state).expect("open the state file");
     store
-        .write(|tx| {
-            tx.create_goal(&NewGoal {
-                worktree: dir.to_path_buf(),
-                text: "stream load".into(),
-                agent: AgentSpec {
-                    family: "command".into(),
-                    model: None,
-                    argv_template: Some(vec!["true".into()]),
-                    endpoint: None,
-                },
-                judge: None,
-                max_turns: 1,
-                retries: 1,
-                gate_timeout_sec: 60,
-                gates: vec!["true".into()],
-            })
-        })
+        .write(|tx| tx.create_goal(&command_goal(dir.to_path_buf(), "stream load")))
         .expect("create the goal")
 }
 

@@ -310,28 +310,17 @@ fn serve_shows_a_verify_killed_with_sigkill_as_interrupted_in_the_api_and_the_pa
 /// Goals 1..=60 in one transaction, each in a worktree of its own under `dir`: odd ones done,
 /// and 1..=10 last changed more than a week ago (so 1, 3, 5, 7 and 9 are archived).
 fn sixty_goals(dir: &std::path::Path, state: &std::path::Path) {
-    use greenlight_store::{AgentSpec, NewGoal, SystemClock, WallClock};
+    use greenlight_store::{SystemClock, WallClock};
     let mut store = Store::open(state).unwrap();
     store
         .write(|tx| {
             for i in 1..=60 {
                 let worktree = dir.join(format!("wt{i}"));
                 std::fs::create_dir_all(&worktree).unwrap();
-                let goal = tx.create_goal(&NewGoal {
+                let goal = tx.create_goal(&greenlight_testkit::load::command_goal(
                     worktree,
-                    text: format!("goal {i}"),
-                    agent: AgentSpec {
-                        family: "command".into(),
-                        model: None,
-                        argv_template: Some(vec!["true".into()]),
-                        endpoint: None,
-                    },
-                    judge: None,
-                    max_turns: 1,
-                    retries: 1,
-                    gate_timeout_sec: 60,
-                    gates: vec!["true".into()],
-                })?;
+                    &format!("goal {i}"),
+                ))?;
                 if i % 2 == 1 {
                     tx.complete_goal(goal)?;
                 }
