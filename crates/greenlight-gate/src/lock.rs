@@ -12,6 +12,12 @@
 //! and writing its record, or a file someone else wrote) names nobody to wait for: a waiter
 //! reclaims it once the directory is older than the waiter's whole budget (the gate's
 //! timeout, and at least [`OWNERLESS_MIN_AGE`]), which no live holder writing a record takes.
+//!
+//! Removing someone else's lock is a look then a remove, and two waiters that both looked could
+//! otherwise both remove: the second would remove the lock the first had just taken, and two
+//! gates would run under one mutex. So a waiter removes only while it holds an `flock` on the
+//! lock root, and looks again under it; the kernel drops that lock when its holder dies, so it
+//! cannot go stale the way a directory can.
 
 use std::fs;
 use std::io;
@@ -203,6 +209,19 @@ fn dir_age(path: &Path) -> Option<Duration> {
     SystemTime::now().duration_since(modified).ok()
 }
 
+/// The root held with an exclusive `flock` while a waiter removes a lock that is not its own;
+/// `None` while another waiter holds it (try again after a pause).
+struct BreakTurn(#[allow(dead_code)] fs::File); // the lock is the open file; dropping it unlocks
+
+fn break_turn(root: &Path) -> io::Result<Option<BreakTurn>> {
+    let dir = fs::File::open(root)?;
+    match rustix::fs::flock(&dir, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => Ok(Some(BreakTurn(dir))),
+        Err(rustix::io::Errno::WOULDBLOCK) => Ok(None),
+        Err(e) => Err(io::Error::from(e)),
+    }
+}
+
 fn pid_is_dead(pid: i64) -> bool {
     i32::try_from(pid).is_ok_and(crate::procs::is_dead)
 }
@@ -314,8 +333,11 @@ pub async fn acquire(
                         }
                     }
                 }
-                if quiet_looks >= 2 {
-                    // Break at most once per token, and only the record we just read.
+                if quiet_looks >= 2
+                    && let Some(_turn) = break_turn(root)?
+                {
+                    // Break at most once per token, and only the record read under the turn:
+                    // another waiter may have broken it and taken the lock since we looked.
                     broken_token = Some(owner.token.clone());
                     if read_owner(&path).as_ref() == Some(owner) {
                         let _ = fs::remove_dir_all(&path);
@@ -331,13 +353,17 @@ pub async fn acquire(
         } else {
             None
         };
+        let old_enough =
+            |path: &Path| dir_age(path).is_some_and(|age| age >= budget.max(OWNERLESS_MIN_AGE));
         if let Some(why) = &ownerless
-            && dir_age(&path).is_some_and(|age| age >= budget.max(OWNERLESS_MIN_AGE))
+            && old_enough(&path)
             && reclaimed_ownerless.is_none()
+            && let Some(_turn) = break_turn(root)?
         {
-            // Nobody can be waited for, and it has been so for longer than we may wait. Re-read
-            // first: a holder that wrote its record meanwhile keeps its lock.
-            if read_owner(&path).is_none() {
+            // Nobody can be waited for, and it has been so for longer than we may wait. Look
+            // again under the turn: a holder that wrote its record meanwhile keeps its lock,
+            // and a directory another waiter reclaimed and made anew is young.
+            if ownerless_reason(&path).is_some() && old_enough(&path) {
                 let _ = fs::remove_dir_all(&path);
                 reclaimed_ownerless = Some(why.clone());
             }
