@@ -27,7 +27,6 @@ pub mod cache_place;
 pub mod draft;
 mod error;
 pub mod foreground;
-mod git;
 pub mod install;
 mod jsontext;
 pub mod mcp_install;

@@ -292,7 +292,7 @@ fn write_batch(
 /// one repository shares. `None` outside a repository or when git cannot answer (best effort:
 /// history then falls back to the worktree alone).
 pub fn repository_of(dir: &Path) -> Option<PathBuf> {
-    let common = crate::git::line(dir, &["rev-parse", "--git-common-dir"])?;
+    let common = greenlight_proc::git::line(dir, &["rev-parse", "--git-common-dir"])?;
     // git answers relative to `dir` (`.git`) in the primary checkout, absolute in a linked one.
     std::fs::canonicalize(dir.join(common)).ok()
 }

@@ -789,7 +789,7 @@ pub fn session_base(root: &Path, base_ref: Option<&str>) -> Option<String> {
 }
 
 fn git_line(dir: &Path, args: &[&str]) -> Option<String> {
-    crate::git::line(dir, args)
+    greenlight_proc::git::line(dir, args)
 }
 
 /// A commit id as people read it.

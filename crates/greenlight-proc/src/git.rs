@@ -259,3 +259,16 @@ mod tests {
         assert_eq!(Path::new(&top), want);
     }
 }
+
+/// git's stdout, trimmed, or `None` when git fails or prints nothing: a one-line question about
+/// the repository at `dir` (stdin closed, stderr dropped).
+pub fn line(dir: &Path, args: &[&str]) -> Option<String> {
+    let mut cmd = command(dir);
+    cmd.args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let out = run(&mut cmd, None).ok()?;
+    let line = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    (out.status.success() && !line.is_empty()).then_some(line)
+}

@@ -26,7 +26,7 @@ impl DraftOptions {
 
 /// Looks at the git repository containing `root` and chooses the options.
 pub fn options_for(root: &Path) -> DraftOptions {
-    let git = |args: &[&str]| crate::git::line(root, args);
+    let git = |args: &[&str]| greenlight_proc::git::line(root, args);
     let mut options = DraftOptions::default();
     if git(&["rev-parse", "--is-inside-work-tree"]).as_deref() != Some("true") {
         return options;
