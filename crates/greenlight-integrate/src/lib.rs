@@ -1,39 +1,23 @@
-//! Plugs greenlight into the tools people already run.
+//! What is left of greenlight's integration with agents, until it moves into the use-case layer:
 //!
-//! - [`draft`]: scan a repository and draft a verify.yaml (v1) from what it already runs
-//!   (CI workflow steps, package.json scripts, Makefile targets, justfile recipes, tox/nox,
-//!   language manifests), saying where each gate came from.
-//! - [`install`]: merge greenlight's Stop, SubagentStop and SessionStart hook entries into
-//!   Claude Code's or Codex's hook settings, and take them out again, without disturbing a
-//!   byte of anything else.
-//! - [`mcp_install`]: register greenlight's MCP server (`greenlight mcp`) with Claude Code
-//!   (`.mcp.json`, `~/.claude.json`) and Codex (`config.toml`), and take it out again, with
-//!   the same care for every other byte.
-//! - [`settings_file`]: where agent settings live and how a change to one is made: a plan
-//!   (text before and after, shown as a diff), a backup, an atomic replace.
-//! - [`foreground`]: run one child command in the foreground (its own process group, signals
-//!   forwarded, always reaped), used to run a freshly drafted config once.
 //! - [`stop`]: the Stop hook itself: an agent's Stop / SubagentStop payload in, the gates run,
 //!   one decision out (allow, or block with the evidence), with a per-session block cap; and
 //!   the SessionStart hook that records where the session's work began.
 //! - [`record`]: verify and hook runs recorded in the state database (frames and per-gate
 //!   rows), and the repository a directory belongs to.
+//! - [`cache_place`]: where a run's result cache and its key live.
 //! - [`timeouts`]: `verify --suggest-timeouts`: each gate's `timeoutSec` proposed from its
 //!   recorded p99, as an edit of the verify.yaml text.
 //!
-//! Nothing here prints or exits: every function returns a value the command line renders.
+//! The drafter is `greenlight-init`, the installers `greenlight-install`. Nothing here prints
+//! or exits: every function returns a value the command line renders.
 
 pub mod cache_place;
-pub mod draft;
 mod error;
-pub mod foreground;
-pub mod install;
-mod jsontext;
-pub mod mcp_install;
 pub mod record;
-pub mod settings_file;
 pub mod stop;
 pub mod timeouts;
-mod tomltext;
 
 pub use error::Error;
+// The Stop hook keys its sessions by the worktree top the installers find.
+use greenlight_install::install;

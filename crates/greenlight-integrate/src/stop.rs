@@ -29,7 +29,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use camino::Utf8PathBuf;
-use greenlight_gate::config::Snapshot;
+use greenlight_gate::config::{Snapshot, find_config};
 use greenlight_gate::{
     Attempt, GateReport, GateVerdict, InterruptWatch, RunOptions, RunReport, RunResult, config,
     render, resolve_base_ref, verify_base_ref, work_evidence,
@@ -422,24 +422,6 @@ impl StopOutcome {
             decision: Decision::allow_saying(message),
         }
     }
-}
-
-/// Finds `.commandmate/verify.yaml` in `cwd` or the nearest directory above it, stopping at the
-/// worktree's top (the first directory holding `.git`), so a session started in a subdirectory
-/// still finds its worktree's gates.
-pub fn find_config(cwd: &Path) -> Option<PathBuf> {
-    for dir in cwd.ancestors() {
-        let candidate = dir.join(".commandmate").join("verify.yaml");
-        // Anything at the path counts, not only a regular file: a FIFO or a device there is a
-        // broken config to report, not a missing one to be silent about.
-        if std::fs::symlink_metadata(&candidate).is_ok() {
-            return Some(candidate);
-        }
-        if dir.join(".git").exists() {
-            return None;
-        }
-    }
-    None
 }
 
 /// Runs the hook: config, gates, cap. Never fails: every problem becomes an allowed stop that

@@ -186,6 +186,19 @@ pub fn run(cmd: &mut Command, input: Option<&[u8]>) -> std::io::Result<std::proc
     })
 }
 
+/// git's stdout, trimmed, or `None` when git fails or prints nothing: a one-line question about
+/// the repository at `dir` (stdin closed, stderr dropped).
+pub fn line(dir: &Path, args: &[&str]) -> Option<String> {
+    let mut cmd = command(dir);
+    cmd.args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let out = run(&mut cmd, None).ok()?;
+    let line = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    (out.status.success() && !line.is_empty()).then_some(line)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -258,17 +271,4 @@ mod tests {
         let want = std::fs::canonicalize(repo.path()).expect("exists");
         assert_eq!(Path::new(&top), want);
     }
-}
-
-/// git's stdout, trimmed, or `None` when git fails or prints nothing: a one-line question about
-/// the repository at `dir` (stdin closed, stderr dropped).
-pub fn line(dir: &Path, args: &[&str]) -> Option<String> {
-    let mut cmd = command(dir);
-    cmd.args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
-    let out = run(&mut cmd, None).ok()?;
-    let line = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-    (out.status.success() && !line.is_empty()).then_some(line)
 }

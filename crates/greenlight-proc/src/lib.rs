@@ -7,12 +7,16 @@
 //! interleaved pipe or two ([`Output`]), bounded tails ([`tail::TailBuffer`]) and a streaming
 //! [`Observer`], and leftover detection (the group, child-subreaper adoption, the token) with a
 //! drain limit. [`signals::run_main`] is the entry point a subcommand starts from; [`git`] is
-//! the one way to run git. The crate depends on no other greenlight crate.
+//! the one way to run git; [`foreground`] runs one child in the terminal's foreground (init's
+//! first run of a drafted config); [`shell`] reads what a one-line command runs without
+//! running it. The crate depends on no other greenlight crate.
 
+pub mod foreground;
 pub mod git;
 mod kill;
 pub mod procs;
 mod run;
+pub mod shell;
 pub mod signals;
 mod spec;
 pub mod tail;

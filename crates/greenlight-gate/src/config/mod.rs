@@ -25,6 +25,7 @@ pub(crate) mod v2;
 mod validate;
 
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 
 use camino::{Utf8Path, Utf8PathBuf};
 use serde::Serialize;
@@ -399,6 +400,24 @@ pub fn parse_v1(path: &Utf8Path, text: &str) -> Result<Config, ConfigErrors> {
     ))
 }
 
+/// Finds `.commandmate/verify.yaml` in `cwd` or the nearest directory above it, stopping at the
+/// worktree's top (the first directory holding `.git`), so a session started in a subdirectory
+/// still finds its worktree's gates.
+pub fn find_config(cwd: &Path) -> Option<PathBuf> {
+    for dir in cwd.ancestors() {
+        let candidate = dir.join(".commandmate").join("verify.yaml");
+        // Anything at the path counts, not only a regular file: a FIFO or a device there is a
+        // broken config to report, not a missing one to be silent about.
+        if std::fs::symlink_metadata(&candidate).is_ok() {
+            return Some(candidate);
+        }
+        if dir.join(".git").exists() {
+            return None;
+        }
+    }
+    None
+}
+
 /// Reads and parses a v1 verify.yaml, exactly as CommandMate does (a `version: 2` file is
 /// refused here; [`load_any`] reads both). A missing, unreadable or non-UTF-8 file is one
 /// [`ConfigError`] naming the path.
@@ -450,4 +469,35 @@ pub fn read_text(path: &Utf8Path) -> Result<String, ConfigErrors> {
         }
     };
     Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn find_config_looks_up_to_the_worktree_top_and_no_further() {
+        let outer = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let mkdir = |p: &Path| std::fs::create_dir_all(p).unwrap_or_else(|e| panic!("{e}"));
+        // A verify.yaml above the worktree belongs to another project.
+        mkdir(&outer.path().join(".commandmate"));
+        std::fs::write(
+            outer.path().join(".commandmate/verify.yaml"),
+            "version: 1\n",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let top = outer.path().join("repo");
+        let deep = top.join("src/a");
+        mkdir(&deep);
+        mkdir(&top.join(".git"));
+        assert_eq!(find_config(&deep), None);
+
+        // Anything at the path is found, from any directory below it, even a dangling symlink.
+        mkdir(&top.join(".commandmate"));
+        let path = top.join(".commandmate/verify.yaml");
+        std::os::unix::fs::symlink("/nonexistent/verify.yaml", &path)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(find_config(&deep), Some(path.clone()));
+        assert_eq!(find_config(&top), Some(path));
+    }
 }

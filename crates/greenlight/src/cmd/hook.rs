@@ -2,10 +2,8 @@
 
 use std::path::PathBuf;
 
-use greenlight_integrate::Error;
-use greenlight_integrate::install::{
-    self, Agent, Applied, Backup, HookSpec, Locations, Plan, Scope,
-};
+use greenlight_install::Error;
+use greenlight_install::install::{self, Agent, Applied, Backup, HookSpec, Locations, Plan, Scope};
 use greenlight_integrate::stop;
 
 /// Exit codes of `hook install` and `hook uninstall`.

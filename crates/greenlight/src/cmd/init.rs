@@ -4,8 +4,8 @@
 
 use std::path::{Path, PathBuf};
 
-use greenlight_integrate::draft::{self, Draft};
-use greenlight_integrate::foreground;
+use greenlight_init::{self as draft, Draft};
+use greenlight_proc::foreground;
 
 /// Exit codes of `greenlight init`: init's own outcome only. The first verify run after
 /// `--write` is a trial whose result is printed (`first run: exit N (…)`), never returned: the

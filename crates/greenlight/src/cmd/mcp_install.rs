@@ -7,11 +7,11 @@
 
 use std::path::PathBuf;
 
-use greenlight_integrate::Error;
-use greenlight_integrate::mcp_install::{
+use greenlight_install::Error;
+use greenlight_install::mcp_install::{
     self, Agent, Change, ConfigFile, McpPlan, Scope, ServerSpec,
 };
-use greenlight_integrate::settings_file::{self, Applied, Locations};
+use greenlight_install::settings_file::{self, Applied, Locations};
 
 pub use crate::cmd::hook::exit;
 use crate::cmd::hook::{ScopeArg, exit_code, report_backup, scope_of, warn_if_not_on_path};

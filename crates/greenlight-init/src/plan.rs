@@ -11,8 +11,8 @@
 use std::path::Path;
 
 use super::DraftGate;
-use super::classify::{program, segments, words};
 use super::inputs::{Cargo, inputs_of};
+use greenlight_proc::shell::{program, segments, words};
 
 /// What v2 adds to one gate.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

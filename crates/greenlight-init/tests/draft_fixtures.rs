@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use greenlight_integrate::draft::{self, Draft};
+use greenlight_init::{self as draft, Draft};
 
 /// The fixtures are drafted as on a machine with every tool they name installed, so the
 /// answers do not depend on this machine's PATH (`runnable` has its own tests).

@@ -576,7 +576,7 @@ pub fn gates_need(config: &greenlight_gate::config::Config) -> u64 {
 /// [`DEFAULT_TOOL_TIMEOUT_SEC`]. A user-level entry serves every project, so it gets at least
 /// the default even when this project's gates need less.
 pub fn tool_timeout(dir: &Path, scope: Scope) -> ToolTimeout {
-    let basis = match crate::stop::find_config(dir) {
+    let basis = match greenlight_gate::config::find_config(dir) {
         None => TimeoutBasis::NoConfig {
             dir: dir.to_path_buf(),
         },

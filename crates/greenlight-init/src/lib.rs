@@ -1,4 +1,5 @@
-//! `greenlight init`: scan a repository and draft the gates it already believes in.
+//! The drafter behind `greenlight init`: scan a repository and draft the verify.yaml gates it
+//! already believes in, each saying where it came from.
 //!
 //! Sources are read in a fixed order of authority: CI workflow `run:` steps, `package.json`
 //! scripts, Makefile targets, justfile recipes, tox/nox environments, and last the defaults of
@@ -9,7 +10,8 @@
 //! The one rule that keeps it simple: nothing that might change the outside world becomes a
 //! gate ([`classify`]), and every gate says where it came from.
 
-pub(crate) mod classify;
+mod classify;
+mod error;
 mod inputs;
 mod keys;
 mod make;
@@ -25,9 +27,10 @@ mod workflow;
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
-use crate::Error;
 use classify::{CommandClass, Kind};
+use greenlight_proc::shell;
 
+pub use error::Error;
 pub use options::{DraftOptions, options_for};
 pub use plan::{GatePlan, plan_v2};
 pub use render::{render_v1, render_v1_with, render_v2, validate_id};
@@ -294,11 +297,11 @@ fn assemble(found: Found, ctx: &keys::Context, root: &Path, programs: &Programs)
 /// A short id hint for a command: the script, target or subcommand of the segment that does
 /// the checking (`pytest || exit 1` is `pytest`, never `exit`); `check` when nothing says more.
 pub(crate) fn hint_from_command(command: &str) -> String {
-    let segs = classify::segments(command);
+    let segs = shell::segments(command);
     let is_check = |s: &String| matches!(classify::classify(s), classify::CommandClass::Check(_));
     let plumbing = |s: &String| {
         matches!(
-            classify::words(s).first().map(|p| classify::program(p)),
+            shell::words(s).first().map(|p| shell::program(p)),
             Some(
                 "cd" | "export"
                     | "exit"
@@ -324,7 +327,7 @@ pub(crate) fn hint_from_command(command: &str) -> String {
     let Some(segment) = chosen else {
         return "check".to_string();
     };
-    hint_from_words(&classify::words(segment))
+    hint_from_words(&shell::words(segment))
 }
 
 fn hint_from_words(w: &[String]) -> String {
@@ -335,7 +338,7 @@ fn hint_from_words(w: &[String]) -> String {
         .collect();
     let first = non_flags
         .first()
-        .map(|p| classify::program(p))
+        .map(|p| shell::program(p))
         .unwrap_or("check");
     let second = non_flags.get(1).copied();
     let flag_value = |flag: &str| {
@@ -352,12 +355,12 @@ fn hint_from_words(w: &[String]) -> String {
             Some("t") => "test".to_string(),
             Some("exec") => non_flags
                 .get(2)
-                .map_or("exec".to_string(), |s| classify::program(s).to_string()),
+                .map_or("exec".to_string(), |s| shell::program(s).to_string()),
             Some(s) => s.to_string(),
             None => first.to_string(),
         },
         "npx" | "pnpx" | "bunx" => {
-            second.map_or(first.to_string(), |s| classify::program(s).to_string())
+            second.map_or(first.to_string(), |s| shell::program(s).to_string())
         }
         "make" | "just" | "cargo" | "go" => second.map_or(first.to_string(), str::to_string),
         "uv" | "poetry" | "pdm" | "hatch" | "pipenv" if second == Some("run") => hint_from_words(
@@ -382,7 +385,7 @@ fn hint_from_words(w: &[String]) -> String {
         | "perl"
             if second.is_some() =>
         {
-            let script = classify::program(second.unwrap_or_default());
+            let script = shell::program(second.unwrap_or_default());
             script
                 .rsplit_once('.')
                 .map_or(script, |(stem, _)| stem)

@@ -23,12 +23,12 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Value};
 
 use crate::Error;
-use crate::draft::classify::{program, words};
 use crate::jsontext::{self, Edits, Layout, Node};
 use crate::settings_file::{self, Rules, Syntax};
 pub use crate::settings_file::{
     Applied, BACKUP_SUFFIX, Backup, Locations, Plan, check_inside_project, project_root,
 };
+use greenlight_proc::shell::{program, words};
 
 /// The hook events greenlight installs into, in both agents: the two that judge a stop, and
 /// the one that records where the session's work began (see `stop::record_session_base`).

@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 
-use super::classify::{program, segments, words};
+use greenlight_proc::shell::{program, segments, words};
 
 /// How deep task-runner calls are followed (a recipe calling a script calling a target).
 const MAX_DEPTH: usize = 3;

@@ -5,19 +5,27 @@
 //! terminal's foreground group, Ctrl-C reaches only greenlight: the one rule here is that
 //! every SIGINT, SIGTERM, SIGHUP and SIGQUIT greenlight receives is forwarded to the child's
 //! group and greenlight keeps waiting, so the child ends the way it would have in the
-//! foreground. The process runner (`greenlight-proc`) does the rest, as for any child: what the
+//! foreground. The process runner ([`crate::run`]) does the rest, as for any child: what the
 //! child leaves behind when it exits is ended too.
 
 use std::ffi::OsString;
 use std::path::Path;
 
-use greenlight_proc::{Input, OnSignal, Output, Program, Spec};
+use crate::{Input, OnSignal, Output, Program, Spec};
 
-use crate::Error;
+/// A child that could not be started (or the runtime to wait for it could not be made).
+#[derive(Debug, thiserror::Error)]
+#[error("cannot start `{program}`: {source}")]
+pub struct Error {
+    /// The program that was to be started.
+    pub program: String,
+    /// The underlying I/O error.
+    pub source: std::io::Error,
+}
 
 /// Runs `program args…` in `cwd` and returns its exit code (128 + N when a signal N ended it).
 pub fn run(program: &Path, args: &[OsString], cwd: &Path) -> Result<i32, Error> {
-    let spawn_error = |source| Error::Spawn {
+    let spawn_error = |source| Error {
         program: program.display().to_string(),
         source,
     };
@@ -31,9 +39,9 @@ pub fn run(program: &Path, args: &[OsString], cwd: &Path) -> Result<i32, Error> 
     spec.input = Input::Inherit;
     spec.output = Output::Inherit;
     spec.on_signal = OnSignal::Forward;
-    let outcome = greenlight_proc::run_main(|_interrupt| async {
+    let outcome = crate::run_main(|_interrupt| async {
         // Signals are forwarded, not turned into an end: the interrupt is not used.
-        greenlight_proc::run(&spec, &mut (), None).await
+        crate::run(&spec, &mut (), None).await
     })
     .map_err(spawn_error)?
     .map_err(|e| spawn_error(e.into_source()))?;

@@ -3,8 +3,8 @@
 
 use std::path::Path;
 
-use greenlight_integrate::mcp_install::{self, Agent, Change, ConfigFile, Scope, ServerSpec};
-use greenlight_integrate::settings_file::{Applied, Locations};
+use greenlight_install::mcp_install::{self, Agent, Change, ConfigFile, Scope, ServerSpec};
+use greenlight_install::settings_file::{Applied, Locations};
 use proptest::prelude::*;
 use serde_json::{Map, Value};
 use support::{layout, read, tmp, value, write};

@@ -9,6 +9,7 @@
 
 use std::path::Path;
 
+use greenlight_proc::shell;
 use regex::Regex;
 use serde_json::Value;
 
@@ -300,9 +301,9 @@ fn split_script(run: &str) -> Result<Script, String> {
             CommandClass::Writes(r) => return Err(format!("runs `{line}`, which {r}")),
             CommandClass::Setup(reason) => {
                 // `cd` and `export` shape the lines after them; other setup is listed.
-                let first = classify::words(line)
+                let first = shell::words(line)
                     .first()
-                    .map(|w| classify::program(w).to_string());
+                    .map(|w| shell::program(w).to_string());
                 if matches!(first.as_deref(), Some("cd" | "export")) {
                     context.push(line);
                 } else {

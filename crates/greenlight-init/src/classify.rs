@@ -5,6 +5,8 @@
 //! push, upload, talk to a cloud), it is never a gate, even at the cost of refusing a harmless
 //! one. A gate must be safe to run again and again.
 
+use greenlight_proc::shell::{program, segments, words};
+
 /// The kind of check a command performs; the order is the order gates are drafted in (quick
 /// and cheap first, so a failure is read early).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -117,98 +119,6 @@ const SETUP_PROGRAMS: &[&str] = &[
     "whoami",
     "id",
 ];
-
-/// Splits a one-line command into segments at `&&`, `||`, `;`, `|` and `&`, outside quotes.
-pub(crate) fn segments(command: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut current = String::new();
-    let mut quote: Option<char> = None;
-    let mut chars = command.chars().peekable();
-    while let Some(c) = chars.next() {
-        match quote {
-            Some(q) => {
-                if c == q {
-                    quote = None;
-                }
-                current.push(c);
-            }
-            None => match c {
-                '\'' | '"' => {
-                    quote = Some(c);
-                    current.push(c);
-                }
-                '&' | '|' | ';' => {
-                    if matches!(chars.peek(), Some(&n) if n == c) {
-                        chars.next();
-                    }
-                    let seg = current.trim();
-                    if !seg.is_empty() {
-                        out.push(seg.to_string());
-                    }
-                    current.clear();
-                }
-                _ => current.push(c),
-            },
-        }
-    }
-    let seg = current.trim();
-    if !seg.is_empty() {
-        out.push(seg.to_string());
-    }
-    out
-}
-
-/// The words of one segment with quotes removed; leading `NAME=value` assignments dropped.
-pub(crate) fn words(segment: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut current = String::new();
-    let mut in_word = false;
-    let mut quote: Option<char> = None;
-    for c in segment.chars() {
-        match quote {
-            Some(q) if c == q => quote = None,
-            Some(_) => current.push(c),
-            None if c == '\'' || c == '"' => {
-                quote = Some(c);
-                in_word = true;
-            }
-            None if c.is_whitespace() => {
-                if in_word {
-                    out.push(std::mem::take(&mut current));
-                    in_word = false;
-                }
-            }
-            None => {
-                current.push(c);
-                in_word = true;
-            }
-        }
-    }
-    if in_word {
-        out.push(current);
-    }
-    let first_real = out
-        .iter()
-        .position(|w| !is_assignment(w))
-        .unwrap_or(out.len());
-    out.split_off(first_real)
-}
-
-fn is_assignment(word: &str) -> bool {
-    match word.split_once('=') {
-        Some((name, _)) => {
-            !name.is_empty()
-                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-                && !name.starts_with(|c: char| c.is_ascii_digit())
-        }
-        None => false,
-    }
-}
-
-/// The basename of a program word (`./node_modules/.bin/jest` → `jest`).
-pub(crate) fn program(word: &str) -> &str {
-    word.rsplit('/').next().unwrap_or(word)
-}
 
 /// Classifies a whole one-line command: the most dangerous segment decides, then any segment
 /// that rewrites files, then checks (the slowest kind wins); a command made only of setup is
@@ -560,18 +470,6 @@ mod tests {
         assert_eq!(
             classify("./scripts/verify-links.sh"),
             CommandClass::Check(Kind::Other)
-        );
-    }
-
-    #[test]
-    fn quoted_separators_do_not_split() {
-        assert_eq!(
-            segments("pytest -k 'a && b' | tee x"),
-            vec!["pytest -k 'a && b'", "tee x"]
-        );
-        assert_eq!(
-            words("A=1 pytest -k \"not slow\""),
-            vec!["pytest", "-k", "not slow"]
         );
     }
 }

@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 
 use super::Programs;
-use super::classify::{program, segments, words};
+use greenlight_proc::shell::{program, segments, words};
 
 /// Shell builtins and keywords: always there.
 const BUILTINS: &[&str] = &[

@@ -2,8 +2,8 @@
 
 use std::path::{Path, PathBuf};
 
-use greenlight_integrate::Error;
-use greenlight_integrate::install::{self, Applied, HookSpec};
+use greenlight_install::Error;
+use greenlight_install::install::{self, Applied, HookSpec};
 use support::{read, tmp, write};
 
 mod support;

@@ -17,7 +17,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Component, Path, PathBuf};
 
-use super::classify::{program, segments, words};
+use greenlight_proc::shell::{program, segments, words};
 
 /// Files a directory walk may look at before it gives up (and the gate gets no inputs).
 const MAX_WALK_FILES: usize = 20_000;
