@@ -33,7 +33,7 @@ pub struct Args {
     #[arg(long, value_name = "N", default_value_t = 20,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub limit: u64,
-    /// One JSON document (fields in the README).
+    /// One JSON document (fields in docs/reference/json.md).
     #[arg(long)]
     pub json: bool,
     /// A directory of the repository whose history to show [default: the current directory].

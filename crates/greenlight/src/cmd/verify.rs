@@ -19,7 +19,7 @@ use greenlight_store::greenlight_stream::RunKind;
 pub enum OutputFormat {
     /// CommandMate's `GATE …` / `RESULT …` lines.
     Text,
-    /// One JSON document (fields in the README).
+    /// One JSON document (fields in docs/reference/json.md).
     Json,
 }
 
