@@ -170,17 +170,25 @@ fn architecture_doc_names_every_crate_and_every_workspace_edge() {
     );
 }
 
-/// The README's two commands are the two the fresh-clone check runs in a clone: a newcomer
-/// reads one and the suite proves the other.
+/// The README's first code block starts with the two commands the fresh-clone check runs in a
+/// clone: a newcomer reads them and the suite proves them.
 #[test]
 fn readme_shows_the_two_commands_the_fresh_clone_check_runs() {
     let readme = read("README.md");
     let check = read("scripts/fresh-clone-check.sh");
+    let start = readme.find("```sh\n").expect("README.md has a ```sh block") + "```sh\n".len();
+    let block = &readme[start..];
+    let block = &block[..block.find("```").expect("the README's first block ends")];
     for (shown, run) in [
         ("cargo run -p greenlight -- demo", "-p greenlight -- demo"),
         ("scripts/test", "\"$minimal\" scripts/test"),
     ] {
-        assert!(readme.contains(shown), "README.md does not show `{shown}`");
+        assert!(
+            block
+                .lines()
+                .any(|line| line.starts_with(&format!("{shown} "))),
+            "README.md's first code block does not start a line with `{shown}`:\n{block}"
+        );
         assert!(
             check.contains(run),
             "scripts/fresh-clone-check.sh does not run `{shown}`"
