@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Takes the README's dashboard screenshot: runs `greenlight demo --keep` (a scripted agent goes
+# Takes the dashboard screenshot of docs/reference/serve.md: runs `greenlight demo --keep` (a scripted agent goes
 # red, reads the evidence, goes green), serves its state file, and has Debian's Chromium (driven
 # by playwright-core, as the browser test does) capture the goal page.
 #

@@ -33,8 +33,10 @@ pub struct Args {
     #[arg(long, value_name = "N", default_value_t = 20,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub limit: u64,
-    /// One JSON document (fields in the README).
-    #[arg(long)]
+    // An installed binary has no docs/ beside it, so help points into the repository.
+    #[arg(long, help = concat!(
+        "One JSON document (fields: docs/reference/json.md at ", env!("CARGO_PKG_REPOSITORY"), ")"
+    ))]
     pub json: bool,
     /// A directory of the repository whose history to show [default: the current directory].
     #[arg(short = 'C', long, value_name = "DIR")]

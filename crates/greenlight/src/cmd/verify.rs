@@ -19,7 +19,10 @@ use greenlight_store::greenlight_stream::RunKind;
 pub enum OutputFormat {
     /// CommandMate's `GATE …` / `RESULT …` lines.
     Text,
-    /// One JSON document (fields in the README).
+    // An installed binary has no docs/ beside it, so help points into the repository.
+    #[value(help = concat!(
+        "One JSON document (fields: docs/reference/json.md at ", env!("CARGO_PKG_REPOSITORY"), ")"
+    ))]
     Json,
 }
 

@@ -298,8 +298,8 @@ fn init_write_on_a_clean_committed_branch_judges_before_and_after_committing_the
     assert_eq!(verify.code, 0, "{}", verify.render());
 }
 
-/// `init`'s exit code is its own (0 drafted), not the first verify run's (20 here): the
-/// README and `--help` say so.
+/// `init`'s exit code is its own (0 drafted), not the first verify run's (20 here):
+/// docs/reference/exit-codes.md and `--help` say so.
 #[test]
 fn init_write_exits_zero_when_the_first_run_is_red_and_reports_that_run() {
     let repo = greenlight_testkit::TempRepo::worktree();

@@ -1,5 +1,6 @@
-//! Every field `greenlight verify --format json` emits is documented in the README's table: a
-//! field added to the renderer without a line there fails here.
+//! Every field `greenlight verify --format json` emits is documented in the reference's table
+//! (docs/reference/json.md): a field added to the renderer without a line there fails here.
+//! (The test keeps the name it had when the table was in the README.)
 
 #![allow(clippy::unwrap_used)] // a test that cannot set up its fixture should stop loudly
 
@@ -10,18 +11,21 @@ use greenlight_testkit::TempRepo;
 use greenlight_testkit::procs::hostname;
 use serde_json::Value;
 
-/// The README's text from the JSON table of `greenlight verify` to the config-error sentence
-/// after it (inclusive).
+/// The reference's text from the JSON table of `greenlight verify` to the config-error sentence
+/// after it (inclusive): its section of docs/reference/json.md.
 fn documented_names() -> BTreeSet<String> {
-    let readme =
-        fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
-    let start = readme
+    let reference = fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/reference/json.md"
+    ))
+    .unwrap();
+    let start = reference
         .find("`--format json` prints one JSON document")
-        .expect("the README documents verify's JSON");
-    let rest = &readme[start..];
+        .expect("docs/reference/json.md documents verify's JSON");
+    let rest = &reference[start..];
     let end = rest
-        .find("**Nothing is left behind.**")
-        .expect("the JSON section ends before 'Nothing is left behind'");
+        .find("\n## ")
+        .expect("verify's JSON section ends at the next heading of docs/reference/json.md");
     let section = &rest[..end];
     let words = regex::Regex::new(r"[A-Za-z_]+").unwrap();
     let mut names = BTreeSet::new();
@@ -66,7 +70,7 @@ fn assert_documented(doc: &Value) {
         .collect();
     assert!(
         missing.is_empty(),
-        "fields verify's JSON emits but the README's table does not document: {missing:?}"
+        "fields verify's JSON emits but docs/reference/json.md's table does not document: {missing:?}"
     );
 }
 
