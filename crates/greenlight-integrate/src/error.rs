@@ -153,16 +153,6 @@ pub enum Error {
         /// The settings file.
         path: PathBuf,
     },
-    /// The Stop hook's stdin is not the JSON object the agents send.
-    #[error(
-        "stdin is not a Stop hook payload ({detail}); `greenlight hook stop` expects the JSON \
-         object Claude Code or Codex sends a Stop or SubagentStop hook, e.g. \
-         {{\"session_id\":\"…\",\"cwd\":\"/path/to/repo\",\"hook_event_name\":\"Stop\"}}"
-    )]
-    HookPayload {
-        /// What was wrong with it.
-        detail: String,
-    },
     /// A child process could not be started.
     #[error("cannot start `{program}`: {source}")]
     Spawn {

@@ -13,27 +13,19 @@
 //!   (text before and after, shown as a diff), a backup, an atomic replace.
 //! - [`foreground`]: run one child command in the foreground (its own process group, signals
 //!   forwarded, always reaped), used to run a freshly drafted config once.
-//! - [`stop`]: the Stop hook itself: an agent's Stop / SubagentStop payload in, the gates run,
-//!   one decision out (allow, or block with the evidence), with a per-session block cap; and
-//!   the SessionStart hook that records where the session's work began.
-//! - [`record`]: verify and hook runs recorded in the state database (frames and per-gate
-//!   rows), and the repository a directory belongs to.
-//! - [`timeouts`]: `verify --suggest-timeouts`: each gate's `timeoutSec` proposed from its
-//!   recorded p99, as an edit of the verify.yaml text.
+//! - [`stop`]: where a Stop hook finds its worktree's verify.yaml (the hook itself, the run
+//!   recorder, the cache placement and `--suggest-timeouts` live in `greenlight-run`).
 //!
 //! Nothing here prints or exits: every function returns a value the command line renders.
 
-pub mod cache_place;
 pub mod draft;
 mod error;
 pub mod foreground;
 pub mod install;
 mod jsontext;
 pub mod mcp_install;
-pub mod record;
 pub mod settings_file;
 pub mod stop;
-pub mod timeouts;
 mod tomltext;
 
 pub use error::Error;

@@ -6,7 +6,7 @@ use greenlight_integrate::Error;
 use greenlight_integrate::install::{
     self, Agent, Applied, Backup, HookSpec, Locations, Plan, Scope,
 };
-use greenlight_integrate::stop;
+use greenlight_run::stop;
 
 /// Exit codes of `hook install` and `hook uninstall`.
 pub mod exit {
