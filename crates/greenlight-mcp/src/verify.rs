@@ -8,9 +8,9 @@ use std::time::{Duration, Instant};
 
 use camino::Utf8PathBuf;
 use greenlight_gate::{GateReport, GateVerdict, RunEvent, RunReport, config, render};
+use greenlight_proc::{Interrupt, InterruptWatch};
 use greenlight_run::evidence::{self, Budget, Output, Shown};
 use greenlight_run::{RecordAs, SessionOptions, VerifySession};
-use greenlight_proc::{Interrupt, InterruptWatch};
 use greenlight_store::greenlight_stream::RunKind;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -255,47 +255,45 @@ async fn run(args: &VerifyArgs, ctx: VerifyContext) -> Result<VerifyOutput, Cann
     };
 
     let mut finished = 0usize;
-    let mut on_event = |event: RunEvent<'_>| {
-        match event {
-            RunEvent::WorkEvidence(we) => {
-                progress.send(render::work_evidence_line(we));
+    let mut on_event = |event: RunEvent<'_>| match event {
+        RunEvent::WorkEvidence(we) => {
+            progress.send(render::work_evidence_line(we));
+        }
+        RunEvent::GateStarted { id, attempt } => {
+            let n = ids.iter().position(|g| g == id).map_or(0, |i| i + 1);
+            if let Ok(mut slot) = running.lock() {
+                slot.retain(|r| r.id != id);
+                slot.push(Running {
+                    n,
+                    id: id.to_owned(),
+                    attempt,
+                    since: Instant::now(),
+                });
             }
-            RunEvent::GateStarted { id, attempt } => {
-                let n = ids.iter().position(|g| g == id).map_or(0, |i| i + 1);
-                if let Ok(mut slot) = running.lock() {
-                    slot.retain(|r| r.id != id);
-                    slot.push(Running {
-                        n,
-                        id: id.to_owned(),
-                        attempt,
-                        since: Instant::now(),
-                    });
-                }
-                let what = if attempt > 1 { "retrying" } else { "started" };
-                progress.send(format!("gate {n}/{total} {id}: {what}"));
+            let what = if attempt > 1 { "retrying" } else { "started" };
+            progress.send(format!("gate {n}/{total} {id}: {what}"));
+        }
+        RunEvent::GateOutput { id, attempt, bytes } => {
+            if let Some(spool) = spool.as_mut() {
+                spool.chunk(id, attempt, bytes);
             }
-            RunEvent::GateOutput { id, attempt, bytes } => {
-                if let Some(spool) = spool.as_mut() {
-                    spool.chunk(id, attempt, bytes);
-                }
+        }
+        RunEvent::GateFinished(gate) => {
+            finished += 1;
+            if let Ok(mut slot) = running.lock() {
+                slot.retain(|r| r.id != gate.id);
             }
-            RunEvent::GateFinished(gate) => {
-                finished += 1;
-                if let Ok(mut slot) = running.lock() {
-                    slot.retain(|r| r.id != gate.id);
-                }
-                let ms: u128 = gate.attempts.iter().map(|a| a.duration.as_millis()).sum();
-                let how = match (gate.skip_reason, gate.cached_short()) {
-                    (Some(_), _) => format!("reason={}", render::skip_reason(gate)),
-                    (None, Some(key)) => format!("cached={key}"),
-                    (None, None) => format!("in {:.1} s", ms as f64 / 1000.0),
-                };
-                progress.send(format!(
-                    "gate {finished}/{total} {}: {} {how}",
-                    gate.id,
-                    verdict_word(gate.verdict),
-                ));
-            }
+            let ms: u128 = gate.attempts.iter().map(|a| a.duration.as_millis()).sum();
+            let how = match (gate.skip_reason, gate.cached_short()) {
+                (Some(_), _) => format!("reason={}", render::skip_reason(gate)),
+                (None, Some(key)) => format!("cached={key}"),
+                (None, None) => format!("in {:.1} s", ms as f64 / 1000.0),
+            };
+            progress.send(format!(
+                "gate {finished}/{total} {}: {} {how}",
+                gate.id,
+                verdict_word(gate.verdict),
+            ));
         }
     };
     let mut interrupt = ctx.interrupt;

@@ -102,11 +102,12 @@ pub struct VerifySession {
 impl VerifySession {
     /// The session of `config` as `options` ask for it.
     pub fn new(config: Loaded, options: SessionOptions) -> Self {
-        let cache = crate::cache_place::cache_settings(options.state.as_deref()).map(|mut settings| {
-            settings.refresh = options.no_cache;
-            settings.explain = options.explain;
-            settings
-        });
+        let cache =
+            crate::cache_place::cache_settings(options.state.as_deref()).map(|mut settings| {
+                settings.refresh = options.no_cache;
+                settings.explain = options.explain;
+                settings
+            });
         let record = options.record.filter(|_| !record::disabled_by_env());
         VerifySession {
             config,
