@@ -225,10 +225,9 @@ async fn verify(args: Args, interrupt: greenlight_proc::InterruptWatch) -> i32 {
     let signals = interrupt.clone();
     let mut interrupt = crate::out::interrupt_with_closed_stdout(interrupt);
 
-    let worktree = cwd.canonicalize().unwrap_or_else(|_| cwd.clone());
     let record = (!args.no_record).then(|| RecordAs {
         kind: RunKind::Verify,
-        worktree,
+        worktree: cwd.canonicalize().unwrap_or_else(|_| cwd.clone()),
         how_to_turn_off: "pass --no-record or set GREENLIGHT_NO_RECORD=1 to turn recording off",
     });
     let session = VerifySession::new(
