@@ -7,9 +7,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use camino::Utf8PathBuf;
-use greenlight_gate::{GateReport, GateVerdict, RunEvent, RunOptions, RunReport, config, render};
-use greenlight_integrate::record::{self, Recorder, RunGate};
+use greenlight_gate::{GateReport, GateVerdict, RunEvent, RunReport, config, render};
 use greenlight_proc::{Interrupt, InterruptWatch};
+use greenlight_run::evidence::{self, Budget, Output, Shown};
+use greenlight_run::{RecordAs, SessionOptions, VerifySession};
 use greenlight_store::greenlight_stream::RunKind;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -177,45 +178,32 @@ async fn run(args: &VerifyArgs, ctx: VerifyContext) -> Result<VerifyOutput, Cann
         ));
         CannotRun(lines)
     })?;
-    let selected = greenlight_gate::selected_gates(&config, args.gates.as_deref())
-        .map_err(|e| CannotRun(vec![e.to_string()]))?;
-    let ids: Vec<String> = selected.iter().map(|g| g.id.clone()).collect();
+    let session = VerifySession::new(
+        config,
+        SessionOptions {
+            base_ref: args.base_ref.clone(),
+            only: args.gates.clone(),
+            skip_work_evidence: args.skip_work_evidence,
+            no_cache: args.no_cache,
+            explain: args.explain,
+            state: ctx.state.clone(),
+            record: Some(RecordAs {
+                kind: RunKind::Verify,
+                worktree: ctx.cwd.clone(),
+                how_to_turn_off: "set GREENLIGHT_NO_RECORD=1 in the server's environment to turn \
+                                  recording off",
+            }),
+            ..SessionOptions::new(ctx.cwd.clone())
+        },
+    );
+    let ids: Vec<String> = session
+        .gates()
+        .map_err(|e| CannotRun(vec![e.to_string()]))?
+        .iter()
+        .map(|g| g.id.clone())
+        .collect();
     let total = ids.len();
-
-    let options = RunOptions {
-        cwd: ctx.cwd.clone(),
-        base_ref: args.base_ref.clone(),
-        only: args.gates.clone(),
-        skip_work_evidence: args.skip_work_evidence,
-        kill_grace: greenlight_proc::kill_grace(),
-        lock_root: greenlight_gate::lock::lock_root(),
-        cache: greenlight_integrate::cache_place::cache_settings(ctx.state.as_deref()).map(
-            |mut settings| {
-                settings.refresh = args.no_cache;
-                settings.explain = args.explain;
-                settings
-            },
-        ),
-    };
     let mut warnings = Vec::new();
-    let mut recorder = if record::disabled_by_env() {
-        None
-    } else {
-        let gates = selected
-            .iter()
-            .map(|g| RunGate {
-                id: g.id.clone(),
-                command: g.command.clone(),
-            })
-            .collect();
-        Some(Recorder::start(
-            ctx.state.as_deref(),
-            RunKind::Verify,
-            &ctx.cwd,
-            gates,
-            "set GREENLIGHT_NO_RECORD=1 in the server's environment to turn recording off",
-        ))
-    };
     let mut spool = match &ctx.evidence_root {
         Some(root) => match Spool::start(root, &ids) {
             Ok(spool) => Some(spool),
@@ -267,62 +255,57 @@ async fn run(args: &VerifyArgs, ctx: VerifyContext) -> Result<VerifyOutput, Cann
     };
 
     let mut finished = 0usize;
-    let mut on_event = |event: RunEvent<'_>| {
-        if let Some(recorder) = recorder.as_mut() {
-            recorder.event(&event);
+    let mut on_event = |event: RunEvent<'_>| match event {
+        RunEvent::WorkEvidence(we) => {
+            progress.send(render::work_evidence_line(we));
         }
-        match event {
-            RunEvent::WorkEvidence(we) => {
-                progress.send(render::work_evidence_line(we));
+        RunEvent::GateStarted { id, attempt } => {
+            let n = ids.iter().position(|g| g == id).map_or(0, |i| i + 1);
+            if let Ok(mut slot) = running.lock() {
+                slot.retain(|r| r.id != id);
+                slot.push(Running {
+                    n,
+                    id: id.to_owned(),
+                    attempt,
+                    since: Instant::now(),
+                });
             }
-            RunEvent::GateStarted { id, attempt } => {
-                let n = ids.iter().position(|g| g == id).map_or(0, |i| i + 1);
-                if let Ok(mut slot) = running.lock() {
-                    slot.retain(|r| r.id != id);
-                    slot.push(Running {
-                        n,
-                        id: id.to_owned(),
-                        attempt,
-                        since: Instant::now(),
-                    });
-                }
-                let what = if attempt > 1 { "retrying" } else { "started" };
-                progress.send(format!("gate {n}/{total} {id}: {what}"));
+            let what = if attempt > 1 { "retrying" } else { "started" };
+            progress.send(format!("gate {n}/{total} {id}: {what}"));
+        }
+        RunEvent::GateOutput { id, attempt, bytes } => {
+            if let Some(spool) = spool.as_mut() {
+                spool.chunk(id, attempt, bytes);
             }
-            RunEvent::GateOutput { id, attempt, bytes } => {
-                if let Some(spool) = spool.as_mut() {
-                    spool.chunk(id, attempt, bytes);
-                }
+        }
+        RunEvent::GateFinished(gate) => {
+            finished += 1;
+            if let Ok(mut slot) = running.lock() {
+                slot.retain(|r| r.id != gate.id);
             }
-            RunEvent::GateFinished(gate) => {
-                finished += 1;
-                if let Ok(mut slot) = running.lock() {
-                    slot.retain(|r| r.id != gate.id);
-                }
-                let ms: u128 = gate.attempts.iter().map(|a| a.duration.as_millis()).sum();
-                let how = match (gate.skip_reason, gate.cached_short()) {
-                    (Some(_), _) => format!("reason={}", render::skip_reason(gate)),
-                    (None, Some(key)) => format!("cached={key}"),
-                    (None, None) => format!("in {:.1} s", ms as f64 / 1000.0),
-                };
-                progress.send(format!(
-                    "gate {finished}/{total} {}: {} {how}",
-                    gate.id,
-                    verdict_word(gate.verdict),
-                ));
-            }
+            let ms: u128 = gate.attempts.iter().map(|a| a.duration.as_millis()).sum();
+            let how = match (gate.skip_reason, gate.cached_short()) {
+                (Some(_), _) => format!("reason={}", render::skip_reason(gate)),
+                (None, Some(key)) => format!("cached={key}"),
+                (None, None) => format!("in {:.1} s", ms as f64 / 1000.0),
+            };
+            progress.send(format!(
+                "gate {finished}/{total} {}: {} {how}",
+                gate.id,
+                verdict_word(gate.verdict),
+            ));
         }
     };
     let mut interrupt = ctx.interrupt;
-    let result = greenlight_gate::run(&config, &options, &mut on_event, &mut interrupt).await;
+    let ran = session.run(&mut on_event, &mut interrupt).await;
     let _ = beat_stop.send(true);
     let _ = heartbeat.await;
-    let report: RunReport = match result {
+    let config = ran.config;
+    let mut recording = ran.recording;
+    let report: RunReport = match ran.report {
         Ok(report) => report,
         Err(e) => {
-            if let Some(mut recorder) = recorder {
-                recorder.finish("error", greenlight_gate::exit::CONFIG_ERROR);
-            }
+            recording.finish("error", greenlight_gate::exit::CONFIG_ERROR);
             // The runner's advice names the command line's flags; here they are arguments.
             let message = e
                 .to_string()
@@ -338,16 +321,9 @@ async fn run(args: &VerifyArgs, ctx: VerifyContext) -> Result<VerifyOutput, Cann
         (None, Some(result)) => result.as_str(),
         (None, None) => "failed",
     };
-    let run_id = match recorder.as_mut() {
-        Some(recorder) => {
-            let id = recorder.finish(result_word, exit_code);
-            if let Some(warning) = recorder.take_warning() {
-                warnings.push(warning);
-            }
-            id.map(|id| id.stream().to_string())
-        }
-        None => None,
-    };
+    let recorded = recording.finish(result_word, exit_code);
+    warnings.extend(recorded.warning);
+    let run_id = recorded.run.map(|id| id.stream().to_string());
     let run_id = run_id.unwrap_or_else(|| {
         let ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -381,16 +357,18 @@ async fn run(args: &VerifyArgs, ctx: VerifyContext) -> Result<VerifyOutput, Cann
 
 fn outcome(gate: &GateReport, tail_limit: usize) -> GateOutcome {
     let last = gate.attempts.last();
-    let failing = gate
-        .attempts
-        .iter()
-        .rev()
-        .find(|a| a.exit_code != Some(0) && a.exit_code.is_some())
-        .filter(|_| gate.passed != Some(true) || gate.verdict == GateVerdict::Flaky);
-    let digest_compact = failing.and_then(|a| render::compact_digest(a, tail_limit));
-    let tail = match (failing, &digest_compact) {
-        (Some(a), None) if !a.tail.is_empty() => Some(tail_of(&a.tail, TAIL_IN_ANSWER)),
-        _ => None,
+    let budget = Budget {
+        digest: tail_limit,
+        digest_must_fit: false,
+        tail: TAIL_IN_ANSWER,
+        tail_from_line: false,
+    };
+    let shown = evidence::shown_attempt(gate, Shown::LastNonZero)
+        .map(|attempt| evidence::attempt_output(attempt, budget));
+    let (digest_compact, tail) = match shown {
+        Some(Output::Digest(compact)) => (Some(compact), None),
+        Some(Output::Tail(tail)) if !tail.is_empty() => (None, Some(tail.to_owned())),
+        _ => (None, None),
     };
     GateOutcome {
         id: gate.id.clone(),
@@ -428,14 +406,6 @@ pub fn verdict_word(verdict: GateVerdict) -> &'static str {
         GateVerdict::Timeout => "TIMEOUT",
         GateVerdict::Skip => "SKIP",
     }
-}
-
-fn tail_of(text: &str, limit: usize) -> String {
-    let mut start = text.len().saturating_sub(limit);
-    while !text.is_char_boundary(start) {
-        start += 1;
-    }
-    text[start..].to_owned()
 }
 
 /// The compact text of an answer, for clients that read only text: the line contract, then

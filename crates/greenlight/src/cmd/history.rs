@@ -2,11 +2,11 @@
 //! figures (runs, p50, p95, failure and flaky rates), or one gate's recent rows.
 //!
 //! Rendering only: the scope (every worktree of the repository) comes from
-//! `greenlight_integrate::record::repository_of`, the rows and figures from the store.
+//! `greenlight_run::record::repository_of`, the rows and figures from the store.
 
 use std::path::PathBuf;
 
-use greenlight_integrate::record::repository_of;
+use greenlight_run::record::repository_of;
 use greenlight_server::dashboard::{RUNNING, duration, utc};
 use greenlight_store::{
     DEFAULT_STATS_WINDOW, GateStats, HistoryScope, Reads, Run, RunGateRow, Store, verdict_name,

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use greenlight_install::Error;
 use greenlight_install::install::{self, Agent, Applied, Backup, HookSpec, Locations, Plan, Scope};
-use greenlight_integrate::stop;
+use greenlight_run::stop;
 
 /// Exit codes of `hook install` and `hook uninstall`.
 pub mod exit {

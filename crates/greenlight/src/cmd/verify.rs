@@ -10,8 +10,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use camino::Utf8PathBuf;
-use greenlight_gate::{RunEvent, RunOptions, RunReport, config, exit, render};
-use greenlight_integrate::record::{self, Recorder, RunGate};
+use greenlight_gate::{RunEvent, RunReport, config, exit, render};
+use greenlight_run::{Observer, RecordAs, Recording, SessionOptions, VerifySession};
 use greenlight_store::greenlight_stream::RunKind;
 
 /// Output format of `greenlight verify`.
@@ -81,14 +81,6 @@ pub struct Args {
     pub suggest_timeouts: bool,
 }
 
-/// The cache this run may use: the user's cache directory, its key beside the state database.
-fn cache_settings(args: &Args) -> Option<greenlight_gate::cache::CacheSettings> {
-    let mut settings = greenlight_integrate::cache_place::cache_settings(args.state.as_deref())?;
-    settings.refresh = args.no_cache;
-    settings.explain = args.explain;
-    Some(settings)
-}
-
 /// Runs the subcommand and returns the process exit code.
 pub fn run(args: Args) -> i32 {
     if args.suggest_timeouts {
@@ -127,7 +119,7 @@ fn paths(args: &Args) -> Result<(PathBuf, Utf8PathBuf), i32> {
 /// `--suggest-timeouts`: the config read as verify reads it, the gates' recorded durations,
 /// and a unified diff of the file on stdout (nothing when nothing would change). Runs no gate.
 fn suggest_timeouts(args: &Args) -> i32 {
-    use greenlight_integrate::timeouts::{self, MIN_SAMPLES};
+    use greenlight_run::timeouts::{self, MIN_SAMPLES};
     let (cwd, config_path) = match paths(args) {
         Ok(paths) => paths,
         Err(code) => return code,
@@ -236,68 +228,48 @@ async fn verify(args: Args, interrupt: greenlight_proc::InterruptWatch) -> i32 {
     let signals = interrupt.clone();
     let mut interrupt = crate::out::interrupt_with_closed_stdout(interrupt);
 
-    let options = RunOptions {
-        cwd: cwd.clone(),
-        base_ref: args.base_ref.clone(),
-        only: args.gates.clone(),
-        skip_work_evidence: args.skip_work_evidence,
-        kill_grace: greenlight_proc::kill_grace(),
-        lock_root: greenlight_gate::lock::lock_root(),
-        cache: cache_settings(&args),
-    };
+    let record = (!args.no_record).then(|| RecordAs {
+        kind: RunKind::Verify,
+        worktree: cwd.canonicalize().unwrap_or_else(|_| cwd.clone()),
+        how_to_turn_off: "pass --no-record or set GREENLIGHT_NO_RECORD=1 to turn recording off",
+    });
+    let session = VerifySession::new(
+        config,
+        SessionOptions {
+            base_ref: args.base_ref.clone(),
+            only: args.gates.clone(),
+            skip_work_evidence: args.skip_work_evidence,
+            no_cache: args.no_cache,
+            explain: args.explain,
+            state: args.state.clone(),
+            record,
+            ..SessionOptions::new(cwd.clone())
+        },
+    );
     let explain = args.explain;
     let progress = Progress::start();
-    let mut recorder = start_recording(&args, &config, &cwd);
-    if let Some(warning) = recorder.take_warning() {
-        progress.err(&format!("{warning}\n"));
-    }
     // Gate output is shown as a terminal would show it only on a terminal; a log file or a CI
     // viewer gets it without escape sequences or carriage-return overwrites.
     let plain_stderr = !std::io::stderr().is_terminal();
-    let tail_limit = config.options.max_log_tail_bytes;
-    let show_event = |event: RunEvent<'_>| match event {
-        RunEvent::WorkEvidence(we) => {
-            if !json {
-                out_line(&render::work_evidence_line(we));
-            }
-            if let Some(note) = render::work_evidence_stderr(we) {
-                progress.err(&format!("{note}\n"));
-            }
-        }
-        RunEvent::GateStarted { id, attempt } => progress.started(id, attempt),
-        // The tail in the report is what the terminal shows; the whole output is for `mcp`.
-        RunEvent::GateOutput { .. } => {}
-        RunEvent::GateFinished(gate) => {
-            progress.finished(Some(&gate.id));
-            if !json {
-                out_line(&render::gate_line(gate));
-            }
-            if explain && let Some(why) = &gate.explain {
-                progress.err(&format!("greenlight: {}: {why}\n", gate.id));
-            }
-            let text = render::gate_stderr(gate, tail_limit, &cwd);
-            if plain_stderr {
-                progress.err(&render::plain_text(&text));
-            } else {
-                progress.err(&text);
-            }
-        }
+    let tail_limit = session.config().options.max_log_tail_bytes;
+    let mut observer = Shown {
+        progress: &progress,
+        json,
+        explain,
+        plain_stderr,
+        tail_limit,
+        cwd: &cwd,
     };
-    let mut on_event = |event: RunEvent<'_>| {
-        recorder.event(&event);
-        if let Some(warning) = recorder.take_warning() {
-            progress.err(&format!("{warning}\n"));
-        }
-        show_event(event)
-    };
-    let result = greenlight_gate::run(&config, &options, &mut on_event, &mut interrupt).await;
+    let ran = session.run(&mut observer, &mut interrupt).await;
+    let mut recording = ran.recording;
+    let result = ran.report;
     progress.finished(None);
     let report: RunReport = match result {
         Ok(r) => r,
         // A signal ended what the run waited on (a git call killed once the ending bound had
         // passed): the run was interrupted, whatever error that wait then returned.
         Err(e) if let Some(signal) = *signals.borrow() => {
-            finish_recording(&mut recorder, "interrupted", signal.exit_code());
+            finish_recording(&mut recording, "interrupted", signal.exit_code());
             errln!(
                 "greenlight: interrupted by {} before the gates ran ({e}); no RESULT",
                 signal.name()
@@ -305,7 +277,7 @@ async fn verify(args: Args, interrupt: greenlight_proc::InterruptWatch) -> i32 {
             return signal.exit_code();
         }
         Err(e) => {
-            finish_recording(&mut recorder, "error", exit::CONFIG_ERROR);
+            finish_recording(&mut recording, "error", exit::CONFIG_ERROR);
             errln!("greenlight: {e}");
             if json {
                 print_json_error(&[e.to_string()]);
@@ -385,37 +357,65 @@ async fn verify(args: Args, interrupt: greenlight_proc::InterruptWatch) -> i32 {
         (Some(_), _) | (None, None) => "interrupted".to_owned(),
         (None, Some(result)) => result.as_str().replace('_', "-"),
     };
-    finish_recording(&mut recorder, &result, code);
+    finish_recording(&mut recording, &result, code);
     code
 }
 
-/// The recorder of this run: off with `--no-record` or `GREENLIGHT_NO_RECORD=1`.
-fn start_recording(args: &Args, config: &config::Loaded, cwd: &std::path::Path) -> Recorder {
-    if args.no_record || record::disabled_by_env() {
-        return Recorder::off();
-    }
-    // The gates the runner will report, in config order (a selection with what it needs).
-    let gates = greenlight_gate::selected_gates(config, args.gates.as_deref())
-        .unwrap_or_default()
-        .into_iter()
-        .map(|g| RunGate {
-            id: g.id.clone(),
-            command: g.command.clone(),
-        })
-        .collect();
-    let worktree = cwd.canonicalize().unwrap_or_else(|_| cwd.to_path_buf());
-    Recorder::start(
-        args.state.as_deref(),
-        RunKind::Verify,
-        &worktree,
-        gates,
-        "pass --no-record or set GREENLIGHT_NO_RECORD=1 to turn recording off",
-    )
+/// What the terminal shows while the gates run: the line contract on stdout, reasons, tails
+/// and progress on stderr.
+struct Shown<'a> {
+    progress: &'a Progress,
+    json: bool,
+    explain: bool,
+    plain_stderr: bool,
+    tail_limit: usize,
+    cwd: &'a std::path::Path,
 }
 
-fn finish_recording(recorder: &mut Recorder, result: &str, code: i32) {
-    recorder.finish(result, code);
-    if let Some(warning) = recorder.take_warning() {
+impl Observer for Shown<'_> {
+    fn event(&mut self, event: RunEvent<'_>) {
+        let progress = self.progress;
+        match event {
+            RunEvent::WorkEvidence(we) => {
+                if !self.json {
+                    out_line(&render::work_evidence_line(we));
+                }
+                if let Some(note) = render::work_evidence_stderr(we) {
+                    progress.err(&format!("{note}\n"));
+                }
+            }
+            RunEvent::GateStarted { id, attempt } => progress.started(id, attempt),
+            // The tail in the report is what the terminal shows; the whole output is for `mcp`.
+            RunEvent::GateOutput { .. } => {}
+            RunEvent::GateFinished(gate) => {
+                progress.finished(Some(&gate.id));
+                if !self.json {
+                    out_line(&render::gate_line(gate));
+                }
+                if self.explain
+                    && let Some(why) = &gate.explain
+                {
+                    progress.err(&format!("greenlight: {}: {why}\n", gate.id));
+                }
+                let text = render::gate_stderr(gate, self.tail_limit, self.cwd);
+                if self.plain_stderr {
+                    progress.err(&render::plain_text(&text));
+                } else {
+                    progress.err(&text);
+                }
+            }
+        }
+    }
+
+    /// Shown as soon as recording fails, between the gates' lines.
+    fn recording_warning(&mut self, warning: String) -> Option<String> {
+        self.progress.err(&format!("{warning}\n"));
+        None
+    }
+}
+
+fn finish_recording(recording: &mut Recording, result: &str, code: i32) {
+    if let Some(warning) = recording.finish(result, code).warning {
         errln!("{warning}");
     }
 }

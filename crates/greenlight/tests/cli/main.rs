@@ -6,6 +6,7 @@ mod browser;
 mod cli_output;
 mod cli_wording;
 mod digest_cli;
+mod front_ends;
 mod fuzz_cache;
 mod fuzz_config;
 mod fuzz_hook;

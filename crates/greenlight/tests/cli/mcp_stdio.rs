@@ -17,14 +17,14 @@ use serde_json::{Value, json};
 /// How long one answer may take (a verify of two `echo` gates included).
 const ANSWER_WITHIN: Duration = Duration::from_secs(30);
 
-struct Server {
+pub(crate) struct Server {
     child: Child,
     stdin: Option<ChildStdin>,
     lines: mpsc::Receiver<String>,
 }
 
 impl Server {
-    fn start(repo: &TempRepo) -> Server {
+    pub(crate) fn start(repo: &TempRepo) -> Server {
         let mut child = repo
             .command(["mcp"])
             .env("GREENLIGHT_STATE", repo.home().join("state.db"))
@@ -51,7 +51,7 @@ impl Server {
         }
     }
 
-    fn send(&mut self, line: &str) {
+    pub(crate) fn send(&mut self, line: &str) {
         let stdin = self.stdin.as_mut().unwrap();
         stdin.write_all(line.as_bytes()).unwrap();
         stdin.write_all(b"\n").unwrap();
@@ -59,7 +59,7 @@ impl Server {
     }
 
     /// The handshake, checking that the server names itself.
-    fn initialize(&mut self) {
+    pub(crate) fn initialize(&mut self) {
         self.send(
             &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
                 "protocolVersion": "2025-06-18", "capabilities": {},
@@ -72,7 +72,7 @@ impl Server {
     }
 
     /// The next line the server writes, as JSON.
-    fn answer(&self) -> Value {
+    pub(crate) fn answer(&self) -> Value {
         let line = self
             .lines
             .recv_timeout(ANSWER_WITHIN)
@@ -104,7 +104,7 @@ impl Drop for Server {
     }
 }
 
-fn call(id: u64, tool: &str, arguments: &Value) -> String {
+pub(crate) fn call(id: u64, tool: &str, arguments: &Value) -> String {
     json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": tool, "arguments": arguments}})
         .to_string()
 }

@@ -29,9 +29,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use camino::Utf8PathBuf;
-use greenlight_gate::config::{Snapshot, find_config};
+use greenlight_gate::config::Snapshot;
 use greenlight_gate::{
-    Attempt, GateReport, GateVerdict, InterruptWatch, RunOptions, RunReport, RunResult, config,
+    Attempt, GateReport, GateVerdict, InterruptWatch, RunEvent, RunReport, RunResult, config,
     render, resolve_base_ref, verify_base_ref, work_evidence,
 };
 use greenlight_store::greenlight_stream::RunKind;
@@ -39,7 +39,8 @@ use greenlight_store::{Reads as _, Store};
 use serde::Deserialize;
 
 use crate::Error;
-use crate::record::{Recorder, RunGate};
+use crate::evidence::{self, Budget, Output, Shown, cut_to};
+use crate::session::{RecordAs, SessionOptions, VerifySession};
 
 /// greenlight's own limit on consecutive blocks for one session. Claude Code ends the turn
 /// anyway after 8 consecutive blocks (field notes §4); greenlight gives up first, with a
@@ -280,12 +281,7 @@ fn gate_evidence(gate: &GateReport, budget: usize) -> String {
             .map(|c| c.to_string())
             .unwrap_or_else(|| "none".to_owned())
     };
-    // The attempt whose output explains the failure: a FLAKY gate's failed first run, else the
-    // last run (the retry, when both failed).
-    let shown = match gate.verdict {
-        GateVerdict::Flaky => gate.attempts.first(),
-        _ => gate.attempts.last(),
-    };
+    let shown = evidence::shown_attempt(gate, Shown::Deciding);
     let Some(attempt) = shown else {
         let _ = writeln!(out, "gate {} {}", gate.id, render::gate_line(gate));
         return out;
@@ -307,60 +303,37 @@ fn gate_evidence(gate: &GateReport, budget: usize) -> String {
     let _ = writeln!(out, "gate {}: {what}", gate.id);
     let _ = writeln!(out, "command: {}", gate.command);
     let room = budget.saturating_sub(out.len());
-    if attempt.output_bytes == 0 {
-        let _ = writeln!(out, "(no output)");
-    } else if let Some(compact) = render::compact_digest(attempt, room).filter(|c| c.len() < room) {
-        out.push_str(&compact);
-        if !compact.ends_with('\n') {
-            out.push('\n');
+    let budget = Budget {
+        digest: room,
+        digest_must_fit: true,
+        // Room for the line that says how much of the output this is.
+        tail: room.saturating_sub(64),
+        tail_from_line: true,
+    };
+    match evidence::attempt_output(attempt, budget) {
+        Output::Nothing => {
+            let _ = writeln!(out, "(no output)");
         }
-    } else {
-        let header_room = 64;
-        let tail = tail_within(&attempt.tail, room.saturating_sub(header_room));
-        let _ = writeln!(
-            out,
-            "last {} of {} bytes of output:",
-            tail.len(),
-            attempt.output_bytes
-        );
-        out.push_str(tail);
-        if !tail.ends_with('\n') {
-            out.push('\n');
+        Output::Digest(compact) => {
+            out.push_str(&compact);
+            if !compact.ends_with('\n') {
+                out.push('\n');
+            }
+        }
+        Output::Tail(tail) => {
+            let _ = writeln!(
+                out,
+                "last {} of {} bytes of output:",
+                tail.len(),
+                attempt.output_bytes
+            );
+            out.push_str(tail);
+            if !tail.ends_with('\n') {
+                out.push('\n');
+            }
         }
     }
     out
-}
-
-/// The end of `text` within `max` bytes, starting on a character boundary and, when one is
-/// near, at the start of a line.
-fn tail_within(text: &str, max: usize) -> &str {
-    if text.len() <= max {
-        return text;
-    }
-    let mut start = text.len() - max;
-    while !text.is_char_boundary(start) {
-        start += 1;
-    }
-    let rest = &text[start..];
-    match rest.find('\n') {
-        Some(nl) if nl + 1 < rest.len() && nl < max / 2 => &rest[nl + 1..],
-        _ => rest,
-    }
-}
-
-/// Cuts `text` to `budget` bytes on a character boundary, saying that it did.
-fn cut_to(text: String, budget: usize) -> String {
-    if text.len() <= budget {
-        return text;
-    }
-    let marker = "\n… (evidence cut to fit; run `greenlight verify` for all of it)\n";
-    let mut end = budget.saturating_sub(marker.len());
-    while end > 0 && !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    let mut cut = text[..end].to_owned();
-    cut.push_str(marker);
-    cut
 }
 
 /// One step of the consecutive-block cap.
@@ -424,6 +397,10 @@ impl StopOutcome {
     }
 }
 
+/// Finds the worktree's `.commandmate/verify.yaml` (kept beside the installers, which ask the
+/// same question).
+pub use greenlight_gate::config::find_config;
+
 /// Runs the hook: config, gates, cap. Never fails: every problem becomes an allowed stop that
 /// says what is wrong.
 pub async fn run(
@@ -453,7 +430,7 @@ pub async fn run(
     // Work is counted from the base recorded when the session began (SessionStart, else its
     // first Stop), never from the base ref as it is now: an agent that pushes its commits and
     // fetches would otherwise move the base past its own work and be let go unjudged.
-    let top = crate::install::project_root(&root);
+    let top = greenlight_install::settings_file::project_root(&root);
     let key = payload.base_key(&cwd);
     match with_store(options, |store| store.hook_base(&key, &top)) {
         Ok(Some(base)) => match work_evidence(&root, &base) {
@@ -513,47 +490,30 @@ pub async fn run(
     }
 
     config.options.skip_in_primary_checkout = false;
-    let run_options = RunOptions {
-        cwd: root.clone(),
-        base_ref: Some("HEAD".to_owned()),
-        only: None,
-        skip_work_evidence: true,
-        kill_grace: options.kill_grace,
-        lock_root: options.lock_root.clone(),
-        // The hook replays what verify stored: a gate whose key is unchanged is not re-run.
-        cache: crate::cache_place::cache_settings(options.state_path.as_deref()),
-    };
-    let mut recorder = if crate::record::disabled_by_env() {
-        Recorder::off()
-    } else {
-        let gates = config
-            .gates
-            .iter()
-            .map(|g| RunGate {
-                id: g.id.clone(),
-                command: g.command.clone(),
-            })
-            .collect();
-        Recorder::start(
-            options.state_path.as_deref(),
-            RunKind::Hook,
-            &root,
-            gates,
-            "set GREENLIGHT_NO_RECORD=1 in the agent's environment to turn recording off",
-        )
-    };
-    let ran = greenlight_gate::run(
-        &config,
-        &run_options,
-        &mut |event| recorder.event(&event),
-        interrupt,
-    )
-    .await;
-    let report = match ran {
+    let session = VerifySession::new(
+        config,
+        SessionOptions {
+            base_ref: Some("HEAD".to_owned()),
+            skip_work_evidence: true,
+            state: options.state_path.clone(),
+            record: Some(RecordAs {
+                kind: RunKind::Hook,
+                worktree: root.clone(),
+                how_to_turn_off: "set GREENLIGHT_NO_RECORD=1 in the agent's environment to turn \
+                                  recording off",
+            }),
+            kill_grace: options.kill_grace,
+            lock_root: options.lock_root.clone(),
+            // The hook replays what verify stored: a gate whose key is unchanged is not re-run.
+            ..SessionOptions::new(root.clone())
+        },
+    );
+    let ran = session.run(&mut |_: RunEvent<'_>| {}, interrupt).await;
+    let mut recording = ran.recording;
+    let report = match ran.report {
         Ok(report) => report,
         Err(e) => {
-            recorder.finish("error", 0);
-            notes.extend(recorder.take_warning());
+            notes.extend(recording.finish("error", 0).warning);
             let mut outcome = StopOutcome::allow_saying(format!(
                 "greenlight: could not run the gates ({e}); letting the agent stop"
             ));
@@ -630,15 +590,12 @@ pub async fn run(
             }
         }
     };
-    recorder.finish(
-        if matches!(outcome, Decision::Block { .. }) {
-            "block"
-        } else {
-            "allow"
-        },
-        0,
-    );
-    notes.extend(recorder.take_warning());
+    let word = if matches!(outcome, Decision::Block { .. }) {
+        "block"
+    } else {
+        "allow"
+    };
+    notes.extend(recording.finish(word, 0).warning);
     if let Decision::Allow {
         system_message: Some(m),
     } = &outcome
@@ -661,7 +618,7 @@ fn session_config(
     options: &StopOptions,
     notes: &mut Vec<String>,
 ) -> Result<(PathBuf, config::Loaded), StopOutcome> {
-    let top = crate::install::project_root(cwd);
+    let top = greenlight_install::settings_file::project_root(cwd);
     let key = payload.base_key(cwd);
     // Only a state database that exists can hold a record: a user-level hook in a repository
     // without gates must not create one on every stop.
@@ -791,7 +748,7 @@ pub fn record_session_start(payload: &Payload, options: &StopOptions) -> Vec<Str
     if git_line(&cwd, &["rev-parse", "--is-inside-work-tree"]).is_none() {
         return Vec::new();
     }
-    let top = crate::install::project_root(&cwd);
+    let top = greenlight_install::settings_file::project_root(&cwd);
     // The config as it is now, when there is a readable one: the session is judged by it (an
     // agent that rewrites it later changes nothing), and its baseRef (else origin/HEAD) says
     // where the session's work is counted from.
@@ -925,17 +882,5 @@ mod tests {
         let v: serde_json::Value = serde_json::from_str(&block).unwrap();
         assert_eq!(v["decision"], "block");
         assert_eq!(v["reason"], "a \"b\"\nc");
-    }
-
-    #[test]
-    fn tails_start_on_a_character_and_line_boundary() {
-        let text = "ééééé\nline two\nline three\n";
-        let t = tail_within(text, 16);
-        assert!(t.len() <= 16);
-        assert_eq!(t, "line three\n");
-        assert_eq!(tail_within("short", 100), "short");
-        let cut = cut_to("é".repeat(200), 100);
-        assert!(cut.len() <= 100, "{}", cut.len());
-        assert!(cut.ends_with("all of it)\n"));
     }
 }

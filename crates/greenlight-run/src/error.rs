@@ -1,6 +1,6 @@
 //! The one error type of this crate: every variant names the input at fault and the way out.
 
-/// What the Stop hook can refuse: a payload that is not one.
+/// What a use case refuses before it runs anything.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The Stop hook's stdin is not the JSON object the agents send.

@@ -1,5 +1,9 @@
-//! What is left of greenlight's integration with agents, until it moves into the use-case layer:
+//! The use cases every front end drives: the command line, the MCP server and the Stop hook
+//! parse their input, call this crate, and render what it returns.
 //!
+//! - [`session`]: [`VerifySession`], one verify run (config, runner options, result cache,
+//!   recording, progress observer) built and run the same way for every front end.
+//! - [`evidence`]: what an agent reads about a failed gate, within a budget.
 //! - [`stop`]: the Stop hook itself: an agent's Stop / SubagentStop payload in, the gates run,
 //!   one decision out (allow, or block with the evidence), with a per-session block cap; and
 //!   the SessionStart hook that records where the session's work began.
@@ -9,15 +13,15 @@
 //! - [`timeouts`]: `verify --suggest-timeouts`: each gate's `timeoutSec` proposed from its
 //!   recorded p99, as an edit of the verify.yaml text.
 //!
-//! The drafter is `greenlight-init`, the installers `greenlight-install`. Nothing here prints
-//! or exits: every function returns a value the command line renders.
+//! Nothing here prints or exits: every function returns a value a front end renders.
 
 pub mod cache_place;
 mod error;
+pub mod evidence;
 pub mod record;
+pub mod session;
 pub mod stop;
 pub mod timeouts;
 
 pub use error::Error;
-// The Stop hook keys its sessions by the worktree top the installers find.
-use greenlight_install::install;
+pub use session::{Observer, Ran, RecordAs, Recorded, Recording, SessionOptions, VerifySession};

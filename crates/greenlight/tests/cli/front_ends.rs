@@ -1,0 +1,118 @@
+//! The front ends held to the one use-case layer: the same verify of a real temp repository
+//! (one passing gate, one failing) through `greenlight verify --format json`, the MCP `verify`
+//! tool and the Stop hook gives the same gates, the same verdicts and the same evidence text.
+
+#![allow(clippy::unwrap_used)] // a test that cannot set up its fixture should stop loudly
+
+use greenlight_testkit::TempRepo;
+use serde_json::{Value, json};
+
+use crate::mcp_stdio::{Server, call};
+
+/// A failing gate whose output no digest recognises, so every front end shows its tail; the
+/// lines before the last make the tail long enough to be worth cutting the same way.
+const GATES: &str = "version: 1\ngates:\n  - id: lint\n    command: echo linted\n  - id: unit\n    command: printf 'ran 3 checks\\nassertion failed: 2 + 2 == 5\\n' >&2; exit 3\n";
+
+/// `(id, verdict)` of every gate, in the order given.
+fn verdicts(gates: &[Value]) -> Vec<(String, String)> {
+    gates
+        .iter()
+        .map(|g| {
+            (
+                g["id"].as_str().unwrap().to_owned(),
+                g["verdict"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn one_verify_gives_the_same_gates_verdicts_and_evidence_through_cli_mcp_and_the_stop_hook() {
+    let repo = TempRepo::worktree_with_commit();
+    repo.verify_yaml(GATES);
+    let state = repo.home().join("state.db");
+    let state = state.to_str().unwrap();
+
+    // The command line, as JSON.
+    let cli = repo
+        .cli([
+            "verify",
+            "--skip-work-evidence",
+            "--format",
+            "json",
+            "--state",
+            state,
+        ])
+        .run();
+    assert_eq!(cli.code, 20, "stderr: {}", cli.stderr);
+    let doc: Value = serde_json::from_str(&cli.stdout).unwrap();
+    assert_eq!(doc["result"], "failed", "{doc}");
+    let cli_gates = doc["gates"].as_array().unwrap();
+    let expected = vec![
+        ("lint".to_owned(), "PASS".to_owned()),
+        ("unit".to_owned(), "FAIL".to_owned()),
+    ];
+    assert_eq!(verdicts(cli_gates), expected);
+    let cli_tail = cli_gates[1]["attempts"][0]["tail"].as_str().unwrap();
+    assert!(
+        cli_tail.contains("assertion failed: 2 + 2 == 5"),
+        "{cli_tail:?}"
+    );
+
+    // The MCP tool, over stdio.
+    let mut server = Server::start(&repo);
+    server.initialize();
+    server.send(&call(1, "verify", &json!({"skip_work_evidence": true})));
+    let answer = server.answer();
+    let mcp = &answer["result"]["structuredContent"];
+    assert_eq!(mcp["result"], "failed", "{answer}");
+    assert_eq!(mcp["exit_code"], 20, "{answer}");
+    let mcp_gates = mcp["gates"].as_array().unwrap();
+    assert_eq!(verdicts(mcp_gates), expected);
+    assert_eq!(
+        mcp_gates[0]["tail"],
+        Value::Null,
+        "a passing gate has no evidence"
+    );
+    assert_eq!(mcp_gates[1]["digest_compact"], Value::Null, "{answer}");
+    assert_eq!(mcp_gates[1]["tail"].as_str(), Some(cli_tail), "{answer}");
+    drop(server);
+
+    // The Stop hook: its notes on stderr carry the gate lines, its block reason the evidence.
+    let payload = json!({
+        "session_id": "front-ends",
+        "cwd": repo.path().display().to_string(),
+        "hook_event_name": "Stop",
+        "stop_hook_active": false,
+    });
+    let hook = repo
+        .cli(["hook", "stop", "--state", state])
+        .stdin(payload.to_string().as_bytes())
+        .run();
+    assert_eq!(hook.code, 0, "stderr: {}", hook.stderr);
+    let gate_lines: Vec<(String, String)> = hook
+        .stderr
+        .lines()
+        .filter_map(|l| l.strip_prefix("GATE "))
+        .filter(|l| !l.starts_with("work-evidence"))
+        .map(|l| {
+            let mut words = l.split(' ');
+            (
+                words.next().unwrap().to_owned(),
+                words.next().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(gate_lines, expected, "stderr: {}", hook.stderr);
+    let answer: Value = serde_json::from_str(hook.stdout.trim_end()).unwrap();
+    assert_eq!(answer["decision"], "block", "{answer}");
+    let reason = answer["reason"].as_str().unwrap();
+    let evidence = format!(
+        "gate unit: FAIL exit=3\ncommand: {}\nlast {} of {} bytes of output:\n{cli_tail}",
+        cli_gates[1]["command"].as_str().unwrap(),
+        cli_tail.len(),
+        cli_gates[1]["attempts"][0]["output_bytes"],
+    );
+    assert!(reason.contains(&evidence), "{reason}\nwanted:\n{evidence}");
+    assert!(!reason.contains("gate lint"), "{reason}");
+}
