@@ -155,6 +155,8 @@ impl OpenAiArgs {
 /// it (it alone depends on every family), so the loop builds without the openai family's HTTP
 /// client and a new family is wired in one place.
 pub trait Families {
+    /// The environment an agent starts from, as the binary read it once.
+    fn environment(&self) -> &[(std::ffi::OsString, std::ffi::OsString)];
     /// Checks the openai settings given on the command line and returns what the store records
     /// (never the key itself).
     fn openai_endpoint(&self, args: &OpenAiArgs) -> Result<AgentEndpoint, String>;
@@ -248,8 +250,11 @@ pub fn dispatcher_for(
     };
     let mut options = AdapterOptions::default();
     if let Some((var, value)) = marker {
-        let mut env: Vec<(std::ffi::OsString, std::ffi::OsString)> = std::env::vars_os()
+        let mut env: Vec<(std::ffi::OsString, std::ffi::OsString)> = families
+            .environment()
+            .iter()
             .filter(|(k, _)| k != var.as_str())
+            .cloned()
             .collect();
         env.push((var.into(), value.into()));
         options.base_env = Some(env);

@@ -39,6 +39,10 @@ fn is_env_name(name: &str) -> bool {
 }
 
 impl Families for EveryFamily {
+    fn environment(&self) -> &[(OsString, OsString)] {
+        &self.env
+    }
+
     fn openai_endpoint(&self, args: &OpenAiArgs) -> Result<AgentEndpoint, String> {
         let base_url = args.base_url.clone().ok_or(
             "--agent openai needs --base-url (the server's OpenAI-compatible base URL, e.g. http://127.0.0.1:8080/v1)",
@@ -73,7 +77,7 @@ impl Families for EveryFamily {
         endpoint: Option<&AgentEndpoint>,
     ) -> Result<Box<dyn Dispatcher>, String> {
         if options.base_env.is_none() {
-            options.base_env = Some(self.env.clone());
+            options.base_env = Some(self.environment().to_vec());
         }
         if family != Family::OpenAi {
             return cli_dispatcher(family, options).map_err(|e| e.to_string());
