@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Makes golden-turn files for crates/greenlight-agent/fixtures/golden-turns/.
+"""Makes golden-turn files for crates/greenlight-openai/fixtures/golden-turns/.
 
 Two ways in:
 
@@ -13,7 +13,7 @@ Two ways in:
       for the cases a small local setup cannot produce on demand.
 
 Either way the file has no expected events yet: fill them with
-  GREENLIGHT_UPDATE_GOLDEN=1 cargo test -p greenlight-agent --test golden_turns
+  GREENLIGHT_UPDATE_GOLDEN=1 cargo test -p greenlight-openai --test golden_turns
 and review them in `git diff` before committing. Needs only python3.
 """
 
@@ -301,7 +301,7 @@ def main():
     fb.add_argument("--description", required=True)
     fb.add_argument("--split", default="events", help="`events` or byte offsets: 10,57,300")
     hw = sub.add_parser("handwritten", help="write the hand-written set")
-    hw.add_argument("outdir", nargs="?", default=os.path.join(os.path.dirname(__file__), "..", "crates", "greenlight-agent", "fixtures", "golden-turns"))
+    hw.add_argument("outdir", nargs="?", default=os.path.join(os.path.dirname(__file__), "..", "crates", "greenlight-openai", "fixtures", "golden-turns"))
     args = ap.parse_args()
 
     if args.cmd == "from-body":

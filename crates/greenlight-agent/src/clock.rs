@@ -65,6 +65,6 @@ impl Clock for SteppingClock {
 }
 
 /// Milliseconds between two readings, saturating at zero.
-pub(crate) fn elapsed_ms(clock: &dyn Clock, start: Duration) -> u64 {
+pub fn elapsed_ms(clock: &dyn Clock, start: Duration) -> u64 {
     u64::try_from(clock.now().saturating_sub(start).as_millis()).unwrap_or(u64::MAX)
 }

@@ -70,18 +70,17 @@ pub fn sweep_orphaned_prompt_dirs(tmp: &Path) -> Vec<std::path::PathBuf> {
     removed
 }
 
-/// Writes `prompt` to `prompt.txt` in a fresh 0700 directory named after this process, the file
-/// created 0600 (never through an existing file or link).
-fn write_prompt_file(prompt: &str) -> Result<(tempfile::TempDir, String), String> {
+/// Writes `prompt` to `prompt.txt` in a fresh 0700 directory under `tmp` named after this
+/// process, the file created 0600 (never through an existing file or link).
+fn write_prompt_file(prompt: &str, tmp: &Path) -> Result<(tempfile::TempDir, String), String> {
     static SWEEP: Once = Once::new();
-    let tmp = std::env::temp_dir();
     SWEEP.call_once(|| {
-        sweep_orphaned_prompt_dirs(&tmp);
+        sweep_orphaned_prompt_dirs(tmp);
     });
     let dir = tempfile::Builder::new()
         .prefix(&format!("{PROMPT_DIR_PREFIX}{}-", std::process::id()))
         .permissions(fs::Permissions::from_mode(0o700))
-        .tempdir_in(&tmp)
+        .tempdir_in(tmp)
         .map_err(|err| {
             format!(
                 "cannot create a directory for the prompt file in {}: {err}",
@@ -155,7 +154,10 @@ impl FamilyAdapter for Command {
         let in_argv = wants_file || template.iter().any(|a| a.contains(PROMPT));
         let mut keep = Vec::new();
         let prompt_file = if wants_file {
-            let (dir, path) = write_prompt_file(&req.prompt)?;
+            let (dir, path) = write_prompt_file(
+                &req.prompt,
+                &crate::env::temp_dir(options.base_env.as_deref()),
+            )?;
             keep.push(dir);
             Some(path)
         } else {
@@ -218,7 +220,7 @@ mod tests {
 
     #[test]
     fn a_prompt_file_is_private_and_gone_with_its_guard() {
-        let (dir, path) = write_prompt_file("secret").expect("write");
+        let (dir, path) = write_prompt_file("secret", &std::env::temp_dir()).expect("write");
         let mode = |p: &Path| fs::metadata(p).expect("stat").permissions().mode() & 0o777;
         assert_eq!(mode(Path::new(&path)), 0o600);
         assert_eq!(mode(dir.path()), 0o700);

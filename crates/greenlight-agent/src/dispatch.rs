@@ -294,7 +294,7 @@ pub trait Dispatcher: Send + Sync {
         &'a self,
         request: &'a DispatchRequest,
         activity: &'a dyn crate::activity::ActivitySink,
-        ledger: &'a dyn crate::openai::ledger::ToolLedger,
+        ledger: &'a dyn crate::ledger::ToolLedger,
     ) -> BoxFuture<'a, DispatchResult> {
         let _ = ledger;
         self.dispatch_observed(request, activity)
@@ -329,11 +329,10 @@ pub struct AdapterOptions {
     pub capture_limit: usize,
     /// A probe's per-candidate deadline.
     pub probe_timeout: Duration,
-    /// The environment before scrubbing; `None` means this process's own.
+    /// The environment before scrubbing, as the binary read it once. `None`: the child inherits
+    /// this process's own at spawn, and nothing else is looked up in it (no API key; temporary
+    /// files under `/tmp`).
     pub base_env: Option<Vec<(std::ffi::OsString, std::ffi::OsString)>>,
-    /// For the openai family: the server, the key's variable, the tool format and the loop's
-    /// bounds. Required for that family, ignored by the others.
-    pub openai: Option<crate::openai::adapter::Endpoint>,
 }
 
 impl Default for AdapterOptions {
@@ -347,36 +346,8 @@ impl Default for AdapterOptions {
             capture_limit: DEFAULT_CAPTURE_LIMIT,
             probe_timeout: DEFAULT_PROBE_TIMEOUT,
             base_env: None,
-            openai: None,
         }
     }
-}
-
-/// Builds the dispatcher for `family`. Fails only for the command family without a `bin`.
-pub fn dispatcher(
-    family: Family,
-    options: AdapterOptions,
-) -> Result<Box<dyn Dispatcher>, crate::Error> {
-    Ok(match family {
-        Family::Claude => Box::new(Adapter {
-            family: crate::claude::Claude,
-            options,
-        }),
-        Family::Codex => Box::new(Adapter {
-            family: crate::codex::Codex,
-            options,
-        }),
-        Family::Command => {
-            if options.bin.is_none() {
-                return Err(crate::Error::CommandBinMissing);
-            }
-            Box::new(Adapter {
-                family: crate::command::Command,
-                options,
-            })
-        }
-        Family::OpenAi => Box::new(crate::openai::adapter::OpenAi::new(options)?),
-    })
 }
 
 // `^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`: a model id can never start with `-`, so it can never be
@@ -679,12 +650,9 @@ impl<F: FamilyAdapter> Adapter<F> {
     }
 }
 
-/// Notes what candidate `id` answered a probe with; `true` when it said a word-bounded OK.
-pub(crate) fn note_probe_answer(
-    id: &str,
-    result: &DispatchResult,
-    notes: &mut Vec<String>,
-) -> bool {
+/// Notes what candidate `id` answered a probe with; `true` when it said a word-bounded OK. Shared
+/// by every family's probe, so all of them judge an answer alike.
+pub fn note_probe_answer(id: &str, result: &DispatchResult, notes: &mut Vec<String>) -> bool {
     match (&result.failure, &result.text) {
         (None, Some(text)) if says_ok(text) => {
             notes.push(format!("{id}: answered OK"));
@@ -701,7 +669,7 @@ pub(crate) fn note_probe_answer(
 }
 
 /// A probe that found no model id, `detail` saying why.
-pub(crate) fn probe_failed(wall_ms: u64, detail: String) -> ProbeOutcome {
+pub fn probe_failed(wall_ms: u64, detail: String) -> ProbeOutcome {
     ProbeOutcome {
         id: None,
         wall_ms,

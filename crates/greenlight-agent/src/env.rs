@@ -5,8 +5,12 @@
 //! an agent that inherits them attaches to the wrong session, IDE, sandbox or git index. The
 //! rule: remove exactly the markers listed here, never credentials or user configuration
 //! (`ANTHROPIC_API_KEY`, `CODEX_HOME`, `PATH`, … pass through untouched).
+//!
+//! This crate never reads the process environment itself: the binary reads it once and passes
+//! it down ([`crate::AdapterOptions::base_env`]); [`lookup`] and [`temp_dir`] read that value.
 
 use std::ffi::{OsStr, OsString};
+use std::path::PathBuf;
 
 /// One scrubbed variable and why it is removed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -138,6 +142,21 @@ pub fn scrub_env(
     base.into_iter().filter(|(k, _)| !is_scrubbed(k)).collect()
 }
 
+/// The value of `name` in `env`, the environment the binary passed down; `None` when there is
+/// none or it does not set `name`.
+pub fn lookup<'a>(env: Option<&'a [(OsString, OsString)]>, name: &str) -> Option<&'a OsStr> {
+    env?.iter()
+        .rev()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.as_os_str())
+}
+
+/// The directory for temporary files as `env` names it: `TMPDIR` when set, else `/tmp` (the
+/// rule `std::env::temp_dir` follows on Unix, applied to the environment passed down).
+pub fn temp_dir(env: Option<&[(OsString, OsString)]>) -> PathBuf {
+    lookup(env, "TMPDIR").map_or_else(|| PathBuf::from("/tmp"), PathBuf::from)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -156,6 +175,16 @@ mod tests {
         .map(|(k, v)| (OsString::from(k), OsString::from(v)));
         let kept: Vec<_> = scrub_env(base).into_iter().map(|(k, _)| k).collect();
         assert_eq!(kept, ["ANTHROPIC_API_KEY", "CODEX_HOME", "PATH"]);
+    }
+
+    #[test]
+    fn the_passed_environment_names_the_temp_dir() {
+        let env = [(OsString::from("TMPDIR"), OsString::from("/scratch"))];
+        assert_eq!(temp_dir(Some(&env)), PathBuf::from("/scratch"));
+        assert_eq!(temp_dir(Some(&[])), PathBuf::from("/tmp"));
+        assert_eq!(temp_dir(None), PathBuf::from("/tmp"));
+        assert_eq!(lookup(Some(&env), "TMPDIR"), Some(OsStr::new("/scratch")));
+        assert_eq!(lookup(None, "TMPDIR"), None);
     }
 
     #[test]

@@ -16,18 +16,20 @@
 //!   timeout from dead on the runner's own fields; the family parser decides the rest.
 //! - [`live`] decodes the child's stdout as it arrives into [`Activity`] for the caller's
 //!   [`ActivitySink`] ([`Dispatcher::dispatch_observed`]); the result never depends on it.
-//! - [`openai`] decodes a streamed turn of an OpenAI-compatible server (bytes in, events out,
-//!   pure), finding thoughts and tool calls whether the server sends them natively or the model
-//!   writes them into its text.
+//! - [`ledger`] is the write-ahead record of the tool calls greenlight itself runs for a model:
+//!   the openai family (the `greenlight-openai` crate, behind this same seam) writes it, the goal
+//!   loop keeps it.
+//! - [`families`] builds this crate's own families; the code choosing among every family,
+//!   openai included, lives with the binary.
 //! - [`verdict`] holds the `GATE: PASS|FAIL` grammar and [`defang`]; [`containment`] holds
 //!   declared-path checks and the landed barrier.
 //!
 //! ```no_run
 //! use std::time::Duration;
-//! use greenlight_agent::{AdapterOptions, DispatchRequest, Family, dispatcher};
+//! use greenlight_agent::{AdapterOptions, DispatchRequest, Family, cli_dispatcher};
 //!
 //! # async fn demo() -> Result<(), greenlight_agent::Error> {
-//! let claude = dispatcher(Family::Claude, AdapterOptions::default())?;
+//! let claude = cli_dispatcher(Family::Claude, AdapterOptions::default())?;
 //! let probed = claude.probe(&["sonnet".to_string()]).await;
 //! if let Some(model) = probed.id {
 //!     let req = DispatchRequest::new(Family::Claude, model, "Say hi", ".", Duration::from_secs(300));
@@ -47,9 +49,10 @@ pub mod command;
 pub mod containment;
 pub mod dispatch;
 pub mod env;
+pub mod families;
+pub mod ledger;
 pub mod live;
 pub mod machine;
-pub mod openai;
 pub mod reason;
 pub mod runner;
 pub mod verdict;
@@ -59,9 +62,10 @@ pub use clock::{Clock, MonotonicClock, SteppingClock};
 pub use containment::{ContainmentError, WriteBaseline, check_all, check_contained};
 pub use dispatch::{
     AdapterOptions, BoxFuture, Deliverable, DispatchFailure, DispatchRequest, DispatchResult,
-    Dispatcher, Family, Outcome, PROBE_PROMPT, ProbeOutcome, TokenSource, dispatcher,
-    is_safe_model_id, says_ok,
+    Dispatcher, Family, Outcome, PROBE_PROMPT, ProbeOutcome, TokenSource, is_safe_model_id,
+    says_ok,
 };
+pub use families::cli_dispatcher;
 pub use reason::{Producer, Reason, produced_by};
 pub use verdict::{DEFANG_MARKER, ReplyVerdict, defang, parse_verdict};
 
@@ -77,12 +81,10 @@ pub enum Error {
     /// The command family has no default executable.
     #[error("the command family needs an executable; pass its path (--bin PATH)")]
     CommandBinMissing,
-    /// The openai family was asked for without a server.
+    /// [`cli_dispatcher`] was asked for a family this crate does not hold (openai: build it with
+    /// `greenlight-openai`).
     #[error(
-        "the openai family needs a server; pass --base-url URL (e.g. http://127.0.0.1:8080/v1)"
+        "the {0} family is not an agent CLI; build its dispatcher with the crate that holds it"
     )]
-    OpenAiEndpointMissing,
-    /// The openai family's server settings are unusable (the message says which and why).
-    #[error("{0}")]
-    OpenAiEndpoint(String),
+    NotACliFamily(Family),
 }

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use greenlight_agent::runner::{ChildSpec, StdinSource, run_child};
 use greenlight_agent::{
-    AdapterOptions, DispatchRequest, Error, Family, MonotonicClock, Outcome, Reason, dispatcher,
+    AdapterOptions, DispatchRequest, Error, Family, MonotonicClock, Outcome, Reason, cli_dispatcher,
 };
 
 fn sh(script: &str) -> AdapterOptions {
@@ -28,7 +28,7 @@ fn req(prompt: &str) -> DispatchRequest {
 
 #[tokio::test]
 async fn without_a_placeholder_the_prompt_goes_on_stdin_and_stdout_is_the_answer() {
-    let d = dispatcher(Family::Command, sh("tr a-z A-Z")).expect("builds");
+    let d = cli_dispatcher(Family::Command, sh("tr a-z A-Z")).expect("builds");
     let result = d.dispatch(&req("hello there")).await;
     assert_eq!(result.outcome, Outcome::Ok, "{result:?}");
     assert_eq!(result.text.as_deref(), Some("HELLO THERE"));
@@ -45,7 +45,7 @@ async fn placeholders_become_single_argv_elements() {
     options
         .command_args
         .extend(["{model}".into(), "{prompt}".into(), "{prompt_file}".into()]);
-    let d = dispatcher(Family::Command, options).expect("builds");
+    let d = cli_dispatcher(Family::Command, options).expect("builds");
     let result = d.dispatch(&req("two words; $(not run)")).await;
     assert_eq!(
         result.text.as_deref(),
@@ -57,7 +57,7 @@ async fn placeholders_become_single_argv_elements() {
 async fn a_placeholder_prompt_leaves_stdin_closed_not_open() {
     let mut options = sh(r#"cat; printf 'done %s' "$1""#);
     options.command_args.push("{prompt}".into());
-    let d = dispatcher(Family::Command, options).expect("builds");
+    let d = cli_dispatcher(Family::Command, options).expect("builds");
     let result = d.dispatch(&req("p")).await;
     assert_eq!(
         result.text.as_deref(),
@@ -68,11 +68,12 @@ async fn a_placeholder_prompt_leaves_stdin_closed_not_open() {
 
 #[tokio::test]
 async fn empty_stdout_and_nonzero_exits_are_dead() {
-    let d = dispatcher(Family::Command, sh("cat >/dev/null")).expect("builds");
+    let d = cli_dispatcher(Family::Command, sh("cat >/dev/null")).expect("builds");
     let result = d.dispatch(&req("p")).await;
     assert_eq!(result.failure.map(|f| f.reason), Some(Reason::DispatchDead));
 
-    let d = dispatcher(Family::Command, sh("echo partial; echo boom >&2; exit 4")).expect("builds");
+    let d =
+        cli_dispatcher(Family::Command, sh("echo partial; echo boom >&2; exit 4")).expect("builds");
     let result = d.dispatch(&req("p")).await;
     assert_eq!(result.exit_code, Some(4));
     let failure = result.failure.expect("failed");
@@ -86,7 +87,7 @@ async fn empty_stdout_and_nonzero_exits_are_dead() {
 
 #[tokio::test]
 async fn a_command_killed_by_a_signal_before_the_deadline_is_dead() {
-    let d = dispatcher(Family::Command, sh("kill -9 $$")).expect("builds");
+    let d = cli_dispatcher(Family::Command, sh("kill -9 $$")).expect("builds");
     let result = d.dispatch(&req("p")).await;
     let failure = result.failure.expect("failed");
     assert_eq!(failure.reason, Reason::DispatchDead);
@@ -101,7 +102,7 @@ async fn a_timeout_kills_background_children_that_ignore_sigterm() {
         "(trap '' TERM; sleep 300) & echo $! > '{}'; trap '' TERM; sleep 300",
         pidfile.display()
     );
-    let d = dispatcher(Family::Command, sh(&script)).expect("builds");
+    let d = cli_dispatcher(Family::Command, sh(&script)).expect("builds");
     let mut request = req("p");
     request.timeout = Duration::from_millis(500);
     let result = d.dispatch(&request).await;
@@ -128,7 +129,7 @@ async fn leftovers_of_a_clean_exit_are_ended_too() {
         "sleep 300 >/dev/null 2>&1 & echo $! > '{}'; echo answered",
         pidfile.display()
     );
-    let d = dispatcher(Family::Command, sh(&script)).expect("builds");
+    let d = cli_dispatcher(Family::Command, sh(&script)).expect("builds");
     let result = d.dispatch(&req("p")).await;
     assert_eq!(result.text.as_deref(), Some("answered"));
     let pid: i32 = std::fs::read_to_string(&pidfile)
@@ -153,7 +154,7 @@ async fn an_agent_leaving_a_setsid_child_on_stdout_is_answered_and_the_child_end
         "setsid sleep 300 & echo $! > '{}'; echo answered",
         pidfile.display()
     );
-    let d = dispatcher(Family::Command, sh(&script)).expect("builds");
+    let d = cli_dispatcher(Family::Command, sh(&script)).expect("builds");
     let started = std::time::Instant::now();
     let result = d.dispatch(&req("p")).await;
     assert!(
@@ -181,7 +182,7 @@ async fn an_agent_leaving_a_setsid_child_on_stdout_is_answered_and_the_child_end
 #[test]
 fn the_command_family_needs_a_binary() {
     assert!(matches!(
-        dispatcher(Family::Command, AdapterOptions::default()),
+        cli_dispatcher(Family::Command, AdapterOptions::default()),
         Err(Error::CommandBinMissing)
     ));
 }

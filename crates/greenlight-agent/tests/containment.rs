@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use greenlight_agent::{
     AdapterOptions, ContainmentError, Deliverable, DispatchRequest, Family, Outcome, Reason,
-    WriteBaseline, check_all, check_contained, dispatcher,
+    WriteBaseline, check_all, check_contained, cli_dispatcher,
 };
 use greenlight_testkit::fake_agent::{FakeAgent, FakeCli, Scenario};
 
@@ -104,7 +104,7 @@ async fn a_symlink_planted_between_preflight_and_dispatch_is_caught_before_the_s
     symlink(outside.path(), root.path().join("out")).expect("symlink");
 
     let fake = FakeAgent::install(FakeCli::Claude, Scenario::Ok).expect("install");
-    let d = dispatcher(
+    let d = cli_dispatcher(
         Family::Claude,
         AdapterOptions {
             bin: Some(fake.bin().to_path_buf()),
@@ -156,7 +156,7 @@ async fn the_landed_barrier_needs_every_declared_write_to_exist_and_change() {
     );
     req.deliverable = Deliverable::File;
     req.writes = writes.clone();
-    let d = dispatcher(
+    let d = cli_dispatcher(
         Family::Codex,
         AdapterOptions {
             bin: Some(writer.bin().to_path_buf()),
@@ -171,7 +171,7 @@ async fn the_landed_barrier_needs_every_declared_write_to_exist_and_change() {
     // Run again with an agent that answers but writes nothing: the file exists but is unchanged.
     let idle = FakeAgent::install(FakeCli::Codex, Scenario::Ok).expect("install");
     let baseline = WriteBaseline::take(root.path(), &writes).expect("baseline");
-    let d = dispatcher(
+    let d = cli_dispatcher(
         Family::Codex,
         AdapterOptions {
             bin: Some(idle.bin().to_path_buf()),

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use greenlight_agent::{
     AdapterOptions, Deliverable, DispatchRequest, DispatchResult, Family, Outcome, Producer,
-    Reason, SteppingClock, TokenSource, codex, dispatcher,
+    Reason, SteppingClock, TokenSource, cli_dispatcher, codex,
 };
 use greenlight_testkit::fake_agent::{FakeAgent, FakeCli, Scenario, group_members, pid_alive};
 
@@ -23,7 +23,7 @@ fn request(family: Family, prompt: &str, cwd: &std::path::Path) -> DispatchReque
 }
 
 async fn dispatch(family: Family, fake: &FakeAgent, req: &DispatchRequest) -> DispatchResult {
-    let d = dispatcher(family, options(fake)).expect("claude and codex always build");
+    let d = cli_dispatcher(family, options(fake)).expect("claude and codex always build");
     let result = d.dispatch(req).await;
     // Whatever happened, an adapter only ever reports an adapter or containment reason.
     if let Some(failure) = &result.failure {
@@ -407,7 +407,7 @@ async fn a_mute_clean_exit_is_dead_for_both_families() {
 async fn a_missing_binary_is_dead_with_the_spawn_error() {
     let cwd = tempfile::tempdir().expect("tempdir");
     for family in [Family::Claude, Family::Codex, Family::Command] {
-        let d = dispatcher(
+        let d = cli_dispatcher(
             family,
             AdapterOptions {
                 bin: Some(cwd.path().join("no-such-agent")),
@@ -465,7 +465,7 @@ async fn a_prompt_over_the_codex_ceiling_is_refused_loudly_and_nothing_runs() {
     assert_eq!(result.outcome, Outcome::Ok);
 
     // The ceiling is configurable, and applies to any family when set.
-    let d = dispatcher(
+    let d = cli_dispatcher(
         Family::Claude,
         AdapterOptions {
             prompt_ceiling: Some(10),
@@ -514,7 +514,7 @@ async fn the_environment_is_scrubbed_of_nested_session_markers() {
     ] {
         base.push((k.into(), v.into()));
     }
-    let d = dispatcher(
+    let d = cli_dispatcher(
         Family::Claude,
         AdapterOptions {
             base_env: Some(base),
@@ -542,7 +542,7 @@ async fn the_environment_is_scrubbed_of_nested_session_markers() {
 async fn wall_time_comes_from_the_injected_clock() {
     let fake = FakeAgent::install(FakeCli::Claude, Scenario::Ok).expect("install");
     let cwd = tempfile::tempdir().expect("tempdir");
-    let d = dispatcher(
+    let d = cli_dispatcher(
         Family::Claude,
         AdapterOptions {
             clock: Arc::new(SteppingClock::new(Duration::from_millis(1000))),
@@ -563,7 +563,7 @@ async fn probe_tries_candidates_in_order_and_records_the_one_that_answered() {
         .good_models(&["second"])
         .install()
         .expect("install");
-    let d = dispatcher(Family::Codex, options(&fake)).expect("builds");
+    let d = cli_dispatcher(Family::Codex, options(&fake)).expect("builds");
     let ids: Vec<String> = ["first", "second", "third"].map(String::from).to_vec();
     let probe = d.probe(&ids).await;
     assert_eq!(probe.id.as_deref(), Some("second"), "{probe:?}");
@@ -593,7 +593,7 @@ async fn probe_needs_a_word_bounded_ok() {
         .answer("BROKEN")
         .install()
         .expect("install");
-    let d = dispatcher(Family::Claude, options(&fake)).expect("builds");
+    let d = cli_dispatcher(Family::Claude, options(&fake)).expect("builds");
     let probe = d.probe(&["sonnet".to_string()]).await;
     assert_eq!(probe.id, None, "`BROKEN` contains OK but not as a word");
     assert_eq!(probe.failure.map(|f| f.reason), Some(Reason::ProbeFailed));

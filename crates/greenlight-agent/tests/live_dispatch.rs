@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use greenlight_agent::{
     Activity, ActivitySink, AdapterOptions, Deliverable, DispatchRequest, DispatchResult, Family,
-    Outcome, Reason, SteppingClock, dispatcher,
+    Outcome, Reason, SteppingClock, cli_dispatcher,
 };
 use greenlight_testkit::fake_agent::{FakeAgent, FakeCli, Scenario};
 
@@ -63,12 +63,12 @@ async fn both_ways(
     args: &[&str],
     req: &DispatchRequest,
 ) -> (DispatchResult, Vec<Activity>) {
-    let plain = dispatcher(family, options(bin, args))
+    let plain = cli_dispatcher(family, options(bin, args))
         .expect("builds")
         .dispatch(req)
         .await;
     let recorder = Recorder::default();
-    let observed = dispatcher(family, options(bin, args))
+    let observed = cli_dispatcher(family, options(bin, args))
         .expect("builds")
         .dispatch_observed(req, &recorder)
         .await;
@@ -317,7 +317,7 @@ async fn first_activity_arrives_before_exit(family: Family, bin: &Path, args: &[
     let dir = tempfile::tempdir().expect("tmp");
     let req = DispatchRequest::new(family, "m", "q", dir.path(), Duration::from_secs(30));
     let recorder = Recorder::default();
-    let d = dispatcher(family, options(bin, args)).expect("builds");
+    let d = cli_dispatcher(family, options(bin, args)).expect("builds");
     let result = d.dispatch_observed(&req, &recorder).await;
     let returned = Instant::now();
     assert!(result.is_ok(), "{result:?}");
@@ -380,7 +380,7 @@ async fn a_claude_stream_longer_than_the_capture_still_ends_in_its_envelope() {
         Duration::from_secs(30),
     );
     let recorder = Recorder::default();
-    let result = dispatcher(Family::Claude, opts)
+    let result = cli_dispatcher(Family::Claude, opts)
         .expect("builds")
         .dispatch_observed(&req, &recorder)
         .await;

@@ -1,6 +1,7 @@
 //! Running a stored goal: everything between "the user asked to run goal N" and the engine.
 //!
-//! Which agent runs it (`--agent` parsed, the dispatcher built from what the store recorded),
+//! Which agent runs it (`--agent` parsed, the dispatcher built from what the store recorded by
+//! the [`Families`] its caller passes in),
 //! which gates it starts with (`--gate`, else verify.yaml's, each with its own limit and mutex)
 //! and the snapshot of verify.yaml its gates are run and keyed by from then on,
 //! the goal's run marker, the one-runner-per-goal lock and the sweep of what a killed runner
@@ -10,8 +11,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use greenlight_agent::openai::adapter::{DEFAULT_API_KEY_ENV, Endpoint};
-use greenlight_agent::openai::turn::ToolFormat;
 use greenlight_agent::{AdapterOptions, Dispatcher, Family};
 use greenlight_gate::config::{Loaded, Snapshot};
 use greenlight_gate::lock::{self, Acquired};
@@ -152,41 +151,23 @@ impl OpenAiArgs {
     }
 }
 
-/// Whether `name` can be an environment variable's name: `[A-Za-z_][A-Za-z0-9_]*`.
-fn is_env_name(name: &str) -> bool {
-    let mut chars = name.chars();
-    chars
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
-}
-
-/// Checks the openai settings and returns what the store records (never the key itself).
-pub fn openai_endpoint(args: &OpenAiArgs) -> Result<AgentEndpoint, String> {
-    let base_url = args.base_url.clone().ok_or(
-        "--agent openai needs --base-url (the server's OpenAI-compatible base URL, e.g. http://127.0.0.1:8080/v1)",
-    )?;
-    greenlight_agent::openai::client::completions_url(&base_url)?;
-    let api_key_env = args
-        .api_key_env
-        .clone()
-        .unwrap_or_else(|| DEFAULT_API_KEY_ENV.to_owned());
-    if !is_env_name(&api_key_env) {
-        return Err(format!(
-            "--api-key-env `{api_key_env}` is not a variable name; pass the NAME of the variable that holds the key (e.g. OPENAI_API_KEY), never the key"
-        ));
-    }
-    let tool_format: ToolFormat = args
-        .tool_format
-        .as_deref()
-        .unwrap_or("auto")
-        .parse()
-        .map_err(|e: String| format!("--tool-format: {e}"))?;
-    Ok(AgentEndpoint {
-        base_url,
-        api_key_env,
-        tool_format: tool_format.as_str().to_owned(),
-    })
+/// What the goal loop needs from the code that knows every agent family. The binary implements
+/// it (it alone depends on every family), so the loop builds without the openai family's HTTP
+/// client and a new family is wired in one place.
+pub trait Families {
+    /// The environment an agent starts from, as the binary read it once.
+    fn environment(&self) -> &[(std::ffi::OsString, std::ffi::OsString)];
+    /// Checks the openai settings given on the command line and returns what the store records
+    /// (never the key itself).
+    fn openai_endpoint(&self, args: &OpenAiArgs) -> Result<AgentEndpoint, String>;
+    /// Builds the dispatcher of `family` from the shared `options` and, for the openai family,
+    /// the server the store recorded.
+    fn dispatcher(
+        &self,
+        family: Family,
+        options: AdapterOptions,
+        endpoint: Option<&AgentEndpoint>,
+    ) -> Result<Box<dyn Dispatcher>, String>;
 }
 
 /// Parses `--agent` (and `--model`, and the openai settings) into what the store records.
@@ -194,6 +175,7 @@ pub fn parse_agent(
     agent: &str,
     model: Option<String>,
     openai: &OpenAiArgs,
+    families: &dyn Families,
 ) -> Result<AgentSpec, String> {
     let (family, template) = match agent {
         "claude" => ("claude", None),
@@ -209,7 +191,7 @@ pub fn parse_agent(
         },
     };
     let endpoint = if family == "openai" {
-        Some(openai_endpoint(openai)?)
+        Some(families.openai_endpoint(openai)?)
     } else if openai.any() {
         return Err(format!(
             "--base-url, --api-key-env and --tool-format are for --agent openai, not {family}"
@@ -248,10 +230,12 @@ pub fn agent_bin(agent: &AgentSpec) -> Option<PathBuf> {
     }
 }
 
-/// Builds the dispatcher a stored goal's agent runs through; `marker` joins its environment.
+/// Builds the dispatcher a stored goal's agent runs through, with `families`; `marker` joins its
+/// environment.
 pub fn dispatcher_for(
     agent: &AgentSpec,
     marker: Option<&(String, String)>,
+    families: &dyn Families,
 ) -> Result<(Arc<dyn Dispatcher>, Family), String> {
     let family = match agent.family.as_str() {
         "claude" => Family::Claude,
@@ -266,21 +250,20 @@ pub fn dispatcher_for(
     };
     let mut options = AdapterOptions::default();
     if let Some((var, value)) = marker {
-        let mut env: Vec<(std::ffi::OsString, std::ffi::OsString)> = std::env::vars_os()
+        let mut env: Vec<(std::ffi::OsString, std::ffi::OsString)> = families
+            .environment()
+            .iter()
             .filter(|(k, _)| k != var.as_str())
+            .cloned()
             .collect();
         env.push((var.into(), value.into()));
         options.base_env = Some(env);
     }
-    if family == Family::OpenAi {
-        let stored = agent
-            .endpoint
-            .as_ref()
-            .ok_or("the stored openai agent has no server; clear the goal and run it again with --base-url")?;
-        let mut endpoint = Endpoint::new(stored.base_url.clone());
-        endpoint.api_key_env = stored.api_key_env.clone();
-        endpoint.tool_format = stored.tool_format.parse()?;
-        options.openai = Some(endpoint);
+    if family == Family::OpenAi && agent.endpoint.is_none() {
+        return Err(
+            "the stored openai agent has no server; clear the goal and run it again with --base-url"
+                .into(),
+        );
     }
     if let Some(template) = &agent.argv_template {
         let (bin, args) = template
@@ -289,7 +272,7 @@ pub fn dispatcher_for(
         options.bin = Some(PathBuf::from(bin));
         options.command_args = args.to_vec();
     }
-    let dispatcher = greenlight_agent::dispatcher(family, options).map_err(|e| e.to_string())?;
+    let dispatcher = families.dispatcher(family, options, agent.endpoint.as_ref())?;
     Ok((Arc::from(dispatcher), family))
 }
 
@@ -359,8 +342,8 @@ pub struct PlannedGoal {
 }
 
 /// The goal to create for a request, or what is wrong with it (a usage error).
-pub fn plan_goal(request: GoalRequest) -> Result<PlannedGoal, String> {
-    let agent = parse_agent(&request.agent, request.model, &request.openai)?;
+pub fn plan_goal(request: GoalRequest, families: &dyn Families) -> Result<PlannedGoal, String> {
+    let agent = parse_agent(&request.agent, request.model, &request.openai, families)?;
     // `--gate "$UNSET"` would be `sh -c ''`, which exits 0: a gate that always passes.
     if request.gates.iter().any(|g| g.trim().is_empty()) {
         return Err("--gate needs a command: an empty or whitespace-only gate (an unset $VAR?) would pass without judging anything".into());
@@ -452,18 +435,21 @@ pub struct Driven {
 }
 
 /// Runs `goal` until it is done or paused: one runner per goal (a second is refused with
-/// [`Error::AlreadyRunning`]), what an earlier runner left is ended, then the engine runs.
+/// [`Error::AlreadyRunning`]), what an earlier runner left is ended, then the engine runs. Its
+/// agent's dispatcher is built by `families`.
 pub async fn drive(
     store: &mut Store,
     goal: GoalId,
     options: &DriveOptions,
+    families: &dyn Families,
     interrupt: &mut InterruptWatch,
     on_started: &mut dyn FnMut(Started<'_>),
     on_progress: &mut dyn FnMut(Progress<'_>),
 ) -> Result<Driven, Error> {
     let record = store.goal(goal)?.ok_or(Error::NoSuchGoal(goal.0))?;
     let marker = run_marker(store.path(), goal);
-    let (agent, family) = dispatcher_for(&record.agent, Some(&marker)).map_err(Error::Agent)?;
+    let (agent, family) =
+        dispatcher_for(&record.agent, Some(&marker), families).map_err(Error::Agent)?;
     let settings = Settings {
         agent,
         family,
@@ -559,64 +545,6 @@ mod tests {
             split_template("a ''").ok(),
             Some(vec!["a".to_owned(), String::new()])
         );
-    }
-
-    #[test]
-    fn openai_settings_are_checked_and_stored_without_the_key() {
-        let args = OpenAiArgs {
-            base_url: Some("http://127.0.0.1:8080/v1".into()),
-            api_key_env: Some("LOCAL_KEY".into()),
-            tool_format: Some("tags".into()),
-        };
-        let spec = parse_agent("openai", Some("qwen2.5-coder:7b".into()), &args).expect("ok");
-        assert_eq!(spec.family, "openai");
-        assert_eq!(
-            spec.endpoint,
-            Some(AgentEndpoint {
-                base_url: "http://127.0.0.1:8080/v1".into(),
-                api_key_env: "LOCAL_KEY".into(),
-                tool_format: "tags".into(),
-            })
-        );
-        assert_eq!(agent_bin(&spec), None);
-        let (d, family) = dispatcher_for(&spec, None).expect("builds");
-        assert_eq!((d.family(), family), (Family::OpenAi, Family::OpenAi));
-        let default = parse_agent(
-            "openai",
-            Some("m".into()),
-            &OpenAiArgs {
-                base_url: Some("http://h/v1".into()),
-                ..OpenAiArgs::default()
-            },
-        )
-        .expect("defaults");
-        let ep = default.endpoint.expect("endpoint");
-        assert_eq!(
-            (ep.api_key_env.as_str(), ep.tool_format.as_str()),
-            ("OPENAI_API_KEY", "auto")
-        );
-
-        let err = |agent: &str, model: Option<&str>, args: &OpenAiArgs| {
-            parse_agent(agent, model.map(str::to_owned), args).expect_err("refused")
-        };
-        assert!(err("openai", Some("m"), &OpenAiArgs::default()).contains("--base-url"));
-        assert!(err("openai", None, &args).contains("--model"));
-        assert!(err("claude", None, &args).contains("for --agent openai"));
-        let key = OpenAiArgs {
-            api_key_env: Some("sk-abc123".into()),
-            ..args.clone()
-        };
-        assert!(err("openai", Some("m"), &key).contains("never the key"));
-        let format = OpenAiArgs {
-            tool_format: Some("xml".into()),
-            ..args.clone()
-        };
-        assert!(err("openai", Some("m"), &format).contains("--tool-format"));
-        let url = OpenAiArgs {
-            base_url: Some("localhost:8080".into()),
-            ..args
-        };
-        assert!(err("openai", Some("m"), &url).contains("http://"));
     }
 
     #[test]

@@ -8,7 +8,7 @@
 use std::path::Path;
 use std::sync::Mutex;
 
-use greenlight_agent::openai::ledger::{ToolEnd, ToolIntent, ToolLedger, ToolStatus};
+use greenlight_agent::ledger::{ToolEnd, ToolIntent, ToolLedger, ToolStatus};
 use greenlight_store::{DispatchId, NewToolCall, Store, ToolCallStatus};
 
 /// The tool calls of one dispatch, recorded in the store.

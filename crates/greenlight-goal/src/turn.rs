@@ -4,7 +4,7 @@
 //! within the budget; a refusal (bad model id, prompt over the ceiling, a path outside the
 //! worktree) would fail the same way again, so it pauses the goal.
 
-use greenlight_agent::openai::ledger::{NoLedger, ToolLedger};
+use greenlight_agent::ledger::{NoLedger, ToolLedger};
 use greenlight_agent::{Deliverable, DispatchRequest, Family, Outcome, Reason};
 use greenlight_proc::{Interrupt, InterruptWatch};
 use greenlight_store::{DispatchStep, NewDispatch};

@@ -8,6 +8,7 @@ use greenlight_goal::{DriveOptions, Finish, Progress, Started};
 use greenlight_proc::Interrupt;
 use greenlight_store::{GoalId, GoalState, Store};
 
+use crate::agents::EveryFamily;
 use crate::duration::parse_duration;
 
 /// Exit codes of `greenlight goal` (and `greenlight demo`).
@@ -45,11 +46,13 @@ fn loop_error(e: greenlight_goal::Error) -> (i32, String) {
 }
 
 /// Runs the loop for `goal` in the foreground, with Ctrl-C / SIGTERM pausing it cleanly.
-/// `announce` is printed once the run holds the goal (a refused run prints nothing).
+/// `announce` is printed once the run holds the goal (a refused run prints nothing); the agent's
+/// dispatcher is built by `families`.
 pub fn drive(
     store: &mut Store,
     goal: GoalId,
     loop_args: &LoopArgs,
+    families: &EveryFamily,
     announce: Option<&str>,
     on_progress: &mut dyn FnMut(Progress<'_>),
 ) -> CliResult {
@@ -86,6 +89,7 @@ pub fn drive(
             store,
             goal,
             &options,
+            families,
             &mut interrupt,
             &mut on_started,
             on_progress,

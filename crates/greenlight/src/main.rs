@@ -5,6 +5,7 @@
 
 #[macro_use]
 mod out;
+mod agents;
 mod cmd;
 mod duration;
 mod goal_run;

@@ -13,12 +13,14 @@ use std::time::Duration;
 
 use crate::duration::parse_duration;
 
-use greenlight_agent::openai::adapter::Endpoint;
 use greenlight_agent::{
-    AdapterOptions, Deliverable, DispatchFailure, DispatchRequest, DispatchResult, Family,
-    MonotonicClock, Outcome, WriteBaseline, check_all, dispatcher,
+    AdapterOptions, Deliverable, DispatchFailure, DispatchRequest, DispatchResult, Dispatcher,
+    Family, MonotonicClock, Outcome, WriteBaseline, check_all,
 };
-use greenlight_goal::drive::{OpenAiArgs, openai_endpoint};
+use greenlight_goal::drive::{Families, OpenAiArgs};
+use greenlight_store::AgentEndpoint;
+
+use crate::agents::EveryFamily;
 
 /// Exit codes of `greenlight agent`.
 pub mod exit {
@@ -184,7 +186,7 @@ pub fn run(command: Command) -> i32 {
 }
 
 fn replay(file: &std::path::Path) -> i32 {
-    match greenlight_agent::openai::golden::replay(file) {
+    match greenlight_openai::golden::replay(file) {
         Err(err) => {
             errln!("greenlight: {err}");
             exit::USAGE
@@ -208,17 +210,17 @@ fn replay(file: &std::path::Path) -> i32 {
     }
 }
 
-fn options(rt: &Runtime) -> Result<AdapterOptions, String> {
+/// The shared options of `rt` and, for the openai family, its server settings, checked.
+fn options(
+    rt: &Runtime,
+    families: &EveryFamily,
+) -> Result<(AdapterOptions, Option<AgentEndpoint>), String> {
     let openai = if rt.family == Family::OpenAi {
-        let stored = openai_endpoint(&OpenAiArgs {
+        Some(families.openai_endpoint(&OpenAiArgs {
             base_url: rt.base_url.clone(),
             api_key_env: rt.api_key_env.clone(),
             tool_format: rt.tool_format.clone(),
-        })?;
-        let mut endpoint = Endpoint::new(stored.base_url);
-        endpoint.api_key_env = stored.api_key_env;
-        endpoint.tool_format = stored.tool_format.parse()?;
-        Some(endpoint)
+        })?)
     } else if rt.base_url.is_some() || rt.api_key_env.is_some() || rt.tool_format.is_some() {
         return Err(format!(
             "--base-url, --api-key-env and --tool-format are for --family openai, not {}",
@@ -227,26 +229,29 @@ fn options(rt: &Runtime) -> Result<AdapterOptions, String> {
     } else {
         None
     };
-    Ok(AdapterOptions {
+    let options = AdapterOptions {
         bin: rt.bin.clone(),
         command_args: rt.args.clone(),
         grace: rt.grace,
         clock: Arc::new(MonotonicClock::new()),
-        openai,
         ..AdapterOptions::default()
-    })
+    };
+    Ok((options, openai))
+}
+
+/// The dispatcher `rt` asks for, `adjust` applied to its options; a usage error as its message.
+fn build(
+    rt: &Runtime,
+    adjust: impl FnOnce(&mut AdapterOptions),
+) -> Result<Box<dyn Dispatcher>, String> {
+    let families = EveryFamily::from_process_env();
+    let (mut opts, endpoint) = options(rt, &families)?;
+    adjust(&mut opts);
+    families.dispatcher(rt.family, opts, endpoint.as_ref())
 }
 
 async fn probe(rt: Runtime, timeout: Duration, ids: Vec<String>) -> i32 {
-    let mut opts = match options(&rt) {
-        Ok(opts) => opts,
-        Err(err) => {
-            errln!("greenlight: {err}");
-            return exit::USAGE;
-        }
-    };
-    opts.probe_timeout = timeout;
-    let d = match dispatcher(rt.family, opts) {
+    let d = match build(&rt, |opts| opts.probe_timeout = timeout) {
         Ok(d) => d,
         Err(err) => {
             errln!("greenlight: {err}");
@@ -274,15 +279,7 @@ async fn probe(rt: Runtime, timeout: Duration, ids: Vec<String>) -> i32 {
 }
 
 async fn dispatch(rt: Runtime, request: DispatchRequest, ceiling: Option<usize>) -> i32 {
-    let mut opts = match options(&rt) {
-        Ok(opts) => opts,
-        Err(err) => {
-            errln!("greenlight: {err}");
-            return exit::USAGE;
-        }
-    };
-    opts.prompt_ceiling = ceiling;
-    let d = match dispatcher(rt.family, opts) {
+    let d = match build(&rt, |opts| opts.prompt_ceiling = ceiling) {
         Ok(d) => d,
         Err(err) => {
             errln!("greenlight: {err}");

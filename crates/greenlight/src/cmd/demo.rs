@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use greenlight_store::{AgentSpec, NewGoal, Store};
 
+use crate::agents::EveryFamily;
 use crate::goal_run::{LoopArgs, drive, exit, render_progress};
 
 const CALC: &str = include_str!("../../demo/calc.sh");
@@ -108,7 +109,15 @@ fn demo(args: &Args) -> Result<i32, String> {
     let loop_args = LoopArgs {
         agent_timeout: Duration::from_secs(60),
     };
-    let code = drive(&mut store, id, &loop_args, None, &mut render_progress).map_err(|(_, m)| m)?;
+    let code = drive(
+        &mut store,
+        id,
+        &loop_args,
+        &EveryFamily::from_process_env(),
+        None,
+        &mut render_progress,
+    )
+    .map_err(|(_, m)| m)?;
     if args.keep {
         let kept = dir.keep();
         outln!(

@@ -6,6 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::agents::EveryFamily;
 use greenlight_goal::drive::{GoalRequest, OpenAiArgs, inside_run_of, pause_by_user, plan_goal};
 use greenlight_store::{Goal, GoalState, Reads, Store};
 
@@ -202,26 +203,30 @@ fn usage(message: String) -> (i32, String) {
 }
 
 fn dispatch(args: Args) -> CliResult {
+    let families = EveryFamily::from_process_env();
     let mut store = open_store(&args.common).map_err(|e| (exit::ERROR, e))?;
     let worktree = worktree(&args.common);
     match args.command {
         Command::Run(run) => {
-            let new = plan_goal(GoalRequest {
-                worktree: worktree.clone(),
-                text: run.goal,
-                agent: run.agent,
-                model: run.model,
-                openai: OpenAiArgs {
-                    base_url: run.base_url,
-                    api_key_env: run.api_key_env,
-                    tool_format: run.tool_format,
+            let new = plan_goal(
+                GoalRequest {
+                    worktree: worktree.clone(),
+                    text: run.goal,
+                    agent: run.agent,
+                    model: run.model,
+                    openai: OpenAiArgs {
+                        base_url: run.base_url,
+                        api_key_env: run.api_key_env,
+                        tool_format: run.tool_format,
+                    },
+                    gates: run.gates,
+                    max_turns: run.max_turns,
+                    retries: run.retries,
+                    gate_timeout: run.gate_timeout,
+                    judge: run.judge,
                 },
-                gates: run.gates,
-                max_turns: run.max_turns,
-                retries: run.retries,
-                gate_timeout: run.gate_timeout,
-                judge: run.judge,
-            })
+                &families,
+            )
             .map_err(usage)?;
             // Started before the goal exists, so a busy port refuses the run, not half of it.
             let server = run
@@ -238,7 +243,14 @@ fn dispatch(args: Args) -> CliResult {
                 })
                 .map_err(store_err)?;
             outln!("greenlight: goal {id} for {}", worktree.display());
-            let driven = drive(&mut store, id, &run.loop_args, None, &mut render_progress);
+            let driven = drive(
+                &mut store,
+                id,
+                &run.loop_args,
+                &families,
+                None,
+                &mut render_progress,
+            );
             if let Some(server) = server
                 && let Err(e) = server.stop()
             {
@@ -257,6 +269,7 @@ fn dispatch(args: Args) -> CliResult {
                 &mut store,
                 goal.id,
                 &loop_args,
+                &families,
                 Some(&announce),
                 &mut render_progress,
             )

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 fn golden(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../greenlight-agent/fixtures/golden-turns")
+        .join("../greenlight-openai/fixtures/golden-turns")
         .join(name)
 }
 

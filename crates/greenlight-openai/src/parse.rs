@@ -921,7 +921,7 @@ fn could_close(line: &str, ticks: usize) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::openai::canonical;
+    use crate::canonical;
     use serde_json::json;
 
     fn run(parser: &mut ToolCallParser, pieces: &[&str]) -> Vec<TurnEvent> {

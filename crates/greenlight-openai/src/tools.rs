@@ -3,7 +3,7 @@
 //! [`ToolHost`].
 //!
 //! The rule that keeps it simple: the adapter never touches a file. It asks a host to run a
-//! call and gets back a [`ToolReply`]; the real host ([`crate::openai::host::WorktreeHost`])
+//! call and gets back a [`ToolReply`]; the real host ([`crate::host::WorktreeHost`])
 //! keeps every path inside the worktree, and [`FakeTools`] is an in-process registry for tests.
 //! Whatever a host returns is checked against the tool's [`ResultShape`] before the model sees
 //! it, so a host cannot send the model something the tool never promised.
@@ -13,7 +13,7 @@ use std::sync::Mutex;
 
 use serde_json::{Value, json};
 
-use crate::dispatch::BoxFuture;
+use greenlight_agent::dispatch::BoxFuture;
 
 /// `read_file`: a file's lines (a page of them when it is long).
 pub const READ_FILE: &str = "read_file";
@@ -23,7 +23,7 @@ pub const LIST_DIR: &str = "list_dir";
 pub const SEARCH: &str = "search";
 /// `write_file`: a whole file's new content.
 pub const WRITE_FILE: &str = "write_file";
-/// `apply_patch`: a unified diff ([`crate::openai::patch`]).
+/// `apply_patch`: a unified diff ([`crate::patch`]).
 pub const APPLY_PATCH: &str = "apply_patch";
 /// `run`: a shell command in the worktree.
 pub const RUN: &str = "run";

@@ -1,6 +1,6 @@
 //! The real tool host: the six tools over one worktree, every path held inside it.
 //!
-//! Every path a model names goes through [`crate::containment::check_contained`] first — the
+//! Every path a model names goes through [`greenlight_agent::containment::check_contained`] first — the
 //! same rule as a declared read or write: relative, no `..`, no control character, and the
 //! nearest existing ancestor's realpath inside the root's (so a symlinked directory pointing out
 //! is caught). A refused path is a [`ToolReply::Refused`] for the model, never an effect. Files
@@ -19,13 +19,13 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::containment::check_contained;
-use crate::dispatch::BoxFuture;
-use crate::openai::patch;
-use crate::openai::tools::{
+use crate::patch;
+use crate::tools::{
     self, APPLY_PATCH, LIST_DIR, READ_FILE, RUN, SEARCH, ToolHost, ToolLimits, ToolReply,
     ToolRequest, ToolSpec, WRITE_FILE, arguments,
 };
+use greenlight_agent::containment::check_contained;
+use greenlight_agent::dispatch::BoxFuture;
 
 /// The tools over one worktree.
 #[derive(Debug, Clone)]
@@ -376,7 +376,7 @@ impl WorktreeHost {
         spec.grace = self.grace.min(timeout);
         spec.tail_bytes = self.limits.run_output_bytes;
         spec.env.base = self.base_env.clone();
-        let mut remove = crate::env::scrubbed_names();
+        let mut remove = greenlight_agent::env::scrubbed_names();
         remove.extend(self.hidden_env.iter().cloned());
         spec.env.remove = remove;
         let outcome = greenlight_proc::run(&spec, &mut (), None)

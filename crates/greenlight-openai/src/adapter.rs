@@ -21,21 +21,23 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use crate::activity::{Activity, ActivitySink, NoActivity};
-use crate::clock::elapsed_ms;
-use crate::containment::check_all;
-use crate::dispatch::{
+use greenlight_agent::activity::{Activity, ActivitySink, NoActivity};
+use greenlight_agent::clock::elapsed_ms;
+use greenlight_agent::containment::check_all;
+use greenlight_agent::dispatch::{note_probe_answer, probe_failed};
+use greenlight_agent::ledger::{NoLedger, ToolEnd, ToolIntent, ToolLedger, ToolStatus};
+use greenlight_agent::runner::DEFAULT_CAPTURE_LIMIT;
+use greenlight_agent::{
     AdapterOptions, BoxFuture, Deliverable, DispatchRequest, DispatchResult, Dispatcher, Family,
-    Outcome, PROBE_PROMPT, ProbeOutcome, TokenSource, note_probe_answer, probe_failed,
+    Outcome, PROBE_PROMPT, ProbeOutcome, Reason, TokenSource,
 };
-use crate::openai::client::{AttemptError, Client, RetryPolicy};
-use crate::openai::host::WorktreeHost;
-use crate::openai::ledger::{NoLedger, ToolEnd, ToolIntent, ToolLedger, ToolStatus};
-use crate::openai::prompt;
-use crate::openai::tools::{ToolHost, ToolLimits, ToolReply, ToolRequest, ToolSpec};
-use crate::openai::turn::{ToolCall, ToolFormat, TurnDecoder, TurnEvent};
-use crate::reason::Reason;
-use crate::runner::DEFAULT_CAPTURE_LIMIT;
+
+use crate::Error;
+use crate::client::{AttemptError, Client, RetryPolicy};
+use crate::host::WorktreeHost;
+use crate::prompt;
+use crate::tools::{ToolHost, ToolLimits, ToolReply, ToolRequest, ToolSpec};
+use crate::turn::{ToolCall, ToolFormat, TurnDecoder, TurnEvent};
 
 /// The most text one model reply may stream (answer, thoughts, tool calls and what could not be
 /// read as one, in bytes): the same 8 MiB a CLI agent's output stream is kept to. Past it the
@@ -136,18 +138,15 @@ pub fn is_acceptable_model_id(id: &str) -> bool {
 }
 
 impl OpenAi {
-    /// A dispatcher from `options`, whose `openai` endpoint is required.
-    pub fn new(options: AdapterOptions) -> Result<Self, crate::Error> {
-        let endpoint = options
-            .openai
-            .clone()
-            .ok_or(crate::Error::OpenAiEndpointMissing)?;
+    /// A dispatcher from the shared `options` and the server's `endpoint`; refused when the
+    /// endpoint's base URL is unusable.
+    pub fn new(options: AdapterOptions, endpoint: Endpoint) -> Result<Self, Error> {
         let client = Client::new(
             &endpoint.base_url,
             endpoint.connect_timeout,
             endpoint.idle_timeout,
         )
-        .map_err(crate::Error::OpenAiEndpoint)?;
+        .map_err(Error::Endpoint)?;
         Ok(Self {
             options,
             endpoint,
@@ -165,14 +164,9 @@ impl OpenAi {
 
     fn api_key(&self) -> Option<String> {
         let name = self.endpoint.api_key_env.as_str();
-        let value = match &self.options.base_env {
-            Some(env) => env
-                .iter()
-                .find(|(k, _)| k == name)
-                .map(|(_, v)| v.to_string_lossy().into_owned()),
-            None => std::env::var(name).ok(),
-        };
-        value.filter(|v| !v.trim().is_empty())
+        greenlight_agent::env::lookup(self.options.base_env.as_deref(), name)
+            .map(|v| v.to_string_lossy().into_owned())
+            .filter(|v| !v.trim().is_empty())
     }
 
     fn host_for(&self, req: &DispatchRequest) -> Arc<dyn ToolHost> {
@@ -291,7 +285,7 @@ impl OpenAi {
                 Family::OpenAi,
                 id,
                 PROBE_PROMPT,
-                std::env::temp_dir(),
+                greenlight_agent::env::temp_dir(self.options.base_env.as_deref()),
                 self.options.probe_timeout,
             );
             req.step_id = "probe".into();

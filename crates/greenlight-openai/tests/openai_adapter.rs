@@ -7,15 +7,15 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use greenlight_agent::openai::adapter::{Endpoint, OpenAi};
-use greenlight_agent::openai::client::RetryPolicy;
-use greenlight_agent::openai::ledger::{LedgerEntry, MemoryLedger, ToolStatus};
-use greenlight_agent::openai::tools::{FakeTools, ToolReply};
-use greenlight_agent::openai::turn::ToolFormat;
+use greenlight_agent::ledger::{LedgerEntry, MemoryLedger, ToolStatus};
 use greenlight_agent::{
     Activity, ActivitySink, AdapterOptions, Deliverable, DispatchRequest, DispatchResult,
     Dispatcher, Family, Outcome, Reason, TokenSource,
 };
+use greenlight_openai::adapter::{Endpoint, OpenAi};
+use greenlight_openai::client::RetryPolicy;
+use greenlight_openai::tools::{FakeTools, ToolReply};
+use greenlight_openai::turn::ToolFormat;
 use greenlight_testkit::openai_server::{
     Body, Reply, ScriptedServer, StreamEnd, answer, call, unused_addr,
 };
@@ -68,16 +68,18 @@ fn endpoint(base_url: &str, format: ToolFormat) -> Endpoint {
 }
 
 fn openai(ep: Endpoint, env: &[(&str, &str)]) -> OpenAi {
-    OpenAi::new(AdapterOptions {
-        openai: Some(ep),
-        base_env: Some(
-            env.iter()
-                .map(|(k, v)| ((*k).into(), (*v).into()))
-                .collect(),
-        ),
-        grace: Duration::from_millis(200),
-        ..AdapterOptions::default()
-    })
+    OpenAi::new(
+        AdapterOptions {
+            base_env: Some(
+                env.iter()
+                    .map(|(k, v)| ((*k).into(), (*v).into()))
+                    .collect(),
+            ),
+            grace: Duration::from_millis(200),
+            ..AdapterOptions::default()
+        },
+        ep,
+    )
     .unwrap()
 }
 
@@ -874,13 +876,11 @@ async fn a_probe_asks_without_tools_and_records_the_id_that_answers() {
 
 #[tokio::test]
 async fn bad_settings_are_refused_before_any_request() {
-    let err = OpenAi::new(AdapterOptions::default()).unwrap_err();
+    // An openai dispatcher cannot be built without a server: `OpenAi::new` takes one, and the
+    // code that chooses a family refuses a missing one with this error.
+    let err = greenlight_openai::Error::EndpointMissing;
     assert!(err.to_string().contains("--base-url"), "{err}");
-    let err = OpenAi::new(AdapterOptions {
-        openai: Some(Endpoint::new("localhost:8080")),
-        ..AdapterOptions::default()
-    })
-    .unwrap_err();
+    let err = OpenAi::new(AdapterOptions::default(), Endpoint::new("localhost:8080")).unwrap_err();
     assert!(
         err.to_string()
             .contains("must start with http:// or https://"),

@@ -7,7 +7,7 @@
 //! body, one delta per token, cut into 1,400-byte reads (a TCP segment). Every input is
 //! generated here, deterministic, a few MiB.
 //!
-//! `cargo bench -p greenlight-agent --bench tool_parser`. Measured on this 2-core machine, idle
+//! `cargo bench -p greenlight-openai --bench tool_parser`. Measured on this 2-core machine, idle
 //! (medians): 16 KiB reads 1.6 GiB/s; token pieces with `feed_into` 210 MiB/s, with `feed`
 //! 95 MiB/s (a vector and a string allocated per piece); the decoder 305 MiB/s of body.
 
@@ -18,7 +18,7 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use greenlight_agent::openai::{ToolCallParser, ToolFormat, TurnDecoder};
+use greenlight_openai::{ToolCallParser, ToolFormat, TurnDecoder};
 
 /// Bytes of generated model text.
 const SIZE: usize = 4 << 20;

@@ -6,8 +6,8 @@
 use std::path::Path;
 use std::time::Duration;
 
-use greenlight_agent::openai::host::WorktreeHost;
-use greenlight_agent::openai::tools::{ToolHost, ToolLimits, ToolReply, ToolRequest};
+use greenlight_openai::host::WorktreeHost;
+use greenlight_openai::tools::{ToolHost, ToolLimits, ToolReply, ToolRequest};
 use serde_json::{Value, json};
 
 fn host(root: &Path, limits: ToolLimits) -> WorktreeHost {

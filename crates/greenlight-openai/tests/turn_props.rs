@@ -3,8 +3,8 @@
 
 use std::path::PathBuf;
 
-use greenlight_agent::openai::golden::{self, End};
-use greenlight_agent::openai::{ToolCallParser, ToolFormat, TurnDecoder, TurnEvent, canonical};
+use greenlight_openai::golden::{self, End};
+use greenlight_openai::{ToolCallParser, ToolFormat, TurnDecoder, TurnEvent, canonical};
 use proptest::prelude::*;
 
 fn golden_turns() -> Vec<(String, golden::GoldenTurn)> {

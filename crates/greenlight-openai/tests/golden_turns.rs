@@ -1,13 +1,13 @@
 //! Every golden turn under `fixtures/golden-turns/` replays to the events it records.
 //!
-//! `GREENLIGHT_UPDATE_GOLDEN=1 cargo test -p greenlight-agent --test golden_turns` rewrites each
+//! `GREENLIGHT_UPDATE_GOLDEN=1 cargo test -p greenlight-openai --test golden_turns` rewrites each
 //! file's expected events with what the decoder gives now; review the diff before committing.
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-use greenlight_agent::openai::TurnEvent;
-use greenlight_agent::openai::golden;
+use greenlight_openai::TurnEvent;
+use greenlight_openai::golden;
 
 /// The golden files, sorted; with `GREENLIGHT_UPDATE_GOLDEN=1` rewritten first, once, before any
 /// test of this binary reads them.

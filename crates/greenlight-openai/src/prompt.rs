@@ -6,8 +6,8 @@
 
 use serde_json::{Value, json};
 
-use crate::openai::tools::ToolSpec;
-use crate::openai::turn::{ToolCall, ToolFormat};
+use crate::tools::ToolSpec;
+use crate::turn::{ToolCall, ToolFormat};
 
 const ROLE: &str = "You are a coding agent working in a repository. Use the tools to look at \
 and change files and to run commands; every path is relative to the repository root, and \
@@ -107,12 +107,12 @@ pub fn bounded_result(tool: &str, text: String, max: usize) -> (String, bool) {
         end -= 1;
     }
     let hint = match tool {
-        crate::openai::tools::READ_FILE => {
+        crate::tools::READ_FILE => {
             "call read_file with a later start_line and a smaller max_lines to read the rest"
         }
-        crate::openai::tools::LIST_DIR => "list a subdirectory instead",
-        crate::openai::tools::SEARCH => "narrow the pattern or the path",
-        crate::openai::tools::RUN => {
+        crate::tools::LIST_DIR => "list a subdirectory instead",
+        crate::tools::SEARCH => "narrow the pattern or the path",
+        crate::tools::RUN => {
             "narrow the command's output (for example `| head -n 50`, `| tail -n 50` or `| grep PATTERN`)"
         }
         _ => "ask for less",
@@ -148,7 +148,7 @@ mod tests {
 
     #[test]
     fn tags_format_describes_every_tool_and_the_convention() {
-        let specs = crate::openai::tools::specs(&Default::default());
+        let specs = crate::tools::specs(&Default::default());
         let text = system(ToolFormat::Tags, &specs);
         for spec in &specs {
             assert!(text.contains(&format!("## {}", spec.name)), "{}", spec.name);
