@@ -14,3 +14,10 @@ crate::word::word!(
         OpenAi = "openai",
     }
 );
+
+/// Claude: what `greenlight goal start --agent` is when not given.
+impl Default for Family {
+    fn default() -> Self {
+        Family::Claude
+    }
+}
