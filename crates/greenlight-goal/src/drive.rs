@@ -196,11 +196,11 @@ pub fn parse_agent(
     openai: &OpenAiArgs,
 ) -> Result<AgentSpec, String> {
     let (family, template) = match agent {
-        "claude" => ("claude", None),
-        "codex" => ("codex", None),
-        "openai" => ("openai", None),
+        "claude" => (Family::Claude, None),
+        "codex" => (Family::Codex, None),
+        "openai" => (Family::OpenAi, None),
         other => match other.strip_prefix("command:") {
-            Some(t) => ("command", Some(split_template(t)?)),
+            Some(t) => (Family::Command, Some(split_template(t)?)),
             None => {
                 return Err(format!(
                     "--agent `{other}`: use claude, codex, openai, or command:<argv template>"
@@ -208,7 +208,7 @@ pub fn parse_agent(
             }
         },
     };
-    let endpoint = if family == "openai" {
+    let endpoint = if family == Family::OpenAi {
         Some(openai_endpoint(openai)?)
     } else if openai.any() {
         return Err(format!(
@@ -219,18 +219,20 @@ pub fn parse_agent(
     };
     let model = match (family, model) {
         (_, Some(m)) => m,
-        ("claude", None) => "sonnet".into(),
-        ("command", None) => "default".into(),
-        ("openai", None) => {
+        (Family::Claude, None) => "sonnet".into(),
+        (Family::Command, None) => "default".into(),
+        (Family::OpenAi, None) => {
             return Err(
                 "--agent openai needs --model (an id the server serves: GET <base-url>/models lists them)"
                     .into(),
             );
         }
-        _ => return Err("--agent codex needs --model (the model id codex should run)".into()),
+        (Family::Codex, None) => {
+            return Err("--agent codex needs --model (the model id codex should run)".into());
+        }
     };
     Ok(AgentSpec {
-        family: family.into(),
+        family,
         model: Some(model),
         argv_template: template,
         endpoint,
@@ -243,7 +245,7 @@ pub fn agent_bin(agent: &AgentSpec) -> Option<PathBuf> {
     match &agent.argv_template {
         Some(template) => template.first().map(PathBuf::from),
         // The openai family starts no executable: the probe asks its server.
-        None if agent.family == "openai" => None,
+        None if agent.family == Family::OpenAi => None,
         None => Some(PathBuf::from(agent.family.as_str())),
     }
 }
@@ -253,17 +255,7 @@ pub fn dispatcher_for(
     agent: &AgentSpec,
     marker: Option<&(String, String)>,
 ) -> Result<(Arc<dyn Dispatcher>, Family), String> {
-    let family = match agent.family.as_str() {
-        "claude" => Family::Claude,
-        "codex" => Family::Codex,
-        "command" => Family::Command,
-        "openai" => Family::OpenAi,
-        other => {
-            return Err(format!(
-                "unknown agent family `{other}` in the state database"
-            ));
-        }
-    };
+    let family = agent.family;
     let mut options = AdapterOptions::default();
     if let Some((var, value)) = marker {
         let mut env: Vec<(std::ffi::OsString, std::ffi::OsString)> = std::env::vars_os()
@@ -569,7 +561,7 @@ mod tests {
             tool_format: Some("tags".into()),
         };
         let spec = parse_agent("openai", Some("qwen2.5-coder:7b".into()), &args).expect("ok");
-        assert_eq!(spec.family, "openai");
+        assert_eq!(spec.family.as_str(), "openai");
         assert_eq!(
             spec.endpoint,
             Some(AgentEndpoint {
