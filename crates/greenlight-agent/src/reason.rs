@@ -67,7 +67,6 @@ impl Produced for Reason {
     fn may_be_produced_by(self, producer: Producer) -> bool {
         self.producers().contains(&producer)
     }
-
 }
 
 /// The reasons a producer may emit, in declaration order.

@@ -9,8 +9,8 @@ use std::sync::Mutex;
 
 use greenlight_agent::{Activity, ActivitySink, DispatchResult};
 use greenlight_store::greenlight_stream::{
-    ActivityKind, FrameBody, MAX_PROMPT_BYTES, MAX_TEXT_BYTES, StreamId, ToolStatus,
-    TurnTokens, bounded,
+    ActivityKind, FrameBody, MAX_PROMPT_BYTES, MAX_TEXT_BYTES, StreamId, ToolStatus, TurnTokens,
+    bounded,
 };
 use greenlight_store::{GoalId, NewGateRun};
 

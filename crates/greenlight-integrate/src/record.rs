@@ -14,9 +14,7 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::time::Instant;
 
 use greenlight_gate::{GateReport, RunEvent};
-use greenlight_store::greenlight_stream::{
-    FrameBody, MAX_TEXT_BYTES, RunKind, bounded,
-};
+use greenlight_store::greenlight_stream::{FrameBody, MAX_TEXT_BYTES, RunKind, bounded};
 use greenlight_store::{NewRunGate, RunId, Store, WallClock as _};
 
 /// Set to `1` to record nothing (as `greenlight verify --no-record` does).

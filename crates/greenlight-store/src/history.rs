@@ -277,8 +277,8 @@ fn decode_row<A: Access + ?Sized>(a: &A, raw: RawRow) -> Result<RunGateRow, Erro
         what,
         found,
     };
-    let verdict =
-        GateVerdict::from_name(&verdict).ok_or_else(|| corrupt("run_gates.verdict", verdict.clone()))?;
+    let verdict = GateVerdict::from_name(&verdict)
+        .ok_or_else(|| corrupt("run_gates.verdict", verdict.clone()))?;
     let duration_ms = duration_ms
         .map(|ms| u64::try_from(ms).map_err(|_| corrupt("run_gates.duration_ms", ms.to_string())))
         .transpose()?;

@@ -68,9 +68,9 @@ pub use history::{
 pub use listing::{ARCHIVE_AFTER_MS, Changes, GoalPage};
 pub use model::{
     AgentEndpoint, AgentSpec, Dispatch, DispatchEnd, DispatchId, DispatchOutcome, DispatchStep,
-    Event, Family, Gate, GateId, GateRun, GateRunId, GateVerdict, Goal, GoalId, GoalState, LastResult,
-    Millis, NewDispatch, NewGate, NewGateRun, NewGoal, NewToolCall, Pause, Recovered, Tokens,
-    ToolCallRecord, ToolCallStatus, Turn,
+    Event, Family, Gate, GateId, GateRun, GateRunId, GateVerdict, Goal, GoalId, GoalState,
+    LastResult, Millis, NewDispatch, NewGate, NewGateRun, NewGoal, NewToolCall, Pause, Recovered,
+    Tokens, ToolCallRecord, ToolCallStatus, Turn,
 };
 pub use owner::{Liveness, RunOwner};
 pub use read::Reads;

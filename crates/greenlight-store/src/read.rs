@@ -12,9 +12,9 @@ use rusqlite::{OptionalExtension, Row, params};
 
 use crate::Error;
 use crate::model::{
-    AgentEndpoint, AgentSpec, Dispatch, DispatchId, DispatchOutcome, DispatchStep, Event, Family, Gate,
-    GateId, GateRun, GateRunId, GateVerdict, Goal, GoalId, GoalState, LastResult, Pause, Tokens,
-    ToolCallRecord, ToolCallStatus, Turn,
+    AgentEndpoint, AgentSpec, Dispatch, DispatchId, DispatchOutcome, DispatchStep, Event, Family,
+    Gate, GateId, GateRun, GateRunId, GateVerdict, Goal, GoalId, GoalState, LastResult, Pause,
+    Tokens, ToolCallRecord, ToolCallStatus, Turn,
 };
 
 pub(crate) mod sealed {

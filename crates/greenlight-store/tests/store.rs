@@ -480,11 +480,7 @@ fn gate_attempts_count_consecutive_failures_and_a_pass_resets_them() {
         gate,
         turn: None,
         verdict,
-        exit_code: Some(if verdict == GateVerdict::Pass {
-            0
-        } else {
-            101
-        }),
+        exit_code: Some(if verdict == GateVerdict::Pass { 0 } else { 101 }),
         duration_ms: 5,
         workspace_key: Some("abc".into()),
         replayed,

@@ -170,9 +170,19 @@ fn a_goal_gate_run_keeps_its_verdict_and_refuses_the_verdicts_only_verify_reache
             stored(&db, "SELECT last_verdict FROM gates WHERE id = ?1", gate.0),
             verdict.as_str()
         );
-        let last = store.gates(goal).expect("gates")[0].last.clone().expect("last");
+        let last = store.gates(goal).expect("gates")[0]
+            .last
+            .clone()
+            .expect("last");
         assert_eq!(last.verdict, verdict);
-        assert_eq!(store.gate_runs(goal).expect("runs").last().map(|r| r.verdict), Some(verdict));
+        assert_eq!(
+            store
+                .gate_runs(goal)
+                .expect("runs")
+                .last()
+                .map(|r| r.verdict),
+            Some(verdict)
+        );
     }
     for verdict in [GateVerdict::Flaky, GateVerdict::Skip] {
         let err = store
@@ -184,7 +194,11 @@ fn a_goal_gate_run_keeps_its_verdict_and_refuses_the_verdicts_only_verify_reache
         );
         assert!(err.to_string().contains(verdict.as_str()), "{err}");
     }
-    assert_eq!(store.gate_runs(goal).expect("runs").len(), 3, "nothing was recorded");
+    assert_eq!(
+        store.gate_runs(goal).expect("runs").len(),
+        3,
+        "nothing was recorded"
+    );
 }
 
 #[test]

@@ -8,12 +8,12 @@
 
 mod word;
 
-mod verdict;
-mod reason;
+mod dispatch;
 mod family;
 mod goal;
+mod reason;
 mod run;
-mod dispatch;
+mod verdict;
 
 pub use dispatch::DispatchOutcome;
 pub use family::Family;

@@ -44,8 +44,9 @@ macro_rules! word {
         $(#[$doc])*
         #[derive(
             Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord,
-            serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+            serde::Serialize, serde::Deserialize,
         )]
+        #[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
         pub enum $name {
             $( $(#[$vdoc])* #[serde(rename = $text)] $variant ),+
         }

@@ -52,7 +52,10 @@ fn every_word_round_trips_through_its_text_form() {
 /// here so a rename is a failing test, not a silent migration.
 #[test]
 fn the_stored_spellings_are_the_contract() {
-    assert_eq!(GateVerdict::NAMES, ["pass", "fail", "flaky", "timeout", "skip"]);
+    assert_eq!(
+        GateVerdict::NAMES,
+        ["pass", "fail", "flaky", "timeout", "skip"]
+    );
     assert_eq!(Family::NAMES, ["claude", "codex", "command", "openai"]);
     assert_eq!(GoalState::NAMES, ["active", "paused", "done", "cleared"]);
     assert_eq!(RunKind::NAMES, ["verify", "hook"]);
@@ -77,7 +80,10 @@ fn a_verdict_has_one_line_word_that_round_trips() {
         assert_eq!(GateVerdict::from_word(word), Some(verdict));
         let json = serde_json::to_string(&Line { verdict }).expect("serialises");
         assert_eq!(json, format!("{{\"verdict\":\"{word}\"}}"));
-        assert_eq!(serde_json::from_str::<Line>(&json).expect("reads"), Line { verdict });
+        assert_eq!(
+            serde_json::from_str::<Line>(&json).expect("reads"),
+            Line { verdict }
+        );
     }
     assert_eq!(GateVerdict::from_word("pass"), None);
     let err = serde_json::from_str::<Line>(r#"{"verdict":"pass"}"#).expect_err("lower case");
