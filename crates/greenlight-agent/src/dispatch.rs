@@ -26,52 +26,9 @@ use crate::runner::{
 /// (`Box<dyn Dispatcher>` / `Arc<dyn Dispatcher>`).
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
-/// Which agent runtime.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Family {
-    /// Claude Code (`claude -p`).
-    Claude,
-    /// Codex (`codex exec`).
-    Codex,
-    /// Any other command, through an argv template.
-    Command,
-    /// An OpenAI-compatible `/v1/chat/completions` server (llama.cpp, vLLM, Ollama, LM Studio):
-    /// greenlight is the agent harness itself ([`crate::openai`]).
-    #[serde(rename = "openai")]
-    OpenAi,
-}
-
-impl Family {
-    /// The kebab-case name.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Family::Claude => "claude",
-            Family::Codex => "codex",
-            Family::Command => "command",
-            Family::OpenAi => "openai",
-        }
-    }
-}
-
-impl std::fmt::Display for Family {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl std::str::FromStr for Family {
-    type Err = crate::Error;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "claude" => Ok(Family::Claude),
-            "codex" => Ok(Family::Codex),
-            "command" => Ok(Family::Command),
-            "openai" => Ok(Family::OpenAi),
-            other => Err(crate::Error::UnknownFamily(other.into())),
-        }
-    }
-}
+/// Which agent runtime: the one [`greenlight_types::Family`]. The openai family's harness is
+/// [`crate::openai`].
+pub use greenlight_types::Family;
 
 /// What a step delivers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
@@ -147,18 +104,12 @@ impl DispatchRequest {
     }
 }
 
-/// How a dispatch settled.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Outcome {
-    /// The runtime answered; `text` is set.
-    Ok,
-    /// The runtime ran but nothing usable came back (timeout, dead).
-    Null,
-    /// The dispatch was refused before any process started (bad model id, prompt over the
-    /// ceiling, a declared path outside the root).
-    Error,
-}
+/// How a dispatch settled: the one [`greenlight_types::DispatchOutcome`]. A dispatch settles
+/// `ok` (the runtime answered; `text` is set), `null` (the runtime ran but nothing usable came
+/// back: timeout, dead) or `error` (refused before any process started: bad model id, prompt
+/// over the ceiling, a declared path outside the root); `in-flight` and `interrupted` are the
+/// ledger's, never a result's.
+pub use greenlight_types::DispatchOutcome as Outcome;
 
 /// Where the token counts came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

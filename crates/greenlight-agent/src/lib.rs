@@ -66,15 +66,12 @@ pub use dispatch::{
     says_ok,
 };
 pub use families::cli_dispatcher;
-pub use reason::{Producer, Reason, produced_by};
+pub use reason::{Produced, Producer, Reason, produced_by};
 pub use verdict::{DEFANG_MARKER, ReplyVerdict, defang, parse_verdict};
 
 /// Errors building a dispatcher or reading a name.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// A family name that is not `claude`, `codex`, `command` or `openai`.
-    #[error("unknown agent family `{0}`; use claude, codex, command or openai")]
-    UnknownFamily(String),
     /// A deliverable name that is not `return-value` or `file`.
     #[error("unknown deliverable `{0}`; use return-value or file")]
     UnknownDeliverable(String),

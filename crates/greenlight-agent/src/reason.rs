@@ -1,69 +1,12 @@
-//! The one closed list of failure reasons for the whole product, and who may produce each.
+//! Who may produce each member of the one closed list of failure reasons.
 //!
-//! There is no second taxonomy: every failure greenlight records (a dispatch, a gate, a judge, a
-//! goal that pauses) names exactly one `Reason`. Adding a member is a deliberate change to a
-//! public contract, so the list lives here, once, with its producer table beside it.
+//! The list itself is [`greenlight_types::Reason`], so the store, the frames and the front ends
+//! name a reason without depending on the agents; the producer table lives here, beside the
+//! producers, and the tests below hold every member to at least one producer in the code.
 
 use serde::{Deserialize, Serialize};
 
-/// Why a dispatch, a step or a goal did not succeed. Serialised in kebab-case; the names are a
-/// stable contract (ledger rows, `--json` output, frames).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Reason {
-    /// The dispatch deadline fired while the agent was still running; its process group was
-    /// ended. "It was still working."
-    DispatchTimeout,
-    /// Nothing usable came back: the binary could not be spawned, vanished without an exit code,
-    /// exited nonzero, reported an error (`is_error`, `turn.failed`), or exited cleanly with
-    /// nothing parseable ("spawned but mute").
-    DispatchDead,
-    /// The assembled prompt is longer than the runtime's ceiling; it was refused before any
-    /// process started, never truncated.
-    PromptOverCeiling,
-    /// No candidate model id answered the liveness probe, or the agent's executable cannot be
-    /// started at all (not installed).
-    ProbeFailed,
-    /// An openai dispatch spent its bound of model requests or tokens while the model was still
-    /// calling tools, or one model reply streamed more text than a CLI agent's output is kept to
-    /// (the work it did so far stays in the worktree; the next turn goes on).
-    DispatchBudgetExhausted,
-    /// A model id does not match the family's safe grammar (claude and codex:
-    /// `^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`; command also allows `:` and `/`) and so could be
-    /// read as an option; refused before any process started.
-    ModelIdInvalid,
-    /// A declared read or write is absolute, contains `..` or a control character, or resolves
-    /// (through a symlinked ancestor) outside the root.
-    PathEscapesRoot,
-    /// A file-mode dispatch came back ok but a declared write does not exist or did not change.
-    DeliverableNotLanded,
-    /// A reply that must end in a gate verdict does not: the last non-empty line is not exactly
-    /// `GATE: PASS` or `GATE: FAIL`, or more than one verdict line is present.
-    GateVerdictUnparseable,
-    /// A gate command judged the work and exited nonzero.
-    GateFailed,
-    /// The goal failed its gates on every allowed retry and paused.
-    RetriesExhausted,
-    /// The goal spent its turn budget and paused.
-    TurnBudgetExhausted,
-    /// The goal's worktree is gone; the goal pauses without charging an attempt.
-    WorktreeMissing,
-    /// The judge could not be run (its dispatch failed) too many times in a row.
-    JudgeFailed,
-    /// The judge answered, but not in its grammar, too many times in a row.
-    JudgeUnparseable,
-    /// A dispatch was in flight when greenlight stopped; on resume its result is unknown.
-    DispatchInterrupted,
-    /// A person paused the goal (`greenlight goal pause`, Ctrl-C or SIGTERM during `goal run`).
-    PausedByUser,
-    /// The goal has no gate left, so nothing could say it is done; it pauses until one is added.
-    NoGates,
-    /// The machine, not the agent, failed the dispatch before the agent could start: the
-    /// prompt file could not be written (no space, no usable temp dir), or the agent could not
-    /// be spawned for want of file descriptors, memory or processes. Retrying would fail the
-    /// same way, so the goal pauses at once and charges no turn.
-    MachineFailure,
-}
+pub use greenlight_types::Reason;
 
 /// The part of greenlight that may emit a reason. Used to keep the reason list honest: every
 /// member has at least one producer, and an adapter never invents a loop reason.
@@ -86,57 +29,18 @@ pub enum Producer {
     Judge,
 }
 
-impl Reason {
-    /// Every member, in declaration order.
-    pub const ALL: [Reason; 19] = [
-        Reason::DispatchTimeout,
-        Reason::DispatchDead,
-        Reason::PromptOverCeiling,
-        Reason::ProbeFailed,
-        Reason::DispatchBudgetExhausted,
-        Reason::ModelIdInvalid,
-        Reason::PathEscapesRoot,
-        Reason::DeliverableNotLanded,
-        Reason::GateVerdictUnparseable,
-        Reason::GateFailed,
-        Reason::RetriesExhausted,
-        Reason::TurnBudgetExhausted,
-        Reason::WorktreeMissing,
-        Reason::JudgeFailed,
-        Reason::JudgeUnparseable,
-        Reason::DispatchInterrupted,
-        Reason::PausedByUser,
-        Reason::NoGates,
-        Reason::MachineFailure,
-    ];
-
-    /// The kebab-case name, as serialised.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Reason::DispatchTimeout => "dispatch-timeout",
-            Reason::DispatchDead => "dispatch-dead",
-            Reason::PromptOverCeiling => "prompt-over-ceiling",
-            Reason::ProbeFailed => "probe-failed",
-            Reason::DispatchBudgetExhausted => "dispatch-budget-exhausted",
-            Reason::ModelIdInvalid => "model-id-invalid",
-            Reason::PathEscapesRoot => "path-escapes-root",
-            Reason::DeliverableNotLanded => "deliverable-not-landed",
-            Reason::GateVerdictUnparseable => "gate-verdict-unparseable",
-            Reason::GateFailed => "gate-failed",
-            Reason::RetriesExhausted => "retries-exhausted",
-            Reason::TurnBudgetExhausted => "turn-budget-exhausted",
-            Reason::WorktreeMissing => "worktree-missing",
-            Reason::JudgeFailed => "judge-failed",
-            Reason::JudgeUnparseable => "judge-unparseable",
-            Reason::DispatchInterrupted => "dispatch-interrupted",
-            Reason::PausedByUser => "paused-by-user",
-            Reason::NoGates => "no-gates",
-            Reason::MachineFailure => "machine-failure",
-        }
-    }
-
+/// Who may produce a [`Reason`]: the producer table, kept beside the producers rather than with
+/// the word, which lives in `greenlight-types` for every crate to name.
+pub trait Produced {
     /// Which parts of greenlight may emit this reason.
-    pub const fn producers(self) -> &'static [Producer] {
+    fn producers(self) -> &'static [Producer];
+
+    /// Whether `producer` may emit this reason.
+    fn may_be_produced_by(self, producer: Producer) -> bool;
+}
+
+impl Produced for Reason {
+    fn producers(self) -> &'static [Producer] {
         match self {
             Reason::DispatchTimeout
             | Reason::DispatchDead
@@ -160,20 +64,8 @@ impl Reason {
         }
     }
 
-    /// Whether `producer` may emit this reason.
-    pub fn may_be_produced_by(self, producer: Producer) -> bool {
+    fn may_be_produced_by(self, producer: Producer) -> bool {
         self.producers().contains(&producer)
-    }
-
-    /// Parses a kebab-case name; `None` for anything not in the list.
-    pub fn from_name(name: &str) -> Option<Reason> {
-        Reason::ALL.into_iter().find(|r| r.as_str() == name)
-    }
-}
-
-impl std::fmt::Display for Reason {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 

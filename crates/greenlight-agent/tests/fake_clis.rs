@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use greenlight_agent::{
-    AdapterOptions, Deliverable, DispatchRequest, DispatchResult, Family, Outcome, Producer,
-    Reason, SteppingClock, TokenSource, cli_dispatcher, codex,
+    AdapterOptions, Deliverable, DispatchRequest, DispatchResult, Family, Outcome, Produced,
+    Producer, Reason, SteppingClock, TokenSource, cli_dispatcher, codex,
 };
 use greenlight_testkit::fake_agent::{FakeAgent, FakeCli, Scenario, group_members, pid_alive};
 

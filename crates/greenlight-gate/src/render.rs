@@ -541,7 +541,7 @@ fn gate_json(gate: &GateReport) -> serde_json::Value {
     serde_json::json!({
         "id": gate.id,
         "command": gate.command,
-        "verdict": gate.verdict,
+        "verdict": gate.verdict.word(),
         "passed": gate.passed,
         "skip_reason": gate.skip_reason,
         "exit_codes": gate.attempts.iter().filter(|a| a.status != AttemptStatus::MutexSkip).map(|a| a.exit_code).collect::<Vec<_>>(),

@@ -203,21 +203,9 @@ impl SkipReason {
     }
 }
 
-/// The verdict word on a gate's line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum GateVerdict {
-    /// Passed first time.
-    Pass,
-    /// Failed (once without retry, or twice).
-    Fail,
-    /// Failed, then passed on the retry. Counts as a failure unless `flakyIsPass`.
-    Flaky,
-    /// Ran out of time. Never retried.
-    Timeout,
-    /// Not run or not judged.
-    Skip,
-}
+/// The verdict word on a gate's line: the one [`greenlight_types::GateVerdict`], written in the
+/// line contract's upper case (`PASS`) wherever a report or a cache entry is serialised.
+pub use greenlight_types::GateVerdict;
 
 /// One gate's whole story.
 #[derive(Debug, Clone, Serialize)]
@@ -227,6 +215,7 @@ pub struct GateReport {
     /// Its command.
     pub command: String,
     /// The word on its line.
+    #[serde(with = "greenlight_types::gate_verdict_word")]
     pub verdict: GateVerdict,
     /// Whether it counts as a pass toward the RESULT (`None` when it reached no verdict).
     pub passed: Option<bool>,

@@ -178,11 +178,11 @@ pub fn parse_agent(
     families: &dyn Families,
 ) -> Result<AgentSpec, String> {
     let (family, template) = match agent {
-        "claude" => ("claude", None),
-        "codex" => ("codex", None),
-        "openai" => ("openai", None),
+        "claude" => (Family::Claude, None),
+        "codex" => (Family::Codex, None),
+        "openai" => (Family::OpenAi, None),
         other => match other.strip_prefix("command:") {
-            Some(t) => ("command", Some(split_template(t)?)),
+            Some(t) => (Family::Command, Some(split_template(t)?)),
             None => {
                 return Err(format!(
                     "--agent `{other}`: use claude, codex, openai, or command:<argv template>"
@@ -190,7 +190,7 @@ pub fn parse_agent(
             }
         },
     };
-    let endpoint = if family == "openai" {
+    let endpoint = if family == Family::OpenAi {
         Some(families.openai_endpoint(openai)?)
     } else if openai.any() {
         return Err(format!(
@@ -201,18 +201,20 @@ pub fn parse_agent(
     };
     let model = match (family, model) {
         (_, Some(m)) => m,
-        ("claude", None) => "sonnet".into(),
-        ("command", None) => "default".into(),
-        ("openai", None) => {
+        (Family::Claude, None) => "sonnet".into(),
+        (Family::Command, None) => "default".into(),
+        (Family::OpenAi, None) => {
             return Err(
                 "--agent openai needs --model (an id the server serves: GET <base-url>/models lists them)"
                     .into(),
             );
         }
-        _ => return Err("--agent codex needs --model (the model id codex should run)".into()),
+        (Family::Codex, None) => {
+            return Err("--agent codex needs --model (the model id codex should run)".into());
+        }
     };
     Ok(AgentSpec {
-        family: family.into(),
+        family,
         model: Some(model),
         argv_template: template,
         endpoint,
@@ -225,7 +227,7 @@ pub fn agent_bin(agent: &AgentSpec) -> Option<PathBuf> {
     match &agent.argv_template {
         Some(template) => template.first().map(PathBuf::from),
         // The openai family starts no executable: the probe asks its server.
-        None if agent.family == "openai" => None,
+        None if agent.family == Family::OpenAi => None,
         None => Some(PathBuf::from(agent.family.as_str())),
     }
 }
@@ -237,17 +239,7 @@ pub fn dispatcher_for(
     marker: Option<&(String, String)>,
     families: &dyn Families,
 ) -> Result<(Arc<dyn Dispatcher>, Family), String> {
-    let family = match agent.family.as_str() {
-        "claude" => Family::Claude,
-        "codex" => Family::Codex,
-        "command" => Family::Command,
-        "openai" => Family::OpenAi,
-        other => {
-            return Err(format!(
-                "unknown agent family `{other}` in the state database"
-            ));
-        }
-    };
+    let family = agent.family;
     let mut options = AdapterOptions::default();
     if let Some((var, value)) = marker {
         let mut env: Vec<(std::ffi::OsString, std::ffi::OsString)> = families

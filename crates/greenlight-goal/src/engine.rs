@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use greenlight_agent::{Dispatcher, Family, Reason};
 use greenlight_proc::{Interrupt, InterruptWatch};
-use greenlight_store::{Gate, GateRunVerdict as RunVerdict, Goal, GoalId, GoalState, Reads, Store};
+use greenlight_store::{Gate, GateVerdict as RunVerdict, Goal, GoalId, GoalState, Reads, Store};
 
 use crate::error::Error;
 use crate::frames;

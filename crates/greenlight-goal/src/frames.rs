@@ -9,10 +9,10 @@ use std::sync::Mutex;
 
 use greenlight_agent::{Activity, ActivitySink, DispatchResult};
 use greenlight_store::greenlight_stream::{
-    ActivityKind, FrameBody, GateVerdict, MAX_PROMPT_BYTES, MAX_TEXT_BYTES, StreamId, ToolStatus,
-    TurnTokens, bounded,
+    ActivityKind, FrameBody, MAX_PROMPT_BYTES, MAX_TEXT_BYTES, StreamId, ToolStatus, TurnTokens,
+    bounded,
 };
-use greenlight_store::{GateRunVerdict, GoalId, NewGateRun};
+use greenlight_store::{GoalId, NewGateRun};
 
 use crate::ledger::ledger_end;
 
@@ -102,11 +102,7 @@ pub(crate) fn gate_finished(
     FrameBody::GateFinished {
         gate: count(number),
         command: command.to_owned(),
-        verdict: match run.verdict {
-            GateRunVerdict::Pass => GateVerdict::Pass,
-            GateRunVerdict::Fail => GateVerdict::Fail,
-            GateRunVerdict::Timeout => GateVerdict::Timeout,
-        },
+        verdict: run.verdict,
         exit_code: run.exit_code,
         duration_ms: (!run.replayed).then_some(run.duration_ms),
         digest: digest.map(|d| bounded(d, MAX_TEXT_BYTES).0),

@@ -20,7 +20,7 @@ use greenlight_gate::OutputSink;
 use greenlight_gate::lock::{self, Acquired};
 use greenlight_proc::InterruptWatch;
 use greenlight_store::{
-    Gate, GateRun, GateRunVerdict as RunVerdict, Goal, LastResult, NewGateRun, Reads,
+    Gate, GateRun, GateVerdict as RunVerdict, Goal, LastResult, NewGateRun, Reads,
 };
 
 use crate::engine::{Engine, Finish, Step, gate_timeout_sec};

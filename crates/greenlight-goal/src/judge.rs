@@ -48,7 +48,7 @@ impl Engine<'_> {
             goal: goal_id,
             turn,
             attempt,
-            family: self.settings.family.as_str().to_owned(),
+            family: self.settings.family,
             model: Some(judge.clone()),
         };
         let dispatch = self.store.write(|tx| tx.begin_dispatch(&ledger))?;

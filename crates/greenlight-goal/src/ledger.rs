@@ -2,7 +2,7 @@
 //! the ledger (the agent's last reply, the judge's failure streaks) so that a resume carries on
 //! exactly where the crashed run stopped.
 
-use greenlight_agent::{DispatchResult, Outcome, Reason, ReplyVerdict, parse_verdict};
+use greenlight_agent::{DispatchResult, Reason, ReplyVerdict, parse_verdict};
 use greenlight_store::{DispatchEnd, DispatchOutcome, DispatchStep, GoalId, Reads, Store, Tokens};
 
 use crate::error::Error;
@@ -23,11 +23,7 @@ fn tokens_of(result: &DispatchResult) -> Tokens {
 /// The ledger completion of a finished dispatch, reply included.
 pub(crate) fn ledger_end(result: &DispatchResult) -> DispatchEnd {
     DispatchEnd {
-        outcome: match result.outcome {
-            Outcome::Ok => DispatchOutcome::Ok,
-            Outcome::Null => DispatchOutcome::Null,
-            Outcome::Error => DispatchOutcome::Error,
-        },
+        outcome: result.outcome,
         wall_ms: Some(result.wall_ms),
         tokens: tokens_of(result),
         reason: result

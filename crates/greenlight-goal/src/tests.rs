@@ -171,7 +171,7 @@ impl Fixture {
             worktree: self.worktree(),
             text: "make value.txt say good".into(),
             agent: AgentSpec {
-                family: "command".into(),
+                family: Family::Command,
                 model: Some("m".into()),
                 argv_template: Some(vec!["fake".into()]),
                 endpoint: None,
@@ -639,7 +639,7 @@ fn crashed_after_a_dispatch(fx: &mut Fixture, goal: GoalId, reply: Option<&str>)
                 goal,
                 turn,
                 attempt: 1,
-                family: "command".into(),
+                family: Family::Command,
                 model: Some("m".into()),
             })?;
             if let Some(reply) = reply {

@@ -69,7 +69,7 @@ impl Engine<'_> {
             goal: goal_id,
             turn,
             attempt,
-            family: self.settings.family.as_str().to_owned(),
+            family: self.settings.family,
             model: Some(self.settings.model.clone()),
         };
         let dispatch_id = self.store.write(|tx| {

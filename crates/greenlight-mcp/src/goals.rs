@@ -161,7 +161,7 @@ pub fn pause(state: &Path, which: &GoalSelector, cwd: &Path) -> Result<GoalChang
                 .write(|tx| {
                     tx.pause_goal(
                         goal.id,
-                        greenlight_agent::Reason::PausedByUser.as_str(),
+                        greenlight_types::Reason::PausedByUser.as_str(),
                         Some("paused through MCP (`goal_pause`); `goal_resume` or `greenlight goal resume` continues"),
                     )
                 })

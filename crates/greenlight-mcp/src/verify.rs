@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use camino::Utf8PathBuf;
-use greenlight_gate::{GateReport, GateVerdict, RunEvent, RunReport, config, render};
+use greenlight_gate::{GateReport, RunEvent, RunReport, config, render};
 use greenlight_proc::{Interrupt, InterruptWatch};
 use greenlight_run::evidence::{self, Budget, Output, Shown};
 use greenlight_run::{RecordAs, SessionOptions, VerifySession};
@@ -292,7 +292,7 @@ async fn run(args: &VerifyArgs, ctx: VerifyContext) -> Result<VerifyOutput, Cann
             progress.send(format!(
                 "gate {finished}/{total} {}: {} {how}",
                 gate.id,
-                verdict_word(gate.verdict),
+                gate.verdict.word(),
             ));
         }
     };
@@ -372,7 +372,7 @@ fn outcome(gate: &GateReport, tail_limit: usize) -> GateOutcome {
     };
     GateOutcome {
         id: gate.id.clone(),
-        verdict: verdict_word(gate.verdict).to_owned(),
+        verdict: gate.verdict.word().to_owned(),
         passed: gate.passed,
         exit_code: last.and_then(|a| a.exit_code),
         duration_ms: gate
@@ -394,17 +394,6 @@ fn outcome(gate: &GateReport, tail_limit: usize) -> GateOutcome {
                 .sum::<usize>(),
         )
         .unwrap_or(u32::MAX),
-    }
-}
-
-/// The word on the gate's line.
-pub fn verdict_word(verdict: GateVerdict) -> &'static str {
-    match verdict {
-        GateVerdict::Pass => "PASS",
-        GateVerdict::Fail => "FAIL",
-        GateVerdict::Flaky => "FLAKY",
-        GateVerdict::Timeout => "TIMEOUT",
-        GateVerdict::Skip => "SKIP",
     }
 }
 

@@ -13,10 +13,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::Instant;
 
-use greenlight_gate::{GateReport, GateVerdict as LineVerdict, RunEvent};
-use greenlight_store::greenlight_stream::{
-    FrameBody, GateVerdict, MAX_TEXT_BYTES, RunKind, bounded,
-};
+use greenlight_gate::{GateReport, RunEvent};
+use greenlight_store::greenlight_stream::{FrameBody, MAX_TEXT_BYTES, RunKind, bounded};
 use greenlight_store::{NewRunGate, RunId, Store, WallClock as _};
 
 /// Set to `1` to record nothing (as `greenlight verify --no-record` does).
@@ -303,23 +301,13 @@ pub fn run_gate(gate: &GateReport, decided_at: i64) -> NewRunGate {
     let last = gate.attempts.last();
     NewRunGate {
         gate: gate.id.clone(),
-        verdict: verdict(gate.verdict),
+        verdict: gate.verdict,
         exit_code: last.and_then(|a| a.exit_code),
         duration_ms: last.map(|a| u64::try_from(a.duration.as_millis()).unwrap_or(u64::MAX)),
         attempts: u32::try_from(gate.attempts.len()).unwrap_or(u32::MAX),
         // Replayed from the result cache rather than measured by this run.
         cached: gate.cached.is_some(),
         decided_at,
-    }
-}
-
-fn verdict(verdict: LineVerdict) -> GateVerdict {
-    match verdict {
-        LineVerdict::Pass => GateVerdict::Pass,
-        LineVerdict::Fail => GateVerdict::Fail,
-        LineVerdict::Flaky => GateVerdict::Flaky,
-        LineVerdict::Timeout => GateVerdict::Timeout,
-        LineVerdict::Skip => GateVerdict::Skip,
     }
 }
 
@@ -352,7 +340,7 @@ pub fn gate_finished(number: u32, gate: &GateReport) -> FrameBody {
     FrameBody::GateFinished {
         gate: number,
         command: gate.command.clone(),
-        verdict: verdict(gate.verdict),
+        verdict: gate.verdict,
         exit_code: last.and_then(|a| a.exit_code),
         // A result replayed from the cache did not run now: no wall time, as for the goal
         // loop's replays.

@@ -243,7 +243,7 @@ pub async fn pause(State(app): State<App>, Path(raw): Path<String>) -> Result<Re
                 s.write(|tx| {
                     tx.pause_goal(
                         goal.id,
-                        greenlight_agent::reason::Reason::PausedByUser.as_str(),
+                        greenlight_types::Reason::PausedByUser.as_str(),
                         Some("paused from the dashboard; resume it there or with `greenlight goal resume`"),
                     )
                 })?;

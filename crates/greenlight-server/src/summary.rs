@@ -33,7 +33,7 @@ fn goal_summary(s: &Snapshot<'_>, goal: Goal) -> Result<GoalSummary, ApiError> {
         turns_used: goal.turns_used,
         max_turns: goal.max_turns,
         last_verdict,
-        agent: goal.agent.family,
+        agent: goal.agent.family.as_str().to_owned(),
         worktree: goal.worktree.to_string_lossy().into_owned(),
         created_at: goal.created_at,
         updated_at: goal.updated_at,

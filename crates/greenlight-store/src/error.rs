@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use crate::model::{DispatchId, DispatchOutcome, GoalId, GoalState};
+use crate::model::{DispatchId, DispatchOutcome, GateVerdict, GoalId, GoalState};
 
 /// Everything that can go wrong opening or changing the state database.
 #[derive(Debug, thiserror::Error)]
@@ -199,6 +199,18 @@ pub enum Error {
         goal: GoalId,
         /// The gate id.
         gate: i64,
+    },
+
+    /// A goal's gate run was given a verdict only verify reaches (`flaky`, `skip`).
+    #[error(
+        "goal #{goal}: a goal's gate run is recorded as pass, fail or timeout, not `{verdict}`; \
+         a goal runs each gate once per phase, so judge the run by its exit code"
+    )]
+    VerdictNotForGoal {
+        /// The goal.
+        goal: GoalId,
+        /// The verdict that was refused.
+        verdict: GateVerdict,
     },
 
     /// The turn does not exist, or is already ended.

@@ -334,16 +334,12 @@ fn raw_run(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawRun> {
 
 fn decode_run<A: Access + ?Sized>(a: &A, raw: RawRun) -> Result<Run, Error> {
     let (id, kind, worktree, gates, result, exit_code, started_at, ended_at, repository) = raw;
-    let kind = match kind.as_str() {
-        "verify" => RunKind::Verify,
-        "hook" => RunKind::Hook,
-        _ => {
-            return Err(Error::Corrupt {
-                path: a.db_path().to_path_buf(),
-                what: "runs.kind",
-                found: kind,
-            });
-        }
+    let Some(kind) = RunKind::from_name(&kind) else {
+        return Err(Error::Corrupt {
+            path: a.db_path().to_path_buf(),
+            what: "runs.kind",
+            found: kind,
+        });
     };
     Ok(Run {
         id: RunId(id),

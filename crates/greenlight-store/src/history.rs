@@ -96,28 +96,6 @@ pub struct GateStats {
     pub last_at: Millis,
 }
 
-/// The stored name of a verdict.
-pub fn verdict_name(verdict: GateVerdict) -> &'static str {
-    match verdict {
-        GateVerdict::Pass => "pass",
-        GateVerdict::Fail => "fail",
-        GateVerdict::Flaky => "flaky",
-        GateVerdict::Timeout => "timeout",
-        GateVerdict::Skip => "skip",
-    }
-}
-
-fn verdict_from_name(name: &str) -> Option<GateVerdict> {
-    Some(match name {
-        "pass" => GateVerdict::Pass,
-        "fail" => GateVerdict::Fail,
-        "flaky" => GateVerdict::Flaky,
-        "timeout" => GateVerdict::Timeout,
-        "skip" => GateVerdict::Skip,
-        _ => return None,
-    })
-}
-
 /// The nearest-rank percentile of sorted values: the smallest value with at least `p` percent
 /// of the values at or below it (rank `ceil(p / 100 × n)`, from 1). No interpolation, so every
 /// figure is a duration that was measured. `None` for no values.
@@ -165,7 +143,7 @@ impl Tx<'_> {
             params![
                 run.0,
                 row.gate,
-                verdict_name(row.verdict),
+                row.verdict.as_str(),
                 row.exit_code,
                 duration,
                 row.attempts,
@@ -299,8 +277,8 @@ fn decode_row<A: Access + ?Sized>(a: &A, raw: RawRow) -> Result<RunGateRow, Erro
         what,
         found,
     };
-    let verdict =
-        verdict_from_name(&verdict).ok_or_else(|| corrupt("run_gates.verdict", verdict.clone()))?;
+    let verdict = GateVerdict::from_name(&verdict)
+        .ok_or_else(|| corrupt("run_gates.verdict", verdict.clone()))?;
     let duration_ms = duration_ms
         .map(|ms| u64::try_from(ms).map_err(|_| corrupt("run_gates.duration_ms", ms.to_string())))
         .transpose()?;

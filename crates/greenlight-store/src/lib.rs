@@ -16,14 +16,14 @@
 //! the write lock up front makes `busy_timeout` apply.
 //!
 //! ```no_run
-//! use greenlight_store::{AgentSpec, NewGoal, Reads, Store};
+//! use greenlight_store::{AgentSpec, Family, NewGoal, Reads, Store};
 //! # fn main() -> Result<(), greenlight_store::Error> {
 //! let mut store = Store::open(&greenlight_store::default_state_path()?)?;
 //! let goal = store.write(|tx| {
 //!     tx.create_goal(&NewGoal {
 //!         worktree: ".".into(),
 //!         text: "make the tests pass".into(),
-//!         agent: AgentSpec { family: "claude".into(), ..AgentSpec::default() },
+//!         agent: AgentSpec { family: Family::Claude, ..AgentSpec::default() },
 //!         judge: None,
 //!         max_turns: 20,
 //!         retries: 3,
@@ -61,16 +61,16 @@ use rusqlite::{Connection, TransactionBehavior};
 pub use error::Error;
 pub use frames::{INTERRUPTED, Run, RunId};
 pub use greenlight_stream;
+pub use greenlight_types;
 pub use history::{
     DEFAULT_STATS_WINDOW, GateStats, HistoryScope, NewRunGate, RunGateRow, nearest_rank,
-    verdict_name,
 };
 pub use listing::{ARCHIVE_AFTER_MS, Changes, GoalPage};
 pub use model::{
     AgentEndpoint, AgentSpec, Dispatch, DispatchEnd, DispatchId, DispatchOutcome, DispatchStep,
-    Event, Gate, GateId, GateRun, GateRunId, GateRunVerdict, Goal, GoalId, GoalState, LastResult,
-    Millis, NewDispatch, NewGate, NewGateRun, NewGoal, NewToolCall, Pause, Recovered, Tokens,
-    ToolCallRecord, ToolCallStatus, Turn,
+    Event, Family, Gate, GateId, GateRun, GateRunId, GateVerdict, Goal, GoalId, GoalState,
+    LastResult, Millis, NewDispatch, NewGate, NewGateRun, NewGoal, NewToolCall, Pause, Recovered,
+    Tokens, ToolCallRecord, ToolCallStatus, Turn,
 };
 pub use owner::{Liveness, RunOwner};
 pub use read::Reads;

@@ -1,13 +1,17 @@
 //! The values the store hands out and takes in: plain data, no database handles.
 //!
-//! Every closed set of names (goal states, verdicts, dispatch outcomes) is an enum here whose
-//! text form is exactly what the database holds; open vocabularies owned by the goal loop
-//! (pause reasons, turn outcomes, dispatch reasons) are kebab-case strings checked on the way in.
+//! Every closed set of names is an enum whose text form (`as_str` written, `from_name` read) is
+//! exactly what the database holds: the domain's words (goal states, gate verdicts, dispatch
+//! outcomes, agent families) come from `greenlight-types`, the store's own (dispatch steps, tool
+//! call states) are declared here. Open vocabularies owned by the goal loop (pause reasons, turn
+//! outcomes, dispatch reasons) are kebab-case strings checked on the way in.
 
 use std::fmt;
 use std::path::PathBuf;
 
 use serde::Serialize;
+
+pub use greenlight_types::{DispatchOutcome, Family, GateVerdict, GoalState};
 
 /// Milliseconds since the Unix epoch, UTC.
 pub type Millis = i64;
@@ -73,32 +77,6 @@ macro_rules! name_enum {
 }
 
 name_enum!(
-    /// Where a goal is in its life.
-    GoalState {
-        /// Being worked on (or ready to be, after a crash).
-        Active = "active",
-        /// Stopped with a reason; `greenlight goal resume` continues it.
-        Paused = "paused",
-        /// Gates green (and the judge agreed, if there is one).
-        Done = "done",
-        /// Ended by the user; the row stays for audit.
-        Cleared = "cleared",
-    }
-);
-
-name_enum!(
-    /// What a gate run decided.
-    GateRunVerdict {
-        /// Exit code 0.
-        Pass = "pass",
-        /// Nonzero exit.
-        Fail = "fail",
-        /// Killed at its deadline.
-        Timeout = "timeout",
-    }
-);
-
-name_enum!(
     /// What a dispatch was for.
     DispatchStep {
         /// An agent turn (the work).
@@ -108,27 +86,11 @@ name_enum!(
     }
 );
 
-name_enum!(
-    /// Where a dispatch ledger row stands.
-    DispatchOutcome {
-        /// Written before the agent starts; never left this way by a finished dispatch.
-        InFlight = "in-flight",
-        /// The agent answered.
-        Ok = "ok",
-        /// The agent ran but gave nothing usable.
-        Null = "null",
-        /// The dispatch failed; `reason` says how.
-        Error = "error",
-        /// The process that started it died before it ended (found by crash recovery).
-        Interrupted = "interrupted",
-    }
-);
-
 /// Which agent runtime a goal drives.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Default, schemars::JsonSchema)]
 pub struct AgentSpec {
     /// `claude`, `codex`, `command` or `openai`.
-    pub family: String,
+    pub family: Family,
     /// The model id, when one was chosen.
     pub model: Option<String>,
     /// The argv template of the `command` family.
@@ -310,7 +272,7 @@ pub struct Goal {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct LastResult {
     /// The verdict.
-    pub verdict: GateRunVerdict,
+    pub verdict: GateVerdict,
     /// The exit code, when the process exited (none when killed).
     pub exit_code: Option<i32>,
     /// The workspace key it ran against; `None` = unknown.
@@ -370,7 +332,7 @@ pub struct NewGateRun {
     /// The turn it ran after, if any.
     pub turn: Option<u32>,
     /// What it decided.
-    pub verdict: GateRunVerdict,
+    pub verdict: GateVerdict,
     /// The exit code, if the process exited.
     pub exit_code: Option<i32>,
     /// Wall time (0 for a replay).
@@ -399,7 +361,7 @@ pub struct GateRun {
     /// The gate's consecutive-failure count after this run (0 after a pass).
     pub attempt: u32,
     /// What it decided.
-    pub verdict: GateRunVerdict,
+    pub verdict: GateVerdict,
     /// The exit code, if any.
     pub exit_code: Option<i32>,
     /// Wall time.
@@ -446,7 +408,7 @@ pub struct NewDispatch {
     /// 1-based attempt within the turn.
     pub attempt: u32,
     /// Runtime family.
-    pub family: String,
+    pub family: Family,
     /// Model id, if chosen.
     pub model: Option<String>,
 }
@@ -482,7 +444,7 @@ pub struct Dispatch {
     /// Attempt within the turn.
     pub attempt: u32,
     /// Runtime family.
-    pub family: String,
+    pub family: Family,
     /// Model id.
     pub model: Option<String>,
     /// Outcome so far.

@@ -12,9 +12,9 @@ use rusqlite::{OptionalExtension, Row, params};
 
 use crate::Error;
 use crate::model::{
-    AgentEndpoint, AgentSpec, Dispatch, DispatchId, DispatchOutcome, DispatchStep, Event, Gate,
-    GateId, GateRun, GateRunId, GateRunVerdict, Goal, GoalId, GoalState, LastResult, Pause, Tokens,
-    ToolCallRecord, ToolCallStatus, Turn,
+    AgentEndpoint, AgentSpec, Dispatch, DispatchId, DispatchOutcome, DispatchStep, Event, Family,
+    Gate, GateId, GateRun, GateRunId, GateVerdict, Goal, GoalId, GoalState, LastResult, Pause,
+    Tokens, ToolCallRecord, ToolCallStatus, Turn,
 };
 
 pub(crate) mod sealed {
@@ -532,7 +532,7 @@ impl RawGoal {
                 detail: self.pause_detail,
             }),
             agent: AgentSpec {
-                family: self.family,
+                family: named(path, "goals.agent_family", self.family, Family::from_name)?,
                 model: self.model,
                 argv_template,
                 endpoint,
@@ -585,7 +585,7 @@ impl RawGate {
     fn decode(self, path: &Path, number: Option<usize>) -> Result<Gate, Error> {
         let last = match (self.verdict, self.at) {
             (Some(v), Some(at)) => Some(LastResult {
-                verdict: named(path, "gates.last_verdict", v, GateRunVerdict::from_name)?,
+                verdict: named(path, "gates.last_verdict", v, GateVerdict::from_name)?,
                 exit_code: self.exit_code,
                 workspace_key: self.key,
                 evidence: self.evidence,
@@ -659,7 +659,7 @@ impl RawGateRun {
                 path,
                 "gate_runs.verdict",
                 self.verdict,
-                GateRunVerdict::from_name,
+                GateVerdict::from_name,
             )?,
             exit_code: self.exit_code,
             duration_ms: to_u64(path, "gate_runs.duration_ms", Some(self.duration_ms))?
@@ -729,7 +729,7 @@ impl RawDispatch {
             turn: self.turn,
             attempt: self.attempt,
             step: named(path, "dispatches.step", self.step, DispatchStep::from_name)?,
-            family: self.family,
+            family: named(path, "dispatches.family", self.family, Family::from_name)?,
             model: self.model,
             outcome: named(
                 path,

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 use crate::Error;
 use crate::model::{
-    DispatchEnd, DispatchId, DispatchOutcome, GateId, GateRun, GateRunVerdict, GoalId, GoalState,
+    DispatchEnd, DispatchId, DispatchOutcome, GateId, GateRun, GateVerdict, GoalId, GoalState,
     Millis, NewDispatch, NewGate, NewGateRun, NewGoal, NewToolCall, Recovered, Tokens,
     ToolCallStatus, is_kebab,
 };
@@ -177,7 +177,7 @@ impl<'a> Tx<'a> {
             params![
                 worktree.as_os_str().as_bytes(),
                 new.text,
-                new.agent.family,
+                new.agent.family.as_str(),
                 new.agent.model,
                 argv,
                 new.judge,
@@ -477,8 +477,16 @@ impl<'a> Tx<'a> {
             gate: run.gate.0,
         })?;
         let attempt = match run.verdict {
-            GateRunVerdict::Pass => 0,
-            GateRunVerdict::Fail | GateRunVerdict::Timeout => attempts.saturating_add(1),
+            GateVerdict::Pass => 0,
+            GateVerdict::Fail | GateVerdict::Timeout => attempts.saturating_add(1),
+            // A goal's gate runs once per phase, never retried, never skipped: verify's other
+            // verdicts belong in `run_gates`, and the column refuses them too.
+            GateVerdict::Flaky | GateVerdict::Skip => {
+                return Err(Error::VerdictNotForGoal {
+                    goal: run.goal,
+                    verdict: run.verdict,
+                });
+            }
         };
         let digest = run
             .digest
@@ -554,7 +562,7 @@ impl<'a> Tx<'a> {
         self.exec(
             "INSERT INTO dispatches (goal_id, turn, attempt, family, model, outcome, started_at, step) \
              VALUES (?1, ?2, ?3, ?4, ?5, 'in-flight', ?6, ?7)",
-            params![d.goal.0, d.turn, d.attempt, d.family, d.model, self.now, d.step.as_str()],
+            params![d.goal.0, d.turn, d.attempt, d.family.as_str(), d.model, self.now, d.step.as_str()],
         )?;
         let id = DispatchId(self.tx.last_insert_rowid());
         self.append_event(

@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use greenlight_store::{
-    AgentSpec, DispatchOutcome, DispatchStep, Error, GateRunVerdict, GoalId, NewDispatch,
+    AgentSpec, DispatchOutcome, DispatchStep, Error, Family, GateVerdict, GoalId, NewDispatch,
     NewGateRun, NewGoal, Reads, Store,
 };
 use serde_json::json;
@@ -21,7 +21,7 @@ fn new_goal(worktree: &Path) -> NewGoal {
         worktree: worktree.to_path_buf(),
         text: "stay green".into(),
         agent: AgentSpec {
-            family: "claude".into(),
+            family: Family::Claude,
             model: None,
             argv_template: None,
             endpoint: None,
@@ -50,7 +50,7 @@ fn write_turns(db: &Path, worktree: &Path, n: u32) -> GoalId {
                     goal,
                     gate,
                     turn: Some(turn),
-                    verdict: GateRunVerdict::Pass,
+                    verdict: GateVerdict::Pass,
                     exit_code: Some(0),
                     duration_ms: 1,
                     workspace_key: None,
@@ -121,7 +121,7 @@ fn child() {
                         goal,
                         turn,
                         attempt: 1,
-                        family: "claude".into(),
+                        family: Family::Claude,
                         model: None,
                     })
                 })

@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 
 use greenlight_store::greenlight_stream::RunKind;
 use greenlight_store::{
-    ARCHIVE_AFTER_MS, AgentSpec, GoalId, GoalPage, NewGoal, Reads, Store, SystemClock, WallClock,
+    ARCHIVE_AFTER_MS, AgentSpec, Family, GoalId, GoalPage, NewGoal, Reads, Store, SystemClock,
+    WallClock,
 };
 
 fn new_goal(worktree: PathBuf) -> NewGoal {
@@ -14,7 +15,7 @@ fn new_goal(worktree: PathBuf) -> NewGoal {
         worktree,
         text: "make it pass".into(),
         agent: AgentSpec {
-            family: "command".into(),
+            family: Family::Command,
             model: None,
             argv_template: Some(vec!["true".into()]),
             endpoint: None,

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use greenlight_store::{
-    AgentSpec, DispatchEnd, DispatchOutcome, DispatchStep, Error, GateRunVerdict, GoalState,
+    AgentSpec, DispatchEnd, DispatchOutcome, DispatchStep, Error, Family, GateVerdict, GoalState,
     NewDispatch, NewGateRun, NewGoal, Reads, SCHEMA_VERSION, StepClock, Store, Tokens,
     default_state_path_from,
 };
@@ -47,7 +47,7 @@ fn new_goal(worktree: &Path) -> NewGoal {
         worktree: worktree.to_path_buf(),
         text: "make the tests pass".into(),
         agent: AgentSpec {
-            family: "command".into(),
+            family: Family::Command,
             model: None,
             argv_template: Some(vec!["./fix.sh".into()]),
             endpoint: None,
@@ -295,7 +295,7 @@ fn tokens_not_reported_stay_null_and_reported_zero_stays_zero() {
                 goal: id,
                 turn,
                 attempt: 1,
-                family: "codex".into(),
+                family: Family::Codex,
                 model: None,
             })
         })
@@ -307,7 +307,7 @@ fn tokens_not_reported_stay_null_and_reported_zero_stays_zero() {
                 goal: id,
                 turn,
                 attempt: 2,
-                family: "claude".into(),
+                family: Family::Claude,
                 model: Some("m".into()),
             })
         })
@@ -412,7 +412,7 @@ fn in_flight_dispatches_of_a_crashed_runner_become_interrupted() {
                     goal: ga,
                     turn: ta,
                     attempt: 1,
-                    family: "claude".into(),
+                    family: Family::Claude,
                     model: None,
                 })
             })
@@ -424,7 +424,7 @@ fn in_flight_dispatches_of_a_crashed_runner_become_interrupted() {
                     goal: gb,
                     turn: tb,
                     attempt: 1,
-                    family: "claude".into(),
+                    family: Family::Claude,
                     model: None,
                 })
             })
@@ -480,11 +480,7 @@ fn gate_attempts_count_consecutive_failures_and_a_pass_resets_them() {
         gate,
         turn: None,
         verdict,
-        exit_code: Some(if verdict == GateRunVerdict::Pass {
-            0
-        } else {
-            101
-        }),
+        exit_code: Some(if verdict == GateVerdict::Pass { 0 } else { 101 }),
         duration_ms: 5,
         workspace_key: Some("abc".into()),
         replayed,
@@ -492,11 +488,11 @@ fn gate_attempts_count_consecutive_failures_and_a_pass_resets_them() {
         evidence: Some("test foo failed".into()),
     };
     let attempts: Vec<u32> = [
-        (GateRunVerdict::Fail, false),
-        (GateRunVerdict::Fail, true),
-        (GateRunVerdict::Timeout, false),
-        (GateRunVerdict::Pass, false),
-        (GateRunVerdict::Fail, false),
+        (GateVerdict::Fail, false),
+        (GateVerdict::Fail, true),
+        (GateVerdict::Timeout, false),
+        (GateVerdict::Pass, false),
+        (GateVerdict::Fail, false),
     ]
     .into_iter()
     .map(|(v, r)| {
@@ -512,7 +508,7 @@ fn gate_attempts_count_consecutive_failures_and_a_pass_resets_them() {
     let last = g.last.as_ref().expect("last result");
     assert_eq!(
         (last.verdict, last.exit_code, last.workspace_key.as_deref()),
-        (GateRunVerdict::Fail, Some(101), Some("abc"))
+        (GateVerdict::Fail, Some(101), Some("abc"))
     );
     let runs = store.gate_runs(id).expect("runs");
     assert_eq!(runs.len(), 5);
@@ -606,7 +602,7 @@ fn the_turn_budget_is_enforced_and_resume_resets_turns_but_not_gate_attempts() {
                     goal: id,
                     gate,
                     turn: Some(t),
-                    verdict: GateRunVerdict::Fail,
+                    verdict: GateVerdict::Fail,
                     exit_code: Some(1),
                     duration_ms: 1,
                     workspace_key: None,
@@ -827,7 +823,7 @@ fn an_open_turn_whose_dispatch_finished_ok_is_kept_open_as_owing_its_gates() {
                 goal: g,
                 turn: t,
                 attempt: 1,
-                family: "command".into(),
+                family: Family::Command,
                 model: None,
             })?;
             tx.finish_dispatch(
@@ -882,7 +878,7 @@ fn an_interrupted_dispatch_is_recorded_with_its_reason() {
                 goal: g,
                 turn: t,
                 attempt: 1,
-                family: "command".into(),
+                family: Family::Command,
                 model: None,
             })?;
             Ok::<_, Error>((g, d))
@@ -918,7 +914,7 @@ fn replies_gate_settings_and_the_probed_model_round_trip() {
                 step: DispatchStep::Agent,
                 turn,
                 attempt: 1,
-                family: "command".into(),
+                family: Family::Command,
                 model: None,
             })
         })

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use greenlight_store::{
-    AgentEndpoint, AgentSpec, DispatchEnd, DispatchOutcome, DispatchStep, Error, GoalId,
+    AgentEndpoint, AgentSpec, DispatchEnd, DispatchOutcome, DispatchStep, Error, Family, GoalId,
     NewDispatch, NewGoal, NewToolCall, Reads, StepClock, Store, Tokens, ToolCallStatus,
 };
 
@@ -25,7 +25,7 @@ fn openai_goal(store: &mut Store, dir: &tempfile::TempDir) -> GoalId {
                 worktree,
                 text: "fix it".into(),
                 agent: AgentSpec {
-                    family: "openai".into(),
+                    family: Family::OpenAi,
                     model: Some("qwen2.5-coder:7b".into()),
                     argv_template: None,
                     endpoint: Some(AgentEndpoint {
@@ -53,7 +53,7 @@ fn in_flight(store: &mut Store, goal: GoalId) -> greenlight_store::DispatchId {
                 step: DispatchStep::Agent,
                 turn: 1,
                 attempt: 1,
-                family: "openai".into(),
+                family: Family::OpenAi,
                 model: Some("m".into()),
             })
         })
@@ -234,7 +234,7 @@ fn a_goal_of_another_family_reads_back_with_no_endpoint() {
                 worktree,
                 text: "t".into(),
                 agent: AgentSpec {
-                    family: "claude".into(),
+                    family: Family::Claude,
                     ..AgentSpec::default()
                 },
                 judge: None,

@@ -9,6 +9,8 @@ use std::str::FromStr;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+pub use greenlight_types::{GateVerdict, RunKind};
+
 /// Which stream a frame belongs to: a goal's (`7`) or a verify or hook run's (`run-7`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum StreamId {
@@ -108,26 +110,6 @@ impl Frame {
     }
 }
 
-/// What kind of run a `run-N` stream records.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "kebab-case")]
-pub enum RunKind {
-    /// `greenlight verify`.
-    Verify,
-    /// `greenlight hook stop` (Claude Code's or Codex's Stop hook).
-    Hook,
-}
-
-impl RunKind {
-    /// The kebab-case name, as stored.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RunKind::Verify => "verify",
-            RunKind::Hook => "hook",
-        }
-    }
-}
-
 /// Which live output of the agent an activity frame carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
@@ -150,22 +132,6 @@ pub enum ToolStatus {
     Ok,
     /// Returned an error.
     Error,
-}
-
-/// A gate's verdict, as the line contract names it (lower case here).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "kebab-case")]
-pub enum GateVerdict {
-    /// Exit code 0.
-    Pass,
-    /// Non-zero exit.
-    Fail,
-    /// Failed, then passed on a retry.
-    Flaky,
-    /// Killed at its time limit.
-    Timeout,
-    /// Not run.
-    Skip,
 }
 
 /// Token counts of a turn; each is absent when the runtime did not report it (never 0 for

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use greenlight_store::greenlight_stream::{ActivityKind, FrameBody, StreamId};
-use greenlight_store::{AgentSpec, GoalId, NewGoal, Store};
+use greenlight_store::{AgentSpec, Family, GoalId, NewGoal, Store};
 
 use crate::sse;
 
@@ -26,7 +26,7 @@ pub fn command_goal(worktree: std::path::PathBuf, text: &str) -> NewGoal {
         worktree,
         text: text.into(),
         agent: AgentSpec {
-            family: "command".into(),
+            family: Family::Command,
             model: None,
             argv_template: Some(vec!["true".into()]),
             endpoint: None,

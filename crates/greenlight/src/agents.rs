@@ -108,7 +108,7 @@ mod tests {
         };
         let spec =
             parse_agent("openai", Some("qwen2.5-coder:7b".into()), &args, &families).expect("ok");
-        assert_eq!(spec.family, "openai");
+        assert_eq!(spec.family.as_str(), "openai");
         assert_eq!(
             spec.endpoint,
             Some(AgentEndpoint {

@@ -40,6 +40,7 @@ pub struct Entry {
     /// The command that ran.
     pub command: String,
     /// PASS or FAIL.
+    #[serde(with = "greenlight_types::gate_verdict_word")]
     pub verdict: GateVerdict,
     /// Every attempt as it ran.
     pub attempts: Vec<StoredAttempt>,

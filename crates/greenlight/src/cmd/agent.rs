@@ -357,7 +357,7 @@ fn print_json<T: serde::Serialize>(value: &T) {
 
 fn parse_family(s: &str) -> Result<Family, String> {
     s.parse()
-        .map_err(|err: greenlight_agent::Error| err.to_string())
+        .map_err(|err: greenlight_types::UnknownWord| err.to_string())
 }
 
 fn parse_deliverable(s: &str) -> Result<Deliverable, String> {

@@ -8,7 +8,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use greenlight_store::{AgentSpec, NewGoal, Store};
+use greenlight_store::{AgentSpec, Family, NewGoal, Store};
 
 use crate::agents::EveryFamily;
 use crate::goal_run::{LoopArgs, drive, exit, render_progress};
@@ -83,7 +83,7 @@ fn demo(args: &Args) -> Result<i32, String> {
         worktree: project.canonicalize().unwrap_or(project.clone()),
         text: "Make `sh test.sh` pass: the calculator's add() is wrong.".into(),
         agent: AgentSpec {
-            family: "command".into(),
+            family: Family::Command,
             model: Some("demo".into()),
             argv_template: Some(vec![
                 exe.display().to_string(),

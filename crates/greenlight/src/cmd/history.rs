@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use greenlight_run::record::repository_of;
 use greenlight_server::dashboard::{RUNNING, duration, utc};
 use greenlight_store::{
-    DEFAULT_STATS_WINDOW, GateStats, HistoryScope, Reads, Run, RunGateRow, Store, verdict_name,
+    DEFAULT_STATS_WINDOW, GateStats, HistoryScope, Reads, Run, RunGateRow, Store,
 };
 use serde_json::{Value, json};
 
@@ -199,7 +199,7 @@ fn stats_json(s: &GateStats) -> Value {
         "p99_ms": s.p99_ms,
         "failure_rate": s.failure_rate,
         "flaky_rate": s.flaky_rate,
-        "last_verdict": verdict_name(s.last_verdict),
+        "last_verdict": s.last_verdict.as_str(),
         "last_at": s.last_at,
     })
 }
@@ -207,7 +207,7 @@ fn stats_json(s: &GateStats) -> Value {
 fn row_json(r: &RunGateRow) -> Value {
     json!({
         "run": r.run.0,
-        "verdict": verdict_name(r.verdict),
+        "verdict": r.verdict.as_str(),
         "exit_code": r.exit_code,
         "duration_ms": r.duration_ms,
         "attempts": r.attempts,
@@ -288,7 +288,7 @@ fn render_stats(stats: &[GateStats]) {
                 ms(s.p95_ms),
                 percent(s.failure_rate),
                 percent(s.flaky_rate),
-                format!("{} {}", verdict_name(s.last_verdict), utc(s.last_at)),
+                format!("{} {}", s.last_verdict.as_str(), utc(s.last_at)),
             ]
         })
         .collect();
@@ -308,7 +308,7 @@ fn render_gate(s: &GateStats, rows: &[RunGateRow]) {
         ms(s.p99_ms),
         percent(s.failure_rate),
         percent(s.flaky_rate),
-        verdict_name(s.last_verdict),
+        s.last_verdict.as_str(),
         utc(s.last_at)
     );
     outln!();
@@ -318,7 +318,7 @@ fn render_gate(s: &GateStats, rows: &[RunGateRow]) {
             vec![
                 r.run.0.to_string(),
                 utc(r.decided_at),
-                verdict_name(r.verdict).to_owned(),
+                r.verdict.as_str().to_owned(),
                 r.exit_code
                     .map_or_else(|| "-".to_owned(), |c| c.to_string()),
                 ms(r.duration_ms),

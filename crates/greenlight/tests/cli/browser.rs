@@ -387,7 +387,7 @@ fn new_goal(store: &mut Store, worktree: &Path, text: &str) -> GoalId {
                 worktree: worktree.to_owned(),
                 text: text.to_owned(),
                 agent: AgentSpec {
-                    family: "claude".to_owned(),
+                    family: greenlight_store::Family::Claude,
                     model: None,
                     argv_template: None,
                     endpoint: None,
