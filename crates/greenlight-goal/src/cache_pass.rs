@@ -20,7 +20,7 @@ use greenlight_gate::cache::CacheSettings;
 use greenlight_gate::config::{Loaded, Snapshot};
 use greenlight_gate::{
     Attempt, AttemptStatus, CachePlan, GateReport, Interrupt, InterruptWatch, OutputSink,
-    RunOptions,
+    RemoteSettings, RunOptions,
 };
 
 use crate::gate_phase::{self, GateResult};
@@ -50,6 +50,7 @@ impl GoalCache {
         timeout_sec: u32,
         settings: &CacheSettings,
         kill_grace: Duration,
+        remote: Option<&RemoteSettings>,
         interrupt: &mut InterruptWatch,
     ) -> Result<Option<GoalCache>, Interrupt> {
         let loaded = loaded.clone();
@@ -68,6 +69,7 @@ impl GoalCache {
             kill_grace,
             lock_root: greenlight_gate::lock::lock_root(),
             cache: Some(settings.clone()),
+            remote: remote.cloned(),
         };
         let mut plan = CachePlan::start(&loaded, &options, &[index]);
         plan.prepare(&loaded, &options, interrupt).await?;

@@ -225,6 +225,7 @@ impl Engine<'_> {
                     timeout_sec,
                     settings,
                     self.settings.kill_grace,
+                    self.settings.remote.as_ref(),
                     interrupt,
                 )
                 .await;

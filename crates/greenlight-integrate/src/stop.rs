@@ -404,6 +404,8 @@ pub struct StopOptions {
     pub lock_root: PathBuf,
     /// Bytes of evidence in a block reason.
     pub reason_budget: usize,
+    /// How the gates reach a verify.yaml's remote cluster.
+    pub remote: Option<greenlight_gate::RemoteSettings>,
 }
 
 /// The hook's answer plus the lines it wants on stderr (for the agent's debug log).
@@ -540,6 +542,7 @@ pub async fn run(
         lock_root: options.lock_root.clone(),
         // The hook replays what verify stored: a gate whose key is unchanged is not re-run.
         cache: crate::cache_place::cache_settings(options.state_path.as_deref()),
+        remote: options.remote.clone(),
     };
     let mut recorder = if crate::record::disabled_by_env() {
         Recorder::off()

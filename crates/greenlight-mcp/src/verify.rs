@@ -130,6 +130,8 @@ pub struct VerifyContext {
     pub progress: Progress,
     /// Fires when the call is cancelled or the server is told to stop.
     pub interrupt: InterruptWatch,
+    /// How the gates reach a verify.yaml's remote cluster.
+    pub remote: Option<greenlight_gate::RemoteSettings>,
 }
 
 /// Runs the gates on a thread of its own (the gate runner's future stays on one thread), and
@@ -196,6 +198,7 @@ async fn run(args: &VerifyArgs, ctx: VerifyContext) -> Result<VerifyOutput, Cann
                 settings
             },
         ),
+        remote: ctx.remote.clone(),
     };
     let mut warnings = Vec::new();
     let mut recorder = if record::disabled_by_env() {

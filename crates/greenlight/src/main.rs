@@ -8,6 +8,7 @@ mod out;
 mod cmd;
 mod duration;
 mod goal_run;
+mod remote;
 
 use clap::{Parser, Subcommand};
 

@@ -241,6 +241,7 @@ async fn verify(args: Args, interrupt: greenlight_proc::InterruptWatch) -> i32 {
         kill_grace: greenlight_proc::kill_grace(),
         lock_root: greenlight_gate::lock::lock_root(),
         cache: cache_settings(&args),
+        remote: Some(crate::remote::settings()),
     };
     let explain = args.explain;
     let progress = Progress::start();
