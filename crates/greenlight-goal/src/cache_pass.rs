@@ -20,7 +20,7 @@ use greenlight_gate::cache::CacheSettings;
 use greenlight_gate::config::{Loaded, Snapshot};
 use greenlight_gate::{
     Attempt, AttemptStatus, CachePlan, GateReport, Interrupt, InterruptWatch, OutputSink,
-    RemoteSettings, RunOptions,
+    RunOptions,
 };
 
 use crate::gate_phase::{self, GateResult};
@@ -41,16 +41,15 @@ pub(crate) struct GoalCache {
 
 impl GoalCache {
     /// The cache of the gate running `command` with `timeout_sec` in `worktree`, when the
-    /// goal's verify.yaml snapshot `loaded` declares that gate. `Err`: interrupted while a
-    /// `keys` command ran.
+    /// goal's verify.yaml snapshot `loaded` declares that gate; its keys commands and remote
+    /// cluster as the loop's `run` settings say. `Err`: interrupted while a `keys` command ran.
     pub(crate) async fn open(
         worktree: &Path,
         loaded: &Loaded,
         command: &str,
         timeout_sec: u32,
         settings: &CacheSettings,
-        kill_grace: Duration,
-        remote: Option<&RemoteSettings>,
+        run: &crate::engine::Settings,
         interrupt: &mut InterruptWatch,
     ) -> Result<Option<GoalCache>, Interrupt> {
         let loaded = loaded.clone();
@@ -66,10 +65,10 @@ impl GoalCache {
             base_ref: None,
             only: None,
             skip_work_evidence: true,
-            kill_grace,
+            kill_grace: run.kill_grace,
             lock_root: greenlight_gate::lock::lock_root(),
             cache: Some(settings.clone()),
-            remote: remote.cloned(),
+            remote: run.remote.clone(),
         };
         let mut plan = CachePlan::start(&loaded, &options, &[index]);
         plan.prepare(&loaded, &options, interrupt).await?;

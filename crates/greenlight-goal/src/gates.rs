@@ -224,8 +224,7 @@ impl Engine<'_> {
                     &at.gate.command,
                     timeout_sec,
                     settings,
-                    self.settings.kill_grace,
-                    self.settings.remote.as_ref(),
+                    self.settings,
                     interrupt,
                 )
                 .await;
