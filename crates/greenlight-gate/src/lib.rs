@@ -15,8 +15,12 @@
 //!   [`workspace_key`] → [`WorkspaceKey`];
 //! - the machine-wide mutex, also the protocol of the goal loop's runner lock: [`lock`].
 //!
+//! - the remote-execution seam a front end plugs a backend into: [`remote`] (its
+//!   [`RemoteSettings`] go in [`RunOptions::remote`]); this crate never speaks the protocol.
+//!
 //! The modules with a vocabulary of their own stay public ([`config`], [`lock`], [`render`],
-//! [`junit`], [`github`]); everything else is used through the names re-exported here.
+//! [`junit`], [`github`], [`remote`]); everything else is used through the names re-exported
+//! here.
 
 pub mod cache;
 mod capture;
@@ -29,6 +33,7 @@ pub mod github;
 pub mod junit;
 pub mod lock;
 mod plan;
+pub mod remote;
 mod remote_plan;
 pub mod render;
 mod report;
@@ -43,7 +48,8 @@ pub use exec::{
     run as run_gate, sweep_orphaned_gates,
 };
 pub use plan::CachePlan;
-pub use remote_plan::{ENDPOINT_VAR as REMOTE_ENDPOINT_VAR, KEYS_PROPERTY as REMOTE_KEYS_PROPERTY};
+pub use remote::RemoteSettings;
+pub use remote_plan::ENDPOINT_VAR as REMOTE_ENDPOINT_VAR;
 pub use report::{
     Attempt, AttemptStatus, CANNOT_START_EXIT, GateReport, GateVerdict, RemoteMark, RemoteSource,
     RunReport, RunResult, SkipReason, WorkEvidenceReport, exit,

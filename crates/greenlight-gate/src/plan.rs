@@ -66,12 +66,18 @@ impl CachePlan {
             && selected
                 .iter()
                 .any(|&i| config.gate_v2(i).is_some_and(|g| g.cache));
+        let mut warnings = Vec::new();
         let remote = RemotePlan::new(
             config,
+            options.remote.as_ref(),
             options.cache.as_ref().is_some_and(|c| c.refresh),
             options.cache.as_ref().is_some_and(|c| c.explain),
             options.cache.as_ref().map(|c| c.dir.as_path()),
-        );
+        )
+        .unwrap_or_else(|why| {
+            warnings.push(why);
+            None
+        });
         let settings = options.cache.clone().filter(|_| wants);
         let listing_thread = (settings.is_some() || remote.is_some()).then(|| {
             let cwd = options.cwd.clone();
@@ -97,7 +103,7 @@ impl CachePlan {
             remote,
             after: None,
             key_runner: None,
-            warnings: Vec::new(),
+            warnings,
         }
     }
 

@@ -16,27 +16,24 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use greenlight_digest::matchers::MatcherSet;
-use greenlight_remote::{
-    ActionSpec, Endpoint, FileDigests, InputRoot, LocalResult, Outcome, PreparedAction, Remote,
-};
 use tokio::sync::Mutex;
 
 use crate::capture::Capture;
 use crate::config::{GateSpec, GateV2, Loaded, RemoteCache, RemoteOptions, RunOn};
 use crate::exec::{Interrupt, InterruptWatch, OutputSink};
+use crate::remote::{
+    ActionSpec, Cluster, Digest, Endpoint, LocalResult, Outcome, RemoteSettings, SavedDigests,
+};
 use crate::report::{Attempt, AttemptStatus, GateReport, RemoteMark, RemoteSource};
 use crate::workspace_key::Listing;
 
 /// The environment variable that points every verify.yaml at another cluster (a CI runner's
-/// own, a developer's tunnel) without editing the file; `off` turns remote off.
+/// own, a developer's tunnel) without editing the file; `off` turns remote off. The front end
+/// reads it ([`RemoteSettings::endpoint_override`]).
 pub const ENDPOINT_VAR: &str = "GREENLIGHT_REMOTE_ENDPOINT";
 
 /// How long connecting (and the capabilities check) may take before the run goes on locally.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// The platform property that carries the `keys` outputs (a toolchain's version, a lockfile's
-/// hash): part of the action's digest, never used to pick a worker.
-pub const KEYS_PROPERTY: &str = "greenlight.keys";
 
 /// How long a remote gate may wait for a worker on top of its own time limit before the run
 /// gives up on it: a cluster with no worker offering the gate's platform queues it forever.
@@ -44,6 +41,7 @@ const QUEUE_ALLOWANCE: Duration = Duration::from_secs(120);
 
 /// The remote half of a run's plan.
 pub(crate) struct RemotePlan {
+    settings: RemoteSettings,
     options: RemoteOptions,
     refresh: bool,
     /// `--explain`: a replay says where it came from.
@@ -59,12 +57,14 @@ pub(crate) struct RemotePlan {
 
 /// What the gates of a run share while they execute remotely.
 pub(crate) struct RemoteRun {
-    remote: Remote,
-    root: InputRoot,
-    actions: HashMap<usize, PreparedAction>,
+    remote: Arc<dyn Cluster>,
+    /// The digest of the workspace's input root on the cluster.
+    root: Digest,
+    /// Per gate index: its action's digest.
+    actions: HashMap<usize, Digest>,
     /// The second attempt of a gate with `retryOnFail`: never cached, so a pass after a failure
     /// (FLAKY) is never what a later lookup finds.
-    retry_actions: HashMap<usize, PreparedAction>,
+    retry_actions: HashMap<usize, Digest>,
     /// Whether the input root is on the cluster yet (uploaded once, by the first remote gate).
     uploaded: Mutex<Option<Result<(), String>>>,
     can_execute: bool,
@@ -93,21 +93,31 @@ impl RemotePlan {
     }
 
     /// The plan for `config`, when it declares a cluster (and `GREENLIGHT_REMOTE_ENDPOINT` is
-    /// not `off`).
+    /// not `off`). `settings`: how this front end reaches clusters (`None`: it cannot, and the
+    /// gates run here, saying so).
     pub(crate) fn new(
         config: &Loaded,
+        settings: Option<&RemoteSettings>,
         refresh: bool,
         explain: bool,
         cache_dir: Option<&Path>,
-    ) -> Option<Self> {
-        let mut options = config.v2.as_ref()?.options.remote.clone()?;
+    ) -> Result<Option<Self>, String> {
+        let Some(mut options) = config.v2.as_ref().and_then(|v2| v2.options.remote.clone()) else {
+            return Ok(None);
+        };
+        let Some(settings) = settings else {
+            return Err(format!(
+                "greenlight: the remote cluster at {} is not used for this run: this front end \
+                 has no remote execution; gates run here",
+                options.endpoint
+            ));
+        };
         let mut warnings = Vec::new();
-        if let Some(over) = std::env::var_os(ENDPOINT_VAR) {
-            let over = over.to_string_lossy().into_owned();
+        if let Some(over) = &settings.endpoint_override {
             if over.trim() == "off" {
-                return None;
+                return Ok(None);
             }
-            match crate::config::v2::endpoint_url(&over) {
+            match crate::config::v2::endpoint_url(over) {
                 Ok(url) => options.endpoint = url,
                 Err(why) => warnings.push(format!(
                     "greenlight: {ENDPOINT_VAR} is ignored: {why}; using {} from verify.yaml",
@@ -115,7 +125,8 @@ impl RemotePlan {
                 )),
             }
         }
-        Some(RemotePlan {
+        Ok(Some(RemotePlan {
+            settings: settings.clone(),
             options,
             refresh,
             explain,
@@ -128,7 +139,7 @@ impl RemotePlan {
             ready: None,
             hits: HashMap::new(),
             warnings,
-        })
+        }))
     }
 
     fn off(&mut self, why: String) {
@@ -157,7 +168,8 @@ impl RemotePlan {
             ca_file: self.options.ca_file.clone().map(Into::into),
             token_file: self.options.token_file.clone().map(Into::into),
         };
-        let connect = tokio::time::timeout(CONNECT_TIMEOUT, Remote::connect(&endpoint));
+        let connect =
+            tokio::time::timeout(CONNECT_TIMEOUT, self.settings.backend.connect(&endpoint));
         let remote = tokio::select! {
             connected = connect => match connected {
                 Ok(Ok(remote)) => remote,
@@ -179,7 +191,7 @@ impl RemotePlan {
                 self.options.endpoint
             ));
         }
-        let root = match self.input_root(listing).await {
+        let root = match self.input_root(&remote, listing).await {
             Ok(root) => root,
             Err(why) => {
                 self.off(format!(
@@ -202,12 +214,9 @@ impl RemotePlan {
                     retry || self.options.cache == RemoteCache::Off,
                 )
             };
-            actions.insert(
-                index,
-                greenlight_remote::prepare(&spec(false), &root.digest),
-            );
+            actions.insert(index, remote.prepare(&spec(false), &root));
             if gate.retry_on_fail {
-                retry_actions.insert(index, greenlight_remote::prepare(&spec(true), &root.digest));
+                retry_actions.insert(index, remote.prepare(&spec(true), &root));
             }
         }
         let run = Arc::new(RemoteRun {
@@ -264,25 +273,32 @@ impl RemotePlan {
     /// verify.yaml itself is left out: what a gate is (command, env, time limit, platform) is
     /// in its action already, so editing one gate, or the cache mode, does not make every
     /// other gate miss.
-    async fn input_root(&self, listing: &Listing) -> Result<InputRoot, String> {
+    async fn input_root(
+        &self,
+        remote: &Arc<dyn Cluster>,
+        listing: &Listing,
+    ) -> Result<Digest, String> {
         let mut files = listing_files(listing);
         if let Ok(config) = self.config_path.strip_prefix(&listing.top) {
             files.retain(|f| f != config);
         }
         let top = listing.top.clone();
-        let digests_file = self.digests_file.clone();
+        let digests_file = self
+            .digests_file
+            .as_deref()
+            .map(|dir| digests_path(dir, &top));
+        let remote = Arc::clone(remote);
         tokio::task::spawn_blocking(move || {
-            let mut digests = match &digests_file {
-                Some(dir) => load_digests(&digests_path(dir, &top)),
-                None => FileDigests::default(),
-            };
-            let root = InputRoot::build(&top, &files, &mut digests).map_err(|e| e.to_string())?;
-            if digests_file.is_some() {
-                // Best effort: a digest cache that cannot be written only costs the next run
-                // a re-read.
-                let _ = digests.save();
-            }
-            Ok(root)
+            let saved = digests_file
+                .as_deref()
+                .map(|path| (path, load_digests(path)));
+            let digests = saved.as_ref().map(|(path, saved)| SavedDigests {
+                path,
+                saved: saved.as_deref(),
+            });
+            remote
+                .input_root(&top, &files, digests)
+                .map_err(|e| e.to_string())
         })
         .await
         .map_err(|e| e.to_string())?
@@ -303,7 +319,7 @@ impl RemotePlan {
         let attempt = attempt_from(outcome, config.options.max_log_tail_bytes, matchers);
         let mut report = GateReport::from_attempt(gate, attempt);
         report.started_ms = Some(at.as_millis() as u64);
-        report.cached = Some(action.digest.hash.clone());
+        report.cached = Some(action.hash.clone());
         if self.explain {
             report.explain = Some(format!(
                 "replayed: the action cache of {} holds this exact action{}",
@@ -317,7 +333,7 @@ impl RemotePlan {
         }
         report.remote = Some(RemoteMark {
             source: RemoteSource::ActionCache,
-            action: action.digest.hash.clone(),
+            action: action.hash.clone(),
             worker: outcome.worker.clone(),
             operation: None,
         });
@@ -373,8 +389,8 @@ impl RemotePlan {
         // A result belongs to the tree it ran on: when the workspace moved while the gates ran,
         // nothing is published (the local cache's rule, for the same reason).
         let Some(after) = after else { return };
-        match self.input_root(after).await {
-            Ok(now) if now.digest == run.root.digest => {}
+        match self.input_root(&run.remote, after).await {
+            Ok(now) if now == run.root => {}
             _ => return,
         }
         for (index, report) in candidates {
@@ -395,7 +411,7 @@ impl RemotePlan {
                     "greenlight: gate {} was not published to {}: {error}",
                     config.gates[index].id, self.options.endpoint
                 ));
-                if error.is_unreachable() {
+                if error.unreachable {
                     return;
                 }
             }
@@ -469,7 +485,7 @@ impl RemoteRun {
         let started = Instant::now();
         let mut operation = None;
         let limit = Duration::from_secs(u64::from(gate.timeout_sec)) + QUEUE_ALLOWANCE;
-        let action_hash = action.digest.hash.clone();
+        let action_hash = action.hash.clone();
         let resumed = match resume {
             Some(name) => {
                 operation = Some(name.to_owned());
@@ -478,7 +494,7 @@ impl RemoteRun {
                     done = tokio::time::timeout(limit, wait) => match done {
                         // Gone from the cluster (finished long ago, or the cluster restarted):
                         // execute instead; the action cache answers a finished one at once.
-                        Ok(Err(error)) if !error.is_unreachable() => None,
+                        Ok(Err(error)) if !error.unreachable => None,
                         other => Some(other),
                     },
                     signal = interrupted(interrupt) => {
@@ -493,10 +509,11 @@ impl RemoteRun {
             Some(done) => done,
             None => {
                 let skip_lookup = retry || self.skip_lookup;
-                let execute = self.remote.execute(action, skip_lookup, |name: &str| {
+                let mut on_name = |name: &str| {
                     operation = Some(name.to_owned());
                     on_started(&action_hash, name);
-                });
+                };
+                let execute = self.remote.execute(action, skip_lookup, &mut on_name);
                 tokio::select! {
                     done = tokio::time::timeout(limit, execute) => done,
                     signal = interrupted(interrupt) => {
@@ -510,7 +527,7 @@ impl RemoteRun {
         };
         let outcome = match outcome {
             Ok(Ok(outcome)) => outcome,
-            Ok(Err(error)) if error.is_unreachable() => {
+            Ok(Err(error)) if error.unreachable => {
                 self.mark_broken(&error.to_string());
                 return Ok(RemoteAttempt::RunHere);
             }
@@ -561,13 +578,13 @@ impl RemoteRun {
 
     fn mark(
         &self,
-        action: &PreparedAction,
+        action: &Digest,
         worker: Option<String>,
         operation: Option<String>,
     ) -> RemoteMark {
         RemoteMark {
             source: RemoteSource::Executed,
-            action: action.digest.hash.clone(),
+            action: action.hash.clone(),
             worker,
             operation,
         }
@@ -580,9 +597,8 @@ impl RemoteRun {
         if uploaded.is_none() {
             *uploaded = Some(
                 self.remote
-                    .upload(&self.root.blobs)
+                    .upload_root(&self.root)
                     .await
-                    .map(|_| ())
                     .map_err(|e| e.to_string()),
             );
         }
@@ -593,8 +609,9 @@ impl RemoteRun {
 /// The action of one gate: `/bin/sh -c <command>` in the gate's directory of the input root,
 /// with the values of the gate's declared `env` (nothing else of this machine's environment:
 /// PATH or HOME in the key would make every machine miss), the cluster's platform properties,
-/// and the `keys` outputs as one more property. `uncached`: a retry, or a cluster used with
-/// `cache: off`, whose result the cluster must neither keep nor merge with another run.
+/// and the `keys` outputs (which the backend makes one more property). `uncached`: a retry, or
+/// a cluster used with `cache: off`, whose result the cluster must neither keep nor merge with
+/// another run.
 pub(crate) fn action_spec(
     platform: &BTreeMap<String, String>,
     gate: &GateSpec,
@@ -612,21 +629,16 @@ pub(crate) fn action_spec(
             Some((name.clone(), value.to_string_lossy().into_owned()))
         })
         .collect();
-    let mut platform = platform.clone();
-    let keys: Vec<&str> = option_keys
+    let keys = option_keys
         .iter()
         .chain(&extra.keys)
-        .filter_map(|command| key_outputs.get(command).map(String::as_str))
+        .filter_map(|command| key_outputs.get(command).cloned())
         .collect();
-    if !keys.is_empty() {
-        let joined = keys.join("\n");
-        let hash = greenlight_remote::digest_of(joined.as_bytes()).hash;
-        platform.insert(KEYS_PROPERTY.to_owned(), hash[..32].to_owned());
-    }
     ActionSpec {
         argv: vec!["/bin/sh".into(), "-c".into(), gate.command.clone()],
         env,
-        platform,
+        platform: platform.clone(),
+        keys,
         working_directory: if cwd_in_worktree == "." {
             String::new()
         } else {
@@ -658,10 +670,9 @@ fn digests_path(dir: &Path, top: &Path) -> PathBuf {
 
 /// The file digests remembered at `path` in the cache directory, read as every cache file is
 /// (without blocking, regular files only): a FIFO there would hold the run forever. Anything
-/// unreadable starts empty and is replaced at the next save.
-fn load_digests(path: &Path) -> FileDigests {
-    let saved = crate::file::read_bounded(path, MAX_DIGESTS_BYTES).ok();
-    FileDigests::from_saved(path, saved.as_deref())
+/// unreadable is `None`: the backend starts them empty and replaces the file at its next save.
+fn load_digests(path: &Path) -> Option<Vec<u8>> {
+    crate::file::read_bounded(path, MAX_DIGESTS_BYTES).ok()
 }
 
 /// The largest file digests file read back: a line per file of the worktree, so 1 GiB is
@@ -729,7 +740,7 @@ mod tests {
         let (tx, rx) = std::sync::mpsc::channel();
         let path = fifo.clone();
         std::thread::spawn(move || {
-            let _ = tx.send(super::load_digests(&path).is_empty());
+            let _ = tx.send(super::load_digests(&path).is_none());
         });
         let answer = rx.recv_timeout(Duration::from_secs(5));
         if answer.is_err() {

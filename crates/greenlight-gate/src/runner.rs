@@ -26,6 +26,7 @@ use crate::exec::{
 };
 use crate::lock::{self, Acquired};
 use crate::plan::CachePlan;
+use crate::remote::RemoteSettings;
 use crate::remote_plan::{RemoteAttempt, RemoteRun};
 use crate::report::{
     Attempt, AttemptStatus, GateReport, GateVerdict, RemoteMark, RunReport, SkipReason,
@@ -49,6 +50,9 @@ pub struct RunOptions {
     pub lock_root: PathBuf,
     /// The result cache (v2 files only); `None`: no cache.
     pub cache: Option<CacheSettings>,
+    /// How the cluster of `options.remote` is reached (v2 files only); `None`: this front end
+    /// has no remote execution, and such a file's gates run here.
+    pub remote: Option<RemoteSettings>,
 }
 
 /// Something that happened during a run, in order.

@@ -41,15 +41,15 @@ pub(crate) struct GoalCache {
 
 impl GoalCache {
     /// The cache of the gate running `command` with `timeout_sec` in `worktree`, when the
-    /// goal's verify.yaml snapshot `loaded` declares that gate. `Err`: interrupted while a
-    /// `keys` command ran.
+    /// goal's verify.yaml snapshot `loaded` declares that gate; its keys commands and remote
+    /// cluster as the loop's `run` settings say. `Err`: interrupted while a `keys` command ran.
     pub(crate) async fn open(
         worktree: &Path,
         loaded: &Loaded,
         command: &str,
         timeout_sec: u32,
         settings: &CacheSettings,
-        kill_grace: Duration,
+        run: &crate::engine::Settings,
         interrupt: &mut InterruptWatch,
     ) -> Result<Option<GoalCache>, Interrupt> {
         let loaded = loaded.clone();
@@ -65,9 +65,10 @@ impl GoalCache {
             base_ref: None,
             only: None,
             skip_work_evidence: true,
-            kill_grace,
+            kill_grace: run.kill_grace,
             lock_root: greenlight_gate::lock::lock_root(),
             cache: Some(settings.clone()),
+            remote: run.remote.clone(),
         };
         let mut plan = CachePlan::start(&loaded, &options, &[index]);
         plan.prepare(&loaded, &options, interrupt).await?;

@@ -402,6 +402,8 @@ pub struct DriveOptions {
     pub agent_timeout: Duration,
     /// SIGTERM → SIGKILL grace for gates.
     pub kill_grace: Duration,
+    /// How gates reach the remote cluster of the goal's verify.yaml.
+    pub remote: Option<greenlight_gate::RemoteSettings>,
 }
 
 /// Something the run reports before the loop starts, for the binary to render.
@@ -460,6 +462,7 @@ pub async fn drive(
         cache: store.path().parent().and_then(|state_dir| {
             greenlight_gate::cache::CacheSettings::locate(|name| std::env::var_os(name), state_dir)
         }),
+        remote: options.remote.clone(),
     };
     let runners = runners_dir(store.path());
     let (guard, broke_stale) =

@@ -59,6 +59,8 @@ pub struct Settings {
     /// verify's result cache, shared with the loop for gates a version 2 verify.yaml declares;
     /// `None`: no cache.
     pub cache: Option<greenlight_gate::cache::CacheSettings>,
+    /// How gates reach the remote cluster of the goal's verify.yaml.
+    pub remote: Option<greenlight_gate::RemoteSettings>,
 }
 
 /// How a run of the loop ended.

@@ -224,7 +224,7 @@ impl Engine<'_> {
                     &at.gate.command,
                     timeout_sec,
                     settings,
-                    self.settings.kill_grace,
+                    self.settings,
                     interrupt,
                 )
                 .await;

@@ -201,6 +201,7 @@ impl Fixture {
             probe: false,
             lock_root: self.dir.path().join("locks"),
             cache: None,
+            remote: None,
         };
         (settings, agent)
     }

@@ -32,6 +32,8 @@ pub struct Options {
     pub cwd: PathBuf,
     /// `--state`: the state database [default: `$GREENLIGHT_STATE`, else the XDG path].
     pub state: Option<PathBuf>,
+    /// How verify's gates reach a verify.yaml's remote cluster.
+    pub remote: Option<greenlight_gate::RemoteSettings>,
 }
 
 /// greenlight's MCP server; cheap to clone (one per HTTP session shares the same state).
@@ -379,6 +381,7 @@ impl McpServer {
                 evidence_root: self.evidence_root(),
                 progress: progress.clone(),
                 interrupt,
+                remote: self.inner.options.remote.clone(),
             },
         )
         .await;

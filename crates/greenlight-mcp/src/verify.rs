@@ -131,6 +131,8 @@ pub struct VerifyContext {
     pub progress: Progress,
     /// Fires when the call is cancelled or the server is told to stop.
     pub interrupt: InterruptWatch,
+    /// How the gates reach a verify.yaml's remote cluster.
+    pub remote: Option<greenlight_gate::RemoteSettings>,
 }
 
 /// Runs the gates on a thread of its own (the gate runner's future stays on one thread), and
@@ -193,6 +195,7 @@ async fn run(args: &VerifyArgs, ctx: VerifyContext) -> Result<VerifyOutput, Cann
                 how_to_turn_off: "set GREENLIGHT_NO_RECORD=1 in the server's environment to turn \
                                   recording off",
             }),
+            remote: ctx.remote.clone(),
             ..SessionOptions::new(ctx.cwd.clone())
         },
     );

@@ -83,6 +83,7 @@ fn an_idle_session_is_closed_and_one_with_a_call_running_is_not() {
             Options {
                 cwd: repo.path().to_path_buf(),
                 state: Some(repo.home().join("state.db")),
+                remote: None,
             },
             signals,
         );

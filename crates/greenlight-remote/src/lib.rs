@@ -4,7 +4,8 @@
 //! A gate run is an `Action` whose digest covers the input tree, the command, the declared
 //! environment and the platform; that digest is the key of the shared result cache. The crate
 //! knows nothing of gates: callers build an [`InputRoot`], [`prepare`] an [`ActionSpec`], and
-//! ask a [`Remote`] to look it up, publish a local result, or execute it.
+//! ask a [`Remote`] to look it up, publish a local result, or execute it. With the `gate`
+//! feature, `GateBackend` is the same client behind the gate runner's remote-execution seam.
 //!
 //! ```no_run
 //! # async fn gate(root: &std::path::Path, files: &[std::path::PathBuf]) -> Result<(), greenlight_remote::RemoteError> {
@@ -34,6 +35,8 @@ mod digest;
 mod error;
 mod execute;
 mod file_digests;
+#[cfg(feature = "gate")]
+mod gate_backend;
 mod outcome;
 mod tree;
 
@@ -44,6 +47,8 @@ pub use connect::{Endpoint, Remote};
 pub use digest::{Digest, digest_of, hex};
 pub use error::RemoteError;
 pub use file_digests::FileDigests;
+#[cfg(feature = "gate")]
+pub use gate_backend::{GateBackend, KEYS_PROPERTY};
 pub use outcome::{LocalResult, Outcome};
 pub use tree::InputRoot;
 

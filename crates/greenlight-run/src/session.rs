@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use greenlight_gate::config::{GateSpec, Loaded};
+use greenlight_gate::remote::RemoteSettings;
 use greenlight_gate::{InterruptWatch, RunEvent, RunOptions, RunReport};
 use greenlight_store::RunId;
 use greenlight_store::greenlight_stream::RunKind;
@@ -51,6 +52,9 @@ pub struct SessionOptions {
     pub kill_grace: Duration,
     /// Where mutex locks live.
     pub lock_root: PathBuf,
+    /// How the gates reach the cluster a verify.yaml names (`None`: this front end has no
+    /// remote execution, and such gates run here with one warning).
+    pub remote: Option<RemoteSettings>,
 }
 
 impl SessionOptions {
@@ -68,6 +72,7 @@ impl SessionOptions {
             record: None,
             kill_grace: greenlight_proc::kill_grace(),
             lock_root: greenlight_gate::lock::lock_root(),
+            remote: None,
         }
     }
 }
@@ -119,6 +124,7 @@ impl VerifySession {
                 kill_grace: options.kill_grace,
                 lock_root: options.lock_root,
                 cache,
+                remote: options.remote,
             },
             record,
             state: options.state,

@@ -377,6 +377,8 @@ pub struct StopOptions {
     pub lock_root: PathBuf,
     /// Bytes of evidence in a block reason.
     pub reason_budget: usize,
+    /// How the gates reach a verify.yaml's remote cluster.
+    pub remote: Option<greenlight_gate::RemoteSettings>,
 }
 
 /// The hook's answer plus the lines it wants on stderr (for the agent's debug log).
@@ -504,6 +506,7 @@ pub async fn run(
             }),
             kill_grace: options.kill_grace,
             lock_root: options.lock_root.clone(),
+            remote: options.remote.clone(),
             // The hook replays what verify stored: a gate whose key is unchanged is not re-run.
             ..SessionOptions::new(root.clone())
         },

@@ -59,6 +59,7 @@ pub fn drive(
     let options = DriveOptions {
         agent_timeout: loop_args.agent_timeout,
         kill_grace: greenlight_proc::kill_grace(),
+        remote: Some(crate::remote::settings()),
     };
     let ran = greenlight_proc::run_main(|signals| async move {
         // A closed stdout (`| head`) ends the run as SIGTERM does: the goal paused, the agent's

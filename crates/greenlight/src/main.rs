@@ -9,6 +9,7 @@ mod agents;
 mod cmd;
 mod duration;
 mod goal_run;
+mod remote;
 
 use clap::{Parser, Subcommand};
 

@@ -179,6 +179,7 @@ fn run_stop(max_blocks: u32, state: Option<PathBuf>) -> i32 {
         kill_grace: greenlight_proc::kill_grace(),
         lock_root: greenlight_gate::lock::lock_root(),
         reason_budget: stop::REASON_BUDGET,
+        remote: Some(crate::remote::settings()),
     };
     let outcome = match greenlight_proc::run_main(|mut interrupt| async move {
         stop::run(&payload, &options, &mut interrupt).await
@@ -242,6 +243,7 @@ fn run_session_start(state: Option<PathBuf>) -> i32 {
         kill_grace: greenlight_proc::kill_grace(),
         lock_root: greenlight_gate::lock::lock_root(),
         reason_budget: stop::REASON_BUDGET,
+        remote: Some(crate::remote::settings()),
     };
     for note in stop::record_session_start(&payload, &options) {
         errln!("{note}");

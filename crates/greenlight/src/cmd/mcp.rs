@@ -60,7 +60,14 @@ fn serve(state: Option<PathBuf>) -> i32 {
         }
     };
     let outcome = greenlight_proc::run_main(|signals| async move {
-        let server = McpServer::new(Options { cwd, state }, signals.clone());
+        let server = McpServer::new(
+            Options {
+                cwd,
+                state,
+                remote: Some(crate::remote::settings()),
+            },
+            signals.clone(),
+        );
         let session = greenlight_mcp::stdio::serve(server.clone(), input, tokio::io::stdout());
         let mut signals = signals;
         tokio::select! {

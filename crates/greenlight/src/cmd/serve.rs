@@ -78,6 +78,7 @@ pub fn run(args: Args) -> i32 {
         greenlight_mcp::Options {
             cwd,
             state: Some(config.state.clone()),
+            remote: Some(crate::remote::settings()),
         },
         mcp_signals,
     );

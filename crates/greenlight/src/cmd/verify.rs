@@ -243,6 +243,7 @@ async fn verify(args: Args, interrupt: greenlight_proc::InterruptWatch) -> i32 {
             explain: args.explain,
             state: args.state.clone(),
             record,
+            remote: Some(crate::remote::settings()),
             ..SessionOptions::new(cwd.clone())
         },
     );

@@ -390,3 +390,101 @@ fn with_the_cluster_cache_off_a_remote_gate_runs_every_time_and_nothing_is_kept(
     assert_eq!(doc["gates"][0]["remote"]["source"], "executed", "{doc:#}");
     assert_eq!(std::fs::read_to_string(&runs).unwrap().lines().count(), 3);
 }
+
+/// A loopback port nothing listens on: bound, then closed.
+fn closed_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+#[test]
+fn the_endpoint_variable_points_every_file_elsewhere_or_turns_remote_off() {
+    let (in_file, in_env) = (closed_port(), closed_port());
+    let gates = "  - id: build\n    command: echo built here\n";
+    let repo = repo_with(&remote_yaml(
+        &format!("grpc://127.0.0.1:{in_file}"),
+        "none",
+        "shared",
+        gates,
+    ));
+    let verify = |value: &str| {
+        let out = repo
+            .cli(["verify"])
+            .env("GREENLIGHT_REMOTE_ENDPOINT", value)
+            .run();
+        assert_eq!(out.code, 0, "{}", out.render());
+        out
+    };
+
+    let elsewhere = verify(&format!("http://127.0.0.1:{in_env}"));
+    assert!(
+        elsewhere.stderr.contains(&format!("127.0.0.1:{in_env}"))
+            && !elsewhere.stderr.contains(&format!("127.0.0.1:{in_file}")),
+        "the variable's cluster is the one tried: {}",
+        elsewhere.render()
+    );
+
+    let off = verify("off");
+    assert!(
+        !off.stderr.contains("remote cluster"),
+        "`off` tries no cluster: {}",
+        off.render()
+    );
+
+    let bad = verify("ftp://127.0.0.1:1");
+    assert!(
+        bad.stderr.contains("GREENLIGHT_REMOTE_ENDPOINT is ignored")
+            && bad.stderr.contains(&format!("127.0.0.1:{in_file}")),
+        "a value that is no endpoint is named, and the file's cluster is used: {}",
+        bad.render()
+    );
+}
+
+/// MCP's verify is handed the same backend as the CLI's (the Stop hook's is held by
+/// `the_stop_hook_blocks_on_a_failure_another_checkout_published_without_running_the_gate`: the
+/// hook does not print a run's warnings).
+#[test]
+fn mcp_verify_reaches_the_cluster_the_file_names() {
+    let port = closed_port();
+    let gates = "  - id: build\n    command: echo built here\n";
+    let repo = repo_with(&remote_yaml(
+        &format!("grpc://127.0.0.1:{port}"),
+        "none",
+        "shared",
+        gates,
+    ));
+    // The connection was tried (and failed), not skipped for want of a backend.
+    let tried = format!("127.0.0.1:{port} cannot be reached");
+    let state = repo.home().join("state.db");
+
+    let input = [
+        serde_json::json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "printf", "version": "1"}}})
+        .to_string(),
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.to_owned(),
+        serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "verify", "arguments": {}}})
+        .to_string(),
+    ];
+    let mut command = repo.command(["mcp"]);
+    command.env("GREENLIGHT_STATE", &state);
+    let mcp = greenlight_testkit::Cli::from_command(command)
+        .stdin(input.join("\n") + "\n")
+        .within(Duration::from_secs(60))
+        .run();
+    assert_eq!(mcp.code, 0, "{}", mcp.render());
+    let answer = mcp
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|m| m["id"] == 1)
+        .unwrap_or_else(|| panic!("no answer to the verify call: {}", mcp.render()));
+    assert!(
+        answer.to_string().contains(&tried),
+        "MCP's gates tried the cluster: {answer}"
+    );
+}

@@ -1,0 +1,15 @@
+//! The remote-execution backend this binary hands every gate run (verify, the Stop hook, MCP,
+//! the goal loop): the REAPI client behind the gate runner's seam.
+
+use std::sync::Arc;
+
+use greenlight_gate::{REMOTE_ENDPOINT_VAR, RemoteSettings};
+
+/// The backend, with `GREENLIGHT_REMOTE_ENDPOINT` as this process found it.
+pub fn settings() -> RemoteSettings {
+    RemoteSettings {
+        backend: Arc::new(greenlight_remote::GateBackend),
+        endpoint_override: std::env::var_os(REMOTE_ENDPOINT_VAR)
+            .map(|value| value.to_string_lossy().into_owned()),
+    }
+}
