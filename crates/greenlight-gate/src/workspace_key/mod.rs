@@ -765,6 +765,51 @@ mod tests {
         assert_eq!(parse_stage(b"100644 0123abcd 0 no tab"), None);
     }
 
+    /// Each path is examined as its whole path's lookup finds it, though the lookup starts
+    /// from its directory held open: a directory reached through a link is read through it,
+    /// one that is a loop of links makes its files unkeyable (not deleted), and a file whose
+    /// directory went away is gone.
+    #[test]
+    fn a_path_is_examined_as_its_whole_lookup_finds_it() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let top = dir.path();
+        std::fs::create_dir(top.join("real")).expect("mkdir");
+        std::fs::write(top.join("real/f"), "bytes").expect("write");
+        std::os::unix::fs::symlink("real", top.join("via")).expect("link");
+        std::os::unix::fs::symlink("loop", top.join("loop")).expect("link");
+        let paths: Vec<Vec<u8>> = ["real/f", "via/f", "loop/f", "none/f", "top"]
+            .iter()
+            .map(|p| p.as_bytes().to_vec())
+            .collect();
+        std::fs::write(top.join("top"), "at the top").expect("write");
+        let read = read_all(top, &paths, &StatCache::default());
+        let shown: Vec<String> = read
+            .iter()
+            .map(|(path, read)| {
+                let what = match read {
+                    Read::Gone => "gone".to_owned(),
+                    Read::Unkeyable(why) => {
+                        format!("unkeyable: {}", &why[..why.find(" (").unwrap_or(why.len())])
+                    }
+                    Read::File { id, .. } => String::from_utf8_lossy(id).into_owned(),
+                };
+                format!("{} {what}", String::from_utf8_lossy(path))
+            })
+            .collect();
+        let bytes = blake3::hash(b"bytes").to_hex();
+        let at_top = blake3::hash(b"at the top").to_hex();
+        assert_eq!(
+            shown,
+            [
+                format!("real/f {bytes}"),
+                format!("via/f {bytes}"),
+                "loop/f unkeyable: it cannot be examined".to_owned(),
+                "none/f gone".to_owned(),
+                format!("top {at_top}"),
+            ]
+        );
+    }
+
     /// A file gone between the scan and its read counts as deleted, a directory drops out (its
     /// files are listed on their own), a FIFO is unkeyable without being opened, and a file's
     /// id is the BLAKE3 of its bytes, taken from the stat cache only for the same metadata.

@@ -361,6 +361,53 @@ mod tests {
         assert_eq!(StatCache::load(&path).len(), 0);
     }
 
+    /// Entries inserted out of path order, or twice, or loaded from a file written in any
+    /// order, are found, and the last insert of a path wins.
+    #[test]
+    fn entries_in_any_order_are_found_and_the_last_insert_wins() {
+        let mut cache = StatCache::default();
+        for (path, n) in [("m/b", 1), ("m/a", 2), ("z", 3), ("a", 4), ("m/a", 5)] {
+            cache.insert(path.into(), stat(n), format!("id-{n}").into_bytes());
+        }
+        assert_eq!(cache.len(), 4);
+        assert_eq!(cache.get(b"m/a", &stat(5)), Some(&b"id-5"[..]));
+        assert_eq!(cache.get(b"m/a", &stat(2)), None, "replaced");
+        for (path, n) in [("m/b", 1), ("z", 3), ("a", 4)] {
+            let id = format!("id-{n}");
+            assert_eq!(cache.get(path.as_bytes(), &stat(n)), Some(id.as_bytes()));
+        }
+        let built = StatCache::from_entries([
+            (&b"z"[..], stat(3), &b"id-3"[..]),
+            (b"m/b", stat(1), b"id-1"),
+            (b"a", stat(9), b"old"),
+            (b"m/a", stat(5), b"id-5"),
+            (b"a", stat(4), b"id-4"),
+        ]);
+        assert!(built.same_as(&cache));
+
+        // A file whose entries are not in path order (an older writer) loads sorted.
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("stat-x");
+        let mut body = Vec::new();
+        for (p, n) in [("z", 3u64), ("m/b", 1), ("a", 4), ("m/a", 5)] {
+            let s = stat(n);
+            let id = format!("id-{n}");
+            body.extend_from_slice(&(p.len() as u32).to_le_bytes());
+            body.extend_from_slice(p.as_bytes());
+            body.extend_from_slice(&s.size.to_le_bytes());
+            body.extend_from_slice(&s.mtime_ns.to_le_bytes());
+            body.extend_from_slice(&s.ctime_ns.to_le_bytes());
+            body.extend_from_slice(&s.ino.to_le_bytes());
+            body.extend_from_slice(&s.dev.to_le_bytes());
+            body.extend_from_slice(&s.mode.to_le_bytes());
+            body.extend_from_slice(&(id.len() as u32).to_le_bytes());
+            body.extend_from_slice(id.as_bytes());
+        }
+        let file = [MAGIC, &body, blake3::hash(&body).as_bytes()].concat();
+        std::fs::write(&path, file).expect("write");
+        assert!(StatCache::load(&path).same_as(&cache));
+    }
+
     #[test]
     fn a_file_changed_within_the_margin_of_its_read_is_not_settled() {
         let changed = UNIX_EPOCH + Duration::from_nanos(1_700_000_000_123_456_790);
