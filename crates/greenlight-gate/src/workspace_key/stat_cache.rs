@@ -61,11 +61,11 @@ impl Stat {
         let ns = |s: i64, n: i64| i128::from(s) * 1_000_000_000 + i128::from(n);
         Stat {
             size: raw.st_size as u64,
-            mtime_ns: ns(raw.st_mtime as i64, raw.st_mtime_nsec as i64),
-            ctime_ns: ns(raw.st_ctime as i64, raw.st_ctime_nsec as i64),
-            ino: raw.st_ino as u64,
-            dev: raw.st_dev as u64,
-            mode: raw.st_mode as u32,
+            mtime_ns: ns(raw.st_mtime, raw.st_mtime_nsec as i64),
+            ctime_ns: ns(raw.st_ctime, raw.st_ctime_nsec as i64),
+            ino: raw.st_ino,
+            dev: raw.st_dev,
+            mode: raw.st_mode,
         }
     }
 
