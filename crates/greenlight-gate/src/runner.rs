@@ -131,12 +131,20 @@ pub async fn run(
         });
     }
     let selected = selection(config, options.only.as_deref())?;
-    let checkout = evidence::probe_checkout(&options.cwd)?;
-    let base_ref = evidence::resolve_base_ref(
-        &options.cwd,
-        options.base_ref.as_deref(),
-        config.options.base_ref.as_deref(),
-    )?;
+    // Two independent git calls, at once; "not a repository" is still the error said first.
+    let (checkout, base_ref) = std::thread::scope(|s| {
+        let base_ref = s.spawn(|| {
+            evidence::resolve_base_ref(
+                &options.cwd,
+                options.base_ref.as_deref(),
+                config.options.base_ref.as_deref(),
+            )
+        });
+        let checkout = evidence::probe_checkout(&options.cwd);
+        (checkout, base_ref.join())
+    });
+    let checkout = checkout?;
+    let base_ref = base_ref.unwrap_or(Err(Error::NoBaseRef))?;
     // The workspace listing for cache keys is read while work-evidence runs its own git.
     let mut plan = CachePlan::start(config, options, &selected);
 

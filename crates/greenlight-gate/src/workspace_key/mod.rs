@@ -41,7 +41,7 @@ use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
 use std::io::Read as _;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::os::unix::fs::{FileTypeExt as _, OpenOptionsExt as _, PermissionsExt};
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::SystemTime;
@@ -198,7 +198,6 @@ pub fn listing_with(
     let started = SystemTime::now();
     let read = read_all(&repo.top, &files, &known);
     files.clear();
-    let mut learnt = StatCache::default();
     let mut unsettled = Vec::new();
     for (path, result) in read {
         match result {
@@ -208,7 +207,6 @@ pub fn listing_with(
             }
             Read::File { mode, id, stat } => {
                 if stat.settled(started) {
-                    learnt.insert(path.clone(), stat, id.clone());
                     entries.push(ListedFile {
                         path,
                         mode,
@@ -221,15 +219,15 @@ pub fn listing_with(
             }
         }
     }
-    settle(
-        &repo.top,
-        unsettled,
-        &mut entries,
-        &mut unkeyable,
-        &mut learnt,
-    );
+    settle(&repo.top, unsettled, &mut entries, &mut unkeyable);
     entries.sort_by(|a, b| a.path.cmp(&b.path));
     entries.dedup_by(|a, b| a.path == b.path);
+    // Every settled file read is remembered; a submodule's own entry has no metadata.
+    let learnt = StatCache::from_entries(
+        entries
+            .iter()
+            .filter_map(|e| Some((e.path.as_slice(), e.stat?, e.id.as_slice()))),
+    );
     let learnt_anything = !learnt.same_as(&known);
     Ok(Listing {
         top: repo.top,
@@ -251,7 +249,6 @@ fn settle(
     mut unsettled: Vec<(Vec<u8>, Stat)>,
     entries: &mut Vec<ListedFile>,
     unkeyable: &mut BTreeMap<Vec<u8>, String>,
-    learnt: &mut StatCache,
 ) {
     for _ in 0..SETTLE_ROUNDS {
         if unsettled.is_empty() {
@@ -272,7 +269,6 @@ fn settle(
                     unkeyable.insert(path, why);
                 }
                 Read::File { mode, id, stat } if stat.settled(at) => {
-                    learnt.insert(path.clone(), stat, id.clone());
                     entries.push(ListedFile {
                         path,
                         mode,
@@ -481,8 +477,12 @@ fn read_all(top: &Path, paths: &[Vec<u8>], known: &StatCache) -> Vec<(Vec<u8>, R
             .map(|part| {
                 s.spawn(move || {
                     let mut buffer = vec![0u8; 64 << 10];
+                    let mut dir = Parent::default();
                     part.iter()
-                        .map(|path| (path.clone(), read_one(top, path, known, &mut buffer)))
+                        .map(|path| {
+                            let read = read_one(top, path, known, &mut dir, &mut buffer);
+                            (path.clone(), read)
+                        })
                         .collect::<Vec<_>>()
                 })
             })
@@ -494,30 +494,75 @@ fn read_all(top: &Path, paths: &[Vec<u8>], known: &StatCache) -> Vec<(Vec<u8>, R
     })
 }
 
+/// The directory of the paths being read, held open so each `lstat` looks up one name instead
+/// of walking the whole path again (the listing's paths come directory by directory). The
+/// directory is opened by its path, following links as that path's lookup would, so what is
+/// found is what `lstat` of the whole path finds.
+#[derive(Default)]
+struct Parent {
+    /// The directory's path relative to the top, and its descriptor (`None`: it could not be
+    /// opened, and its files are examined by their whole path, errors and all).
+    open: Option<(Vec<u8>, Option<rustix::fd::OwnedFd>)>,
+}
+
+impl Parent {
+    /// The metadata of `path` (relative to `top`), not following a link in its last part.
+    fn lstat(&mut self, top: &Path, path: &[u8], full: &Path) -> std::io::Result<Stat> {
+        use rustix::fs::{AtFlags, Mode, OFlags};
+        let (dir, name) = match path.iter().rposition(|&b| b == b'/') {
+            Some(slash) => (&path[..slash], &path[slash + 1..]),
+            None => (&path[..0], path),
+        };
+        if self.open.as_ref().is_none_or(|(open, _)| open != dir) {
+            let fd = rustix::fs::open(
+                top.join(OsStr::from_bytes(dir)),
+                OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+                Mode::empty(),
+            )
+            .ok();
+            self.open = Some((dir.to_vec(), fd));
+        }
+        match self.open.as_ref().and_then(|(_, fd)| fd.as_ref()) {
+            Some(fd) if !name.is_empty() => {
+                rustix::fs::statat(fd, OsStr::from_bytes(name), AtFlags::SYMLINK_NOFOLLOW)
+                    .map(|raw| Stat::of_raw(&raw))
+                    .map_err(std::io::Error::from)
+            }
+            _ => std::fs::symlink_metadata(full).map(|meta| Stat::of(&meta)),
+        }
+    }
+}
+
 /// How many times a file that changed while it was read is read again.
 const READ_TRIES: usize = 3;
 
-fn read_one(top: &Path, path: &[u8], known: &StatCache, buffer: &mut [u8]) -> Read {
+fn read_one(
+    top: &Path,
+    path: &[u8],
+    known: &StatCache,
+    dir: &mut Parent,
+    buffer: &mut [u8],
+) -> Read {
+    use rustix::fs::FileType;
     let full = top.join(OsStr::from_bytes(path));
     for _ in 0..READ_TRIES {
-        let meta = match std::fs::symlink_metadata(&full) {
-            Ok(meta) => meta,
+        let stat = match dir.lstat(top, path, &full) {
+            Ok(stat) => stat,
             Err(e) if is_gone(&e) => return Read::Gone,
             Err(e) => return Read::Unkeyable(format!("it cannot be examined ({e})")),
         };
-        let stat = Stat::of(&meta);
-        let kind = meta.file_type();
-        if kind.is_dir() {
+        let kind = FileType::from_raw_mode(stat.mode);
+        if kind == FileType::Directory {
             return Read::Gone;
         }
-        if kind.is_symlink() {
+        if kind == FileType::Symlink {
             let target = match std::fs::read_link(&full) {
                 Ok(target) => target,
                 Err(e) if is_gone(&e) => return Read::Gone,
                 Err(e) => return Read::Unkeyable(format!("its link cannot be read ({e})")),
             };
             let id = format!("l{}", hex(target.as_os_str().as_bytes())).into_bytes();
-            match std::fs::symlink_metadata(&full).map(|m| Stat::of(&m)) {
+            match dir.lstat(top, path, &full) {
                 Ok(again) if again == stat => {
                     return Read::File {
                         mode: SYMLINK,
@@ -528,17 +573,15 @@ fn read_one(top: &Path, path: &[u8], known: &StatCache, buffer: &mut [u8]) -> Re
                 _ => continue,
             }
         }
-        if !kind.is_file() {
-            let what = if kind.is_fifo() {
-                "a FIFO"
-            } else if kind.is_socket() {
-                "a socket"
-            } else {
-                "a device"
+        if kind != FileType::RegularFile {
+            let what = match kind {
+                FileType::Fifo => "a FIFO",
+                FileType::Socket => "a socket",
+                _ => "a device",
             };
             return Read::Unkeyable(format!("it is {what}, whose bytes are not fixed"));
         }
-        let mode = if meta.permissions().mode() & 0o100 != 0 {
+        let mode = if stat.mode & 0o100 != 0 {
             EXECUTABLE
         } else {
             REGULAR
@@ -720,6 +763,51 @@ mod tests {
         };
         assert_eq!(parse_stage(rec), Some(parts));
         assert_eq!(parse_stage(b"100644 0123abcd 0 no tab"), None);
+    }
+
+    /// Each path is examined as its whole path's lookup finds it, though the lookup starts
+    /// from its directory held open: a directory reached through a link is read through it,
+    /// one that is a loop of links makes its files unkeyable (not deleted), and a file whose
+    /// directory went away is gone.
+    #[test]
+    fn a_path_is_examined_as_its_whole_lookup_finds_it() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let top = dir.path();
+        std::fs::create_dir(top.join("real")).expect("mkdir");
+        std::fs::write(top.join("real/f"), "bytes").expect("write");
+        std::os::unix::fs::symlink("real", top.join("via")).expect("link");
+        std::os::unix::fs::symlink("loop", top.join("loop")).expect("link");
+        let paths: Vec<Vec<u8>> = ["real/f", "via/f", "loop/f", "none/f", "top"]
+            .iter()
+            .map(|p| p.as_bytes().to_vec())
+            .collect();
+        std::fs::write(top.join("top"), "at the top").expect("write");
+        let read = read_all(top, &paths, &StatCache::default());
+        let shown: Vec<String> = read
+            .iter()
+            .map(|(path, read)| {
+                let what = match read {
+                    Read::Gone => "gone".to_owned(),
+                    Read::Unkeyable(why) => {
+                        format!("unkeyable: {}", &why[..why.find(" (").unwrap_or(why.len())])
+                    }
+                    Read::File { id, .. } => String::from_utf8_lossy(id).into_owned(),
+                };
+                format!("{} {what}", String::from_utf8_lossy(path))
+            })
+            .collect();
+        let bytes = blake3::hash(b"bytes").to_hex();
+        let at_top = blake3::hash(b"at the top").to_hex();
+        assert_eq!(
+            shown,
+            [
+                format!("real/f {bytes}"),
+                format!("via/f {bytes}"),
+                "loop/f unkeyable: it cannot be examined".to_owned(),
+                "none/f gone".to_owned(),
+                format!("top {at_top}"),
+            ]
+        );
     }
 
     /// A file gone between the scan and its read counts as deleted, a directory drops out (its

@@ -12,7 +12,6 @@
 //! (every file is read again), never believed. It is as trustworthy as the user account that
 //! writes the result cache beside it.
 
-use std::collections::HashMap;
 use std::io::{Read as _, Write as _};
 use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
@@ -57,6 +56,19 @@ impl Stat {
         }
     }
 
+    /// The metadata of a raw `stat` record, the same fields [`Stat::of`] takes.
+    pub fn of_raw(raw: &rustix::fs::Stat) -> Stat {
+        let ns = |s: i64, n: i64| i128::from(s) * 1_000_000_000 + i128::from(n);
+        Stat {
+            size: raw.st_size as u64,
+            mtime_ns: ns(raw.st_mtime, raw.st_mtime_nsec as i64),
+            ctime_ns: ns(raw.st_ctime, raw.st_ctime_nsec as i64),
+            ino: raw.st_ino,
+            dev: raw.st_dev,
+            mode: raw.st_mode,
+        }
+    }
+
     /// How close to a read this file's last change must not be.
     pub fn margin(&self) -> Duration {
         let whole = |ns: i128| ns % 1_000_000_000 == 0;
@@ -78,10 +90,23 @@ impl Stat {
     }
 }
 
-/// Path → (metadata, id) of files whose id is known for that metadata.
+/// Path → (metadata, id) of files whose id is known for that metadata: one buffer holding
+/// every path and id back to back, and the entries sorted by path. A warm run loads, looks up
+/// and compares tens of thousands of these; a map of two owned vectors per path cost more than
+/// the `lstat` calls they save.
 #[derive(Debug, Default, Clone)]
 pub struct StatCache {
-    entries: HashMap<Vec<u8>, (Stat, Vec<u8>)>,
+    bytes: Vec<u8>,
+    /// Sorted by path, one per path.
+    entries: Vec<Slot>,
+}
+
+/// One entry: where its path and id lie in [`StatCache::bytes`], and its metadata.
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    path: (usize, usize),
+    id: (usize, usize),
+    stat: Stat,
 }
 
 const MAGIC: &[u8] = b"greenlight-stat-cache 1\n";
@@ -90,17 +115,85 @@ const MAGIC: &[u8] = b"greenlight-stat-cache 1\n";
 const MAX_BYTES: u64 = 64 << 20;
 
 impl StatCache {
-    /// The remembered id of `path`, when its metadata is still `stat`.
-    pub fn get(&self, path: &[u8], stat: &Stat) -> Option<&[u8]> {
-        self.entries
-            .get(path)
-            .filter(|(known, _)| known == stat)
-            .map(|(_, id)| id.as_slice())
+    fn path_of(&self, slot: &Slot) -> &[u8] {
+        &self.bytes[slot.path.0..slot.path.1]
     }
 
-    /// Remembers `id` for `path` at `stat`.
+    fn id_of(&self, slot: &Slot) -> &[u8] {
+        &self.bytes[slot.id.0..slot.id.1]
+    }
+
+    fn find(&self, path: &[u8]) -> Result<usize, usize> {
+        self.entries
+            .binary_search_by(|slot| self.path_of(slot).cmp(path))
+    }
+
+    /// The remembered id of `path`, when its metadata is still `stat`.
+    pub fn get(&self, path: &[u8], stat: &Stat) -> Option<&[u8]> {
+        let slot = &self.entries[self.find(path).ok()?];
+        (slot.stat == *stat).then(|| self.id_of(slot))
+    }
+
+    /// Remembers `id` for `path` at `stat`. Cheapest in path order, as a listing inserts.
     pub fn insert(&mut self, path: Vec<u8>, stat: Stat, id: Vec<u8>) {
-        self.entries.insert(path, (stat, id));
+        let at = self.bytes.len();
+        self.bytes.extend_from_slice(&path);
+        self.bytes.extend_from_slice(&id);
+        let slot = Slot {
+            path: (at, at + path.len()),
+            id: (at + path.len(), self.bytes.len()),
+            stat,
+        };
+        let in_order = self
+            .entries
+            .last()
+            .is_none_or(|last| self.path_of(last) < path.as_slice());
+        if in_order {
+            self.entries.push(slot);
+            return;
+        }
+        match self.find(&path) {
+            Ok(i) => self.entries[i] = slot,
+            Err(i) => self.entries.insert(i, slot),
+        }
+    }
+
+    /// A cache of `entries` (a later entry for the same path wins), sorted once.
+    pub fn from_entries<'a>(
+        entries: impl IntoIterator<Item = (&'a [u8], Stat, &'a [u8])>,
+    ) -> StatCache {
+        let mut cache = StatCache::default();
+        for (path, stat, id) in entries {
+            let at = cache.bytes.len();
+            cache.bytes.extend_from_slice(path);
+            cache.bytes.extend_from_slice(id);
+            cache.entries.push(Slot {
+                path: (at, at + path.len()),
+                id: (at + path.len(), cache.bytes.len()),
+                stat,
+            });
+        }
+        cache.normalise();
+        cache
+    }
+
+    /// Sorts the entries by path and keeps the last one of each path.
+    fn normalise(&mut self) {
+        let bytes = &self.bytes;
+        let path = |slot: &Slot| &bytes[slot.path.0..slot.path.1];
+        if self.entries.is_sorted_by(|a, b| path(a) < path(b)) {
+            return;
+        }
+        // Stable, so entries of one path stay in insertion order and the last one is kept.
+        self.entries.sort_by(|a, b| path(a).cmp(path(b)));
+        let mut kept: Vec<Slot> = Vec::with_capacity(self.entries.len());
+        for slot in self.entries.drain(..) {
+            match kept.last_mut() {
+                Some(last) if path(last) == path(&slot) => *last = slot,
+                _ => kept.push(slot),
+            }
+        }
+        self.entries = kept;
     }
 
     /// The number of remembered files.
@@ -110,7 +203,12 @@ impl StatCache {
 
     /// Whether `self` and `other` remember the same things.
     pub fn same_as(&self, other: &StatCache) -> bool {
-        self.entries == other.entries
+        self.entries.len() == other.entries.len()
+            && self.entries.iter().zip(&other.entries).all(|(a, b)| {
+                a.stat == b.stat
+                    && self.path_of(a) == other.path_of(b)
+                    && self.id_of(a) == other.id_of(b)
+            })
     }
 
     /// Where the cache of the worktree at `top` lives in `dir`.
@@ -143,11 +241,14 @@ impl StatCache {
         if blake3::hash(body).as_bytes() != sum {
             return None;
         }
-        let mut cache = StatCache::default();
+        let mut cache = StatCache {
+            bytes: Vec::with_capacity(body.len()),
+            entries: Vec::new(),
+        };
         let mut rest = body;
         while !rest.is_empty() {
             let len = u32::from_le_bytes(take(&mut rest, 4)?.try_into().ok()?) as usize;
-            let path = take(&mut rest, len)?.to_vec();
+            let path = take(&mut rest, len)?;
             let mut n = |size: usize| take(&mut rest, size);
             let u64_of = |b: &[u8]| u64::from_le_bytes(b.try_into().unwrap_or([0; 8]));
             let i128_of = |b: &[u8]| i128::from_le_bytes(b.try_into().unwrap_or([0; 16]));
@@ -160,17 +261,27 @@ impl StatCache {
                 mode: u32::from_le_bytes(n(4)?.try_into().ok()?),
             };
             let id_len = u32::from_le_bytes(n(4)?.try_into().ok()?) as usize;
-            let id = n(id_len)?.to_vec();
-            cache.entries.insert(path, (stat, id));
+            let id = n(id_len)?;
+            let at = cache.bytes.len();
+            cache.bytes.extend_from_slice(path);
+            cache.bytes.extend_from_slice(id);
+            cache.entries.push(Slot {
+                path: (at, at + path.len()),
+                id: (at + path.len(), cache.bytes.len()),
+                stat,
+            });
         }
+        // Written in path order; a file from an older writer is sorted here.
+        cache.normalise();
         Some(cache)
     }
 
     /// Writes the cache to `path`: a temporary file beside it, then a rename, so a reader sees
     /// the old file or the new one, whole.
     pub fn save(&self, path: &Path) -> std::io::Result<()> {
-        let mut body = Vec::with_capacity(self.entries.len() * 128);
-        for (path, (stat, id)) in &self.entries {
+        let mut body = Vec::with_capacity(self.bytes.len() + self.entries.len() * 72);
+        for slot in &self.entries {
+            let (path, stat, id) = (self.path_of(slot), slot.stat, self.id_of(slot));
             body.extend_from_slice(&(path.len() as u32).to_le_bytes());
             body.extend_from_slice(path);
             body.extend_from_slice(&stat.size.to_le_bytes());
@@ -248,6 +359,53 @@ mod tests {
         )
         .expect("mkfifo");
         assert_eq!(StatCache::load(&path).len(), 0);
+    }
+
+    /// Entries inserted out of path order, or twice, or loaded from a file written in any
+    /// order, are found, and the last insert of a path wins.
+    #[test]
+    fn entries_in_any_order_are_found_and_the_last_insert_wins() {
+        let mut cache = StatCache::default();
+        for (path, n) in [("m/b", 1), ("m/a", 2), ("z", 3), ("a", 4), ("m/a", 5)] {
+            cache.insert(path.into(), stat(n), format!("id-{n}").into_bytes());
+        }
+        assert_eq!(cache.len(), 4);
+        assert_eq!(cache.get(b"m/a", &stat(5)), Some(&b"id-5"[..]));
+        assert_eq!(cache.get(b"m/a", &stat(2)), None, "replaced");
+        for (path, n) in [("m/b", 1), ("z", 3), ("a", 4)] {
+            let id = format!("id-{n}");
+            assert_eq!(cache.get(path.as_bytes(), &stat(n)), Some(id.as_bytes()));
+        }
+        let built = StatCache::from_entries([
+            (&b"z"[..], stat(3), &b"id-3"[..]),
+            (b"m/b", stat(1), b"id-1"),
+            (b"a", stat(9), b"old"),
+            (b"m/a", stat(5), b"id-5"),
+            (b"a", stat(4), b"id-4"),
+        ]);
+        assert!(built.same_as(&cache));
+
+        // A file whose entries are not in path order (an older writer) loads sorted.
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("stat-x");
+        let mut body = Vec::new();
+        for (p, n) in [("z", 3u64), ("m/b", 1), ("a", 4), ("m/a", 5)] {
+            let s = stat(n);
+            let id = format!("id-{n}");
+            body.extend_from_slice(&(p.len() as u32).to_le_bytes());
+            body.extend_from_slice(p.as_bytes());
+            body.extend_from_slice(&s.size.to_le_bytes());
+            body.extend_from_slice(&s.mtime_ns.to_le_bytes());
+            body.extend_from_slice(&s.ctime_ns.to_le_bytes());
+            body.extend_from_slice(&s.ino.to_le_bytes());
+            body.extend_from_slice(&s.dev.to_le_bytes());
+            body.extend_from_slice(&s.mode.to_le_bytes());
+            body.extend_from_slice(&(id.len() as u32).to_le_bytes());
+            body.extend_from_slice(id.as_bytes());
+        }
+        let file = [MAGIC, &body, blake3::hash(&body).as_bytes()].concat();
+        std::fs::write(&path, file).expect("write");
+        assert!(StatCache::load(&path).same_as(&cache));
     }
 
     #[test]
