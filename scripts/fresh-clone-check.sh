@@ -49,10 +49,8 @@ newcomer() {
     shift 2
     (
         cd "$dir"
-        env -u GREENLIGHT_AGENT_CLI_BIN -u GREENLIGHT_PYTHON_MCP -u GREENLIGHT_BUILDGRID_VENV \
-            -u GREENLIGHT_TEST_REAPI -u GREENLIGHT_TEST_PG -u VIRTUAL_ENV -u PYENV_VERSION \
-            -u NODE_PATH -u RUSTFLAGS -u CARGO_BUILD_TARGET_DIR \
-            PATH="$path" GREENLIGHT_FRESH_CLONE_CHECK=1 GREENLIGHT_CARGO_TOOLS="$cargo_tools" "$@"
+        env -u RUSTFLAGS -u CARGO_BUILD_TARGET_DIR GREENLIGHT_FRESH_CLONE_CHECK=1 \
+            GREENLIGHT_CARGO_TOOLS="$cargo_tools" scripts/ci/without-tools.sh "$path" "$@"
     )
 }
 
