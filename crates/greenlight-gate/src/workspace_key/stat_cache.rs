@@ -136,14 +136,7 @@ impl StatCache {
 
     /// Remembers `id` for `path` at `stat`. Cheapest in path order, as a listing inserts.
     pub fn insert(&mut self, path: Vec<u8>, stat: Stat, id: Vec<u8>) {
-        let at = self.bytes.len();
-        self.bytes.extend_from_slice(&path);
-        self.bytes.extend_from_slice(&id);
-        let slot = Slot {
-            path: (at, at + path.len()),
-            id: (at + path.len(), self.bytes.len()),
-            stat,
-        };
+        let slot = self.append(&path, stat, &id);
         let in_order = self
             .entries
             .last()
@@ -164,17 +157,24 @@ impl StatCache {
     ) -> StatCache {
         let mut cache = StatCache::default();
         for (path, stat, id) in entries {
-            let at = cache.bytes.len();
-            cache.bytes.extend_from_slice(path);
-            cache.bytes.extend_from_slice(id);
-            cache.entries.push(Slot {
-                path: (at, at + path.len()),
-                id: (at + path.len(), cache.bytes.len()),
-                stat,
-            });
+            let slot = cache.append(path, stat, id);
+            cache.entries.push(slot);
         }
         cache.normalise();
         cache
+    }
+
+    /// Appends `path` and `id` to the byte buffer and returns the slot naming them; the caller
+    /// puts the slot in its place among the entries.
+    fn append(&mut self, path: &[u8], stat: Stat, id: &[u8]) -> Slot {
+        let at = self.bytes.len();
+        self.bytes.extend_from_slice(path);
+        self.bytes.extend_from_slice(id);
+        Slot {
+            path: (at, at + path.len()),
+            id: (at + path.len(), self.bytes.len()),
+            stat,
+        }
     }
 
     /// Sorts the entries by path and keeps the last one of each path.
@@ -262,14 +262,8 @@ impl StatCache {
             };
             let id_len = u32::from_le_bytes(n(4)?.try_into().ok()?) as usize;
             let id = n(id_len)?;
-            let at = cache.bytes.len();
-            cache.bytes.extend_from_slice(path);
-            cache.bytes.extend_from_slice(id);
-            cache.entries.push(Slot {
-                path: (at, at + path.len()),
-                id: (at + path.len(), cache.bytes.len()),
-                stat,
-            });
+            let slot = cache.append(path, stat, id);
+            cache.entries.push(slot);
         }
         // Written in path order; a file from an older writer is sorted here.
         cache.normalise();
