@@ -209,14 +209,13 @@ fn dir_age(path: &Path) -> Option<Duration> {
     SystemTime::now().duration_since(modified).ok()
 }
 
-/// The root held with an exclusive `flock` while a waiter removes a lock that is not its own;
-/// `None` while another waiter holds it (try again after a pause).
-struct BreakTurn(#[allow(dead_code)] fs::File); // the lock is the open file; dropping it unlocks
-
-fn break_turn(root: &Path) -> io::Result<Option<BreakTurn>> {
+/// The lock root, open and held with an exclusive `flock`, for a waiter to remove a lock that
+/// is not its own while it holds it (dropping it unlocks); `None` while another waiter holds it
+/// (try again after a pause).
+fn break_turn(root: &Path) -> io::Result<Option<fs::File>> {
     let dir = fs::File::open(root)?;
     match rustix::fs::flock(&dir, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
-        Ok(()) => Ok(Some(BreakTurn(dir))),
+        Ok(()) => Ok(Some(dir)),
         Err(rustix::io::Errno::WOULDBLOCK) => Ok(None),
         Err(e) => Err(io::Error::from(e)),
     }
