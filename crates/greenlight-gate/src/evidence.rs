@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use greenlight_proc::git::Failure;
 
 use crate::error::Error;
+use crate::status::SharedStatus;
 
 /// The directory of CommandMate's execution contracts, excluded from work-evidence.
 pub const CONTRACT_DIR: &str = ".commandmate/tasks/";
@@ -125,9 +126,13 @@ pub fn verify_base_ref(cwd: &Path, base_ref: &str) -> Result<(), Error> {
     })
 }
 
-/// Counts the work since `base_ref`, contracts excluded. The three counting calls are
-/// independent and run at once.
-pub fn work_evidence(cwd: &Path, base_ref: &str) -> Result<WorkEvidence, Error> {
+/// Counts the work since `base_ref`, contracts excluded, with the run's `status` of `cwd`'s
+/// worktree. The counting calls are independent and run at once, and while status runs.
+pub fn work_evidence(
+    cwd: &Path,
+    base_ref: &str,
+    status: &SharedStatus,
+) -> Result<WorkEvidence, Error> {
     let merge_base = match git_line(cwd, &["merge-base", base_ref, "HEAD"]) {
         Ok(m) => m,
         Err(failure) => {
@@ -162,11 +167,7 @@ pub fn work_evidence(cwd: &Path, base_ref: &str) -> Result<WorkEvidence, Error> 
         let all = s.spawn(|| count(&[]));
         let work = s.spawn(|| count(&["--", ":(top)", &exclude]));
         let flagged = s.spawn(|| flagged_changes(cwd));
-        let status = git(
-            cwd,
-            &["status", "--porcelain", "-z", "--untracked-files=all"],
-        )
-        .map_err(|failure| Error::Git {
+        let status = status.wait().map_err(|failure| Error::Git {
             what: "running git status".into(),
             detail: failure.to_string(),
         });
@@ -191,7 +192,7 @@ pub fn work_evidence(cwd: &Path, base_ref: &str) -> Result<WorkEvidence, Error> 
     let flagged = flagged?;
     Ok(WorkEvidence {
         commits: commits?,
-        uncommitted: count_work_entries(&status) + flagged,
+        uncommitted: count_work_entries(status) + flagged,
         commits_all: commits_all?,
         any_status: !status.is_empty(),
     })

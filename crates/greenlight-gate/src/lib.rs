@@ -38,6 +38,7 @@ mod remote_plan;
 pub mod render;
 mod report;
 mod runner;
+pub mod status;
 mod workspace_key;
 
 pub use capture::{Capture, GATE_SCAN_BYTES};

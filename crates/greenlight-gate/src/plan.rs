@@ -30,6 +30,7 @@ use crate::exec::{self, ExecSpec, Interrupt, InterruptWatch, OutputSink, Termina
 use crate::remote_plan::{RemotePlan, RemoteRun};
 use crate::report::{Attempt, AttemptStatus, GateReport, GateVerdict, RemoteMark};
 use crate::runner::RunOptions;
+use crate::status::StatusRun;
 use crate::workspace_key::{self, Listing, StatCache};
 
 /// How long a `keys` command may run.
@@ -61,7 +62,13 @@ pub struct CachePlan {
 
 impl CachePlan {
     /// Decides whether this run uses the cache and, if so, starts reading the listing.
-    pub fn start(config: &Loaded, options: &RunOptions, selected: &[usize]) -> CachePlan {
+    /// `status`: the run's `git status`, whose untracked files the listing takes.
+    pub fn start(
+        config: &Loaded,
+        options: &RunOptions,
+        selected: &[usize],
+        status: Option<&StatusRun>,
+    ) -> CachePlan {
         let wants = config.cache() == CacheMode::Local
             && selected
                 .iter()
@@ -82,13 +89,14 @@ impl CachePlan {
         let listing_thread = (settings.is_some() || remote.is_some()).then(|| {
             let cwd = options.cwd.clone();
             let dir = settings.as_ref().map(|s| s.dir.clone());
+            let status = status.map(StatusRun::shared);
             std::thread::spawn(move || {
                 let known = |top: &Path| {
                     dir.as_deref()
                         .map(|dir| StatCache::load(&StatCache::path_in(dir, top)))
                         .unwrap_or_default()
                 };
-                workspace_key::listing_with(&cwd, known, None)
+                workspace_key::listing_with(&cwd, known, None, status.as_deref())
             })
         });
         CachePlan {
@@ -456,7 +464,7 @@ impl CachePlan {
         let top = before.top.clone();
         let known = before.stat_cache().clone();
         let listed = tokio::task::spawn_blocking(move || {
-            workspace_key::listing_with(&top, |_| known, roots.as_deref())
+            workspace_key::listing_with(&top, |_| known, roots.as_deref(), None)
         })
         .await;
         let after = match listed {

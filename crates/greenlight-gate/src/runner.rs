@@ -28,6 +28,7 @@ use crate::lock::{self, Acquired};
 use crate::plan::CachePlan;
 use crate::remote::RemoteSettings;
 use crate::remote_plan::{RemoteAttempt, RemoteRun};
+use crate::status::SharedStatus;
 use crate::report::{
     Attempt, AttemptStatus, GateReport, GateVerdict, RemoteMark, RunReport, SkipReason,
     WorkEvidenceReport, decide,
@@ -131,6 +132,9 @@ pub async fn run(
         });
     }
     let selected = selection(config, options.only.as_deref())?;
+    // The run's one `git status`, for work-evidence and the workspace listing, starts first:
+    // it is the longest git call of a run, and nothing it needs comes from the others.
+    let status = (!options.skip_work_evidence).then(|| SharedStatus::start(&options.cwd));
     // Two independent git calls, at once; "not a repository" is still the error said first.
     let (checkout, base_ref) = std::thread::scope(|s| {
         let base_ref = s.spawn(|| {
@@ -146,7 +150,7 @@ pub async fn run(
     let checkout = checkout?;
     let base_ref = base_ref.unwrap_or(Err(Error::NoBaseRef))?;
     // The workspace listing for cache keys is read while work-evidence runs its own git.
-    let mut plan = CachePlan::start(config, options, &selected);
+    let mut plan = CachePlan::start(config, options, &selected, status.as_ref());
 
     let mut report = RunReport {
         base_ref: base_ref.clone(),
@@ -161,8 +165,8 @@ pub async fn run(
         warnings: Vec::new(),
     };
     let require_commit = config.options.require_commit;
-    if !options.skip_work_evidence {
-        let found = evidence::work_evidence(&options.cwd, &base_ref)?;
+    if let Some(status) = &status {
+        let found = evidence::work_evidence(&options.cwd, &base_ref, status)?;
         let no_work = found.commits == 0 && found.uncommitted == 0;
         let no_commit = require_commit && found.commits == 0;
         report.work_evidence = if no_work || no_commit {

@@ -70,7 +70,7 @@ impl GoalCache {
             cache: Some(settings.clone()),
             remote: run.remote.clone(),
         };
-        let mut plan = CachePlan::start(&loaded, &options, &[index]);
+        let mut plan = CachePlan::start(&loaded, &options, &[index], None);
         plan.prepare(&loaded, &options, interrupt).await?;
         Ok(Some(GoalCache {
             loaded,

@@ -30,6 +30,7 @@ use std::time::Duration;
 
 use camino::Utf8PathBuf;
 use greenlight_gate::config::Snapshot;
+use greenlight_gate::status::SharedStatus;
 use greenlight_gate::{
     Attempt, GateReport, GateVerdict, InterruptWatch, RunEvent, RunReport, RunResult, config,
     render, resolve_base_ref, verify_base_ref, work_evidence,
@@ -435,7 +436,7 @@ pub async fn run(
     let top = greenlight_install::settings_file::project_root(&root);
     let key = payload.base_key(&cwd);
     match with_store(options, |store| store.hook_base(&key, &top)) {
-        Ok(Some(base)) => match work_evidence(&root, &base) {
+        Ok(Some(base)) => match work_evidence(&root, &base, &SharedStatus::start(&root)) {
             // A session whose last stop was blocked red is judged again even with nothing new
             // to count: its red gates are still its own.
             Ok(found)

@@ -48,6 +48,8 @@ use std::time::SystemTime;
 
 pub use stat_cache::{Stat, StatCache};
 
+use crate::status::SharedStatus;
+
 /// The key of a worktree's content, or why it could not be computed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WorkspaceKey {
@@ -169,34 +171,54 @@ pub fn workspace_key(worktree: &Path) -> WorkspaceKey {
 /// The listing of the worktree containing `worktree`, every file read. Blocking; writes
 /// nothing.
 pub fn listing(worktree: &Path) -> Result<Listing, String> {
-    listing_with(worktree, |_| StatCache::default(), None)
+    listing_with(worktree, |_| StatCache::default(), None, None)
 }
 
 /// The listing of the worktree containing `worktree`, taking ids from `known(top)` where a
 /// file's metadata is unchanged. `under`: only paths under these (worktree-relative, no glob),
-/// for a second look at what some gates depend on; `None` lists everything.
+/// for a second look at what some gates depend on; `None` lists everything. `status`: the
+/// run's `git status` of this worktree, whose untracked files are then not listed again
+/// (`ls-files` reads only the index, and the tracked files are read while status runs).
 pub fn listing_with(
     worktree: &Path,
     known: impl FnOnce(&Path) -> StatCache + Send,
     under: Option<&[Vec<u8>]>,
+    status: Option<&SharedStatus>,
 ) -> Result<Listing, String> {
     let repo = Repo::locate(worktree)?;
     let mut found = Found::default();
+    // Status lists the whole worktree: a listing of some paths lists its untracked ones itself.
+    let status = status.filter(|_| under.is_none());
+    let untracked = if status.is_some() {
+        Untracked::FromStatus
+    } else {
+        Untracked::Listed
+    };
     // The stat cache is read and parsed while git lists the paths: both take tens of
     // milliseconds on a large worktree, and neither needs the other.
     let known = std::thread::scope(|s| {
         let known = s.spawn(|| known(&repo.top));
-        let listed = collect(&repo.top, b"", under, 0, &mut found);
+        let listed = collect(&repo.top, b"", under, untracked, 0, &mut found);
         let known = known.join().unwrap_or_default();
         listed.map(|()| known)
     })?;
+    let started = SystemTime::now();
+    let mut read = read_all(&repo.top, &found.files, &known);
+    if let Some(status) = status {
+        let status = status
+            .wait()
+            .map_err(|failure| format!("`git status` in {} failed: {failure}", worktree.display()))?;
+        found.files.clear();
+        for path in crate::status::untracked(status) {
+            take_untracked(&repo.top, b"", path, 0, &mut found);
+        }
+        read.extend(read_all(&repo.top, &found.files, &known));
+    }
     let Found {
         mut files,
         mut unkeyable,
         mut entries,
     } = found;
-    let started = SystemTime::now();
-    let read = read_all(&repo.top, &files, &known);
     files.clear();
     let mut unsettled = Vec::new();
     for (path, result) in read {
@@ -297,12 +319,22 @@ struct Found {
     unkeyable: BTreeMap<Vec<u8>, String>,
 }
 
+/// Where a listing's untracked files come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Untracked {
+    /// `ls-files -o` lists them with the index.
+    Listed,
+    /// The run's `git status` has them: `ls-files` reads the index only.
+    FromStatus,
+}
+
 /// Lists the repository at `top` (its paths prefixed with `prefix` in the result), recursing
 /// into submodules and copied-in submodule directories.
 fn collect(
     top: &Path,
     prefix: &[u8],
     under: Option<&[Vec<u8>]>,
+    untracked: Untracked,
     depth: usize,
     found: &mut Found,
 ) -> Result<(), String> {
@@ -315,12 +347,13 @@ fn collect(
         "-z",
         "-t",
         "--stage",
-        "-o",
-        "--exclude-standard",
     ]
     .iter()
     .map(OsString::from)
     .collect();
+    if untracked == Untracked::Listed {
+        args.extend(["-o", "--exclude-standard"].map(OsString::from));
+    }
     if let Some(under) = under {
         args.push("--".into());
         for path in under {
@@ -337,30 +370,33 @@ fn collect(
             [tag, b' ', rest @ ..] => (*tag, rest),
             _ => return Err(odd_record(top, record)),
         };
-        let (path, gitlink) = if tag == b'?' {
-            match rest.strip_suffix(b"/") {
-                // An untracked embedded repository.
-                Some(dir) => (dir, Some(None)),
-                None => (rest, None),
-            }
-        } else {
-            let record = parse_stage(rest).ok_or_else(|| odd_record(top, record))?;
-            let gitlink = (record.mode == GITLINK).then_some(Some(record.oid));
-            (record.path, gitlink)
-        };
-        if last == Some(path) {
+        if tag == b'?' {
+            take_untracked(top, prefix, rest, depth, found);
+            continue;
+        }
+        let record = parse_stage(rest).ok_or_else(|| odd_record(top, record))?;
+        if last == Some(record.path) {
             continue; // an unmerged path, once per stage
         }
-        last = Some(path);
-        match gitlink {
-            None => found.files.push(joined(path)),
-            Some(recorded) => {
-                let dir = top.join(OsStr::from_bytes(path));
-                submodule(&dir, &joined(path), recorded, depth, found);
-            }
+        last = Some(record.path);
+        if record.mode == GITLINK {
+            let dir = top.join(OsStr::from_bytes(record.path));
+            submodule(&dir, &joined(record.path), Some(record.oid), depth, found);
+        } else {
+            found.files.push(joined(record.path));
         }
     }
     Ok(())
+}
+
+/// An untracked path of the repository at `top`: a file to read, or (ending with `/`) an
+/// embedded repository, listed as a submodule.
+fn take_untracked(top: &Path, prefix: &[u8], path: &[u8], depth: usize, found: &mut Found) {
+    let joined = |path: &[u8]| [prefix, path].concat();
+    match path.strip_suffix(b"/") {
+        Some(dir) => submodule(&top.join(OsStr::from_bytes(dir)), &joined(dir), None, depth, found),
+        None => found.files.push(joined(path)),
+    }
 }
 
 /// A submodule at `dir` (listed as `path`): a checked-out one is listed as a repository of its
@@ -388,7 +424,7 @@ fn submodule(dir: &Path, path: &[u8], recorded: Option<&[u8]>, depth: usize, fou
                 return;
             }
         };
-        if let Err(why) = collect(dir, &prefix, None, depth + 1, found) {
+        if let Err(why) = collect(dir, &prefix, None, Untracked::Listed, depth + 1, found) {
             found.unkeyable.insert(path.to_vec(), why);
             return;
         }
@@ -751,6 +787,79 @@ fn git_os(dir: &Path, args: &[impl AsRef<OsStr>], input: Option<&[u8]>) -> Resul
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A verify takes the untracked files from its `git status` instead of `ls-files -o`: the
+    /// two listings must be the same on every layout that decides what is untracked (nested
+    /// and negated ignore rules, `info/exclude`, a tracked file under an ignored directory, an
+    /// untracked directory tree, an embedded repository, a checked-out submodule with its own
+    /// untracked file, names with spaces, newlines and bytes that are not UTF-8).
+    #[test]
+    fn untracked_files_from_the_runs_status_list_as_ls_files_lists_them() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let top = dir.path().join("repo");
+        let script = r#"
+            set -e
+            export GIT_CONFIG_GLOBAL=/dev/null GIT_CONFIG_NOSYSTEM=1
+            git init -q -b main sub-origin && cd sub-origin
+            git -c user.name=t -c user.email=t@t commit -q --allow-empty -m sub && cd ..
+            git init -q -b main repo && cd repo
+            printf 'build/\n*.log\n!keep.log\n' > .gitignore
+            mkdir -p src/deep/er build docs
+            printf 'tracked\n' > src/a.txt
+            printf 'tracked, under an ignored directory\n' > build/forced.txt
+            git add .gitignore src/a.txt && git add -f build/forced.txt
+            git -c protocol.file.allow=always submodule add -q ../sub-origin sub
+            git -c user.name=t -c user.email=t@t commit -q -m one
+            printf 'untracked\n' > src/deep/er/new.txt
+            printf 'x\n' > 'src/with space.txt'
+            printf 'x\n' > "$(printf 'src/new\nline')"
+            printf 'x\n' > "$(printf 'src/\377bytes')"
+            printf 'x\n' > build/ignored.txt
+            printf 'x\n' > debug.log
+            printf 'x\n' > keep.log
+            printf 'docs/private\n' >> .git/info/exclude
+            printf 'x\n' > docs/private && printf 'x\n' > docs/public
+            printf '*.tmp\n' > docs/.gitignore && printf 'x\n' > docs/a.tmp
+            git init -q embedded && printf 'x\n' > embedded/inside.txt
+            printf 'x\n' > sub/untracked-in-sub.txt
+        "#;
+        let made = std::process::Command::new("sh")
+            .args(["-c", script])
+            .current_dir(dir.path())
+            .output()
+            .expect("sh");
+        assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+        let shown = |listing: Listing| {
+            let files: Vec<(Vec<u8>, Vec<u8>)> = listing
+                .entries
+                .into_iter()
+                .map(|f| (f.path, f.id))
+                .collect();
+            (files, listing.unkeyable)
+        };
+        let listed = shown(listing(&top).expect("ls-files listing"));
+        let status = SharedStatus::start(&top);
+        let shared = listing_with(&top, |_| StatCache::default(), None, Some(&status))
+            .expect("listing with the run's status");
+        assert_eq!(shown(shared), listed);
+        let paths: Vec<&[u8]> = listed.0.iter().map(|(p, _)| p.as_slice()).collect();
+        for expected in [
+            "src/deep/er/new.txt",
+            "src/with space.txt",
+            "src/new\nline",
+            "keep.log",
+            "docs/public",
+            "build/forced.txt",
+            "embedded/inside.txt",
+            "sub/untracked-in-sub.txt",
+        ] {
+            assert!(paths.contains(&expected.as_bytes()), "{expected:?} missing");
+        }
+        assert!(paths.contains(&b"src/\xffbytes".as_slice()), "the non-UTF-8 name is missing");
+        for ignored in ["debug.log", "build/ignored.txt", "docs/private", "docs/a.tmp"] {
+            assert!(!paths.contains(&ignored.as_bytes()), "{ignored} is listed");
+        }
+    }
 
     #[test]
     fn stage_records_split_into_mode_oid_stage_and_byte_path() {
