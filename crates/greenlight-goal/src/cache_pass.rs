@@ -18,13 +18,10 @@ use std::time::Duration;
 
 use greenlight_gate::cache::CacheSettings;
 use greenlight_gate::config::{Loaded, Snapshot};
-use greenlight_gate::{
-    Attempt, AttemptStatus, CachePlan, GateReport, Interrupt, InterruptWatch, OutputSink,
-    RunOptions,
-};
+use greenlight_gate::{CachePlan, GateReport, Interrupt, InterruptWatch, OutputSink, RunOptions};
 
 use crate::gate_phase::{self, GateResult};
-use crate::prompt::EVIDENCE_OUTPUT_BYTES;
+use crate::prompt::OUTPUT_TAIL_BYTES;
 
 /// What the goal's verify.yaml snapshot (as the store keeps it) means; `None` when there is
 /// none, or when it cannot be read back (then no gate uses the cache: it runs).
@@ -66,7 +63,7 @@ impl GoalCache {
             only: None,
             skip_work_evidence: true,
             kill_grace: run.kill_grace,
-            lock_root: greenlight_gate::lock::lock_root(),
+            lock_root: run.lock_root.clone(),
             cache: Some(settings.clone()),
             remote: run.remote.clone(),
         };
@@ -100,14 +97,14 @@ impl GoalCache {
             .run_remote(
                 &self.loaded,
                 self.index,
-                EVIDENCE_OUTPUT_BYTES,
+                OUTPUT_TAIL_BYTES,
                 resume,
                 on_started,
                 live,
                 interrupt,
             )
             .await?;
-        Some(ran.map(|(attempt, _)| gate_phase::result_of(&attempt)))
+        Some(ran.map(|(attempt, _)| gate_phase::remote_result(attempt)))
     }
 
     /// Stores what the loop measured, when it ended cleanly (the cache's own rules decide the
@@ -117,20 +114,8 @@ impl GoalCache {
         if result.timed_out || result.interrupted.is_some() || !result.clean {
             return;
         }
-        let status = if result.passed {
-            AttemptStatus::Pass
-        } else {
-            AttemptStatus::Fail
-        };
-        let attempt = Attempt {
-            exit_code: result.exit_code,
-            duration: result.duration,
-            tail: result.tail.clone(),
-            output_bytes: result.output_bytes,
-            digest: Some(result.digest.clone()),
-            ..Attempt::blank(status)
-        };
-        let report = GateReport::from_attempt(&self.loaded.gates[self.index], attempt);
+        let report =
+            GateReport::from_attempt(&self.loaded.gates[self.index], result.attempt.clone());
         let gates = std::slice::from_ref(&report);
         self.plan
             .store_results(&self.loaded, &[self.index], gates)

@@ -7,6 +7,7 @@
 //! the goal's run marker, the one-runner-per-goal lock and the sweep of what a killed runner
 //! left. The binary owns the async runtime and the signals, and renders what this reports.
 
+use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -45,12 +46,13 @@ fn runners_dir(state: &Path) -> PathBuf {
     state.with_extension("runners")
 }
 
-/// Whether this process runs inside `goal`'s own run: it carries the goal's marker, or the
-/// goal's runner is one of its ancestors (an agent that cleared its environment is still the
-/// runner's descendant: the runner is a child subreaper, so even a double fork is adopted by it).
-pub fn inside_run_of(state: &Path, goal: GoalId) -> bool {
-    let (var, value) = run_marker(state, goal);
-    if std::env::var_os(var).is_some_and(|v| v == value.as_str()) {
+/// Whether this process runs inside `goal`'s own run: it carries the goal's marker (`marker`
+/// is this process's [`RUN_MARKER_VAR`], as the binary read it), or the goal's runner is one of
+/// its ancestors (an agent that cleared its environment is still the runner's descendant: the
+/// runner is a child subreaper, so even a double fork is adopted by it).
+pub fn inside_run_of(state: &Path, goal: GoalId, marker: Option<&OsStr>) -> bool {
+    let (_, value) = run_marker(state, goal);
+    if marker.is_some_and(|v| v == value.as_str()) {
         return true;
     }
     let owner = runners_dir(state)
@@ -404,6 +406,12 @@ pub struct DriveOptions {
     pub kill_grace: Duration,
     /// How gates reach the remote cluster of the goal's verify.yaml.
     pub remote: Option<greenlight_gate::RemoteSettings>,
+    /// The `PATH` an agent named without a path is looked up on.
+    pub agent_search_path: OsString,
+    /// Where gates with a `mutex` take their machine-wide lock (the one `verify` uses).
+    pub lock_root: PathBuf,
+    /// verify's result cache, as the goal's state database places it; `None`: no cache.
+    pub cache: Option<greenlight_gate::cache::CacheSettings>,
 }
 
 /// Something the run reports before the loop starts, for the binary to render.
@@ -457,11 +465,10 @@ pub async fn drive(
         kill_grace: options.kill_grace,
         gate_env: vec![marker.clone()],
         agent_bin: agent_bin(&record.agent),
+        agent_search_path: options.agent_search_path.clone(),
         probe: matches!(family, Family::Claude | Family::Codex | Family::OpenAi),
-        lock_root: lock::lock_root(),
-        cache: store.path().parent().and_then(|state_dir| {
-            greenlight_gate::cache::CacheSettings::locate(|name| std::env::var_os(name), state_dir)
-        }),
+        lock_root: options.lock_root.clone(),
+        cache: options.cache.clone(),
         remote: options.remote.clone(),
     };
     let runners = runners_dir(store.path());

@@ -11,6 +11,7 @@
 //! about earlier steps is read back from the store, never carried in memory, so a resumed loop
 //! behaves exactly like one that never stopped.
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -50,6 +51,8 @@ pub struct Settings {
     /// checked before anything runs, so an agent that cannot start pauses the goal at once
     /// instead of spending every turn. `None` skips the check.
     pub agent_bin: Option<PathBuf>,
+    /// The `PATH` an agent named without a path is looked up on (the binary's environment).
+    pub agent_search_path: OsString,
     /// Probe the model before the first turn (claude and codex: an allowlist says an id is
     /// spellable, only a probe says it answers). The command family runs programs that are not
     /// chat models, so it is not probed.

@@ -8,13 +8,13 @@
 use std::path::Path;
 use std::time::Duration;
 
-use greenlight_digest::{Classification, Digest};
+use greenlight_digest::Classification;
 use greenlight_gate::{
     Attempt, AttemptStatus, Capture, ExecSpec, Interrupt, InterruptWatch, OutputSink, Termination,
     WorkspaceKey, workspace_key,
 };
 
-use crate::prompt::{self, EVIDENCE_OUTPUT_BYTES, OutputEvidence};
+use crate::prompt::{self, EVIDENCE_OUTPUT_BYTES, OUTPUT_TAIL_BYTES, OutputEvidence};
 
 /// The key a gate result is recorded under: content of the worktree + the gate's command and
 /// budget. `None` when git could not say (then the gate runs).
@@ -39,22 +39,15 @@ pub struct GateResult {
     pub passed: bool,
     /// Ran out of time.
     pub timed_out: bool,
-    /// The exit code (124 for a timeout).
-    pub exit_code: Option<i32>,
-    /// Wall time of the command.
-    pub duration: Duration,
-    /// What the agent gets to read about it.
+    /// The run as `verify` reports an attempt: exit code (124 for a timeout), wall time, the
+    /// tail of its output, how many bytes it wrote, and the digest of all of it.
+    pub attempt: Attempt,
+    /// What the agent gets to read about a failure.
     pub output: OutputEvidence,
-    /// The digest of the whole output.
-    pub digest: Digest,
     /// The digest in a few lines, when it recognised the output.
     pub compact: Option<String>,
     /// greenlight was interrupted while the gate ran (its processes are gone).
     pub interrupted: Option<Interrupt>,
-    /// The last bytes of output, as verify would show them (what the cache stores).
-    pub tail: String,
-    /// Bytes written in all.
-    pub output_bytes: u64,
     /// Nothing was left running and the output pipe closed: a result the cache may keep.
     pub clean: bool,
 }
@@ -88,92 +81,75 @@ pub async fn run_gate(
         cwd: worktree,
         timeout,
         kill_grace,
-        tail_bytes: EVIDENCE_OUTPUT_BYTES,
+        tail_bytes: OUTPUT_TAIL_BYTES,
         extra_env,
         // The loop runs one thing at a time: the agent has finished before any gate starts.
         claim_adopted: true,
     };
-    let mut capture = Capture::new(EVIDENCE_OUTPUT_BYTES);
+    // No head: the evidence is the tail, as verify's (the digest still reads everything).
+    let mut capture = Capture::new(0);
     let mut tee = Tee {
         capture: &mut capture,
         live,
     };
     let outcome = greenlight_gate::run_gate(&spec, &mut tee, interrupt).await?;
-    let (exit_code, timed_out, interrupted) = match outcome.termination {
-        Termination::Exited(code) => (Some(code), false, None),
-        Termination::TimedOut => (Some(124), true, None),
-        Termination::Interrupted(signal) => (None, false, Some(signal)),
+    let (status, exit_code, interrupted) = match outcome.termination {
+        Termination::Exited(0) => (AttemptStatus::Pass, Some(0), None),
+        Termination::Exited(code) => (AttemptStatus::Fail, Some(code), None),
+        Termination::TimedOut => (AttemptStatus::Timeout, Some(124), None),
+        Termination::Interrupted(signal) => (AttemptStatus::Fail, None, Some(signal)),
     };
-    let digest_exit = if timed_out { None } else { exit_code };
-    let (head, digest) = capture.finish(digest_exit);
-    let (compact, output) = evidence(
-        &digest,
-        exit_code,
-        &head,
-        &outcome.tail.text(),
-        outcome.tail.total_bytes(),
-    );
-    Ok(GateResult {
-        passed: exit_code == Some(0) && !timed_out,
-        timed_out,
+    let digest_exit = if status == AttemptStatus::Timeout {
+        None
+    } else {
+        exit_code
+    };
+    let (_, digest) = capture.finish(digest_exit);
+    let clean = outcome.leftovers.is_empty() && !outcome.pipe_left_open;
+    let attempt = Attempt {
         exit_code,
         duration: outcome.duration,
-        output,
-        digest,
-        compact,
-        interrupted,
         tail: outcome.tail.text(),
         output_bytes: outcome.tail.total_bytes(),
-        clean: outcome.leftovers.is_empty() && !outcome.pipe_left_open,
+        digest: Some(digest),
+        ..Attempt::blank(status)
+    };
+    Ok(GateResult {
+        interrupted,
+        clean,
+        ..result_of(attempt)
     })
 }
 
-/// What the agent reads of a gate's output: the compact digest of a failure when the output
-/// was recognised, else an excerpt of head and tail.
-fn evidence(
-    digest: &Digest,
-    exit_code: Option<i32>,
-    head: &[u8],
-    tail: &str,
-    total: u64,
-) -> (Option<String>, OutputEvidence) {
-    let compact = (digest.classification == Classification::Recognised)
-        .then(|| digest.compact(EVIDENCE_OUTPUT_BYTES))
-        .flatten();
-    let output = match compact.clone() {
-        Some(text) if exit_code != Some(0) => OutputEvidence::Digest(text),
-        _ => prompt::excerpt(head, tail, total, EVIDENCE_OUTPUT_BYTES),
-    };
-    (compact, output)
+/// A gate's attempt as the loop's result: what the agent reads of a failure is
+/// [`prompt::failure_output`], the rule every front end shows a failed gate by.
+fn result_of(attempt: Attempt) -> GateResult {
+    let compact = attempt
+        .digest
+        .as_ref()
+        .filter(|d| d.classification == Classification::Recognised)
+        .and_then(|d| d.compact(EVIDENCE_OUTPUT_BYTES));
+    GateResult {
+        passed: attempt.status == AttemptStatus::Pass,
+        timed_out: attempt.status == AttemptStatus::Timeout,
+        output: prompt::failure_output(&attempt),
+        compact,
+        interrupted: None,
+        clean: attempt.start_error.is_none(),
+        attempt,
+    }
 }
 
 /// A gate the cluster ran (`run: remote`), as the loop's result: the same evidence a local run
-/// of the same output gives. The tail stands in for the head (the cluster's output arrives
-/// whole, and the tail holds all of it unless it was longer than the evidence budget).
-pub(crate) fn result_of(attempt: &Attempt) -> GateResult {
-    let timed_out = attempt.status == AttemptStatus::Timeout;
-    let digest = attempt.digest.clone().unwrap_or_else(|| {
+/// of the same output gives.
+pub(crate) fn remote_result(mut attempt: Attempt) -> GateResult {
+    if attempt.digest.is_none() {
         let options = greenlight_digest::DigestOptions::default();
-        greenlight_digest::digest(attempt.tail.as_bytes(), attempt.exit_code, &options)
-    });
-    let (compact, output) = evidence(
-        &digest,
-        attempt.exit_code,
-        attempt.tail.as_bytes(),
-        &attempt.tail,
-        attempt.output_bytes,
-    );
-    GateResult {
-        passed: attempt.status == AttemptStatus::Pass,
-        timed_out,
-        exit_code: attempt.exit_code,
-        duration: attempt.duration,
-        output,
-        digest,
-        compact,
-        interrupted: None,
-        tail: attempt.tail.clone(),
-        output_bytes: attempt.output_bytes,
-        clean: attempt.start_error.is_none(),
+        attempt.digest = Some(greenlight_digest::digest(
+            attempt.tail.as_bytes(),
+            attempt.exit_code,
+            &options,
+        ));
     }
+    result_of(attempt)
 }

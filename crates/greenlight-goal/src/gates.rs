@@ -475,11 +475,7 @@ impl GateAt<'_> {
             "greenlight waited {}s for the machine-wide lock `{name}`{who} and gave up; the gate did not run",
             waited.as_secs()
         );
-        let output = OutputEvidence::Excerpt {
-            head: note,
-            tail: String::new(),
-            cut: 0,
-        };
+        let output = OutputEvidence::Complete(note);
         let text = self.evidence(None, true, output);
         // No workspace key: not a judgement of this content, so never replayed.
         let run = NewGateRun {
@@ -495,8 +491,9 @@ impl GateAt<'_> {
 
     /// What a real run of the gate came to.
     fn ran(&self, result: &GateResult, took: Duration, key: Option<String>) -> Decided {
+        let exit_code = result.attempt.exit_code;
         let text = (!result.passed)
-            .then(|| self.evidence(result.exit_code, result.timed_out, result.output.clone()));
+            .then(|| self.evidence(exit_code, result.timed_out, result.output.clone()));
         let verdict = if result.passed {
             RunVerdict::Pass
         } else if result.timed_out {
@@ -506,9 +503,13 @@ impl GateAt<'_> {
         };
         let run = NewGateRun {
             workspace_key: key,
-            digest: serde_json::to_value(&result.digest).ok(),
+            digest: result
+                .attempt
+                .digest
+                .as_ref()
+                .and_then(|d| serde_json::to_value(d).ok()),
             evidence: text.clone(),
-            ..self.run(verdict, result.exit_code, took)
+            ..self.run(verdict, exit_code, took)
         };
         Decided {
             run,

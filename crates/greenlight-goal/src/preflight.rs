@@ -5,6 +5,7 @@
 //! starts and records the id that answered; a resume probes that id again and refuses (pauses
 //! with `probe-failed`) when it no longer answers.
 
+use std::ffi::OsStr;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
@@ -16,9 +17,9 @@ use crate::engine::{Engine, Finish};
 use crate::error::Error;
 
 /// Where `bin` starts from: itself when it names a path (a relative one from `cwd`, where the
-/// agent runs), else the first executable of that name on `PATH`. The error says what is
-/// missing.
-pub fn resolve_bin(bin: &Path, cwd: &Path) -> Result<PathBuf, String> {
+/// agent runs), else the first executable of that name in `search_path` (a `PATH` value, as
+/// the binary read it). The error says what is missing.
+pub fn resolve_bin(bin: &Path, cwd: &Path, search_path: &OsStr) -> Result<PathBuf, String> {
     let executable = |p: &Path| {
         p.metadata()
             .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
@@ -33,8 +34,7 @@ pub fn resolve_bin(bin: &Path, cwd: &Path) -> Result<PathBuf, String> {
             Err(format!("`{}` does not exist", bin.display()))
         };
     }
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
+    std::env::split_paths(search_path)
         .map(|dir| dir.join(bin))
         .find(|candidate| executable(candidate))
         .ok_or_else(|| format!("`{}` is not installed (not found on PATH)", bin.display()))
@@ -49,7 +49,7 @@ impl Engine<'_> {
         interrupt: &mut InterruptWatch,
     ) -> Result<Option<Finish>, Error> {
         if let Some(bin) = &self.settings.agent_bin
-            && let Err(why) = resolve_bin(bin, &goal.worktree)
+            && let Err(why) = resolve_bin(bin, &goal.worktree, &self.settings.agent_search_path)
         {
             let detail = format!(
                 "the agent cannot start: {why}; install it or choose another agent, then `greenlight goal resume`"
@@ -103,15 +103,21 @@ mod tests {
         let dir = tempfile::tempdir().expect("tmp");
         let agent = dir.path().join("agent.sh");
         std::fs::write(&agent, "#!/bin/sh\n").expect("write");
-        let err = resolve_bin(Path::new("./agent.sh"), dir.path()).expect_err("not executable");
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        let err =
+            resolve_bin(Path::new("./agent.sh"), dir.path(), &path).expect_err("not executable");
         assert!(err.contains("not an executable file"), "{err}");
         std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o755)).expect("chmod");
         assert_eq!(
-            resolve_bin(Path::new("./agent.sh"), dir.path()).ok(),
+            resolve_bin(Path::new("./agent.sh"), dir.path(), &path).ok(),
             Some(dir.path().join("./agent.sh"))
         );
-        assert!(resolve_bin(Path::new("sh"), dir.path()).is_ok());
-        let err = resolve_bin(Path::new("no-such-agent-cli"), dir.path()).expect_err("missing");
+        assert!(resolve_bin(Path::new("sh"), dir.path(), &path).is_ok());
+        let err =
+            resolve_bin(Path::new("no-such-agent-cli"), dir.path(), &path).expect_err("missing");
+        assert!(err.contains("not installed"), "{err}");
+        // The search path is the one given, not this process's: an empty one finds nothing.
+        let err = resolve_bin(Path::new("sh"), dir.path(), OsStr::new("")).expect_err("no PATH");
         assert!(err.contains("not installed"), "{err}");
     }
 }

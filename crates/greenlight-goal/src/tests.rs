@@ -198,6 +198,7 @@ impl Fixture {
             kill_grace: Duration::from_millis(200),
             gate_env: Vec::new(),
             agent_bin: None,
+            agent_search_path: std::ffi::OsString::new(),
             probe: false,
             lock_root: self.dir.path().join("locks"),
             cache: None,

@@ -3,7 +3,8 @@
 //!
 //! The one rule that keeps it simple: a digest is all or nothing (never cut to fit), and
 //! whatever stands in for it is cut to the budget, so evidence never crowds an agent's context.
-//! The Stop hook's block reason and the MCP `verify` answer both take their evidence from here.
+//! The Stop hook's block reason, the MCP `verify` answer and the goal loop's next prompt all
+//! take their evidence from here.
 
 use greenlight_gate::{Attempt, GateReport, GateVerdict, render};
 
@@ -12,7 +13,7 @@ use greenlight_gate::{Attempt, GateReport, GateVerdict, render};
 pub enum Shown {
     /// The attempt whose output explains the verdict: a FLAKY gate's failed first run, else
     /// the last run (the retry, when both failed). For a gate that counts as failed (the Stop
-    /// hook's block reason).
+    /// hook's block reason; the goal loop, whose gates run once, shows its one attempt).
     Deciding,
     /// The last attempt that exited with a code other than 0, for a gate that did not pass or
     /// passed only as FLAKY (the MCP `verify` answer, which reports every gate).

@@ -116,3 +116,75 @@ fn one_verify_gives_the_same_gates_verdicts_and_evidence_through_cli_mcp_and_the
     assert!(reason.contains(&evidence), "{reason}\nwanted:\n{evidence}");
     assert!(!reason.contains("gate lint"), "{reason}");
 }
+
+/// A gate whose output no digest recognises and is longer than verify's tail, so the agent's
+/// evidence is a tail cut to its budget: the part of the rule that can drift.
+const NOISY: &str = "v=$(cat value.txt)\n[ \"$v\" = good ] && exit 0\ni=0\nwhile [ $i -lt 300 ]; do echo \"step $i of the check wrote this line to the log\"; i=$((i+1)); done\necho \"expected value good, got $v\"\nexit 1\n";
+
+/// The goal loop shows a failed gate to its agent by the rule the Stop hook and the MCP answer
+/// use: the prompt's evidence is `greenlight_run::evidence` applied, within the goal's budget,
+/// to the attempt `greenlight verify` reports for the same gate on the same worktree.
+#[test]
+fn the_goal_prompt_shows_a_failed_gate_as_greenlight_run_evidence_of_verifys_report() {
+    use greenlight_gate::{Attempt, AttemptStatus};
+    use greenlight_run::evidence::{self, Output};
+
+    let fx = crate::goal_support::Fixture::new();
+    fx.repo.write("noisy.sh", NOISY);
+    fx.repo
+        .verify_yaml("version: 1\ngates:\n  - id: noisy\n    command: sh noisy.sh\n");
+    fx.repo.commit_all("a check whose log no digest reads");
+    let state = fx.state();
+
+    let cli = fx
+        .repo
+        .cli([
+            "verify",
+            "--skip-work-evidence",
+            "--format",
+            "json",
+            "--state",
+            state.to_str().unwrap(),
+        ])
+        .run();
+    assert_eq!(cli.code, 20, "stderr: {}", cli.stderr);
+    let doc: Value = serde_json::from_str(&cli.stdout).unwrap();
+    let reported = &doc["gates"][0]["attempts"][0];
+    let attempt = Attempt {
+        exit_code: reported["exit_code"]
+            .as_i64()
+            .and_then(|c| i32::try_from(c).ok()),
+        tail: reported["tail"].as_str().unwrap().to_owned(),
+        output_bytes: reported["output_bytes"].as_u64().unwrap(),
+        digest: serde_json::from_value(reported["digest"].clone()).ok(),
+        ..Attempt::blank(AttemptStatus::Fail)
+    };
+    let shown = evidence::attempt_output(&attempt, greenlight_goal::prompt::EVIDENCE_BUDGET);
+    let Output::Tail(tail) = shown else {
+        panic!("the fixture's output must be shown as a tail: {shown:?}\n{doc}")
+    };
+    assert!(
+        (tail.len() as u64) < attempt.output_bytes,
+        "the fixture must be longer than the budget"
+    );
+
+    // The agent changes nothing on its first turn and fixes the value on its second.
+    let agent = fx.script(
+        "agent.sh",
+        "if [ $N -ge 2 ]; then echo good > value.txt; fi; echo done",
+    );
+    let agent = fx.agent(&agent);
+    let run = fx.goal(&["run", "fix the value", "--agent", &agent]);
+    assert_eq!(run.code, 0, "{}", run.render());
+    let second = fx.prompt("agent.sh", 2);
+    let expected = format!(
+        "Gate 1 of 1 failed (attempt 1/3).\n$ sh noisy.sh\nexit code: 1\nOutput (the last {} of {} bytes; the start was cut):\n```\n{}\n```\n",
+        tail.len(),
+        attempt.output_bytes,
+        tail.strip_suffix('\n').unwrap_or(tail),
+    );
+    assert!(
+        second.contains(&expected),
+        "{second}\nwanted the evidence:\n{expected}"
+    );
+}
