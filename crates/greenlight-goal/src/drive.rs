@@ -381,22 +381,6 @@ pub fn plan_goal(request: GoalRequest, families: &dyn Families) -> Result<Planne
     Ok(PlannedGoal { goal, config })
 }
 
-/// Pauses `goal` because a person asked (`greenlight goal pause`); a loop running it stops at
-/// its next step. Returns false when it was already paused.
-pub fn pause_by_user(store: &mut Store, goal: &greenlight_store::Goal) -> Result<bool, Error> {
-    if goal.state == GoalState::Paused {
-        return Ok(false);
-    }
-    store.write(|tx| {
-        tx.pause_goal(
-            goal.id,
-            greenlight_agent::Reason::PausedByUser.as_str(),
-            Some("paused with `greenlight goal pause`; `greenlight goal resume` continues"),
-        )
-    })?;
-    Ok(true)
-}
-
 /// The knobs of one run of a goal.
 #[derive(Debug, Clone)]
 pub struct DriveOptions {

@@ -1,10 +1,15 @@
 //! The goal tools: `goal_status` and `goal_log` answer what `greenlight goal status --json` and
 //! `goal log --json` print; `goal_pause` and `goal_resume` change a goal's state as the CLI and
 //! the dashboard do. They read and write the same state database as every other greenlight.
+//!
+//! Which goal, its status and whether it may be paused or resumed are decided by
+//! `greenlight_run::goal_control`; this module turns its answers into the tools' documents.
 
 use std::path::Path;
 
-use greenlight_store::{Dispatch, Event, Gate, Goal, GoalId, GoalState, Reads, Store};
+pub use greenlight_run::goal_control::GoalStatus;
+use greenlight_run::goal_control::{self, Pause, Resume, Selector, Via};
+use greenlight_store::{Event, Goal, GoalId, Reads, Store};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -32,19 +37,6 @@ pub struct GoalLogArgs {
     /// At most this many events (default 200, at most 1000).
     #[serde(default)]
     pub limit: Option<u32>,
-}
-
-/// What `goal_status` answers (the document `greenlight goal status --json` prints).
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct GoalStatus {
-    /// The greenlight that answered.
-    pub greenlight_version: String,
-    /// The goal.
-    pub goal: Goal,
-    /// Its gates, with each one's last result.
-    pub gates: Vec<Gate>,
-    /// Its agent dispatches (turns and judge questions), oldest first.
-    pub dispatches: Vec<Dispatch>,
 }
 
 /// What `goal_log` answers: a page of the goal's events (each as `goal log --json` prints it).
@@ -87,39 +79,44 @@ fn open(state: &Path) -> Result<Store, Failure> {
 }
 
 fn select(store: &Store, which: &GoalSelector, default_cwd: &Path) -> Result<Goal, Failure> {
-    if let Some(id) = which.id {
-        return store
-            .goal(GoalId(id))
-            .map_err(|e| e.to_string())?
-            .ok_or_else(|| {
-                format!("no goal {id}; `goal_status` with a `cwd` finds a worktree's goal")
-            });
+    selecting(which, default_cwd, |selector| {
+        goal_control::select(store, selector)
+    })
+}
+
+/// Runs `f` on the goal `which` names: by id, or the worktree it names (the server's directory
+/// by default), keyed as `greenlight goal` keys it: the directory, canonical.
+fn selecting<T>(
+    which: &GoalSelector,
+    default_cwd: &Path,
+    f: impl FnOnce(Selector<'_>) -> Result<T, goal_control::Error>,
+) -> Result<T, Failure> {
+    let answer = match which.id {
+        Some(id) => f(Selector::Id(GoalId(id))),
+        None => {
+            let cwd = crate::handler::resolve_dir(which.cwd.as_deref(), default_cwd)?;
+            let worktree = cwd.canonicalize().unwrap_or(cwd);
+            f(Selector::Worktree(&worktree))
+        }
+    };
+    answer.map_err(failure)
+}
+
+/// A goal-control error in the tools' words.
+fn failure(e: goal_control::Error) -> Failure {
+    match e {
+        goal_control::Error::NoSuchGoal(id) => {
+            format!("no goal {id}; `goal_status` with a `cwd` finds a worktree's goal")
+        }
+        other => other.to_string(),
     }
-    // Keyed as `greenlight goal` keys it: the directory, canonical.
-    let cwd = crate::handler::resolve_dir(which.cwd.as_deref(), default_cwd)?;
-    let worktree = cwd.canonicalize().unwrap_or(cwd);
-    let goals = store.goals().map_err(|e| e.to_string())?;
-    goals
-        .into_iter()
-        .rev()
-        .find(|g| g.worktree == worktree)
-        .ok_or_else(|| {
-            format!(
-                "{} has no goal; start one with `greenlight goal run \"<goal>\"` there",
-                worktree.display()
-            )
-        })
 }
 
 /// `goal_status`.
 pub fn status(state: &Path, which: &GoalSelector, cwd: &Path) -> Result<GoalStatus, Failure> {
-    let store = open(state)?;
-    let goal = select(&store, which, cwd)?;
-    Ok(GoalStatus {
-        greenlight_version: env!("CARGO_PKG_VERSION").to_owned(),
-        gates: store.gates(goal.id).map_err(|e| e.to_string())?,
-        dispatches: store.dispatches(goal.id).map_err(|e| e.to_string())?,
-        goal,
+    let mut store = open(state)?;
+    selecting(which, cwd, |selector| {
+        goal_control::status(&mut store, selector)
     })
 }
 
@@ -154,32 +151,14 @@ pub fn log(state: &Path, args: &GoalLogArgs) -> Result<GoalLog, Failure> {
 pub fn pause(state: &Path, which: &GoalSelector, cwd: &Path) -> Result<GoalChange, Failure> {
     let mut store = open(state)?;
     let goal = select(&store, which, cwd)?;
-    let changed = match goal.state {
-        GoalState::Paused => false,
-        GoalState::Active => {
-            store
-                .write(|tx| {
-                    tx.pause_goal(
-                        goal.id,
-                        greenlight_types::Reason::PausedByUser.as_str(),
-                        Some("paused through MCP (`goal_pause`); `goal_resume` or `greenlight goal resume` continues"),
-                    )
-                })
-                .map_err(|e| e.to_string())?;
-            true
-        }
-        other => {
-            return Err(format!(
-                "goal {} is {other}; only an active goal can be paused",
-                goal.id
-            ));
-        }
-    };
-    let goal = reread(&store, goal.id)?;
+    let steered = goal_control::pause(&mut store, goal.id, Via::Mcp).map_err(failure)?;
+    if let Some(refusal) = steered.outcome.refusal(goal.id) {
+        return Err(refusal);
+    }
     Ok(GoalChange {
         hint: "a runner of this goal stops at its next step; `goal_resume` continues it".into(),
-        goal,
-        changed,
+        changed: steered.outcome == Pause::Paused,
+        goal: steered.goal,
     })
 }
 
@@ -188,35 +167,16 @@ pub fn pause(state: &Path, which: &GoalSelector, cwd: &Path) -> Result<GoalChang
 pub fn resume(state: &Path, which: &GoalSelector, cwd: &Path) -> Result<GoalChange, Failure> {
     let mut store = open(state)?;
     let goal = select(&store, which, cwd)?;
-    let changed = match goal.state {
-        GoalState::Active => false,
-        GoalState::Paused => {
-            store
-                .write(|tx| tx.resume_goal(goal.id))
-                .map_err(|e| e.to_string())?;
-            true
-        }
-        other => {
-            return Err(format!(
-                "goal {} is {other}; only a paused goal can be resumed",
-                goal.id
-            ));
-        }
-    };
-    let goal = reread(&store, goal.id)?;
+    let steered = goal_control::resume(&mut store, goal.id).map_err(failure)?;
+    if let Some(refusal) = steered.outcome.refusal(goal.id) {
+        return Err(refusal);
+    }
     Ok(GoalChange {
         hint: format!(
             "the goal is active; a runner continues it: run `greenlight goal resume` in {} if none is running",
-            goal.worktree.display()
+            steered.goal.worktree.display()
         ),
-        goal,
-        changed,
+        changed: steered.outcome == Resume::Resumed,
+        goal: steered.goal,
     })
-}
-
-fn reread(store: &Store, id: GoalId) -> Result<Goal, Failure> {
-    store
-        .goal(id)
-        .map_err(|e| e.to_string())?
-        .ok_or_else(|| format!("goal {id} disappeared from the state database"))
 }

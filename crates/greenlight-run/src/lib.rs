@@ -1,5 +1,5 @@
-//! The use cases every front end drives: the command line, the MCP server and the Stop hook
-//! parse their input, call this crate, and render what it returns.
+//! The use cases every front end drives: the command line, the MCP server, the dashboard's server
+//! and the Stop hook parse their input, call this crate, and render what it returns.
 //!
 //! - [`session`]: [`VerifySession`], one verify run (config, runner options, result cache,
 //!   recording, progress observer) built and run the same way for every front end.
@@ -9,6 +9,9 @@
 //!   the SessionStart hook that records where the session's work began.
 //! - [`record`]: verify and hook runs recorded in the state database (frames and per-gate
 //!   rows), and the repository a directory belongs to.
+//! - [`goal_control`]: which goal a request means, its status document, and pausing and
+//!   resuming it, with one rule for every front end (only an active goal pauses, only a paused
+//!   one resumes).
 //! - [`cache_place`]: where a run's result cache and its key live.
 //! - [`timeouts`]: `verify --suggest-timeouts`: each gate's `timeoutSec` proposed from its
 //!   recorded p99, as an edit of the verify.yaml text.
@@ -18,6 +21,7 @@
 pub mod cache_place;
 mod error;
 pub mod evidence;
+pub mod goal_control;
 pub mod record;
 pub mod session;
 pub mod stop;

@@ -9,7 +9,8 @@ use axum::body::{Body, Bytes};
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
-use greenlight_store::{GoalId, GoalPage, GoalState, Reads, SystemClock, WallClock};
+use greenlight_run::goal_control::{self, Via};
+use greenlight_store::{GoalId, GoalPage, Reads, SystemClock, WallClock};
 use greenlight_stream::{Frame, StreamId};
 use serde::Deserialize;
 
@@ -18,7 +19,7 @@ use crate::error::ApiError;
 use crate::guard::{Access, COOKIE};
 use crate::hub::Hub;
 use crate::stream::{self, PING_INTERVAL, RETRY_MS, sse_headers};
-use crate::summary::{self, goal_snapshot, no_goal, overview, run_summary};
+use crate::summary::{self, goal_snapshot, overview, run_summary};
 
 /// What every handler shares.
 #[derive(Clone)]
@@ -232,21 +233,16 @@ pub async fn run_stream(
 }
 
 /// `POST /api/goals/{id}/pause`: the goal pauses as `greenlight goal pause` pauses it; a loop
-/// running it stops at its next step.
+/// running it stops at its next step. A paused goal is answered as it is; a done or cleared one
+/// is refused with 409.
 pub async fn pause(State(app): State<App>, Path(raw): Path<String>) -> Result<Response, ApiError> {
     let id = parse_id(&raw, "goal")?;
     let snapshot = app
         .hub
         .with_store(move |s| {
-            let goal = s.goal(GoalId(id))?.ok_or_else(|| no_goal(id))?;
-            if goal.state != GoalState::Paused {
-                s.write(|tx| {
-                    tx.pause_goal(
-                        goal.id,
-                        greenlight_types::Reason::PausedByUser.as_str(),
-                        Some("paused from the dashboard; resume it there or with `greenlight goal resume`"),
-                    )
-                })?;
+            let steered = goal_control::pause(s, GoalId(id), Via::Dashboard)?;
+            if let Some(refusal) = steered.outcome.refusal(steered.goal.id) {
+                return Err(ApiError::conflict(refusal));
             }
             goal_snapshot(s, id)
         })
@@ -262,14 +258,9 @@ pub async fn resume(State(app): State<App>, Path(raw): Path<String>) -> Result<R
     let snapshot = app
         .hub
         .with_store(move |s| {
-            let goal = s.goal(GoalId(id))?.ok_or_else(|| no_goal(id))?;
-            if goal.state == GoalState::Paused {
-                s.write(|tx| tx.resume_goal(goal.id))?;
-            } else if goal.state != GoalState::Active {
-                return Err(ApiError::conflict(format!(
-                    "goal {id} is {}; only a paused goal can be resumed",
-                    goal.state
-                )));
+            let steered = goal_control::resume(s, GoalId(id))?;
+            if let Some(refusal) = steered.outcome.refusal(steered.goal.id) {
+                return Err(ApiError::conflict(refusal));
             }
             goal_snapshot(s, id)
         })

@@ -129,6 +129,17 @@ impl From<greenlight_store::Error> for ApiError {
     }
 }
 
+impl From<greenlight_run::goal_control::Error> for ApiError {
+    fn from(e: greenlight_run::goal_control::Error) -> ApiError {
+        use greenlight_run::goal_control::Error as E;
+        match e {
+            E::NoSuchGoal(id) => crate::summary::no_goal(id.0),
+            E::NoGoalIn(_) => ApiError::not_found(e.to_string()),
+            E::Store(e) => ApiError::from(e),
+        }
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let body = serde_json::json!({"error": self.error, "detail": self.detail});

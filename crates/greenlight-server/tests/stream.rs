@@ -536,6 +536,64 @@ fn pause_and_resume_need_a_same_origin_request_without_a_token() {
     });
 }
 
+/// The dashboard's pause and resume follow the one rule every front end shares: a done or
+/// cleared goal is neither paused nor resumed. It is refused with 409 in the same words as MCP
+/// and the command line, and the database keeps the goal, its events and its frames as they were.
+#[test]
+fn a_done_or_cleared_goal_is_refused_409_by_pause_and_resume_and_left_unchanged() {
+    let f = Fixture::new(0);
+    let cleared = f.second_goal();
+    let mut store = Store::open(&f.state).expect("open");
+    store.write(|tx| tx.complete_goal(f.goal)).expect("done");
+    store.write(|tx| tx.clear_goal(cleared)).expect("cleared");
+    let stored = |store: &Store, goal: GoalId| {
+        let row = store.goal(goal).expect("read").expect("goal");
+        let events = store.events_after(Some(goal), 0, 1000).expect("events");
+        let frames = store.frame_bounds(StreamId::Goal(goal.0)).expect("frames");
+        (row, events.len(), frames)
+    };
+    let server = f.serve();
+    runtime().block_on(async {
+        for (goal, state) in [(f.goal, "done"), (cleared, "cleared")] {
+            let before = stored(&store, goal);
+            for (action, rule) in [
+                ("pause", "only an active goal can be paused"),
+                ("resume", "only a paused goal can be resumed"),
+            ] {
+                let path = format!("/api/goals/{}/{action}", goal.0);
+                let (status, body) = json(
+                    server.addr(),
+                    "POST",
+                    &path,
+                    &[("Content-Type", "application/json")],
+                )
+                .await;
+                assert_eq!(status, 409, "{action} a {state} goal: {body}");
+                assert_eq!(body["error"], "conflict");
+                assert_eq!(
+                    body["detail"],
+                    format!("goal {} is {state}; {rule}", goal.0),
+                    "{action} a {state} goal"
+                );
+            }
+            assert_eq!(
+                stored(&store, goal),
+                before,
+                "a refused {state} goal is not written"
+            );
+        }
+        let (status, body) = json(
+            server.addr(),
+            "POST",
+            "/api/goals/999/pause",
+            &[("Content-Type", "application/json")],
+        )
+        .await;
+        assert_eq!(status, 404, "{body}");
+        assert_eq!(body["detail"], "no goal 999 in this state file");
+    });
+}
+
 #[test]
 fn the_host_header_is_checked_against_dns_rebinding() {
     let f = Fixture::new(0);

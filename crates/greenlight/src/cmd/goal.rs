@@ -1,13 +1,15 @@
 //! `greenlight goal …`: create, run, inspect and steer the goal of a worktree.
 //!
-//! Every decision lives in `greenlight-goal` and `greenlight-store`; this module parses
-//! arguments and renders state (a running loop is rendered by `crate::goal_run`).
+//! Every decision lives in `greenlight-goal`, `greenlight-run`'s goal control and
+//! `greenlight-store`; this module parses arguments and renders state (a running loop is
+//! rendered by `crate::goal_run`).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::agents::EveryFamily;
-use greenlight_goal::drive::{GoalRequest, OpenAiArgs, inside_run_of, pause_by_user, plan_goal};
+use greenlight_goal::drive::{GoalRequest, OpenAiArgs, inside_run_of, plan_goal};
+use greenlight_run::goal_control::{self, Pause, Resume, Selector, Via};
 use greenlight_store::{Goal, GoalState, Reads, Store};
 
 use crate::duration::parse_duration;
@@ -158,6 +160,20 @@ fn worktree(common: &Common) -> PathBuf {
     dir.canonicalize().unwrap_or(dir)
 }
 
+/// The worktree's goal, as every front end selects it: its active or paused goal, else the
+/// newest it had.
+fn worktree_goal(store: &Store, worktree: &Path) -> Result<Goal, (i32, String)> {
+    goal_control::select(store, Selector::Worktree(worktree)).map_err(control_err)
+}
+
+/// A goal-control error as an exit: no such goal is the user's (usage).
+fn control_err(e: goal_control::Error) -> (i32, String) {
+    match e {
+        goal_control::Error::Store(e) => store_err(e),
+        other => usage(other.to_string()),
+    }
+}
+
 fn live_goal(store: &Store, worktree: &Path) -> Result<Goal, (i32, String)> {
     store
         .live_goal(worktree)
@@ -259,7 +275,12 @@ fn dispatch(args: Args) -> CliResult {
             driven
         }
         Command::Resume(loop_args) => {
-            let goal = live_goal(&store, &worktree)?;
+            let goal = worktree_goal(&store, &worktree)?;
+            // The runner itself marks a paused goal active once it holds the goal's lock; an
+            // active goal with no runner (one killed) is simply run again.
+            if let Some(refusal) = Resume::for_state(goal.state).refusal(goal.id) {
+                return Err(usage(refusal));
+            }
             // Said once the run holds the goal's lock: a refused resume must not claim to resume.
             let announce = format!(
                 "greenlight: resuming goal {} (turn budget {} again; gate attempts kept)",
@@ -275,12 +296,17 @@ fn dispatch(args: Args) -> CliResult {
             )
         }
         Command::Pause => {
-            let goal = live_goal(&store, &worktree)?;
-            if !pause_by_user(&mut store, &goal).map_err(|e| (exit::ERROR, e.to_string()))? {
-                outln!("greenlight: goal {} is already paused", goal.id);
-                return Ok(exit::DONE);
+            let goal = worktree_goal(&store, &worktree)?;
+            let steered =
+                goal_control::pause(&mut store, goal.id, Via::Cli).map_err(control_err)?;
+            if let Some(refusal) = steered.outcome.refusal(goal.id) {
+                return Err(usage(refusal));
             }
-            outln!("greenlight: goal {} paused", goal.id);
+            if steered.outcome == Pause::AlreadyPaused {
+                outln!("greenlight: goal {} is already paused", goal.id);
+            } else {
+                outln!("greenlight: goal {} paused", goal.id);
+            }
             Ok(exit::DONE)
         }
         Command::Clear => {
@@ -294,30 +320,19 @@ fn dispatch(args: Args) -> CliResult {
             );
             Ok(exit::DONE)
         }
-        Command::Status { json } => status(&store, &worktree, json),
+        Command::Status { json } => status(&mut store, &worktree, json),
         Command::Log { follow, json } => log(&store, &worktree, follow, json),
         Command::Gate(command) => gate(&mut store, &worktree, command),
     }
 }
 
-fn status(store: &Store, worktree: &Path, json: bool) -> CliResult {
-    let goal = live_or_last(store, worktree)?;
-    let gates = store
-        .gates(goal.id)
-        .map_err(|e| (exit::ERROR, e.to_string()))?;
-    let dispatches = store
-        .dispatches(goal.id)
-        .map_err(|e| (exit::ERROR, e.to_string()))?;
+fn status(store: &mut Store, worktree: &Path, json: bool) -> CliResult {
+    let doc = goal_control::status(store, Selector::Worktree(worktree)).map_err(control_err)?;
     if json {
-        let doc = serde_json::json!({
-            "greenlight_version": env!("CARGO_PKG_VERSION"),
-            "goal": goal,
-            "gates": gates,
-            "dispatches": dispatches,
-        });
         outln!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
         return Ok(exit::DONE);
     }
+    let goal_control::GoalStatus { goal, gates, .. } = doc;
     outln!(
         "goal {} [{}] in {}",
         goal.id,
@@ -371,7 +386,7 @@ fn status(store: &Store, worktree: &Path, json: bool) -> CliResult {
 }
 
 fn log(store: &Store, worktree: &Path, follow: bool, json: bool) -> CliResult {
-    let goal = live_or_last(store, worktree)?.id;
+    let goal = worktree_goal(store, worktree)?.id;
     let mut after = 0;
     loop {
         let events = store
@@ -400,22 +415,6 @@ fn log(store: &Store, worktree: &Path, follow: bool, json: bool) -> CliResult {
             std::thread::sleep(Duration::from_millis(200));
         }
     }
-}
-
-/// The worktree's goal to show: its live goal, else the newest it had (a live goal is always
-/// the newest: no goal can be created while one is live).
-fn live_or_last(store: &Store, worktree: &Path) -> Result<Goal, (i32, String)> {
-    let goals = store.goals().map_err(|e| (exit::ERROR, e.to_string()))?;
-    goals
-        .into_iter()
-        .rev()
-        .find(|g| g.worktree == worktree)
-        .ok_or_else(|| {
-            usage(format!(
-                "{} has no goal; start one with `greenlight goal run \"<goal>\"`",
-                worktree.display()
-            ))
-        })
 }
 
 fn gate(store: &mut Store, worktree: &Path, command: GateCommand) -> CliResult {

@@ -1,6 +1,8 @@
 //! The front ends held to the one use-case layer: the same verify of a real temp repository
 //! (one passing gate, one failing) through `greenlight verify --format json`, the MCP `verify`
-//! tool and the Stop hook gives the same gates, the same verdicts and the same evidence text.
+//! tool and the Stop hook gives the same gates, the same verdicts and the same evidence text;
+//! the same goal through `greenlight goal` and the MCP goal tools gives the same status
+//! document and the same refusals.
 
 #![allow(clippy::unwrap_used)] // a test that cannot set up its fixture should stop loudly
 
@@ -186,5 +188,59 @@ fn the_goal_prompt_shows_a_failed_gate_as_greenlight_run_evidence_of_verifys_rep
     assert!(
         second.contains(&expected),
         "{second}\nwanted the evidence:\n{expected}"
+/// The goal of a worktree read and steered through the command line and the MCP tools: one
+/// status document, and one rule in the same words for a goal that is done (it can be neither
+/// paused nor resumed, and the command line used to call it "no active or paused goal").
+#[test]
+fn goal_status_and_a_refused_pause_or_resume_read_the_same_through_cli_and_mcp() {
+    let repo = TempRepo::worktree_with_commit();
+    let state = repo.home().join("state.db");
+    let worktree = repo.path().canonicalize().unwrap();
+    let goal = greenlight_testkit::load::create_goal(&state, &worktree);
+    let state_arg = state.to_str().unwrap();
+    let mut server = Server::start(&repo);
+    server.initialize();
+
+    let cli = repo
+        .cli(["goal", "status", "--json", "--state", state_arg])
+        .run();
+    assert_eq!(cli.code, 0, "stderr: {}", cli.stderr);
+    let cli_doc: Value = serde_json::from_str(&cli.stdout).unwrap();
+    server.send(&call(1, "goal_status", &json!({})));
+    let answer = server.answer();
+    assert_eq!(
+        cli_doc, answer["result"]["structuredContent"],
+        "one document: {answer}"
+    );
+    assert_eq!(cli_doc["goal"]["id"], goal.0);
+
+    let mut store = greenlight_store::Store::open(&state).unwrap();
+    store.write(|tx| tx.complete_goal(goal)).unwrap();
+    drop(store);
+    for (id, (action, tool)) in [("pause", "goal_pause"), ("resume", "goal_resume")]
+        .into_iter()
+        .enumerate()
+    {
+        let rule = if action == "pause" {
+            "only an active goal can be paused"
+        } else {
+            "only a paused goal can be resumed"
+        };
+        let refusal = format!("goal {} is done; {rule}", goal.0);
+        let cli = repo.cli(["goal", action, "--state", state_arg]).run();
+        assert_eq!(
+            (cli.code, cli.stdout.as_str(), cli.stderr.as_str()),
+            (2, "", &*format!("greenlight: {refusal}\n")),
+            "goal {action}"
+        );
+        server.send(&call(2 + id as u64, tool, &json!({})));
+        let answer = server.answer();
+        assert_eq!(answer["error"]["message"], refusal.as_str(), "{answer}");
+    }
+    server.send(&call(9, "goal_status", &json!({})));
+    let answer = server.answer();
+    assert_eq!(
+        answer["result"]["structuredContent"]["goal"]["state"], "done",
+        "refused, so unchanged: {answer}"
     );
 }
