@@ -66,7 +66,8 @@ impl GoalCache {
             only: None,
             skip_work_evidence: true,
             kill_grace: run.kill_grace,
-            lock_root: greenlight_gate::lock::lock_root(),
+            lock_root: run.lock_root.clone(),
+            env: run.env.clone(),
             cache: Some(settings.clone()),
             remote: run.remote.clone(),
         };

@@ -458,7 +458,8 @@ pub async fn drive(
         gate_env: vec![marker.clone()],
         agent_bin: agent_bin(&record.agent),
         probe: matches!(family, Family::Claude | Family::Codex | Family::OpenAi),
-        lock_root: lock::lock_root(),
+        lock_root: lock::lock_root_from(|name| std::env::var_os(name)),
+        env: greenlight_proc::ProcessEnv::from_vars(std::env::vars_os()),
         cache: store.path().parent().and_then(|state_dir| {
             greenlight_gate::cache::CacheSettings::locate(|name| std::env::var_os(name), state_dir)
         }),
@@ -498,7 +499,7 @@ pub async fn drive(
     if !leftovers.is_empty() {
         on_started(Started::LeftoversEnded(&leftovers));
     }
-    let orphans = greenlight_gate::sweep_orphaned_gates();
+    let orphans = greenlight_gate::sweep_orphaned_gates(&settings.lock_root);
     if !orphans.is_empty() {
         on_started(Started::OrphanedGatesEnded(&orphans));
     }

@@ -200,6 +200,7 @@ impl Fixture {
             agent_bin: None,
             probe: false,
             lock_root: self.dir.path().join("locks"),
+            env: greenlight_proc::ProcessEnv::default(),
             cache: None,
             remote: None,
         };

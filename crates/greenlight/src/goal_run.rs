@@ -58,7 +58,7 @@ pub fn drive(
 ) -> CliResult {
     let options = DriveOptions {
         agent_timeout: loop_args.agent_timeout,
-        kill_grace: greenlight_proc::kill_grace(),
+        kill_grace: crate::environment::get().kill_grace,
         remote: Some(crate::remote::settings()),
     };
     let ran = greenlight_proc::run_main(|signals| async move {
