@@ -33,6 +33,8 @@ pub struct ExecSpec<'a> {
     pub tail_bytes: usize,
     /// Variables added to the gate's environment (e.g. the goal loop's run marker).
     pub extra_env: &'a [(String, String)],
+    /// The run's lock root: the scope within which its orphaned gates may be swept.
+    pub lock_root: &'a Path,
     /// Treat every process adopted while the gate runs as the gate's, even one that cleared its
     /// environment (`setsid env -i …`) and so lost the gate token. Set only when nothing else in
     /// this process spawns children while a gate runs (verify, the hook, the goal loop).
@@ -87,26 +89,22 @@ impl Observer for Sink<'_> {
 /// Which greenlight runs may end each other's orphaned gates: those sharing a lock root (the
 /// same user's machine-wide domain; each test gets its own). FNV-1a of the lock root's path, so
 /// it is stable across runs and builds.
-fn sweep_scope() -> &'static str {
-    static SCOPE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    SCOPE.get_or_init(|| {
-        let root = crate::lock::lock_root();
-        let hash = root
-            .as_os_str()
-            .as_encoded_bytes()
-            .iter()
-            .fold(0xcbf2_9ce4_8422_2325_u64, |h, &b| {
-                (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-            });
-        format!("{hash:016x}")
-    })
+fn sweep_scope(lock_root: &Path) -> String {
+    let hash = lock_root
+        .as_os_str()
+        .as_encoded_bytes()
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325_u64, |h, &b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
+    format!("{hash:016x}")
 }
 
 /// Kills the gate processes of greenlight runs that died without cleaning up (SIGKILL, a power
 /// cut of the parent): processes whose token names an owner pid that no longer exists, among
-/// the runs that share this run's lock root.
-pub fn sweep_orphaned_gates() -> Vec<LeftoverProcess> {
-    greenlight_proc::sweep_orphaned(sweep_scope())
+/// the runs that share this run's lock root, `lock_root`.
+pub fn sweep_orphaned_gates(lock_root: &Path) -> Vec<LeftoverProcess> {
+    greenlight_proc::sweep_orphaned(&sweep_scope(lock_root))
 }
 
 /// Runs one gate to its end and leaves nothing of it behind.
@@ -122,7 +120,7 @@ pub async fn run(
     child.grace = spec.kill_grace;
     child.tail_bytes = spec.tail_bytes;
     child.claim_adopted = spec.claim_adopted;
-    child.sweep_scope = sweep_scope().to_owned();
+    child.sweep_scope = sweep_scope(spec.lock_root);
     child.env.remove = greenlight_proc::git::REDIRECTING
         .iter()
         .map(|r| r.name.into())

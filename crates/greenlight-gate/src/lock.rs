@@ -36,12 +36,13 @@ pub const POLL_INTERVAL: Duration = Duration::from_millis(250);
 /// whose record is being written.
 pub const OWNERLESS_MIN_AGE: Duration = Duration::from_secs(10);
 
-/// Where locks live: `CM_VERIFY_LOCK_ROOT`, else `$HOME/.commandmate/locks` (as CommandMate).
-pub fn lock_root() -> PathBuf {
-    match std::env::var_os("CM_VERIFY_LOCK_ROOT").filter(|v| !v.is_empty()) {
+/// Where locks live: `CM_VERIFY_LOCK_ROOT`, else `$HOME/.commandmate/locks` (as CommandMate),
+/// in the environment `env` looks variables up in (the one the front end read).
+pub fn lock_root_from(env: impl Fn(&str) -> Option<std::ffi::OsString>) -> PathBuf {
+    match env("CM_VERIFY_LOCK_ROOT").filter(|v| !v.is_empty()) {
         Some(root) => PathBuf::from(root),
         None => {
-            let home = std::env::var_os("HOME")
+            let home = env("HOME")
                 .filter(|v| !v.is_empty())
                 .unwrap_or_else(|| "/tmp".into());
             Path::new(&home).join(".commandmate").join("locks")

@@ -175,6 +175,7 @@ impl CachePlan {
                     &listing,
                     &self.cwd_in_worktree,
                     &key_outputs,
+                    &options.env,
                     interrupt,
                 )
                 .await;
@@ -226,7 +227,7 @@ impl CachePlan {
         // beside the entries (a failure costs the next run some reading, nothing else).
         let _ = listing.save_stat_cache(&settings.dir);
         let context = self.key_context(config, &listing);
-        let env = |name: &str| std::env::var_os(name);
+        let env = |name: &str| options.env.var(name);
         let mut keys = HashMap::new();
         let mut explain = HashMap::new();
         let mut warnings = Vec::new();
@@ -638,6 +639,7 @@ async fn run_key_command(
         kill_grace: options.kill_grace,
         tail_bytes: 0,
         extra_env: &[],
+        lock_root: &options.lock_root,
         claim_adopted: false,
     };
     let mut output = HashingSink(blake3::Hasher::new());

@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use greenlight_digest::matchers::MatcherSet;
+use greenlight_proc::ProcessEnv;
 use tokio::sync::Mutex;
 
 use crate::capture::Capture;
@@ -151,14 +152,17 @@ impl RemotePlan {
         self.hits.clear();
     }
 
-    /// Connects, builds the input root from `listing`, prepares every gate's action and looks
-    /// the cacheable ones up in the cluster's action cache.
+    /// Connects, builds the input root from `listing`, prepares every gate's action (its
+    /// declared `env` valued from `env`) and looks the cacheable ones up in the cluster's
+    /// action cache.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) async fn prepare(
         &mut self,
         config: &Loaded,
         listing: &Listing,
         cwd_in_worktree: &str,
         key_outputs: &HashMap<String, String>,
+        env: &ProcessEnv,
         interrupt: &mut InterruptWatch,
     ) -> Result<(), Interrupt> {
         let Some(v2) = &config.v2 else { return Ok(()) };
@@ -211,6 +215,7 @@ impl RemotePlan {
                     &v2.options.keys,
                     cwd_in_worktree,
                     key_outputs,
+                    env,
                     retry || self.options.cache == RemoteCache::Off,
                 )
             };
@@ -611,7 +616,8 @@ impl RemoteRun {
 /// PATH or HOME in the key would make every machine miss), the cluster's platform properties,
 /// and the `keys` outputs (which the backend makes one more property). `uncached`: a retry, or
 /// a cluster used with `cache: off`, whose result the cluster must neither keep nor merge with
-/// another run.
+/// another run. `env`: where the declared variables' values come from.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn action_spec(
     platform: &BTreeMap<String, String>,
     gate: &GateSpec,
@@ -619,13 +625,14 @@ pub(crate) fn action_spec(
     option_keys: &[String],
     cwd_in_worktree: &str,
     key_outputs: &HashMap<String, String>,
+    env: &ProcessEnv,
     uncached: bool,
 ) -> ActionSpec {
     let env = extra
         .env
         .iter()
         .filter_map(|name| {
-            let value = std::env::var_os(name)?;
+            let value = env.get(name)?;
             Some((name.clone(), value.to_string_lossy().into_owned()))
         })
         .collect();

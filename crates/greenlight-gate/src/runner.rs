@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use greenlight_digest::matchers::MatcherSet;
+use greenlight_proc::ProcessEnv;
 
 use crate::cache::CacheSettings;
 use crate::capture::Capture;
@@ -28,11 +29,11 @@ use crate::lock::{self, Acquired};
 use crate::plan::CachePlan;
 use crate::remote::RemoteSettings;
 use crate::remote_plan::{RemoteAttempt, RemoteRun};
-use crate::status::SharedStatus;
 use crate::report::{
     Attempt, AttemptStatus, GateReport, GateVerdict, RemoteMark, RunReport, SkipReason,
     WorkEvidenceReport, decide,
 };
+use crate::status::SharedStatus;
 
 /// What the command line adds to a config.
 #[derive(Debug, Clone)]
@@ -47,8 +48,11 @@ pub struct RunOptions {
     pub skip_work_evidence: bool,
     /// SIGTERM → SIGKILL grace.
     pub kill_grace: Duration,
-    /// Where mutex locks live.
+    /// Where mutex locks live (and the scope of the orphaned-gate sweep).
     pub lock_root: PathBuf,
+    /// The environment the gates inherit, as the front end read it: the values of a gate's
+    /// declared `env` in its cache key and its remote action come from here.
+    pub env: ProcessEnv,
     /// The result cache (v2 files only); `None`: no cache.
     pub cache: Option<CacheSettings>,
     /// How the cluster of `options.remote` is reached (v2 files only); `None`: this front end
@@ -160,7 +164,7 @@ pub async fn run(
         env_clean_skipped: false,
         result: None,
         interrupted: None,
-        orphans_ended: exec::sweep_orphaned_gates(),
+        orphans_ended: exec::sweep_orphaned_gates(&options.lock_root),
         leftovers: Vec::new(),
         warnings: Vec::new(),
     };
@@ -738,6 +742,7 @@ async fn local_attempt(
         kill_grace: options.kill_grace,
         tail_bytes: config.options.max_log_tail_bytes,
         extra_env: &[],
+        lock_root: &options.lock_root,
         // Only when this gate runs alone and nothing else here spawns meanwhile.
         claim_adopted: context.claim_adopted,
     };

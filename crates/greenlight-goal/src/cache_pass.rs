@@ -64,6 +64,7 @@ impl GoalCache {
             skip_work_evidence: true,
             kill_grace: run.kill_grace,
             lock_root: run.lock_root.clone(),
+            env: run.env.clone(),
             cache: Some(settings.clone()),
             remote: run.remote.clone(),
         };

@@ -394,6 +394,8 @@ pub struct DriveOptions {
     pub agent_search_path: OsString,
     /// Where gates with a `mutex` take their machine-wide lock (the one `verify` uses).
     pub lock_root: PathBuf,
+    /// The environment gates see and read for their cache keys, as the binary read it.
+    pub env: greenlight_proc::ProcessEnv,
     /// verify's result cache, as the goal's state database places it; `None`: no cache.
     pub cache: Option<greenlight_gate::cache::CacheSettings>,
 }
@@ -452,6 +454,7 @@ pub async fn drive(
         agent_search_path: options.agent_search_path.clone(),
         probe: matches!(family, Family::Claude | Family::Codex | Family::OpenAi),
         lock_root: options.lock_root.clone(),
+        env: options.env.clone(),
         cache: options.cache.clone(),
         remote: options.remote.clone(),
     };
@@ -489,7 +492,7 @@ pub async fn drive(
     if !leftovers.is_empty() {
         on_started(Started::LeftoversEnded(&leftovers));
     }
-    let orphans = greenlight_gate::sweep_orphaned_gates();
+    let orphans = greenlight_gate::sweep_orphaned_gates(&settings.lock_root);
     if !orphans.is_empty() {
         on_started(Started::OrphanedGatesEnded(&orphans));
     }

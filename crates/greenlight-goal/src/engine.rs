@@ -59,6 +59,9 @@ pub struct Settings {
     pub probe: bool,
     /// Where gates with a `mutex` take their machine-wide lock (the one `verify` uses).
     pub lock_root: PathBuf,
+    /// The environment the gates inherit: a declared `env`'s values in a cache key or a remote
+    /// action come from here.
+    pub env: greenlight_proc::ProcessEnv,
     /// verify's result cache, shared with the loop for gates a version 2 verify.yaml declares;
     /// `None`: no cache.
     pub cache: Option<greenlight_gate::cache::CacheSettings>,

@@ -66,13 +66,15 @@ impl OutputSink for Tee<'_> {
 }
 
 /// Runs `command` in `worktree` and turns its output into evidence; `live` sees the output as
-/// it comes.
+/// it comes. `lock_root`: the scope of the orphaned-gate sweep (the run's lock root).
+#[allow(clippy::too_many_arguments)]
 pub async fn run_gate(
     worktree: &Path,
     command: &str,
     timeout: Duration,
     kill_grace: Duration,
     extra_env: &[(String, String)],
+    lock_root: &Path,
     live: &mut dyn OutputSink,
     interrupt: &mut InterruptWatch,
 ) -> std::io::Result<GateResult> {
@@ -83,6 +85,7 @@ pub async fn run_gate(
         kill_grace,
         tail_bytes: OUTPUT_TAIL_BYTES,
         extra_env,
+        lock_root,
         // The loop runs one thing at a time: the agent has finished before any gate starts.
         claim_adopted: true,
     };

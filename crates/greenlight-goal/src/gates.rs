@@ -279,6 +279,7 @@ impl Engine<'_> {
             timeout,
             settings.kill_grace,
             &settings.gate_env,
+            &settings.lock_root,
             &mut live,
             interrupt,
         );

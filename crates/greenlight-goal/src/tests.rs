@@ -201,6 +201,7 @@ impl Fixture {
             agent_search_path: std::ffi::OsString::new(),
             probe: false,
             lock_root: self.dir.path().join("locks"),
+            env: greenlight_proc::ProcessEnv::default(),
             cache: None,
             remote: None,
         };

@@ -121,30 +121,17 @@ pub(crate) fn read_source(path: &Path) -> Result<Option<String>, String> {
 /// Longest timeout verify.yaml v1 accepts (`timeoutSec` 1..7200).
 const MAX_TIMEOUT_SEC: u32 = 7200;
 
-/// Scans the repository at `root` and drafts its gates.
-///
-/// Files that cannot be parsed are reported in [`Draft::skipped`] rather than failing the
-/// scan; only an unreadable `root` is an error.
-pub fn draft(root: &Path) -> Result<Draft, Error> {
-    draft_with(root, &Programs::from_env())
-}
-
 /// Which programs a gate may call where `init` runs: a drafted gate whose program is missing
 /// could never pass, so it is listed as not drafted instead.
 #[derive(Debug, Clone)]
 pub enum Programs {
-    /// Look each name up in this `PATH` (as the process environment holds it).
+    /// Look each name up in this `PATH` (as the front end read the process environment).
     Path(Option<std::ffi::OsString>),
     /// Every program exists (for drafting on behalf of another machine, and for tests).
     All,
 }
 
 impl Programs {
-    /// The current process's `PATH`.
-    pub fn from_env() -> Programs {
-        Programs::Path(std::env::var_os("PATH"))
-    }
-
     /// True when `name` (no slash) is an executable file on the path.
     pub fn has(&self, name: &str) -> bool {
         match self {
@@ -160,8 +147,12 @@ impl Programs {
     }
 }
 
-/// [`draft`] with an explicit answer to "is this program installed?".
-pub fn draft_with(root: &Path, programs: &Programs) -> Result<Draft, Error> {
+/// Scans the repository at `root` and drafts its gates; `programs` answers "is this program
+/// installed?".
+///
+/// Files that cannot be parsed are reported in [`Draft::skipped`] rather than failing the
+/// scan; only an unreadable `root` is an error.
+pub fn draft(root: &Path, programs: &Programs) -> Result<Draft, Error> {
     std::fs::read_dir(root).map_err(|source| Error::Read {
         path: root.to_path_buf(),
         source,

@@ -36,7 +36,7 @@ fn render(d: &Draft) -> String {
 }
 
 fn drafted(name: &str) -> String {
-    match draft::draft_with(&fixture(name), &ALL) {
+    match draft::draft(&fixture(name), &ALL) {
         Ok(d) => render(&d),
         Err(e) => panic!("draft of {name} failed: {e}"),
     }
@@ -147,7 +147,7 @@ test = cd web && pnpm test -- --reporter=dot  <- .github/workflows/ci.yml job do
 #[test]
 fn every_fixture_renders_a_verify_yaml_v1_in_the_strict_subset() {
     for name in FIXTURES {
-        let d = draft::draft_with(&fixture(name), &ALL).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let d = draft::draft(&fixture(name), &ALL).unwrap_or_else(|e| panic!("{name}: {e}"));
         assert!(!d.gates.is_empty(), "{name} drafted no gate");
         let yaml = draft::render_v1(&d.gates);
         check_strict_subset(name, &yaml);
@@ -173,7 +173,7 @@ fn every_fixture_renders_a_verify_yaml_v1_in_the_strict_subset() {
 #[test]
 fn no_fixture_ever_drafts_an_outward_command() {
     for name in FIXTURES {
-        let d = draft::draft_with(&fixture(name), &ALL).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let d = draft::draft(&fixture(name), &ALL).unwrap_or_else(|e| panic!("{name}: {e}"));
         for g in &d.gates {
             let lower = g.command.to_ascii_lowercase();
             for word in [
@@ -193,7 +193,7 @@ fn no_fixture_ever_drafts_an_outward_command() {
 #[test]
 fn an_unreadable_root_is_an_error_naming_it() {
     let missing = fixture("does-not-exist");
-    let err = draft::draft(&missing)
+    let err = draft::draft(&missing, &ALL)
         .err()
         .map(|e| e.to_string())
         .unwrap_or_default();
@@ -217,7 +217,7 @@ fn a_broken_workflow_or_package_json_is_reported_not_fatal() {
         "module example.com/x\n\ngo 1.22\n",
     )
     .unwrap_or_else(|e| panic!("{e}"));
-    let d = draft::draft_with(dir.path(), &ALL).unwrap_or_else(|e| panic!("{e}"));
+    let d = draft::draft(dir.path(), &ALL).unwrap_or_else(|e| panic!("{e}"));
     let text = render(&d);
     assert!(
         text.contains(".github/workflows/ci.yml |  | not a readable workflow"),
@@ -241,7 +241,7 @@ fn a_broken_workflow_or_package_json_is_reported_not_fatal() {
 fn every_fixture_renders_a_verify_yaml_v2_that_greenlight_reads_back() {
     for name in FIXTURES {
         let root = fixture(name);
-        let d = draft::draft_with(&root, &ALL).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let d = draft::draft(&root, &ALL).unwrap_or_else(|e| panic!("{name}: {e}"));
         let plans = draft::plan_v2(&root, &d.gates);
         let yaml = draft::render_v2(&d.gates, &plans, &draft::DraftOptions::default());
         assert!(yaml.starts_with("version: 2\n"), "{name}:\n{yaml}");
@@ -276,7 +276,7 @@ fn every_fixture_renders_a_verify_yaml_v2_that_greenlight_reads_back() {
 /// The options block of a v2 draft reads back with the same values.
 #[test]
 fn the_v2_options_block_reads_back_with_the_same_values() {
-    let d = draft::draft_with(&fixture("go-module"), &ALL).unwrap_or_else(|e| panic!("{e}"));
+    let d = draft::draft(&fixture("go-module"), &ALL).unwrap_or_else(|e| panic!("{e}"));
     let options = draft::DraftOptions {
         base_ref: Some((
             "origin/main".to_string(),
@@ -368,7 +368,7 @@ fn the_clippy_default_denies_warnings_only_when_the_repositorys_ci_does() {
         "on: push\njobs:\n  lint:\n    runs-on: ubuntu-latest\n    steps:\n      - run: cargo clippy --all-targets -- -D warnings\n        continue-on-error: true\n",
     )
     .unwrap_or_else(|e| panic!("{e}"));
-    let d = draft::draft_with(dir.path(), &ALL).unwrap_or_else(|e| panic!("{e}"));
+    let d = draft::draft(dir.path(), &ALL).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(
         d.gates.first().map(|g| g.command.as_str()),
         Some("cargo clippy --all-targets -- -D warnings"),
@@ -381,7 +381,7 @@ fn the_clippy_default_denies_warnings_only_when_the_repositorys_ci_does() {
 /// values (`skipInPrimaryCheckout: false` as a boolean, the base ref as written).
 #[test]
 fn the_options_block_reads_the_same_in_a_yaml_loader() {
-    let d = draft::draft_with(&fixture("go-module"), &ALL).unwrap_or_else(|e| panic!("{e}"));
+    let d = draft::draft(&fixture("go-module"), &ALL).unwrap_or_else(|e| panic!("{e}"));
     let options = draft::DraftOptions {
         base_ref: Some((
             "origin/main".to_string(),

@@ -30,13 +30,10 @@ pub struct Locations {
 }
 
 impl Locations {
-    /// Reads `HOME`, `CLAUDE_CONFIG_DIR` and `CODEX_HOME` (empty values count as unset).
-    pub fn from_env() -> Locations {
-        let var = |name: &str| {
-            std::env::var_os(name)
-                .filter(|v| !v.is_empty())
-                .map(PathBuf::from)
-        };
+    /// `HOME`, `CLAUDE_CONFIG_DIR` and `CODEX_HOME` as `env` looks them up (the environment
+    /// the front end read; empty values count as unset).
+    pub fn from_env(env: impl Fn(&str) -> Option<std::ffi::OsString>) -> Locations {
+        let var = |name: &str| env(name).filter(|v| !v.is_empty()).map(PathBuf::from);
         Locations {
             home: var("HOME"),
             claude_config_dir: var("CLAUDE_CONFIG_DIR"),

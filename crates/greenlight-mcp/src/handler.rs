@@ -34,6 +34,9 @@ pub struct Options {
     pub state: Option<PathBuf>,
     /// How verify's gates reach a verify.yaml's remote cluster.
     pub remote: Option<greenlight_gate::RemoteSettings>,
+    /// What the server's environment says (read once, by the process that starts the server):
+    /// the default state database, the gates' grace and lock root, `GREENLIGHT_NO_RECORD`.
+    pub env: greenlight_run::RunEnv,
 }
 
 /// greenlight's MCP server; cheap to clone (one per HTTP session shares the same state).
@@ -100,12 +103,13 @@ impl McpServer {
     }
 
     fn state_path(&self) -> Result<PathBuf, ErrorData> {
-        match &self.inner.options.state {
-            Some(path) => Ok(path.clone()),
-            None => greenlight_store::default_state_path().map_err(|e| {
+        let options = &self.inner.options;
+        options
+            .env
+            .state_path(options.state.as_deref())
+            .map_err(|e| {
                 ErrorData::internal_error(format!("{e}; start the server with --state PATH"), None)
-            }),
-        }
+            })
     }
 
     fn evidence_root(&self) -> Option<PathBuf> {
@@ -382,6 +386,7 @@ impl McpServer {
                 progress: progress.clone(),
                 interrupt,
                 remote: self.inner.options.remote.clone(),
+                env: self.inner.options.env.clone(),
             },
         )
         .await;

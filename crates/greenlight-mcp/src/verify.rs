@@ -133,6 +133,8 @@ pub struct VerifyContext {
     pub interrupt: InterruptWatch,
     /// How the gates reach a verify.yaml's remote cluster.
     pub remote: Option<greenlight_gate::RemoteSettings>,
+    /// What the server's environment says.
+    pub env: greenlight_run::RunEnv,
 }
 
 /// Runs the gates on a thread of its own (the gate runner's future stays on one thread), and
@@ -196,7 +198,7 @@ async fn run(args: &VerifyArgs, ctx: VerifyContext) -> Result<VerifyOutput, Cann
                                   recording off",
             }),
             remote: ctx.remote.clone(),
-            ..SessionOptions::new(ctx.cwd.clone())
+            ..SessionOptions::new(ctx.cwd.clone(), &ctx.env)
         },
     );
     let ids: Vec<String> = session

@@ -84,6 +84,9 @@ fn an_idle_session_is_closed_and_one_with_a_call_running_is_not() {
                 cwd: repo.path().to_path_buf(),
                 state: Some(repo.home().join("state.db")),
                 remote: None,
+                env: greenlight_run::RunEnv::from_vars(greenlight_proc::ProcessEnv::from_vars(
+                    std::env::vars_os(),
+                )),
             },
             signals,
         );

@@ -14,6 +14,7 @@
 pub mod foreground;
 pub mod git;
 mod kill;
+mod process_env;
 pub mod procs;
 mod run;
 pub mod shell;
@@ -25,10 +26,11 @@ pub use kill::{
     end_adopted, end_adopted_and_marked, end_processes_of, sweep_marked, sweep_orphaned,
     with_its_group as kill_with_its_group,
 };
+pub use process_env::ProcessEnv;
 pub use procs::{LeftoverProcess, TOKEN_VAR};
 pub use run::run;
 pub use signals::{Interrupt, InterruptWatch, become_subreaper, run_main, run_main_bounded};
 pub use spec::{
-    DRAIN_LIMIT, Ending, Env, Error, Exit, Input, KILL_GRACE, LEAK_SETTLE, Observer, OnSignal,
-    Output, Program, RunOutcome, Spec, Stream, kill_grace, next_token,
+    DRAIN_LIMIT, Ending, Env, Error, Exit, Input, KILL_GRACE, KILL_GRACE_VAR, LEAK_SETTLE,
+    Observer, OnSignal, Output, Program, RunOutcome, Spec, Stream, kill_grace_from, next_token,
 };

@@ -110,14 +110,11 @@ async fn next_signal(streams: &mut [(Stream, Interrupt)]) -> Interrupt {
 }
 
 /// How long after the first signal a run bounded by [`run_main_bounded`] may still wait on a
-/// child: the gates' grace (SIGTERM to SIGKILL), the settle window and the drain limit, which
-/// an orderly end takes at most, and a second for what follows (a lock released, a record
-/// written).
-pub fn ending_bound() -> std::time::Duration {
-    crate::kill_grace()
-        + crate::LEAK_SETTLE
-        + crate::DRAIN_LIMIT
-        + std::time::Duration::from_secs(1)
+/// child: the gates' grace (SIGTERM to SIGKILL, `grace`), the settle window and the drain
+/// limit, which an orderly end takes at most, and a second for what follows (a lock released, a
+/// record written).
+pub fn ending_bound(grace: std::time::Duration) -> std::time::Duration {
+    grace + crate::LEAK_SETTLE + crate::DRAIN_LIMIT + std::time::Duration::from_secs(1)
 }
 
 /// [`run_main`] for a run that must end on a signal even while it waits on a child without
@@ -125,14 +122,14 @@ pub fn ending_bound() -> std::time::Duration {
 /// filesystem). The signals are caught on a thread of their own; once [`ending_bound`] has
 /// passed after the first one and the run is still going, every live child of this process is
 /// SIGKILLed with its group, again every 100 ms until the run ends, so each such wait returns
-/// and the run ends as interrupted. Not for a foreground child that may outlive a signal on
-/// purpose (`init --write`).
-pub fn run_main_bounded<F, Fut, T>(body: F) -> std::io::Result<T>
+/// and the run ends as interrupted. `grace`: the run's gates' grace. Not for a foreground child
+/// that may outlive a signal on purpose (`init --write`).
+pub fn run_main_bounded<F, Fut, T>(grace: std::time::Duration, body: F) -> std::io::Result<T>
 where
     F: FnOnce(InterruptWatch) -> Fut,
     Fut: Future<Output = T>,
 {
-    run_with(|| catch_on_a_thread(ending_bound()), body)
+    run_with(|| catch_on_a_thread(ending_bound(grace)), body)
 }
 
 /// The ending signals caught on a thread with a runtime of its own, which then ends every

@@ -17,13 +17,15 @@ use crate::tail::TailBuffer;
 /// what CommandMate's runner gives (`KILL_GRACE_SEC=5`), so a gate behaves the same under either.
 pub const KILL_GRACE: Duration = Duration::from_secs(5);
 
-/// The grace this run uses: `GREENLIGHT_KILL_GRACE_MS` when set to a number of milliseconds
-/// (tests and impatient users), else [`KILL_GRACE`]. Every subcommand reads it here, so gates,
-/// agents and `digest --` agree.
-pub fn kill_grace() -> Duration {
-    std::env::var("GREENLIGHT_KILL_GRACE_MS")
-        .ok()
-        .and_then(|v| v.parse().ok())
+/// The variable that sets the grace in milliseconds (tests and impatient users).
+pub const KILL_GRACE_VAR: &str = "GREENLIGHT_KILL_GRACE_MS";
+
+/// The grace a run uses: [`KILL_GRACE_VAR`] in `env` when set to a number of milliseconds, else
+/// [`KILL_GRACE`]. Every subcommand derives it here from the environment its front end read,
+/// so gates, agents and `digest --` agree.
+pub fn kill_grace_from(env: impl Fn(&str) -> Option<std::ffi::OsString>) -> Duration {
+    env(KILL_GRACE_VAR)
+        .and_then(|v| v.to_str()?.parse().ok())
         .map(Duration::from_millis)
         .unwrap_or(KILL_GRACE)
 }

@@ -9,24 +9,13 @@ use bazel_remote_apis::build::bazel::remote::execution::v2 as reapi;
 use bazel_remote_apis::google::protobuf;
 
 use crate::blobs::BlobSet;
-use crate::digest::Digest;
+use crate::digest::{Digest, DigestProto, digest_of};
 
-/// A command to run on an input root.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ActionSpec {
-    /// The program and its arguments.
-    pub argv: Vec<String>,
-    /// The whole environment the command gets (declared, not inherited: it is part of the key).
-    pub env: BTreeMap<String, String>,
-    /// Platform properties: what a worker must offer to run it, and part of the key.
-    pub platform: BTreeMap<String, String>,
-    /// Where in the input root the command starts; empty for the root.
-    pub working_directory: String,
-    /// How long the command may run; `None` for the server's default.
-    pub timeout: Option<Duration>,
-    /// Never cache the result (and never look it up).
-    pub do_not_cache: bool,
-}
+pub use greenlight_types::remote::ActionSpec;
+
+/// The platform property that carries a spec's `keys` outputs (a toolchain's version, a
+/// lockfile's hash): part of the action's digest, never used to pick a worker.
+pub const KEYS_PROPERTY: &str = "greenlight.keys";
 
 /// The `Command` and `Action` of a spec, encoded, with the action's digest (the cache key).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -44,10 +33,12 @@ pub struct PreparedAction {
 }
 
 /// Encodes a spec for an input root. Environment variables are sorted by name; platform
-/// properties by name (then value); both `Command.platform` and `Action.platform` carry them.
-/// No output paths: a gate's verdict is its exit code and output streams.
+/// properties by name (then value), with the spec's `keys` as one more ([`KEYS_PROPERTY`]: the
+/// first 32 hex digits of the SHA-256 of the outputs joined by newlines); both
+/// `Command.platform` and `Action.platform` carry them. No output paths: a gate's verdict is
+/// its exit code and output streams.
 pub fn prepare(spec: &ActionSpec, input_root: &Digest) -> PreparedAction {
-    let platform = platform_of(&spec.platform);
+    let platform = platform_of(&properties_of(spec));
     // REAPI 2.2 moved the platform to the Action; servers before it read it from the Command,
     // so both carry it.
     #[allow(deprecated)]
@@ -83,6 +74,16 @@ pub fn prepare(spec: &ActionSpec, input_root: &Digest) -> PreparedAction {
         blobs,
         do_not_cache: spec.do_not_cache,
     }
+}
+
+/// The spec's platform properties, with its `keys` outputs folded into one more.
+fn properties_of(spec: &ActionSpec) -> BTreeMap<String, String> {
+    let mut platform = spec.platform.clone();
+    if !spec.keys.is_empty() {
+        let hash = digest_of(spec.keys.join("\n").as_bytes()).hash;
+        platform.insert(KEYS_PROPERTY.to_owned(), hash[..32].to_owned());
+    }
+    platform
 }
 
 /// The properties sorted by name then value (a `BTreeMap` already is); no message at all when
@@ -125,6 +126,7 @@ mod tests {
                 ("toolchain".to_string(), "rust-1.95".to_string()),
                 ("OSFamily".to_string(), "linux".to_string()),
             ]),
+            keys: Vec::new(),
             working_directory: String::new(),
             timeout: Some(Duration::from_secs(600)),
             do_not_cache: false,
@@ -180,6 +182,25 @@ mod tests {
             prepare(&spec(), &crate::digest_of(b"other")).digest,
             base,
             "input root"
+        );
+    }
+
+    /// The `keys` outputs reach the key as exactly one platform property, the one the gate
+    /// runner's actions carried before the seam moved: equal to spelling the property out.
+    #[test]
+    fn keys_are_one_platform_property_in_the_digest() {
+        let mut keyed = spec();
+        keyed.keys = vec!["rustc 1.95.0".into(), "lock abc".into()];
+        let mut spelled = spec();
+        spelled.platform.insert(
+            KEYS_PROPERTY.into(),
+            digest_of(b"rustc 1.95.0\nlock abc").hash[..32].to_owned(),
+        );
+        let base = prepare(&spec(), &root()).digest;
+        assert_ne!(prepare(&keyed, &root()).digest, base);
+        assert_eq!(
+            prepare(&keyed, &root()).digest,
+            prepare(&spelled, &root()).digest
         );
     }
 

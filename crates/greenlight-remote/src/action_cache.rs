@@ -7,6 +7,7 @@ use crate::action::PreparedAction;
 use crate::blobs::BlobSet;
 use crate::cas::sha256;
 use crate::connect::{Remote, unary};
+use crate::digest::DigestProto;
 use crate::error::RemoteError;
 use crate::outcome::{LocalResult, Outcome, timestamp};
 

@@ -22,28 +22,7 @@ use tonic::transport::{Certificate, Channel, ClientTlsConfig};
 
 use crate::error::RemoteError;
 
-/// Where the server is and how to authenticate to it.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Endpoint {
-    /// `http://host:port` or `https://host:port` (`grpc://` and `grpcs://` are read as the same).
-    pub url: String,
-    /// The REAPI instance name; empty for the server's default instance.
-    pub instance: String,
-    /// A PEM file of CA certificates to trust for `https`, instead of the system roots.
-    pub ca_file: Option<PathBuf>,
-    /// A file whose content (one line) is sent as `authorization: Bearer <token>`.
-    pub token_file: Option<PathBuf>,
-}
-
-impl Endpoint {
-    /// An endpoint for the default instance, without TLS settings or token.
-    pub fn new(url: impl Into<String>) -> Endpoint {
-        Endpoint {
-            url: url.into(),
-            ..Endpoint::default()
-        }
-    }
-}
+pub use greenlight_types::remote::Endpoint;
 
 /// How long to wait for the TCP (and TLS) connection before calling the server unreachable.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);

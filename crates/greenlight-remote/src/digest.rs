@@ -1,84 +1,36 @@
 //! Content digests: the SHA-256 of a blob in lowercase hex and its size, the key of everything
 //! in the content-addressed store.
 
-use std::fmt;
 use std::io::Read;
 use std::path::Path;
 
 use bazel_remote_apis::build::bazel::remote::execution::v2 as reapi;
 use sha2::{Digest as _, Sha256};
 
-/// The key of a blob: its SHA-256 (64 lowercase hex digits) and its size in bytes.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Digest {
-    /// SHA-256 of the content, lowercase hex.
-    pub hash: String,
-    /// Size of the content in bytes.
-    pub size: i64,
+pub use greenlight_types::remote::Digest;
+
+/// A digest as the protocol's message, and back: the seam's [`Digest`] is plain data, and only
+/// this crate speaks the protocol.
+pub trait DigestProto {
+    /// The protocol message for this digest.
+    fn to_proto(&self) -> reapi::Digest;
+    /// The digest a protocol message names.
+    fn from_proto(message: &reapi::Digest) -> Self;
 }
 
-impl Digest {
-    /// The digest of zero bytes (every REAPI server has this blob without being told).
-    pub fn empty() -> Digest {
-        digest_of(&[])
-    }
-
-    /// The size as an unsigned byte count (a negative size, which no server should send,
-    /// counts as zero).
-    pub fn len(&self) -> u64 {
-        u64::try_from(self.size).unwrap_or(0)
-    }
-
-    /// True for the digest of zero bytes.
-    pub fn is_empty(&self) -> bool {
-        self.size == 0
-    }
-
-    /// The protocol message for this digest.
-    pub fn to_proto(&self) -> reapi::Digest {
+impl DigestProto for Digest {
+    fn to_proto(&self) -> reapi::Digest {
         reapi::Digest {
             hash: self.hash.clone(),
             size_bytes: self.size,
         }
     }
-}
 
-impl fmt::Display for Digest {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.hash, self.size)
-    }
-}
-
-impl From<reapi::Digest> for Digest {
-    fn from(d: reapi::Digest) -> Digest {
+    fn from_proto(message: &reapi::Digest) -> Digest {
         Digest {
-            hash: d.hash,
-            size: d.size_bytes,
+            hash: message.hash.clone(),
+            size: message.size_bytes,
         }
-    }
-}
-
-impl From<&reapi::Digest> for Digest {
-    fn from(d: &reapi::Digest) -> Digest {
-        Digest {
-            hash: d.hash.clone(),
-            size: d.size_bytes,
-        }
-    }
-}
-
-impl From<Digest> for reapi::Digest {
-    fn from(d: Digest) -> reapi::Digest {
-        reapi::Digest {
-            hash: d.hash,
-            size_bytes: d.size,
-        }
-    }
-}
-
-impl From<&Digest> for reapi::Digest {
-    fn from(d: &Digest) -> reapi::Digest {
-        d.to_proto()
     }
 }
 
@@ -154,12 +106,11 @@ mod tests {
 
     #[test]
     fn empty_digest_is_the_sha256_of_nothing() {
-        let d = Digest::empty();
+        assert_eq!(Digest::empty(), digest_of(&[]));
         assert_eq!(
-            d.hash,
+            Digest::empty().hash,
             "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
         );
-        assert_eq!(d.size, 0);
     }
 
     #[test]
@@ -184,8 +135,8 @@ mod tests {
     #[test]
     fn proto_round_trip() {
         let d = digest_of(b"x");
-        let p: reapi::Digest = (&d).into();
+        let p = d.to_proto();
         assert_eq!(p.size_bytes, 1);
-        assert_eq!(Digest::from(p), d);
+        assert_eq!(Digest::from_proto(&p), d);
     }
 }

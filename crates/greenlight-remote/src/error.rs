@@ -200,6 +200,16 @@ pub enum RemoteError {
     },
 }
 
+/// The seam's failure: the whole message, and whether later calls would fail too.
+impl From<RemoteError> for greenlight_types::remote::Failure {
+    fn from(error: RemoteError) -> Self {
+        greenlight_types::remote::Failure {
+            unreachable: error.is_unreachable(),
+            message: error.to_string(),
+        }
+    }
+}
+
 impl RemoteError {
     /// True when the server could not be reached at all, the case in which a caller may fall
     /// back to running locally instead of failing.

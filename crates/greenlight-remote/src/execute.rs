@@ -13,6 +13,7 @@ use prost::Message;
 use crate::action::PreparedAction;
 use crate::cas::sha256;
 use crate::connect::{Remote, unary};
+use crate::digest::DigestProto;
 use crate::error::{RemoteError, advice_for};
 use crate::outcome::Outcome;
 
@@ -110,7 +111,7 @@ impl Remote {
                     request
                         .action_digest
                         .as_ref()
-                        .map(|d| crate::Digest::from(d).to_string())
+                        .map(|d| <crate::Digest as DigestProto>::from_proto(d).to_string())
                         .unwrap_or_default(),
                     self.execution().execute(request.clone()).await,
                 ),

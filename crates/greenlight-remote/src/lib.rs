@@ -4,8 +4,9 @@
 //! A gate run is an `Action` whose digest covers the input tree, the command, the declared
 //! environment and the platform; that digest is the key of the shared result cache. The crate
 //! knows nothing of gates: callers build an [`InputRoot`], [`prepare`] an [`ActionSpec`], and
-//! ask a [`Remote`] to look it up, publish a local result, or execute it. With the `gate`
-//! feature, `GateBackend` is the same client behind the gate runner's remote-execution seam.
+//! ask a [`Remote`] to look it up, publish a local result, or execute it. [`ReapiBackend`] is
+//! the same client behind the remote-execution seam of `greenlight_types::remote`, whose words
+//! ([`Digest`], [`Endpoint`], [`ActionSpec`], [`Outcome`], [`LocalResult`]) this crate speaks.
 //!
 //! ```no_run
 //! # async fn gate(root: &std::path::Path, files: &[std::path::PathBuf]) -> Result<(), greenlight_remote::RemoteError> {
@@ -28,6 +29,7 @@
 
 mod action;
 mod action_cache;
+mod backend;
 mod blobs;
 mod cas;
 mod connect;
@@ -35,20 +37,17 @@ mod digest;
 mod error;
 mod execute;
 mod file_digests;
-#[cfg(feature = "gate")]
-mod gate_backend;
 mod outcome;
 mod tree;
 
-pub use action::{ActionSpec, PreparedAction, prepare};
+pub use action::{ActionSpec, KEYS_PROPERTY, PreparedAction, prepare};
+pub use backend::ReapiBackend;
 pub use blobs::{Blob, BlobSet};
 pub use cas::UploadStats;
 pub use connect::{Endpoint, Remote};
-pub use digest::{Digest, digest_of, hex};
+pub use digest::{Digest, DigestProto, digest_of, hex};
 pub use error::RemoteError;
 pub use file_digests::FileDigests;
-#[cfg(feature = "gate")]
-pub use gate_backend::{GateBackend, KEYS_PROPERTY};
 pub use outcome::{LocalResult, Outcome};
 pub use tree::InputRoot;
 

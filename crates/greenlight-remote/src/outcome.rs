@@ -1,6 +1,6 @@
-//! What a run produced, on either side of the wire: `LocalResult` (a run here, to publish) and
-//! `Outcome` (a result from the cache or a remote execution), with stdout and stderr read
-//! whether the server sent them inline or by digest.
+//! Reading an `ActionResult` into the seam's `Outcome` (a result from the cache or a remote
+//! execution), with stdout and stderr read whether the server sent them inline or by digest.
+//! `Outcome` and `LocalResult` themselves are the seam's words, not this crate's.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -8,44 +8,10 @@ use bazel_remote_apis::build::bazel::remote::execution::v2 as reapi;
 use bazel_remote_apis::google::protobuf;
 
 use crate::connect::Remote;
-use crate::digest::Digest;
+use crate::digest::{Digest, DigestProto};
 use crate::error::RemoteError;
 
-/// A command's run on this machine, as published to the action cache.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LocalResult {
-    /// The exit code.
-    pub exit_code: i32,
-    /// Everything it wrote to stdout.
-    pub stdout: Vec<u8>,
-    /// Everything it wrote to stderr.
-    pub stderr: Vec<u8>,
-    /// When it started.
-    pub started: SystemTime,
-    /// When it ended.
-    pub finished: SystemTime,
-}
-
-/// The result of an action from the server: a cache hit or a remote execution.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Outcome {
-    /// The exit code (meaningless when `timed_out`).
-    pub exit_code: i32,
-    /// The command's stdout.
-    pub stdout: Vec<u8>,
-    /// The command's stderr.
-    pub stderr: Vec<u8>,
-    /// True when the result came from the action cache rather than a run just now.
-    pub cached: bool,
-    /// The worker that ran it, when the server says.
-    pub worker: Option<String>,
-    /// How long the command ran on the worker, when the server says.
-    pub duration: Option<Duration>,
-    /// True when the command hit the action's timeout.
-    pub timed_out: bool,
-    /// The execution's operation name (remote executions only).
-    pub operation: Option<String>,
-}
+pub use greenlight_types::remote::{LocalResult, Outcome};
 
 impl Remote {
     /// The outcome an `ActionResult` describes, its streams read from the CAS when they are
@@ -58,7 +24,7 @@ impl Remote {
     ) -> Result<Outcome, RemoteError> {
         let by_digest = |raw: &Vec<u8>, digest: &Option<reapi::Digest>| -> Option<Digest> {
             match digest {
-                Some(d) if raw.is_empty() && d.size_bytes > 0 => Some(Digest::from(d)),
+                Some(d) if raw.is_empty() && d.size_bytes > 0 => Some(Digest::from_proto(d)),
                 _ => None,
             }
         };

@@ -12,7 +12,7 @@ use std::path::{Component, Path, PathBuf};
 use bazel_remote_apis::build::bazel::remote::execution::v2 as reapi;
 
 use crate::blobs::{Blob, BlobSet};
-use crate::digest::Digest;
+use crate::digest::{Digest, DigestProto};
 use crate::error::RemoteError;
 use crate::file_digests::FileDigests;
 
@@ -400,7 +400,7 @@ mod tests {
             names(&root),
             (vec!["B", "_", "a.txt", "b.txt"], vec!["sub"], vec![])
         );
-        let sub_digest = Digest::from(root.directories[0].digest.clone().expect("digest"));
+        let sub_digest = Digest::from_proto(root.directories[0].digest.as_ref().expect("digest"));
         let sub = directory(&tree, &sub_digest);
         assert_eq!(names(&sub), (vec!["a", "z"], vec!["deeper"], vec![]));
 
@@ -437,7 +437,7 @@ mod tests {
         assert_eq!(root.symlinks[0].target, "real");
         let real = directory(
             &tree,
-            &Digest::from(root.directories[0].digest.clone().expect("d")),
+            &Digest::from_proto(root.directories[0].digest.as_ref().expect("d")),
         );
         assert_eq!(real.symlinks[0].target, "../../outside");
         assert_eq!(tree.files, 1);

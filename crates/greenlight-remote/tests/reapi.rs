@@ -8,8 +8,8 @@ use std::time::{Duration, SystemTime};
 
 use greenlight_remote::proto::build::bazel::remote::execution::v2 as reapi;
 use greenlight_remote::{
-    ActionSpec, Blob, BlobSet, Digest, Endpoint, FileDigests, InputRoot, LocalResult, Remote,
-    RemoteError, digest_of, prepare,
+    ActionSpec, Blob, BlobSet, Digest, DigestProto, Endpoint, FileDigests, InputRoot, LocalResult,
+    Remote, RemoteError, digest_of, prepare,
 };
 
 fn grid_url() -> String {
@@ -203,6 +203,7 @@ fn gate_spec(run: &str) -> ActionSpec {
         argv: vec!["/bin/sh".into(), "-c".into(), run.into()],
         env: BTreeMap::from([("LANG".to_string(), "C.UTF-8".to_string())]),
         platform: BTreeMap::new(),
+        keys: Vec::new(),
         working_directory: String::new(),
         timeout: Some(Duration::from_secs(60)),
         do_not_cache: false,
@@ -318,8 +319,8 @@ async fn results_with_inline_or_digest_streams_both_read_and_a_lost_stream_is_a_
         let result = reapi::ActionResult {
             exit_code: 1,
             stdout_raw: stdout_raw.clone(),
-            stdout_digest: stdout_digest.map(Into::into),
-            stderr_digest: stderr_digest.map(Into::into),
+            stdout_digest: stdout_digest.map(|d: Digest| d.to_proto()),
+            stderr_digest: stderr_digest.map(|d: Digest| d.to_proto()),
             ..Default::default()
         };
         client

@@ -5,13 +5,13 @@ use std::path::Path;
 
 use greenlight_gate::cache::CacheSettings;
 
-/// The cache settings of a run whose state database is `state` (default: the usual one).
-/// `None` when no directory can be chosen (no HOME), which turns the cache off.
-pub fn cache_settings(state: Option<&Path>) -> Option<CacheSettings> {
-    let state = match state {
-        Some(path) => path.to_path_buf(),
-        None => greenlight_store::default_state_path().ok()?,
-    };
+use crate::RunEnv;
+
+/// The cache settings of a run whose state database is `state` (`None`: the environment's
+/// default), in the environment `env`. `None` when no directory can be chosen (no HOME), which
+/// turns the cache off.
+pub fn cache_settings(state: Option<&Path>, env: &RunEnv) -> Option<CacheSettings> {
+    let state = env.state_path(state).ok()?;
     let state_dir = state.parent()?.to_path_buf();
-    CacheSettings::locate(|name| std::env::var_os(name), &state_dir)
+    CacheSettings::locate(|name| env.vars.var(name), &state_dir)
 }

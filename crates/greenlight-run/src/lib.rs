@@ -13,12 +13,15 @@
 //!   resuming it, with one rule for every front end (only an active goal pauses, only a paused
 //!   one resumes).
 //! - [`cache_place`]: where a run's result cache and its key live.
+//! - [`environment`]: [`RunEnv`], what the process environment (read once, by the front end)
+//!   tells a run.
 //! - [`timeouts`]: `verify --suggest-timeouts`: each gate's `timeoutSec` proposed from its
 //!   recorded p99, as an edit of the verify.yaml text.
 //!
 //! Nothing here prints or exits: every function returns a value a front end renders.
 
 pub mod cache_place;
+pub mod environment;
 mod error;
 pub mod evidence;
 pub mod goal_control;
@@ -27,5 +30,6 @@ pub mod session;
 pub mod stop;
 pub mod timeouts;
 
+pub use environment::RunEnv;
 pub use error::Error;
 pub use session::{Observer, Ran, RecordAs, Recorded, Recording, SessionOptions, VerifySession};

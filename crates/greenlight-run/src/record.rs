@@ -17,7 +17,8 @@ use greenlight_gate::{GateReport, RunEvent};
 use greenlight_store::greenlight_stream::{FrameBody, MAX_TEXT_BYTES, RunKind, bounded};
 use greenlight_store::{NewRunGate, RunId, Store, WallClock as _};
 
-/// Set to `1` to record nothing (as `greenlight verify --no-record` does).
+/// Set to `1` to record nothing (as `greenlight verify --no-record` does); read into
+/// [`RunEnv::no_record`](crate::RunEnv::no_record).
 pub const NO_RECORD_VAR: &str = "GREENLIGHT_NO_RECORD";
 
 /// Runs are kept this long; older ones are pruned whenever a run is recorded.
@@ -26,11 +27,6 @@ pub const RUN_TTL_MS: i64 = 30 * 24 * 60 * 60 * 1000;
 /// Bytes of a failing gate's output tail put in its `gate-finished` frame when its digest did
 /// not recognise the output.
 const TAIL_IN_FRAME: usize = 2048;
-
-/// Whether the environment turns recording off.
-pub fn disabled_by_env() -> bool {
-    std::env::var_os(NO_RECORD_VAR).is_some_and(|v| v == "1")
-}
 
 /// One gate as the run numbers it: its id and its command.
 #[derive(Debug, Clone)]
@@ -86,7 +82,8 @@ impl Recorder {
         }
     }
 
-    /// Starts recording the run in the state database (`state`, else the default path), pruning
+    /// Starts recording the run in the state database `state` (`None`: no place could be
+    /// chosen, which the warning says), pruning
     /// runs older than [`RUN_TTL_MS`]. `how_to_turn_off` ends the warning shown if the database
     /// cannot be used (e.g. "pass --no-record or set GREENLIGHT_NO_RECORD=1").
     pub fn start(
@@ -98,10 +95,9 @@ impl Recorder {
     ) -> Self {
         let warning = Arc::new(Mutex::new(None));
         let (queue, inbox) = mpsc::channel();
-        let path = match state {
-            Some(p) => Ok(p.to_path_buf()),
-            None => greenlight_store::default_state_path(),
-        };
+        let path = state
+            .map(Path::to_path_buf)
+            .ok_or(greenlight_store::Error::NoStatePath);
         let commands: Vec<String> = gates.iter().map(|g| g.command.clone()).collect();
         let worktree = worktree.to_path_buf();
         let shared = Arc::clone(&warning);

@@ -6,7 +6,6 @@
 //! recorder and its gate list is decided here, once. A new flag or rule lands in this file.
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use greenlight_gate::config::{GateSpec, Loaded};
 use greenlight_gate::remote::RemoteSettings;
@@ -14,7 +13,8 @@ use greenlight_gate::{InterruptWatch, RunEvent, RunOptions, RunReport};
 use greenlight_store::RunId;
 use greenlight_store::greenlight_stream::RunKind;
 
-use crate::record::{self, Recorder, RunGate};
+use crate::RunEnv;
+use crate::record::{Recorder, RunGate};
 
 /// How a front end wants its run recorded in the state database.
 #[derive(Debug, Clone)]
@@ -43,24 +43,23 @@ pub struct SessionOptions {
     pub no_cache: bool,
     /// Say per gate why it ran or was replayed from the result cache.
     pub explain: bool,
-    /// The state database (`None`: the default path); the cache key lives beside it.
+    /// The state database (`None`: the environment's default); the cache key lives beside it.
     pub state: Option<PathBuf>,
     /// Record the run (`None`: the front end's own switch turned recording off). The
     /// environment's `GREENLIGHT_NO_RECORD=1` turns it off as well.
     pub record: Option<RecordAs>,
-    /// SIGTERM → SIGKILL grace for the gates' process groups.
-    pub kill_grace: Duration,
-    /// Where mutex locks live.
-    pub lock_root: PathBuf,
+    /// What the process environment says: the kill grace, the lock root, the default state
+    /// database, `GREENLIGHT_NO_RECORD`, and the variables the gates' keys read.
+    pub env: RunEnv,
     /// How the gates reach the cluster a verify.yaml names (`None`: this front end has no
     /// remote execution, and such gates run here with one warning).
     pub remote: Option<RemoteSettings>,
 }
 
 impl SessionOptions {
-    /// A run of every gate in `cwd`, work-evidence checked, the cache on, not recorded, with
-    /// the kill grace and lock root the environment sets.
-    pub fn new(cwd: PathBuf) -> Self {
+    /// A run of every gate in `cwd`, work-evidence checked, the cache on, not recorded, in the
+    /// environment `env`.
+    pub fn new(cwd: PathBuf, env: &RunEnv) -> Self {
         SessionOptions {
             cwd,
             base_ref: None,
@@ -70,8 +69,7 @@ impl SessionOptions {
             explain: false,
             state: None,
             record: None,
-            kill_grace: greenlight_proc::kill_grace(),
-            lock_root: greenlight_gate::lock::lock_root(),
+            env: env.clone(),
             remote: None,
         }
     }
@@ -101,19 +99,22 @@ pub struct VerifySession {
     config: Loaded,
     options: RunOptions,
     record: Option<RecordAs>,
+    /// The state database the run is recorded in (`None`: no place could be chosen).
     state: Option<PathBuf>,
 }
 
 impl VerifySession {
     /// The session of `config` as `options` ask for it.
     pub fn new(config: Loaded, options: SessionOptions) -> Self {
-        let cache =
-            crate::cache_place::cache_settings(options.state.as_deref()).map(|mut settings| {
+        let cache = crate::cache_place::cache_settings(options.state.as_deref(), &options.env).map(
+            |mut settings| {
                 settings.refresh = options.no_cache;
                 settings.explain = options.explain;
                 settings
-            });
-        let record = options.record.filter(|_| !record::disabled_by_env());
+            },
+        );
+        let record = options.record.filter(|_| !options.env.no_record);
+        let state = options.env.state_path(options.state.as_deref()).ok();
         VerifySession {
             config,
             options: RunOptions {
@@ -121,13 +122,14 @@ impl VerifySession {
                 base_ref: options.base_ref,
                 only: options.only,
                 skip_work_evidence: options.skip_work_evidence,
-                kill_grace: options.kill_grace,
-                lock_root: options.lock_root,
+                kill_grace: options.env.kill_grace,
+                lock_root: options.env.lock_root,
+                env: options.env.vars,
                 cache,
                 remote: options.remote,
             },
             record,
-            state: options.state,
+            state,
         }
     }
 

@@ -26,7 +26,6 @@
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use camino::Utf8PathBuf;
 use greenlight_gate::config::Snapshot;
@@ -370,12 +369,10 @@ pub fn cap_step(blocks_so_far: u32, max_blocks: u32) -> CapStep {
 pub struct StopOptions {
     /// The consecutive-block cap (0: never block, only report).
     pub max_blocks: u32,
-    /// The state database; `None` means `greenlight_store::default_state_path()`.
+    /// The state database; `None` means the environment's default.
     pub state_path: Option<PathBuf>,
-    /// SIGTERM → SIGKILL grace for the gates.
-    pub kill_grace: Duration,
-    /// Where mutex locks live.
-    pub lock_root: PathBuf,
+    /// What the process environment says (the gates' grace and lock root among it).
+    pub env: crate::RunEnv,
     /// Bytes of evidence in a block reason.
     pub reason_budget: usize,
     /// How the gates reach a verify.yaml's remote cluster.
@@ -505,11 +502,9 @@ pub async fn run(
                 how_to_turn_off: "set GREENLIGHT_NO_RECORD=1 in the agent's environment to turn \
                                   recording off",
             }),
-            kill_grace: options.kill_grace,
-            lock_root: options.lock_root.clone(),
             remote: options.remote.clone(),
             // The hook replays what verify stored: a gate whose key is unchanged is not re-run.
-            ..SessionOptions::new(root.clone())
+            ..SessionOptions::new(root.clone(), &options.env)
         },
     );
     let ran = session.run(&mut |_: RunEvent<'_>| {}, interrupt).await;
@@ -626,10 +621,10 @@ fn session_config(
     let key = payload.base_key(cwd);
     // Only a state database that exists can hold a record: a user-level hook in a repository
     // without gates must not create one on every stop.
-    let state_exists = match &options.state_path {
-        Some(path) => path.exists(),
-        None => greenlight_store::default_state_path().is_ok_and(|path| path.exists()),
-    };
+    let state_exists = options
+        .env
+        .state_path(options.state_path.as_deref())
+        .is_ok_and(|path| path.exists());
     let recorded = state_exists
         .then(|| with_store(options, |store| store.hook_config(&key, &top)).ok())
         .flatten()
@@ -789,10 +784,7 @@ fn with_store<T>(
     options: &StopOptions,
     f: impl FnOnce(&mut Store) -> Result<T, greenlight_store::Error>,
 ) -> Result<T, greenlight_store::Error> {
-    let path = match &options.state_path {
-        Some(p) => p.clone(),
-        None => greenlight_store::default_state_path()?,
-    };
+    let path = options.env.state_path(options.state_path.as_deref())?;
     let mut store = Store::open(&path)?;
     f(&mut store)
 }

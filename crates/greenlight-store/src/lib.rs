@@ -18,7 +18,8 @@
 //! ```no_run
 //! use greenlight_store::{AgentSpec, Family, NewGoal, Reads, Store};
 //! # fn main() -> Result<(), greenlight_store::Error> {
-//! let mut store = Store::open(&greenlight_store::default_state_path()?)?;
+//! let env = |name: &str| std::env::var_os(name);
+//! let mut store = Store::open(&greenlight_store::default_state_path_from(env)?)?;
 //! let goal = store.write(|tx| {
 //!     tx.create_goal(&NewGoal {
 //!         worktree: ".".into(),
@@ -124,14 +125,10 @@ impl WallClock for StepClock {
     }
 }
 
-/// The state database path: `GREENLIGHT_STATE` if set, else
-/// `$XDG_STATE_HOME/greenlight/state.db`, else `~/.local/state/greenlight/state.db`.
-/// (`--state PATH` on the command line wins over all of these; the binary handles that.)
-pub fn default_state_path() -> Result<PathBuf, Error> {
-    default_state_path_from(|name| std::env::var_os(name))
-}
-
-/// [`default_state_path`] with the environment supplied by the caller (for tests).
+/// The state database path in the environment `env` looks variables up in (the one the front
+/// end read): `GREENLIGHT_STATE` if set, else `$XDG_STATE_HOME/greenlight/state.db`, else
+/// `~/.local/state/greenlight/state.db`. (`--state PATH` on the command line wins over all of
+/// these; the binary handles that.)
 pub fn default_state_path_from(env: impl Fn(&str) -> Option<OsString>) -> Result<PathBuf, Error> {
     let set = |name| env(name).filter(|v| !v.is_empty());
     if let Some(path) = set("GREENLIGHT_STATE") {

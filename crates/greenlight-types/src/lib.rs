@@ -1,6 +1,7 @@
 //! greenlight's vocabulary: the closed sets of words every crate speaks — a gate's verdict, the
 //! reason a step failed, an agent's family, a goal's state, a recorded run's kind and how a
-//! dispatch ended.
+//! dispatch ended — and the [`remote`] seam between the gate runner and a remote-execution
+//! backend.
 //!
 //! Each word is defined once, here, with its one text form: `as_str` and `FromStr` are what the
 //! state database stores and reads, serde writes the same text into frames and JSON, and every
@@ -14,6 +15,8 @@ mod goal;
 mod reason;
 mod run;
 mod verdict;
+
+pub mod remote;
 
 pub use dispatch::DispatchOutcome;
 pub use family::Family;

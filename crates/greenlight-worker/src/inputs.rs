@@ -13,7 +13,7 @@ use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 
 use bazel_remote_apis::build::bazel::remote::execution::v2 as reapi;
-use greenlight_remote::{Digest, Remote, RemoteError};
+use greenlight_remote::{Digest, DigestProto, Remote, RemoteError};
 use prost::Message as _;
 
 /// Bytes of file content asked for in one read (and held in memory at once), so a large tree
@@ -128,7 +128,7 @@ async fn fetch_directories(
                 let digest = child.digest.as_ref().ok_or_else(|| InputError::NoDigest {
                     path: child_path.clone(),
                 })?;
-                next.push((Digest::from(digest), child_path));
+                next.push((Digest::from_proto(digest), child_path));
             }
             directories.insert(digest, directory);
         }
@@ -161,7 +161,7 @@ fn lay_out(
                 .as_ref()
                 .ok_or(InputError::NoDigest { path: shown_file })?;
             files
-                .entry(Digest::from(digest))
+                .entry(Digest::from_proto(digest))
                 .or_default()
                 .push((dir.join(name), file.is_executable));
         }
@@ -181,7 +181,7 @@ fn lay_out(
             let digest = child.digest.as_ref().ok_or_else(|| InputError::NoDigest {
                 path: join_shown(&shown, name),
             })?;
-            stack.push((Digest::from(digest), path, join_shown(&shown, name)));
+            stack.push((Digest::from_proto(digest), path, join_shown(&shown, name)));
         }
     }
     Ok(())

@@ -14,7 +14,7 @@ use bazel_remote_apis::build::bazel::remote::execution::v2 as reapi;
 use bazel_remote_apis::google::protobuf::{Any, Timestamp};
 use bazel_remote_apis::google::rpc::Status;
 use greenlight_proc::InterruptWatch;
-use greenlight_remote::{Blob, BlobSet, Digest, Remote, RemoteError};
+use greenlight_remote::{Blob, BlobSet, Digest, DigestProto, Remote, RemoteError};
 use prost::Message as _;
 use tonic::Code;
 
@@ -230,7 +230,7 @@ async fn prepare_and_run(
     let command_digest = action
         .command_digest
         .as_ref()
-        .map(Digest::from)
+        .map(Digest::from_proto)
         .ok_or(LeaseError::NoDigest("command"))?;
     let command: reapi::Command = decode(
         "Command",
@@ -240,7 +240,7 @@ async fn prepare_and_run(
     let root_digest = action
         .input_root_digest
         .as_ref()
-        .map(Digest::from)
+        .map(Digest::from_proto)
         .ok_or(LeaseError::NoDigest("input root"))?;
     let root = dir.join("root");
     std::fs::create_dir(&root).map_err(|source| LeaseError::LeaseDir {
@@ -303,7 +303,7 @@ async fn read_action(remote: &Remote, payload: Option<&Any>) -> Result<reapi::Ac
         }
         DIGEST_TYPE => {
             let digest = reapi::Digest::decode(payload.value.as_slice())
-                .map(Digest::from)
+                .map(|d| Digest::from_proto(&d))
                 .map_err(|source| LeaseError::Decode {
                     what: "Action digest",
                     digest: greenlight_remote::digest_of(&payload.value),

@@ -172,7 +172,7 @@ pub(crate) async fn run(spec: CommandSpec<'_>, stop: &mut InterruptWatch) -> Res
         add: Vec::new(),
     };
     child.deadline = spec.timeout;
-    child.grace = greenlight_proc::kill_grace();
+    child.grace = greenlight_proc::kill_grace_from(|name| std::env::var_os(name));
     child.tail_bytes = TAIL_LIMIT;
     // Several leases run side by side in this process: an adopted orphan cannot be told apart
     // by anything but its token.
@@ -288,7 +288,7 @@ mod tests {
     #[tokio::test]
     async fn the_deadline_ends_the_command_as_a_timeout() {
         let dir = tempfile::tempdir().expect("temp dir");
-        // SAFETY of the test: the grace is read from the environment by kill_grace().
+        // SAFETY of the test: the grace is read from the environment by kill_grace_from().
         let (ran, _) = run_in(
             dir.path(),
             &sh("echo started; exec sleep 30"),

@@ -548,7 +548,9 @@ impl Session {
         for running in self.running.values() {
             running.stop.send_replace(Some(Interrupt::Term));
         }
-        let limit = Instant::now() + greenlight_proc::kill_grace() + STOP_MARGIN;
+        let limit = Instant::now()
+            + greenlight_proc::kill_grace_from(|name| std::env::var_os(name))
+            + STOP_MARGIN;
         while !self.running.is_empty() {
             let left = limit.saturating_duration_since(Instant::now());
             match tokio::time::timeout(left, self.done_rx.recv()).await {

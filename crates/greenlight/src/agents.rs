@@ -4,7 +4,8 @@
 //! The seam (`greenlight-agent`, which holds claude, codex and command) and the goal loop never
 //! name the openai family (`greenlight-openai`, with its HTTP client): the goal loop is handed
 //! [`EveryFamily`] as its [`Families`], and `greenlight agent` uses the same value, so a family
-//! is wired in here once. The environment an agent starts from is read here, once per command.
+//! is wired in here once. The environment an agent starts from is the one the process started
+//! with (`crate::environment`).
 
 use std::ffi::OsString;
 
@@ -21,10 +22,18 @@ pub struct EveryFamily {
 }
 
 impl EveryFamily {
-    /// The families, with this process's environment read now, once.
+    /// The families, with the environment this process started with.
     pub fn from_process_env() -> Self {
+        Self::with_env(&crate::environment::get().vars)
+    }
+
+    /// The families, with `env` as every dispatcher's base.
+    pub fn with_env(env: &greenlight_proc::ProcessEnv) -> Self {
         Self {
-            env: std::env::vars_os().collect(),
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .collect(),
         }
     }
 }

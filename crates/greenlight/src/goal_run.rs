@@ -57,13 +57,15 @@ pub fn drive(
     on_progress: &mut dyn FnMut(Progress<'_>),
 ) -> CliResult {
     // Everything the loop takes from the environment, read here once.
+    let env = crate::environment::get();
     let options = DriveOptions {
         agent_timeout: loop_args.agent_timeout,
-        kill_grace: greenlight_proc::kill_grace(),
+        kill_grace: env.kill_grace,
         remote: Some(crate::remote::settings()),
-        agent_search_path: std::env::var_os("PATH").unwrap_or_default(),
-        lock_root: greenlight_gate::lock::lock_root(),
-        cache: greenlight_run::cache_place::cache_settings(Some(store.path())),
+        agent_search_path: env.vars.var("PATH").unwrap_or_default(),
+        lock_root: env.lock_root.clone(),
+        env: env.vars.clone(),
+        cache: greenlight_run::cache_place::cache_settings(Some(store.path()), env),
     };
     let ran = greenlight_proc::run_main(|signals| async move {
         // A closed stdout (`| head`) ends the run as SIGTERM does: the goal paused, the agent's

@@ -8,6 +8,7 @@ mod out;
 mod agents;
 mod cmd;
 mod duration;
+mod environment;
 mod goal_run;
 mod remote;
 
@@ -80,6 +81,8 @@ fn main() {
             e.exit()
         }
     };
+    // The one read of the process environment, before any subcommand runs.
+    environment::get();
     let code = match cli.command {
         Command::Verify(args) => cmd::verify::run(args),
         Command::Digest(args) => cmd::digest::run(args),

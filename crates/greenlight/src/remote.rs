@@ -8,8 +8,10 @@ use greenlight_gate::{REMOTE_ENDPOINT_VAR, RemoteSettings};
 /// The backend, with `GREENLIGHT_REMOTE_ENDPOINT` as this process found it.
 pub fn settings() -> RemoteSettings {
     RemoteSettings {
-        backend: Arc::new(greenlight_remote::GateBackend),
-        endpoint_override: std::env::var_os(REMOTE_ENDPOINT_VAR)
+        backend: Arc::new(greenlight_remote::ReapiBackend),
+        endpoint_override: crate::environment::get()
+            .vars
+            .get(REMOTE_ENDPOINT_VAR)
             .map(|value| value.to_string_lossy().into_owned()),
     }
 }

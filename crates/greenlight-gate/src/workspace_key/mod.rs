@@ -205,9 +205,9 @@ pub fn listing_with(
     let started = SystemTime::now();
     let mut read = read_all(&repo.top, &found.files, &known);
     if let Some(status) = status {
-        let status = status
-            .wait()
-            .map_err(|failure| format!("`git status` in {} failed: {failure}", worktree.display()))?;
+        let status = status.wait().map_err(|failure| {
+            format!("`git status` in {} failed: {failure}", worktree.display())
+        })?;
         found.files.clear();
         for path in crate::status::untracked(status) {
             take_untracked(&repo.top, b"", path, 0, &mut found);
@@ -394,7 +394,13 @@ fn collect(
 fn take_untracked(top: &Path, prefix: &[u8], path: &[u8], depth: usize, found: &mut Found) {
     let joined = |path: &[u8]| [prefix, path].concat();
     match path.strip_suffix(b"/") {
-        Some(dir) => submodule(&top.join(OsStr::from_bytes(dir)), &joined(dir), None, depth, found),
+        Some(dir) => submodule(
+            &top.join(OsStr::from_bytes(dir)),
+            &joined(dir),
+            None,
+            depth,
+            found,
+        ),
         None => found.files.push(joined(path)),
     }
 }
@@ -828,7 +834,11 @@ mod tests {
             .current_dir(dir.path())
             .output()
             .expect("sh");
-        assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+        assert!(
+            made.status.success(),
+            "{}",
+            String::from_utf8_lossy(&made.stderr)
+        );
         let shown = |listing: Listing| {
             let files: Vec<(Vec<u8>, Vec<u8>)> = listing
                 .entries
@@ -855,8 +865,16 @@ mod tests {
         ] {
             assert!(paths.contains(&expected.as_bytes()), "{expected:?} missing");
         }
-        assert!(paths.contains(&b"src/\xffbytes".as_slice()), "the non-UTF-8 name is missing");
-        for ignored in ["debug.log", "build/ignored.txt", "docs/private", "docs/a.tmp"] {
+        assert!(
+            paths.contains(&b"src/\xffbytes".as_slice()),
+            "the non-UTF-8 name is missing"
+        );
+        for ignored in [
+            "debug.log",
+            "build/ignored.txt",
+            "docs/private",
+            "docs/a.tmp",
+        ] {
             assert!(!paths.contains(&ignored.as_bytes()), "{ignored} is listed");
         }
     }

@@ -10,7 +10,7 @@ use tokio::io::AsyncWriteExt;
 
 use super::{BATCH_OVERHEAD, batch_cost, sha256};
 use crate::connect::{Remote, unary};
-use crate::digest::{Digest, StreamHasher, digest_of};
+use crate::digest::{Digest, DigestProto, StreamHasher, digest_of};
 use crate::error::RemoteError;
 
 impl Remote {
@@ -135,7 +135,8 @@ impl Remote {
         for answer in response.into_inner().responses {
             let digest = answer
                 .digest
-                .map(Digest::from)
+                .as_ref()
+                .map(Digest::from_proto)
                 .unwrap_or_else(Digest::empty);
             if let Some(status) = answer.status.filter(|s| s.code != 0) {
                 return Err(self.blob_status_error("BatchReadBlobs", &digest, &status));

@@ -15,7 +15,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use super::{BATCH_OVERHEAD, batch_cost, sha256};
 use crate::blobs::{Blob, BlobSet};
 use crate::connect::{Remote, unary};
-use crate::digest::{Digest, StreamHasher, digest_of};
+use crate::digest::{Digest, DigestProto, StreamHasher, digest_of};
 use crate::error::RemoteError;
 
 /// What an upload did.
@@ -104,8 +104,8 @@ impl Remote {
                 response
                     .into_inner()
                     .missing_blob_digests
-                    .into_iter()
-                    .map(Digest::from),
+                    .iter()
+                    .map(Digest::from_proto),
             );
         }
         Ok(missing)
@@ -140,7 +140,7 @@ impl Remote {
         let first = requests
             .first()
             .and_then(|r| r.digest.as_ref())
-            .map(Digest::from);
+            .map(Digest::from_proto);
         let response = self
             .cas()
             .batch_update_blobs(unary(reapi::BatchUpdateBlobsRequest {
@@ -159,7 +159,8 @@ impl Remote {
         for answer in response.into_inner().responses {
             let digest = answer
                 .digest
-                .map(Digest::from)
+                .as_ref()
+                .map(Digest::from_proto)
                 .unwrap_or_else(Digest::empty);
             if let Some(status) = answer.status.filter(|s| s.code != 0) {
                 return Err(self.blob_status_error("BatchUpdateBlobs", &digest, &status));

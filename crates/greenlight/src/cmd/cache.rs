@@ -60,8 +60,11 @@ fn parse_size(text: &str) -> Result<u64, String> {
 }
 
 fn open(place: &Place) -> Result<(CacheSettings, Store), String> {
-    let settings = greenlight_run::cache_place::cache_settings(place.state.as_deref())
-        .ok_or("no cache directory: set XDG_CACHE_HOME or HOME (or GREENLIGHT_CACHE_DIR)")?;
+    let settings = greenlight_run::cache_place::cache_settings(
+        place.state.as_deref(),
+        crate::environment::get(),
+    )
+    .ok_or("no cache directory: set XDG_CACHE_HOME or HOME (or GREENLIGHT_CACHE_DIR)")?;
     let store = settings.open()?;
     Ok((settings, store))
 }

@@ -206,7 +206,7 @@ fn run_command(
     spec.input = Input::Null;
     spec.output = Output::Interleaved;
     spec.deadline = timeout;
-    spec.grace = greenlight_proc::kill_grace();
+    spec.grace = crate::environment::get().kill_grace;
     // The digester keeps its own tail; the runner's is not used.
     spec.tail_bytes = 0;
     // Nothing else spawns while the command runs, so every adopted process is its.

@@ -148,10 +148,9 @@ fn serve_beside(
 }
 
 fn open_store(common: &Common) -> Result<Store, String> {
-    let path = match &common.state {
-        Some(p) => p.clone(),
-        None => greenlight_store::default_state_path().map_err(|e| e.to_string())?,
-    };
+    let path = crate::environment::get()
+        .state_path(common.state.as_deref())
+        .map_err(|e| e.to_string())?;
     Store::open(&path).map_err(|e| e.to_string())
 }
 

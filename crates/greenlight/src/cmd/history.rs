@@ -71,10 +71,9 @@ pub fn scope(cwd: Option<&std::path::Path>) -> HistoryScope {
 
 /// The state database if it exists (`None`: nothing was ever recorded there).
 pub fn open_existing(state: Option<&std::path::Path>) -> Result<Option<Store>, (i32, String)> {
-    let path = match state {
-        Some(p) => p.to_path_buf(),
-        None => greenlight_store::default_state_path().map_err(|e| (exit::ERROR, e.to_string()))?,
-    };
+    let path = crate::environment::get()
+        .state_path(state)
+        .map_err(|e| (exit::ERROR, e.to_string()))?;
     if !path.exists() {
         return Ok(None);
     }

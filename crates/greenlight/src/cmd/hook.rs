@@ -176,8 +176,7 @@ fn run_stop(max_blocks: u32, state: Option<PathBuf>) -> i32 {
     let options = stop::StopOptions {
         max_blocks,
         state_path: state,
-        kill_grace: greenlight_proc::kill_grace(),
-        lock_root: greenlight_gate::lock::lock_root(),
+        env: crate::environment::get().clone(),
         reason_budget: stop::REASON_BUDGET,
         remote: Some(crate::remote::settings()),
     };
@@ -212,14 +211,8 @@ pub(crate) fn warn_if_not_on_path(command: &str) {
     if command.split(' ').next() != Some("greenlight") {
         return;
     }
-    let found = std::env::var_os("PATH").is_some_and(|paths| {
-        std::env::split_paths(&paths).any(|dir| {
-            use std::os::unix::fs::PermissionsExt as _;
-            std::fs::metadata(dir.join("greenlight"))
-                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        })
-    });
-    if !found {
+    let path = crate::environment::get().vars.var("PATH");
+    if !greenlight_init::Programs::Path(path).has("greenlight") {
         let exe = std::env::current_exe()
             .map(|p| p.display().to_string())
             .unwrap_or_else(|_| "the greenlight binary".to_owned());
@@ -240,8 +233,7 @@ fn run_session_start(state: Option<PathBuf>) -> i32 {
     let options = stop::StopOptions {
         max_blocks: stop::DEFAULT_MAX_BLOCKS,
         state_path: state,
-        kill_grace: greenlight_proc::kill_grace(),
-        lock_root: greenlight_gate::lock::lock_root(),
+        env: crate::environment::get().clone(),
         reason_budget: stop::REASON_BUDGET,
         remote: Some(crate::remote::settings()),
     };
@@ -249,6 +241,12 @@ fn run_session_start(state: Option<PathBuf>) -> i32 {
         errln!("{note}");
     }
     exit::OK
+}
+
+/// Where user-level settings live, in the environment this process started with.
+pub(crate) fn locations() -> Locations {
+    let env = &crate::environment::get().vars;
+    Locations::from_env(|name| env.var(name))
 }
 
 fn agent_of(agent: AgentArg) -> Agent {
@@ -268,7 +266,7 @@ pub(crate) fn scope_of(scope: ScopeArg) -> Scope {
 fn path_for(agent: Agent, scope: Scope, cwd: Option<PathBuf>) -> Result<PathBuf, Error> {
     let dir = cwd.unwrap_or_else(|| PathBuf::from("."));
     let root = install::project_root(&dir);
-    let path = install::settings_path(agent, scope, &root, &Locations::from_env())?;
+    let path = install::settings_path(agent, scope, &root, &locations())?;
     if scope == Scope::Project {
         install::check_inside_project(&path, &root)?;
     }

@@ -50,7 +50,8 @@ pub struct Args {
 /// Runs the subcommand and returns the process exit code.
 pub fn run(args: Args) -> i32 {
     let dir = args.cwd.clone().unwrap_or_else(|| PathBuf::from("."));
-    let drafted = match draft::draft(&dir) {
+    let path = crate::environment::get().vars.var("PATH");
+    let drafted = match draft::draft(&dir, &draft::Programs::Path(path)) {
         Ok(d) => d,
         Err(e) => {
             errln!("greenlight init: {e}");

@@ -65,6 +65,7 @@ fn serve(state: Option<PathBuf>) -> i32 {
                 cwd,
                 state,
                 remote: Some(crate::remote::settings()),
+                env: crate::environment::get().clone(),
             },
             signals.clone(),
         );

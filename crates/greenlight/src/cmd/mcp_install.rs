@@ -11,7 +11,7 @@ use greenlight_install::Error;
 use greenlight_install::mcp_install::{
     self, Agent, Change, ConfigFile, McpPlan, Scope, ServerSpec,
 };
-use greenlight_install::settings_file::{self, Applied, Locations};
+use greenlight_install::settings_file::{self, Applied};
 
 pub use crate::cmd::hook::exit;
 use crate::cmd::hook::{ScopeArg, exit_code, report_backup, scope_of, warn_if_not_on_path};
@@ -136,7 +136,7 @@ fn files(targets: &Targets) -> Result<(PathBuf, Vec<ConfigFile>), Error> {
         (false, true) => vec![Agent::Codex],
         _ => vec![Agent::Claude, Agent::Codex],
     };
-    let locations = Locations::from_env();
+    let locations = super::hook::locations();
     let mut files = Vec::new();
     for agent in agents {
         let file = mcp_install::config_file(agent, scope, &root, &locations)?;

@@ -41,10 +41,9 @@ pub fn config(
     token_file: Option<&PathBuf>,
     allow_hosts: Vec<String>,
 ) -> Result<Config, String> {
-    let state = match state {
-        Some(p) => p,
-        None => greenlight_store::default_state_path().map_err(|e| e.to_string())?,
-    };
+    let state = crate::environment::get()
+        .state_path(state.as_deref())
+        .map_err(|e| e.to_string())?;
     let token = token_file
         .map(|path| read_token_file(path))
         .transpose()
@@ -79,6 +78,7 @@ pub fn run(args: Args) -> i32 {
             cwd,
             state: Some(config.state.clone()),
             remote: Some(crate::remote::settings()),
+            env: crate::environment::get().clone(),
         },
         mcp_signals,
     );

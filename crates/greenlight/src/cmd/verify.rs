@@ -87,7 +87,8 @@ pub fn run(args: Args) -> i32 {
         return suggest_timeouts(&args);
     }
     // Bounded: a git call verify waits on can hang, and a signal must still end the run.
-    match greenlight_proc::run_main_bounded(|interrupt| verify(args, interrupt)) {
+    let grace = crate::environment::get().kill_grace;
+    match greenlight_proc::run_main_bounded(grace, |interrupt| verify(args, interrupt)) {
         Ok(code) => code,
         Err(e) => {
             errln!("greenlight: cannot start the async runtime or its signal handlers: {e}");
@@ -244,7 +245,7 @@ async fn verify(args: Args, interrupt: greenlight_proc::InterruptWatch) -> i32 {
             state: args.state.clone(),
             record,
             remote: Some(crate::remote::settings()),
-            ..SessionOptions::new(cwd.clone())
+            ..SessionOptions::new(cwd.clone(), crate::environment::get())
         },
     );
     let explain = args.explain;
@@ -455,7 +456,7 @@ fn write_junit(path: &std::path::Path, report: &greenlight_gate::junit::Report) 
 /// The path from GitHub's workspace (the repository root in a job) to the gates' directory, so
 /// annotations name files from the repository root; none outside GitHub Actions.
 fn github_prefix(cwd: &std::path::Path) -> Option<PathBuf> {
-    let workspace = std::env::var_os("GITHUB_WORKSPACE")?;
+    let workspace = crate::environment::get().vars.get("GITHUB_WORKSPACE")?;
     let workspace = std::fs::canonicalize(workspace).ok()?;
     let cwd = std::fs::canonicalize(cwd).ok()?;
     cwd.strip_prefix(&workspace).ok().map(PathBuf::from)
@@ -501,7 +502,10 @@ struct ProgressState {
 impl Progress {
     fn start() -> Self {
         let tty = std::io::stderr().is_terminal()
-            && std::env::var("TERM").map(|t| t != "dumb").unwrap_or(true);
+            && crate::environment::get()
+                .vars
+                .get("TERM")
+                .is_none_or(|t| t != "dumb");
         if !tty {
             return Self { state: None };
         }

@@ -99,7 +99,8 @@ fn config(args: Args) -> Result<Config, String> {
     }
     let cache_dir = match args.cache_dir {
         Some(dir) => dir,
-        None => greenlight_store::default_state_path()
+        None => crate::environment::get()
+            .state_path(None)
             .map_err(|e| format!("{e}; or name a cache directory with --cache-dir"))?
             .parent()
             .map(|dir| dir.join("worker-cache"))

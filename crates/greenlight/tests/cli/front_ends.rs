@@ -188,6 +188,9 @@ fn the_goal_prompt_shows_a_failed_gate_as_greenlight_run_evidence_of_verifys_rep
     assert!(
         second.contains(&expected),
         "{second}\nwanted the evidence:\n{expected}"
+    );
+}
+
 /// The goal of a worktree read and steered through the command line and the MCP tools: one
 /// status document, and one rule in the same words for a goal that is done (it can be neither
 /// paused nor resumed, and the command line used to call it "no active or paused goal").

@@ -15,7 +15,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use greenlight_remote::proto::build::bazel::remote::execution::v2 as reapi;
-use greenlight_remote::{ActionSpec, BlobSet, Endpoint, Remote, prepare};
+use greenlight_remote::{ActionSpec, BlobSet, DigestProto, Endpoint, Remote, prepare};
 use greenlight_testkit::{Cli, greenlight_bin, procs};
 
 /// The grid every test here talks to, or a failure that says how to start one.
