@@ -9,7 +9,10 @@ mod agents;
 mod cmd;
 mod duration;
 mod goal_run;
+mod left_out;
 mod remote;
+#[cfg(not(feature = "remote"))]
+mod remote_left_out;
 
 use clap::{Parser, Subcommand};
 
