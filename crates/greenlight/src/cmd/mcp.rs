@@ -4,6 +4,7 @@
 //! naming the feature; `install` and `uninstall` work in every build.
 
 use std::path::PathBuf;
+#[cfg(feature = "mcp")]
 use std::time::Duration;
 
 #[cfg(feature = "mcp")]
