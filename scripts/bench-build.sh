@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # What building greenlight costs a newcomer, from an empty target directory with the crates
-# already downloaded: the README's first command (`cargo run -p greenlight -- demo`), then
-# `cargo build --release -p greenlight` (what `cargo install` does), then the release binary's
-# size. Each build starts from its own empty temporary target directory, removed on exit.
+# already downloaded: the README's first command (`cargo run -p greenlight --no-default-features
+# -- demo`: the binary without its `remote` and `openai` features), then `cargo build --release
+# -p greenlight` (every feature: what `cargo install` does), then the release binary's size. Each build starts from its own empty temporary target directory, removed on exit.
 #
 # Reports wall time and CPU time (user + sys of cargo and every rustc, linker and build script
 # it waited for, from /usr/bin/time). Wall time depends on what else the machine runs; CPU time
@@ -42,13 +42,14 @@ measure() {
   read -r WALL user sys < <(tail -1 "$times")
   CPU="$(awk -v u="$user" -v s="$sys" 'BEGIN { printf "%.1f", u + s }')"
   printf '%-8s wall %7.1f s   cpu %7.1f s (user %s s, sys %s s)   %s\n' "$name" "$WALL" "$CPU" "$user" "$sys" "$*"
+  echo "  $(grep -c '^ *Compiling ' "$TMP/$name.out") crates compiled"
 }
 
 verdict() { awk -v v="$2" -v t="$3" -v n="$1" 'BEGIN { printf "  %s = %.1f (target <= %s) %s\n", n, v, t, (v <= t ? "MET" : "MISSED") }'; }
 
 echo "bench-build: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), $(rustc --version)"
 if [[ "$WHAT" == demo || "$WHAT" == all ]]; then
-  measure demo "$TMP/target-demo" cargo run --offline --locked -p greenlight -- demo
+  measure demo "$TMP/target-demo" cargo run --offline --locked -p greenlight --no-default-features -- demo
   verdict "demo wall s" "$WALL" 120
   verdict "demo cpu s" "$CPU" 180
   echo "  target dir $(du -sh "$TMP/target-demo" | cut -f1)"

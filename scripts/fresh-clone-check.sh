@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs what a newcomer runs, in a fresh clone of the committed HEAD, with a minimal PATH:
 #
-#   1. cargo run -p greenlight -- demo            (README, first command)
+#   1. cargo run -p greenlight --no-default-features -- demo      (README, first command: the
+#                                                 binary without remote execution and openai)
 #   2. scripts/test                               (README, second command), which installs or
 #                                                 checks the outside tools itself; its tests phase
 #                                                 runs plain `cargo test --workspace` with the Rust
@@ -59,8 +60,8 @@ trap 'rm -rf "$work"' EXIT
 
 # demo DIR: step 1, in DIR.
 demo() {
-    echo "fresh-clone-check: 1/2 cargo run -p greenlight -- demo"
-    newcomer "$1" "$minimal" cargo run --quiet -p greenlight -- demo >"$work/demo.log" 2>&1 || {
+    echo "fresh-clone-check: 1/2 cargo run -p greenlight --no-default-features -- demo"
+    newcomer "$1" "$minimal" cargo run --quiet -p greenlight --no-default-features -- demo >"$work/demo.log" 2>&1 || {
         tail -n 40 "$work/demo.log" >&2
         echo "fresh-clone-check: the demo failed in a fresh clone" >&2
         exit 1

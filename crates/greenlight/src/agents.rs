@@ -5,13 +5,16 @@
 //! name the openai family (`greenlight-openai`, with its HTTP client): the goal loop is handed
 //! [`EveryFamily`] as its [`Families`], and `greenlight agent` uses the same value, so a family
 //! is wired in here once. The environment an agent starts from is the one the process started
-//! with (`crate::environment`).
+//! with (`crate::environment`). A build without the `openai` feature refuses the openai family
+//! here, naming the feature.
 
 use std::ffi::OsString;
 
 use greenlight_agent::{AdapterOptions, Dispatcher, Family, cli_dispatcher};
 use greenlight_goal::drive::{Families, OpenAiArgs};
+#[cfg(feature = "openai")]
 use greenlight_openai::adapter::DEFAULT_API_KEY_ENV;
+#[cfg(feature = "openai")]
 use greenlight_openai::{Endpoint, OpenAi, ToolFormat};
 use greenlight_store::AgentEndpoint;
 
@@ -39,6 +42,7 @@ impl EveryFamily {
 }
 
 /// Whether `name` can be an environment variable's name: `[A-Za-z_][A-Za-z0-9_]*`.
+#[cfg(feature = "openai")]
 fn is_env_name(name: &str) -> bool {
     let mut chars = name.chars();
     chars
@@ -52,6 +56,12 @@ impl Families for EveryFamily {
         &self.env
     }
 
+    #[cfg(not(feature = "openai"))]
+    fn openai_endpoint(&self, _: &OpenAiArgs) -> Result<AgentEndpoint, String> {
+        Err(crate::left_out::OPENAI.refusal("--agent openai"))
+    }
+
+    #[cfg(feature = "openai")]
     fn openai_endpoint(&self, args: &OpenAiArgs) -> Result<AgentEndpoint, String> {
         let base_url = args.base_url.clone().ok_or(
             "--agent openai needs --base-url (the server's OpenAI-compatible base URL, e.g. http://127.0.0.1:8080/v1)",
@@ -91,6 +101,28 @@ impl Families for EveryFamily {
         if family != Family::OpenAi {
             return cli_dispatcher(family, options).map_err(|e| e.to_string());
         }
+        self.openai_dispatcher(options, endpoint)
+    }
+}
+
+impl EveryFamily {
+    /// In a build without the `openai` feature: the refusal.
+    #[cfg(not(feature = "openai"))]
+    fn openai_dispatcher(
+        &self,
+        _: AdapterOptions,
+        _: Option<&AgentEndpoint>,
+    ) -> Result<Box<dyn Dispatcher>, String> {
+        Err(crate::left_out::OPENAI.refusal("the openai family"))
+    }
+
+    /// The openai family's dispatcher, from the endpoint the goal or the flags gave.
+    #[cfg(feature = "openai")]
+    fn openai_dispatcher(
+        &self,
+        options: AdapterOptions,
+        endpoint: Option<&AgentEndpoint>,
+    ) -> Result<Box<dyn Dispatcher>, String> {
         let stored =
             endpoint.ok_or_else(|| greenlight_openai::Error::EndpointMissing.to_string())?;
         let mut endpoint = Endpoint::new(stored.base_url.clone());
@@ -101,7 +133,7 @@ impl Families for EveryFamily {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "openai"))]
 mod tests {
     use greenlight_goal::drive::{agent_bin, dispatcher_for, parse_agent};
 

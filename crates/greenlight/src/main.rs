@@ -10,7 +10,10 @@ mod cmd;
 mod duration;
 mod environment;
 mod goal_run;
+mod left_out;
 mod remote;
+#[cfg(not(feature = "remote"))]
+mod remote_left_out;
 
 use clap::{Parser, Subcommand};
 

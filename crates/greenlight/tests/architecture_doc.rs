@@ -180,7 +180,10 @@ fn readme_shows_the_two_commands_the_fresh_clone_check_runs() {
     let block = &readme[start..];
     let block = &block[..block.find("```").expect("the README's first block ends")];
     for (shown, run) in [
-        ("cargo run -p greenlight -- demo", "-p greenlight -- demo"),
+        (
+            "cargo run -p greenlight --no-default-features -- demo",
+            "-p greenlight --no-default-features -- demo",
+        ),
         ("scripts/test", "\"$minimal\" scripts/test"),
     ] {
         assert!(

@@ -185,6 +185,17 @@ pub fn run(command: Command) -> i32 {
     }
 }
 
+/// In a build without the `openai` feature: the refusal, as a usage error.
+#[cfg(not(feature = "openai"))]
+fn replay(_: &std::path::Path) -> i32 {
+    errln!(
+        "greenlight: {}",
+        crate::left_out::OPENAI.refusal("greenlight agent replay")
+    );
+    exit::USAGE
+}
+
+#[cfg(feature = "openai")]
 fn replay(file: &std::path::Path) -> i32 {
     match greenlight_openai::golden::replay(file) {
         Err(err) => {

@@ -429,7 +429,9 @@ fn gate(store: &mut Store, worktree: &Path, command: GateCommand) -> CliResult {
     let id = goal.id;
     if !matches!(command, GateCommand::List) {
         // The gates judge the agent, so the agent's own processes must not change them.
-        let marker = std::env::var_os(greenlight_goal::drive::RUN_MARKER_VAR);
+        let marker = crate::environment::get()
+            .vars
+            .var(greenlight_goal::drive::RUN_MARKER_VAR);
         if inside_run_of(store.path(), id, marker.as_deref()) {
             return Err(usage(format!(
                 "goal {id}'s gates cannot be changed from inside its own run (this process carries {} or descends from the goal's runner): the gates judge the agent; a person changes them from another terminal",

@@ -1,10 +1,13 @@
 //! `greenlight mcp`: the MCP server on stdin and stdout (what Claude Code, Codex and other MCP
 //! clients start), until its input ends or SIGINT/SIGTERM; a verify still running then ends
-//! its gates before the server exits.
+//! its gates before the server exits. A build without the `mcp` feature refuses to serve,
+//! naming the feature; `install` and `uninstall` work in every build.
 
 use std::path::PathBuf;
+#[cfg(feature = "mcp")]
 use std::time::Duration;
 
+#[cfg(feature = "mcp")]
 use greenlight_mcp::{McpServer, Options};
 
 use crate::cmd::mcp_install::{self, McpCommand};
@@ -22,6 +25,7 @@ pub struct Args {
 }
 
 /// Exit codes of `greenlight mcp`.
+#[cfg_attr(not(feature = "mcp"), allow(dead_code))]
 mod exit {
     /// The client closed the session.
     pub const DONE: i32 = 0;
@@ -30,6 +34,7 @@ mod exit {
 }
 
 /// How long a stop waits for a running verify to end its gates.
+#[cfg(feature = "mcp")]
 const PATIENCE: Duration = Duration::from_secs(30);
 
 /// Runs the subcommand and returns the process exit code.
@@ -41,7 +46,18 @@ pub fn run(args: Args) -> i32 {
     }
 }
 
+/// In a build without the `mcp` feature: the refusal.
+#[cfg(not(feature = "mcp"))]
+fn serve(_: Option<PathBuf>) -> i32 {
+    errln!(
+        "greenlight mcp: {}",
+        crate::left_out::MCP.refusal("the MCP server")
+    );
+    exit::ERROR
+}
+
 /// The server on stdin and stdout.
+#[cfg(feature = "mcp")]
 fn serve(state: Option<PathBuf>) -> i32 {
     let cwd = match std::env::current_dir() {
         Ok(dir) => dir,

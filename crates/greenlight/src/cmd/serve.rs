@@ -1,4 +1,5 @@
-//! `greenlight serve`: the dashboard and the live API for a state file, until SIGINT/SIGTERM.
+//! `greenlight serve`: the dashboard and the live API for a state file, until SIGINT/SIGTERM;
+//! and MCP (streamable HTTP) at `/mcp`, in a build with the `mcp` feature.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -32,6 +33,7 @@ mod exit {
 }
 
 /// How long a stop waits for a verify running for an MCP client to end its gates.
+#[cfg(feature = "mcp")]
 const MCP_PATIENCE: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// The server's setup from the arguments.
@@ -71,8 +73,11 @@ pub fn run(args: Args) -> i32 {
     };
     let token = config.token.is_some();
     // The MCP endpoint's verify ends its gates on the same signals as the rest of the server.
+    #[cfg(feature = "mcp")]
     let (mcp_stop, mcp_signals) = tokio::sync::watch::channel(None);
+    #[cfg(feature = "mcp")]
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+    #[cfg(feature = "mcp")]
     let mcp = greenlight_mcp::McpServer::new(
         greenlight_mcp::Options {
             cwd,
@@ -82,6 +87,7 @@ pub fn run(args: Args) -> i32 {
         },
         mcp_signals,
     );
+    #[cfg(feature = "mcp")]
     let config = Config {
         extra_routes: Some(axum::Router::new().nest_service(
             "/mcp",
@@ -102,7 +108,13 @@ pub fn run(args: Args) -> i32 {
     } else {
         errln!("greenlight: serving on {url}");
     }
+    #[cfg(feature = "mcp")]
     errln!("greenlight: MCP (streamable HTTP) on {url}mcp");
+    #[cfg(not(feature = "mcp"))]
+    errln!(
+        "greenlight: {}",
+        crate::left_out::MCP.refusal(&format!("MCP at {url}mcp"))
+    );
     // The signals every long-running subcommand stops on; the server runs on its own threads.
     let waited = greenlight_proc::run_main(|mut interrupt| async move {
         while interrupt.borrow().is_none() {
@@ -111,7 +123,9 @@ pub fn run(args: Args) -> i32 {
             }
         }
         // A verify running for an MCP client ends its gates before the server goes.
+        #[cfg(feature = "mcp")]
         mcp_stop.send_replace(*interrupt.borrow());
+        #[cfg(feature = "mcp")]
         mcp.shutdown(MCP_PATIENCE).await;
     });
     if let Err(e) = waited {

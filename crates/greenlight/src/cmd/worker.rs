@@ -3,14 +3,17 @@
 //! group, the action's timeout, one interleaved output, nothing left behind), at most
 //! `--capacity` at once, until SIGINT or SIGTERM; then it ends what runs, tells the grid it is
 //! terminating, hands the leases back for another worker, and exits 0. It prints one line per
-//! event on stderr.
+//! event on stderr. A build without the `remote` feature refuses it, naming the feature.
 
 use std::path::PathBuf;
 
+#[cfg(feature = "remote")]
 use greenlight_worker::{Config, Event};
 
 /// Arguments of `greenlight worker`.
 #[derive(Debug, clap::Args)]
+// Without the `remote` feature the arguments are parsed (so `--help` still shows them) and unread.
+#[cfg_attr(not(feature = "remote"), allow(dead_code))]
 pub struct Args {
     /// The grid's URL, e.g. http://127.0.0.1:50051 (https:// for TLS with the system's roots).
     #[arg(long, value_name = "URL")]
@@ -37,6 +40,7 @@ pub struct Args {
 }
 
 /// Exit codes of `greenlight worker`.
+#[cfg_attr(not(feature = "remote"), allow(dead_code))]
 pub mod exit {
     /// Stopped by SIGINT or SIGTERM, every lease ended and handed back.
     pub const STOPPED: i32 = 0;
@@ -46,7 +50,18 @@ pub mod exit {
     pub const USAGE: i32 = 2;
 }
 
+/// In a build without the `remote` feature: the refusal, as a usage error.
+#[cfg(not(feature = "remote"))]
+pub fn run(_: Args) -> i32 {
+    errln!(
+        "greenlight worker: {}",
+        crate::left_out::REMOTE.refusal("greenlight worker")
+    );
+    exit::USAGE
+}
+
 /// Runs the worker until it is told to stop; returns the exit code.
+#[cfg(feature = "remote")]
 pub fn run(args: Args) -> i32 {
     let config = match config(args) {
         Ok(config) => config,
@@ -91,6 +106,7 @@ pub fn run(args: Args) -> i32 {
     }
 }
 
+#[cfg(feature = "remote")]
 fn config(args: Args) -> Result<Config, String> {
     let mut properties = Vec::new();
     for text in &args.properties {
@@ -117,6 +133,7 @@ fn config(args: Args) -> Result<Config, String> {
 }
 
 /// One stderr line per event.
+#[cfg(feature = "remote")]
 fn show(event: Event) {
     match event {
         Event::Connected { session } => errln!("greenlight worker: connected, session {session}"),
