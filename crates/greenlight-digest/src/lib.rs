@@ -35,16 +35,20 @@ mod formats;
 pub mod matchers;
 mod model;
 mod normalize;
+mod scope;
+mod wrappers;
 
 use std::collections::{HashSet, VecDeque};
 
 pub use model::{
-    Classification, Diagnostic, Digest, DigestReason, Failure, Format, Severity, Summary,
+    Classification, Diagnostic, Digest, DigestReason, Failure, Format, Scope, Severity, Summary,
 };
+pub use scope::scope_of;
 
 use formats::{Claim, Limits, Line, MARKERS, Parser, Report};
 use matchers::{MatcherRun, MatcherSet};
 use normalize::{Finders, LineSink, LineSplitter, RawLine, finders, markers_in, view};
+use wrappers::Wrappers;
 
 /// Limits and choices for one digest. The defaults suit a gate's output.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,6 +71,10 @@ pub struct DigestOptions {
     /// GitHub problem matchers that also read every line. Their problems become the digest
     /// when no built-in format recognised the output (format `problem-matcher`). Empty: none.
     pub matchers: MatcherSet,
+    /// The command line that wrote the output (a gate's `command`, as `sh -c` runs it), when
+    /// known: its [`Scope`] is part of the digest, and a compound command's output is complete
+    /// only when every line of it is explained.
+    pub command: Option<String>,
 }
 
 impl Default for DigestOptions {
@@ -82,6 +90,7 @@ impl Default for DigestOptions {
             max_text: 512,
             tail_lines: 40,
             matchers: MatcherSet::default(),
+            command: None,
         }
     }
 }
@@ -121,6 +130,10 @@ struct State {
     summary_seen: Slots,
     /// Slots with significant unclaimed output after their summary.
     after_summary: Slots,
+    /// Reads the lines npm, make, tox and the like print around the tool they run.
+    wrappers: Wrappers,
+    /// A significant line that no format claimed and no wrapper explains was seen.
+    unclaimed: bool,
     /// Find the markers in lines the chunk scan could not vouch for.
     markers: Finders,
     /// The problem matchers' reading, when there are matchers.
@@ -183,6 +196,8 @@ impl StreamingDigester {
                 engaged,
                 summary_seen: 0,
                 after_summary: 0,
+                wrappers: Wrappers::default(),
+                unclaimed: false,
                 markers: finders(&MARKERS),
                 tail: VecDeque::new(),
                 bytes: 0,
@@ -243,10 +258,11 @@ impl LineSink for State {
             Some(p) => &p[..p.len().min(TAIL_LINE_BYTES)],
             None => self.tail.back().map_or(&[], Vec::as_slice),
         };
+        let text = self.wrappers.through_prefix(&text);
         if let Some(m) = &mut self.matchers {
-            m.line(&text);
+            m.line(text);
         }
-        let line = Line::new(&text, prev, markers);
+        let line = Line::new(text, prev, markers);
         let blank = line.first == 0;
         self.any_content |= !blank;
         let mut ask = self.engaged | self.wake[usize::from(line.first)];
@@ -291,8 +307,9 @@ impl LineSink for State {
         }
         // A summary makes the slot's summary the last word so far; an opening retracts it;
         // a line nobody claimed after a summary is output after it.
-        if !blank && claimed | open | summary == 0 {
+        if !blank && claimed | open | summary == 0 && !self.wrappers.noise(text, self.lines) {
             self.after_summary |= self.summary_seen;
+            self.unclaimed = true;
         }
         self.summary_seen = (self.summary_seen | summary) & !open;
         self.after_summary &= !(summary | open);
@@ -339,6 +356,13 @@ impl State {
         if given && exit_code.is_none() {
             global.push(DigestReason::NoExitCode);
         }
+        let scope = self.options.command.as_deref().map(scope_of);
+        if scope == Some(Scope::Compound) && self.unclaimed {
+            global.push(DigestReason::UnclaimedOutput);
+        }
+        if self.wrappers.interleaved {
+            global.push(DigestReason::InterleavedRuns);
+        }
         let skip = self.tail.len().saturating_sub(self.options.tail_lines);
         let tail: Vec<String> = self
             .tail
@@ -375,6 +399,7 @@ impl State {
             reasons: Vec::new(),
             compact: None,
             tail,
+            scope,
             bytes: self.bytes,
             lines: self.lines,
         };

@@ -93,7 +93,7 @@ pub async fn run_gate(
         // The loop runs one thing at a time: the agent has finished before any gate starts.
         claim_adopted: true,
     };
-    let mut capture = Capture::new(EVIDENCE_OUTPUT_BYTES);
+    let mut capture = Capture::new(EVIDENCE_OUTPUT_BYTES, command);
     let mut tee = Tee {
         capture: &mut capture,
         live,

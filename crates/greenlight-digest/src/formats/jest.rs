@@ -47,6 +47,11 @@ pub(crate) struct Jest {
     bun_file: Option<String>,
     /// node: errors that kept a test file from loading, printed before its result.
     load_errors: LoadErrors,
+    /// node: the current run's first failure (`npm test --workspaces` runs `node --test` once
+    /// per package; each run's closing list replaces only its own progress lines).
+    node_run_start: usize,
+    /// node: the line before was a closing list's `test at file:line`.
+    after_test_at: bool,
 }
 
 impl Jest {
@@ -75,6 +80,8 @@ impl Jest {
             bun_unhandled: false,
             bun_file: None,
             load_errors: LoadErrors::default(),
+            node_run_start: 0,
+            after_test_at: false,
         }
     }
 
@@ -464,6 +471,7 @@ impl Jest {
 
     fn node_spec(&mut self, line: &str, t: &str) -> Claim {
         let indent = line.len() - line.trim_start().len();
+        let after_test_at = std::mem::take(&mut self.after_test_at);
         self.load_errors.line(t, self.limits.max_text);
         if let Some(rest) = t.strip_prefix("ℹ ") {
             self.active = true;
@@ -476,7 +484,7 @@ impl Jest {
             });
             let n = v.trim().parse::<u64>().ok();
             match (k, n) {
-                ("pass", Some(n)) => s.passed = Some(n),
+                ("pass", Some(n)) => s.passed = Some(s.passed.unwrap_or(0) + n),
                 ("fail", Some(n)) => {
                     s.failed = Some(s.failed.unwrap_or(0) + n);
                     self.failed_count += n;
@@ -498,7 +506,7 @@ impl Jest {
         if t == "✖ failing tests:" {
             self.active = true;
             self.node_section = true;
-            self.failures.items.clear();
+            self.failures.items.truncate(self.node_run_start);
             self.block = None;
             return Claim::Yes;
         }
@@ -506,6 +514,11 @@ impl Jest {
             .iter()
             .find_map(|p| t.strip_prefix(p).map(|r| (*p, r)));
         if let Some((mark, rest)) = status {
+            if self.node_section && !after_test_at && rest.contains("ms)") {
+                // A test's result after a closing list, not under its `test at`: the next run.
+                self.node_section = false;
+                self.node_run_start = self.failures.items.len();
+            }
             let name = match rest.rsplit_once(" (") {
                 Some((n, time)) if time.contains("ms)") => n,
                 _ => rest.split(" # ").next().unwrap_or(rest),
@@ -541,6 +554,7 @@ impl Jest {
         {
             self.node_location = Some((file.to_owned(), l));
             self.block = None;
+            self.after_test_at = true;
             return Claim::Yes;
         }
         if self.block.is_some() && (indent > 0 || t.is_empty()) {
