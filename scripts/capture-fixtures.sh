@@ -236,6 +236,8 @@ capture jest fail-verbose js/jest jest "$JSBIN/jest --version" report.json -- "$
 capture jest glue js/jest-glue jest "$JSBIN/jest --version" report.json -- "$JSBIN/jest" --ci --json --outputFile=report.json
 # The same with a failing test: mocha's TAP `not ok` point is glued to its output.
 capture tap mocha-glue js/mocha-glue mocha "$JSBIN/mocha --version" "" -- "$JSBIN/mocha" --reporter tap glue.test.js
+# `--json` without `--outputFile`: the report is printed after the summary.
+capture jest json-stdout js/jest jest "$JSBIN/jest --version" "" -- "$JSBIN/jest" --ci --json
 capture jest large js/large jest "$JSBIN/jest --version" report.json -- "$JSBIN/jest" --ci --verbose --json --outputFile=report.json
 capture tsc plain js/tsc tsc "$JSBIN/tsc --version" "" -- "$JSBIN/tsc" -p . --pretty false
 capture tsc pretty js/tsc tsc "$JSBIN/tsc --version" "" -- "$JSBIN/tsc" -p . --pretty true
@@ -290,4 +292,17 @@ if wanted node-test/npm-workspaces || wanted node-test/pnpm-r || wanted pytest/m
   || wanted pytest/tox || wanted pytest/nox || wanted pytest/uv-run || wanted pytest/two-sessions \
   || wanted pytest/variants || wanted pytest/over-a-minute || wanted pytest/compound-unread; then
   capture_wrappers
+fi
+
+# vitest 4: tests failing with one shared error under several FAIL headers, a file whose import
+# fails, a file that does not parse (vite names it with `File: path:line:col`), and the GitHub
+# Actions reporter's annotations after the summary. Its own lock, beside the other JS projects'.
+capture_vitest4() {
+  (cd "$WORK/wrappers/vitest4" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+  local vitest="$WORK/wrappers/vitest4/node_modules/.bin/vitest"
+  capture vitest v4 wrappers/vitest4 vitest "$vitest --version" report.xml -- "$vitest" run --reporter=default --reporter=junit --outputFile.junit=report.xml
+  capture vitest v4-github wrappers/vitest4 vitest "$vitest --version" report.xml -- GITHUB_ACTIONS=true "$vitest" run --reporter=default --reporter=github-actions --reporter=junit --outputFile.junit=report.xml
+}
+if wanted vitest/v4; then
+  capture_vitest4
 fi

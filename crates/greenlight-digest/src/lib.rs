@@ -259,9 +259,8 @@ impl LineSink for State {
             None => self.tail.back().map_or(&[], Vec::as_slice),
         };
         let text = self.wrappers.through_prefix(&text);
-        if let Some(m) = &mut self.matchers {
-            m.line(text);
-        }
+        // A line a problem matcher reads is explained, as one a format claims.
+        let matched = self.matchers.as_mut().is_some_and(|m| m.line(text));
         let line = Line::new(text, prev, markers);
         let blank = line.first == 0;
         self.any_content |= !blank;
@@ -309,7 +308,7 @@ impl LineSink for State {
         // a line nobody claimed after a summary is output after it.
         if !blank && claimed | open | summary == 0 && !self.wrappers.noise(text, self.lines) {
             self.after_summary |= self.summary_seen;
-            self.unclaimed = true;
+            self.unclaimed |= !matched;
         }
         self.summary_seen = (self.summary_seen | summary) & !open;
         self.after_summary &= !(summary | open);

@@ -103,6 +103,24 @@ impl Pytest {
             .map(|i| i + self.session_start)
     }
 
+    /// The session's closing counts. Whatever follows belongs to the next session (`-q` prints
+    /// no header to start one), and a second counts line is that session's.
+    fn counts(&mut self, s: Summary) {
+        self.fold_summary();
+        self.active = true;
+        self.summary = Some(s);
+        self.section = Section::None;
+        self.block = None;
+        self.session_start = self.failures.items.len();
+    }
+
+    /// Adds the last session's counts to the earlier sessions'.
+    fn fold_summary(&mut self) {
+        if let Some(s) = self.summary.take() {
+            self.earlier.get_or_insert_with(Summary::default).add(&s);
+        }
+    }
+
     /// Sets the current block's place, when `file` is the project's.
     fn locate(&mut self, i: usize, file: &str, line: u32) {
         if let Some(file) = self.project_file(file)
@@ -231,9 +249,7 @@ impl Parser for Pytest {
             if title == "test session starts" {
                 // A second session (`pytest a; pytest b`) is a run of its own: its counts add
                 // to the earlier ones, its short summary names its own failures.
-                if let Some(s) = self.summary.take() {
-                    self.earlier.get_or_insert_with(Summary::default).add(&s);
-                }
+                self.fold_summary();
                 self.active = true;
                 self.section = Section::None;
                 self.block = None;
@@ -241,10 +257,7 @@ impl Parser for Pytest {
                 return Claim::Open;
             }
             if let Some(s) = counts_line(t) {
-                self.active = true;
-                self.summary = Some(s);
-                self.section = Section::None;
-                self.block = None;
+                self.counts(s);
                 return Claim::Summary;
             }
             let own = matches!(title, "FAILURES" | "ERRORS" | "short test summary info");
@@ -266,10 +279,7 @@ impl Parser for Pytest {
             && (self.active || t.contains(" passed") || t.contains(" failed"))
         {
             // `-q` prints the counts line without decoration.
-            self.active = true;
-            self.summary = Some(s);
-            self.section = Section::None;
-            self.block = None;
+            self.counts(s);
             return Claim::Summary;
         }
         if !self.active {
