@@ -18,7 +18,9 @@
 # install below brings jest, vitest, mocha, tape, tap, eslint and its compact formatter,
 # typescript and bun, whose npm package ships the binary), rustfmt (rustup component) and
 # shellcheck (`apt-get install shellcheck`) for the problem matcher captures, and `script` from
-# util-linux for the pseudo-terminal captures.
+# util-linux for the pseudo-terminal captures; make for the wrapper captures, which install
+# their own pinned tox, nox and uv (pip, in a venv under the working directory), pnpm (npm,
+# under the working directory) and vitest 4 (npm ci of wrappers/vitest4's own lock).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
