@@ -149,7 +149,7 @@ fn yarn(t: &str) -> bool {
     t.starts_with("yarn run v")
         || t.starts_with("error Command failed with exit code ")
         || t.starts_with("info Visit https://yarnpkg.com/")
-        || (t.starts_with("Done in ") && t.ends_with('s'))
+        || (t.starts_with("Done in ") && (t.ends_with('s') || t.ends_with("s.")))
 }
 
 /// `make: *** [Makefile:3: test] Error 1`, `make[1]: Entering directory '/x/calc'`.
@@ -226,11 +226,16 @@ fn uv(t: &str) -> bool {
         "Creating virtual environment at: ",
         "Creating virtualenv ",
         "Installing dependencies from lock file",
-        "Downloading ",
-        "Downloaded ",
     ]
     .iter()
     .any(|p| s.starts_with(p))
+        // `Downloading pygments (1.2MiB)`, then ` Downloaded pygments`.
+        || s.strip_prefix("Downloading ").is_some_and(|r| {
+            r.split_once(" (")
+                .is_some_and(|(name, size)| !name.contains(' ') && size.ends_with("B)"))
+        })
+        || (t.starts_with(' ')
+            && s.strip_prefix("Downloaded ").is_some_and(|name| !name.contains(' ')))
         || [
             "Resolved ",
             "Prepared ",
@@ -273,6 +278,9 @@ mod tests {
             "  evaluation failed :( (5.72 seconds)",
             "nox > Session tests failed.",
             "Installed 5 packages in 11ms",
+            "Downloading pygments (1.2MiB)",
+            " Downloaded pygments",
+            "Done in 0.52s.",
             " ERR_PNPM_RECURSIVE_RUN_FIRST_FAIL  cookie@1.0.0 test: `node --test`",
             "/x/packages/cookie:",
         ]
@@ -311,6 +319,7 @@ mod tests {
             "E   assert 1 == 2",
             "/x/packages/cookie:",
             "py: something else",
+            "Downloading fixtures from the cache",
         ]
         .into_iter()
         .enumerate()
