@@ -48,7 +48,7 @@ pub use scope::scope_of;
 use formats::{Claim, Limits, Line, MARKERS, Parser, Report};
 use matchers::{MatcherRun, MatcherSet};
 use normalize::{Finders, LineSink, LineSplitter, RawLine, finders, markers_in, view};
-use wrappers::Wrappers;
+use wrappers::{RunDir, Wrappers};
 
 /// Limits and choices for one digest. The defaults suit a gate's output.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -134,6 +134,9 @@ struct State {
     wrappers: Wrappers,
     /// A significant line that no format claimed and no wrapper explains was seen.
     unclaimed: bool,
+    /// The directory the wrapper's current run prints its paths relative to, when its start
+    /// named one.
+    run_dir: Option<String>,
     /// Find the markers in lines the chunk scan could not vouch for.
     markers: Finders,
     /// The problem matchers' reading, when there are matchers.
@@ -198,6 +201,7 @@ impl StreamingDigester {
                 after_summary: 0,
                 wrappers: Wrappers::default(),
                 unclaimed: false,
+                run_dir: None,
                 markers: finders(&MARKERS),
                 tail: VecDeque::new(),
                 bytes: 0,
@@ -310,6 +314,14 @@ impl LineSink for State {
             self.after_summary |= self.summary_seen;
             self.unclaimed |= !matched;
         }
+        match self.wrappers.take_run_dir() {
+            None => {}
+            Some(RunDir::Starts(dir)) => {
+                self.end_run(None);
+                self.run_dir = dir;
+            }
+            Some(RunDir::Ended(dir)) => self.end_run(dir),
+        }
         self.summary_seen = (self.summary_seen | summary) & !open;
         self.after_summary &= !(summary | open);
     }
@@ -342,9 +354,22 @@ impl LineSink for State {
 }
 
 impl State {
+    /// A wrapper's run ended: its failures' relative paths are relative to `dir`, or to the
+    /// directory its start named.
+    fn end_run(&mut self, dir: Option<String>) {
+        let dir = dir.or_else(|| self.run_dir.take());
+        self.run_dir = None;
+        for slot in &mut self.slots {
+            slot.parser.run_ended(dir.as_deref());
+        }
+    }
+
     /// `given`: whether the caller knew the exit status at all; `exit_code: None` with `given`
     /// means the process was killed.
-    fn judge(self, exit_code: Option<i32>, given: bool) -> Digest {
+    fn judge(mut self, exit_code: Option<i32>, given: bool) -> Digest {
+        if self.run_dir.is_some() {
+            self.end_run(None);
+        }
         let mut global = Vec::new();
         if self.scan_cut {
             global.push(DigestReason::ScanBudgetExceeded);

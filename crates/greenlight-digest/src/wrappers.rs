@@ -14,6 +14,17 @@
 /// Packages whose prefixes are remembered; more runs than this are read without theirs.
 const MAX_PREFIXES: usize = 64;
 
+/// What a wrapper's line says about the directory its runs print paths relative to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum RunDir {
+    /// A run starts, in this directory when the line names one (pnpm's `> pkg@1.0.0 test
+    /// /abs/packages/cookie`, `make[1]: Entering directory '/abs/calc'`; npm's header names none).
+    Starts(Option<String>),
+    /// The run ended, in this directory when the line names one (`npm error path /abs/…`,
+    /// pnpm's `/abs/packages/cookie:`, `make[1]: Leaving directory '/abs/calc'`).
+    Ended(Option<String>),
+}
+
 /// Recognises the wrappers' lines. Keeps one bit of state: npm echoes the script's command on
 /// the line after its `> pkg@version script` header.
 #[derive(Debug, Default)]
@@ -32,6 +43,8 @@ pub(crate) struct Wrappers {
     prefixed: bool,
     /// Two runs' lines interleaved.
     pub(crate) interleaved: bool,
+    /// What the last noise line said about its runs' directory, until taken.
+    run_dir: Option<RunDir>,
 }
 
 impl Wrappers {
@@ -57,9 +70,22 @@ impl Wrappers {
         &text[self.prefixes[i].len()..]
     }
 
+    /// What the last wrapper line said about its runs' directory, once.
+    pub(crate) fn take_run_dir(&mut self) -> Option<RunDir> {
+        self.run_dir.take()
+    }
+
     /// Whether `text` (line number `at`, as a terminal shows it, that no format claimed) is a
     /// wrapper's own line.
     pub(crate) fn noise(&mut self, text: &str, at: u64) -> bool {
+        let noise = self.read(text, at);
+        if noise {
+            self.run_dir = run_dir(text.trim_end());
+        }
+        noise
+    }
+
+    fn read(&mut self, text: &str, at: u64) -> bool {
         let t = text.trim_end();
         if self.npm_header_at.is_some_and(|h| h + 1 == at) && t.starts_with("> ") {
             return true;
@@ -84,6 +110,33 @@ impl Wrappers {
         self.wrapper_seen |= own;
         own || (self.wrapper_seen && package_dir(t))
     }
+}
+
+/// The directory a wrapper's own line (`t`, known to be one) names for its run.
+fn run_dir(t: &str) -> Option<RunDir> {
+    if npm_header(t) {
+        let dir = t.split(' ').nth(3).map(str::to_owned);
+        return Some(RunDir::Starts(dir));
+    }
+    if let Some(dir) = t
+        .strip_prefix("npm error path ")
+        .or_else(|| t.strip_prefix("npm ERR! path "))
+    {
+        return Some(RunDir::Ended(Some(dir.trim().to_owned())));
+    }
+    if package_dir(t) {
+        return Some(RunDir::Ended(Some(t.trim_end_matches(':').to_owned())));
+    }
+    let quoted = |r: &str| r.trim_matches(['\'', '`']).to_owned();
+    let (_, msg) = t.split_once(": ")?;
+    if !t.starts_with("make") && !t.starts_with("gmake") {
+        return None;
+    }
+    if let Some(r) = msg.strip_prefix("Entering directory ") {
+        return Some(RunDir::Starts(Some(quoted(r))));
+    }
+    msg.strip_prefix("Leaving directory ")
+        .map(|r| RunDir::Ended(Some(quoted(r))))
 }
 
 /// `> cookie@1.0.0 test` (npm), `> cookie@1.0.0 test /abs/packages/cookie` (pnpm).
@@ -306,6 +359,39 @@ mod tests {
         assert!(w.noise("Failed", 5));
         assert!(w.interleaved);
         assert_eq!(w.through_prefix("packages/c test: x"), "packages/c test: x");
+    }
+
+    #[test]
+    fn wrapper_lines_name_their_runs_directories() {
+        let mut w = Wrappers::default();
+        for (line, dir) in [
+            ("> cookie@1.0.0 test", RunDir::Starts(None)),
+            (
+                "> jar@1.0.0 test /x/packages/jar",
+                RunDir::Starts(Some("/x/packages/jar".into())),
+            ),
+            (
+                "npm error path /x/packages/jar",
+                RunDir::Ended(Some("/x/packages/jar".into())),
+            ),
+            (
+                "/x/packages/jar:",
+                RunDir::Ended(Some("/x/packages/jar".into())),
+            ),
+            (
+                "make[1]: Entering directory '/x/calc'",
+                RunDir::Starts(Some("/x/calc".into())),
+            ),
+            (
+                "make[1]: Leaving directory '/x/calc'",
+                RunDir::Ended(Some("/x/calc".into())),
+            ),
+        ] {
+            assert!(w.noise(line, 0), "{line}");
+            assert_eq!(w.take_run_dir(), Some(dir), "{line}");
+        }
+        assert!(w.noise("make: *** [Makefile:3: test] Error 2", 0));
+        assert_eq!(w.take_run_dir(), None);
     }
 
     #[test]

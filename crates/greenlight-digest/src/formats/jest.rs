@@ -59,6 +59,8 @@ pub(crate) struct Jest {
     /// package under `npm test --workspaces`), and the failures they counted.
     earlier: Option<Summary>,
     earlier_expected: u64,
+    /// The first failure of the wrapper's current run (see [`Parser::run_ended`]).
+    run_start: usize,
 }
 
 impl Jest {
@@ -92,6 +94,7 @@ impl Jest {
             group: None,
             earlier: None,
             earlier_expected: 0,
+            run_start: 0,
         }
     }
 
@@ -732,6 +735,11 @@ impl Parser for Jest {
             Runner::Bun => self.bun(line, t),
             Runner::NodeSpec => self.node_spec(line, t),
         }
+    }
+
+    fn run_ended(&mut self, base: Option<&str>) {
+        self.close_group();
+        self.failures.reroot(&mut self.run_start, base);
     }
 
     fn finish(mut self: Box<Self>) -> Report {

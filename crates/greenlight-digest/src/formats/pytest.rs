@@ -47,6 +47,8 @@ pub(crate) struct Pytest {
     earlier: Option<Summary>,
     /// Index of the current session's first failure: a short summary names only its own.
     session_start: usize,
+    /// The first failure of the wrapper's current run (see [`Parser::run_ended`]).
+    run_start: usize,
 }
 
 impl Pytest {
@@ -67,6 +69,7 @@ impl Pytest {
             native: false,
             earlier: None,
             session_start: 0,
+            run_start: 0,
         }
     }
 
@@ -456,6 +459,10 @@ impl Parser for Pytest {
                 if claimed { Claim::Yes } else { Claim::No }
             }
         }
+    }
+
+    fn run_ended(&mut self, base: Option<&str>) {
+        self.failures.reroot(&mut self.run_start, base);
     }
 
     fn finish(mut self: Box<Self>) -> Report {
