@@ -263,8 +263,9 @@ impl LineSink for State {
             None => self.tail.back().map_or(&[], Vec::as_slice),
         };
         let text = self.wrappers.through_prefix(&text);
-        // A line a problem matcher reads is explained, as one a format claims.
-        let matched = self.matchers.as_mut().is_some_and(|m| m.line(text));
+        if let Some(m) = &mut self.matchers {
+            m.line(text);
+        }
         let line = Line::new(text, prev, markers);
         let blank = line.first == 0;
         self.any_content |= !blank;
@@ -312,7 +313,7 @@ impl LineSink for State {
         // a line nobody claimed after a summary is output after it.
         if !blank && claimed | open | summary == 0 && !self.wrappers.noise(text, self.lines) {
             self.after_summary |= self.summary_seen;
-            self.unclaimed |= !matched;
+            self.unclaimed = true;
         }
         match self.wrappers.take_run_dir() {
             None => {}
@@ -381,9 +382,10 @@ impl State {
             global.push(DigestReason::NoExitCode);
         }
         let scope = self.options.command.as_deref().map(scope_of);
-        if scope == Some(Scope::Compound) && self.unclaimed {
-            global.push(DigestReason::UnclaimedOutput);
-        }
+        // A compound command's unread line may be a whole inner run a built-in format cannot
+        // read. The gate's problem matchers are its author's word on how to read its output:
+        // a digest of their problems is judged without this rule.
+        let unread_run = scope == Some(Scope::Compound) && self.unclaimed;
         if self.wrappers.interleaved {
             global.push(DigestReason::InterleavedRuns);
         }
@@ -438,15 +440,19 @@ impl State {
                 let last_word = exit_code.is_some() || report.success == Some(false);
                 (Format::ProblemMatcher, report, last_word, false)
             });
+        let mut builtin_reasons = global.clone();
+        if unread_run {
+            builtin_reasons.push(DigestReason::UnclaimedOutput);
+        }
         let Some(matched) = matched else {
-            classify(&mut d, seen, global, exit_code, any_content);
+            classify(&mut d, seen, builtin_reasons, exit_code, any_content);
             d.compact = d.compact(self.options.budget);
             return d;
         };
         // A built-in format that can stand in for the output wins.
         let builtin = d.clone();
         let backup = seen.clone();
-        classify(&mut d, seen, global.clone(), exit_code, any_content);
+        classify(&mut d, seen, builtin_reasons, exit_code, any_content);
         if d.classification != Classification::Recognised {
             d = builtin;
             let seen = with_matchers(backup, matched);

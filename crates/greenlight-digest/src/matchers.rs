@@ -556,15 +556,13 @@ impl MatcherRun {
         }
     }
 
-    /// Reads one normalised line; whether a pattern of a matcher read it.
-    pub(crate) fn line(&mut self, text: &str) -> bool {
-        let mut matched = false;
+    /// Reads one normalised line.
+    pub(crate) fn line(&mut self, text: &str) {
         for k in 0..self.set.matchers.len() {
             let matcher = &self.set.matchers[k];
             let Some(found) = step(matcher, &mut self.running[k], text, self.max_text) else {
                 continue;
             };
-            matched = true;
             // A match ends every other matcher's partial match, problem or not.
             for (other, state) in self.running.iter_mut().enumerate() {
                 if other != k {
@@ -578,10 +576,9 @@ impl MatcherRun {
                     self.warnings += 1;
                 }
                 self.problems.push(d);
-                return true;
+                return;
             }
         }
-        matched
     }
 
     /// The problems found, as one format's report: errors explain a failed run; the counts are
