@@ -18,7 +18,9 @@
 # install below brings jest, vitest, mocha, tape, tap, eslint and its compact formatter,
 # typescript and bun, whose npm package ships the binary), rustfmt (rustup component) and
 # shellcheck (`apt-get install shellcheck`) for the problem matcher captures, and `script` from
-# util-linux for the pseudo-terminal captures.
+# util-linux for the pseudo-terminal captures; make for the wrapper captures, which install
+# their own pinned tox, nox and uv (pip, in a venv under the working directory), pnpm (npm,
+# under the working directory) and vitest 4 (npm ci of wrappers/vitest4's own lock).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -48,7 +50,7 @@ wanted() {
 needs_js=$((${#FILTERS[@]} == 0))
 for f in "${FILTERS[@]}"; do
   case "$f" in
-    cargo* | nextest* | pytest* | unittest* | go* | *shellcheck*) ;;
+    cargo* | nextest* | pytest* | unittest* | go* | *shellcheck* | node-test/npm* | node-test/pnpm*) ;;
     *) needs_js=1 ;;
   esac
 done
@@ -236,6 +238,8 @@ capture jest fail-verbose js/jest jest "$JSBIN/jest --version" report.json -- "$
 capture jest glue js/jest-glue jest "$JSBIN/jest --version" report.json -- "$JSBIN/jest" --ci --json --outputFile=report.json
 # The same with a failing test: mocha's TAP `not ok` point is glued to its output.
 capture tap mocha-glue js/mocha-glue mocha "$JSBIN/mocha --version" "" -- "$JSBIN/mocha" --reporter tap glue.test.js
+# `--json` without `--outputFile`: the report is printed after the summary.
+capture jest json-stdout js/jest jest "$JSBIN/jest --version" "" -- "$JSBIN/jest" --ci --json
 capture jest large js/large jest "$JSBIN/jest --version" report.json -- "$JSBIN/jest" --ci --verbose --json --outputFile=report.json
 capture tsc plain js/tsc tsc "$JSBIN/tsc --version" "" -- "$JSBIN/tsc" -p . --pretty false
 capture tsc pretty js/tsc tsc "$JSBIN/tsc --version" "" -- "$JSBIN/tsc" -p . --pretty true
@@ -253,3 +257,54 @@ capture matchers/runs eslint-compact js/eslint eslint "$JSBIN/eslint --version" 
 capture matchers/runs rustfmt-check rust/unformatted rustfmt "cargo fmt --version" "" -- cargo fmt --check
 report_only shell/lint report.json -- 'shellcheck -f json1 *.sh'
 capture matchers/runs shellcheck-gcc shell/lint shellcheck "shellcheck --version | sed -n 2p" report.json -- 'shellcheck -f gcc *.sh'
+
+# ---- Wrappers and compound commands around the tools above ----
+# npm, pnpm, make, tox, nox and uv print their own lines around the tool they run; the digest
+# reads those as noise (docs/digest.md, "Wrappers"). The wrappers are installed inside the
+# working directory, pinned, so every capture runs the same versions.
+capture_wrappers() {
+  local venv="$WORK/wrap-venv" pnpm="$WORK/wrap-npm/node_modules/.bin/pnpm"
+  python3 -m venv --system-site-packages "$venv"
+  "$venv/bin/pip" install --quiet tox==4.67.15 nox==2026.10.20 uv==0.13.9
+  npm install --prefix "$WORK/wrap-npm" --no-audit --no-fund --loglevel=error pnpm@10.34.8 >/dev/null
+  local tox="$venv/bin/tox" nox="$venv/bin/nox" uv="$venv/bin/uv"
+  # npm workspaces: each package's `node --test` under npm's `> pkg@1.0.0 test` header.
+  capture node-test npm-workspaces wrappers/npm-ws npm "npm --version" "" -- npm test --workspaces
+  # pnpm -r, one package at a time: every line of a package's run carries its prefix.
+  capture node-test pnpm-r wrappers/npm-ws pnpm "$pnpm --version" "" -- "$pnpm" -r --workspace-concurrency=1 test
+  # pnpm -r's append-only reporter: every line carries `packages/<name> test: `.
+  capture node-test pnpm-r-prefixed wrappers/npm-ws pnpm "$pnpm --version" "" -- "$pnpm" -r --reporter=append-only test
+  # make -C into a subdirectory that runs pytest.
+  capture pytest make-c wrappers/make make "make --version" "" -- make
+  capture pytest tox wrappers/tox tox "$tox --version" "" -- "$tox" -q
+  capture pytest nox wrappers/tox nox "$nox --version" "" -- "$nox"
+  capture pytest uv-run wrappers/tox uv "$uv --version" "" -- "$uv" run --no-project --with pytest==9.2.0 python -m pytest -p no:cacheprovider
+  # Compound commands: two pytest sessions in one output.
+  capture pytest two-sessions python/fail pytest "$PYTEST_V" "" -- "python3 -m pytest -p no:cacheprovider test_math.py; python3 -m pytest -p no:cacheprovider -k add"
+  # A check the digest cannot read, then a passing pytest: the exit code is pytest's 0.
+  capture pytest compound-unread wrappers/compound pytest "$PYTEST_V" "" -- "python3 check_config.py; python3 -m pytest -p no:cacheprovider"
+  # Variants of pytest's own output: class tests, ` - ` in a node id, a missing fixture, a
+  # location printed by a test, native tracebacks, and a run over a minute (the conftest moves
+  # pytest's own clock on at the end of the session; pytest itself prints the suffix).
+  capture pytest variants wrappers/pyvariants pytest "$PYTEST_V" report.xml -- python3 -m pytest -p no:cacheprovider --junitxml=report.xml
+  capture pytest variants-native wrappers/pyvariants pytest "$PYTEST_V" report.xml -- python3 -m pytest -p no:cacheprovider --tb=native --junitxml=report.xml
+  capture pytest over-a-minute wrappers/pyslow pytest "$PYTEST_V" report.xml -- python3 -m pytest -p no:cacheprovider --junitxml=report.xml
+}
+if wanted node-test/npm-workspaces || wanted node-test/pnpm-r || wanted pytest/make-c \
+  || wanted pytest/tox || wanted pytest/nox || wanted pytest/uv-run || wanted pytest/two-sessions \
+  || wanted pytest/variants || wanted pytest/over-a-minute || wanted pytest/compound-unread; then
+  capture_wrappers
+fi
+
+# vitest 4: tests failing with one shared error under several FAIL headers, a file whose import
+# fails, a file that does not parse (vite names it with `File: path:line:col`), and the GitHub
+# Actions reporter's annotations after the summary. Its own lock, beside the other JS projects'.
+capture_vitest4() {
+  (cd "$WORK/wrappers/vitest4" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+  local vitest="$WORK/wrappers/vitest4/node_modules/.bin/vitest"
+  capture vitest v4 wrappers/vitest4 vitest "$vitest --version" report.xml -- "$vitest" run --reporter=default --reporter=junit --outputFile.junit=report.xml
+  capture vitest v4-github wrappers/vitest4 vitest "$vitest --version" report.xml -- GITHUB_ACTIONS=true "$vitest" run --reporter=default --reporter=github-actions --reporter=junit --outputFile.junit=report.xml
+}
+if wanted vitest/v4; then
+  capture_vitest4
+fi

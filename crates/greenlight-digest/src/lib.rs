@@ -35,16 +35,20 @@ mod formats;
 pub mod matchers;
 mod model;
 mod normalize;
+mod scope;
+mod wrappers;
 
 use std::collections::{HashSet, VecDeque};
 
 pub use model::{
-    Classification, Diagnostic, Digest, DigestReason, Failure, Format, Severity, Summary,
+    Classification, Diagnostic, Digest, DigestReason, Failure, Format, Scope, Severity, Summary,
 };
+pub use scope::scope_of;
 
 use formats::{Claim, Limits, Line, MARKERS, Parser, Report};
 use matchers::{MatcherRun, MatcherSet};
 use normalize::{Finders, LineSink, LineSplitter, RawLine, finders, markers_in, view};
+use wrappers::{RunDir, Wrappers};
 
 /// Limits and choices for one digest. The defaults suit a gate's output.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,6 +71,10 @@ pub struct DigestOptions {
     /// GitHub problem matchers that also read every line. Their problems become the digest
     /// when no built-in format recognised the output (format `problem-matcher`). Empty: none.
     pub matchers: MatcherSet,
+    /// The command line that wrote the output (a gate's `command`, as `sh -c` runs it), when
+    /// known: its [`Scope`] is part of the digest, and a compound command's output is complete
+    /// only when every line of it is explained.
+    pub command: Option<String>,
 }
 
 impl Default for DigestOptions {
@@ -82,6 +90,7 @@ impl Default for DigestOptions {
             max_text: 512,
             tail_lines: 40,
             matchers: MatcherSet::default(),
+            command: None,
         }
     }
 }
@@ -121,6 +130,13 @@ struct State {
     summary_seen: Slots,
     /// Slots with significant unclaimed output after their summary.
     after_summary: Slots,
+    /// Reads the lines npm, make, tox and the like print around the tool they run.
+    wrappers: Wrappers,
+    /// A significant line that no format claimed and no wrapper explains was seen.
+    unclaimed: bool,
+    /// The directory the wrapper's current run prints its paths relative to, when its start
+    /// named one.
+    run_dir: Option<String>,
     /// Find the markers in lines the chunk scan could not vouch for.
     markers: Finders,
     /// The problem matchers' reading, when there are matchers.
@@ -183,6 +199,9 @@ impl StreamingDigester {
                 engaged,
                 summary_seen: 0,
                 after_summary: 0,
+                wrappers: Wrappers::default(),
+                unclaimed: false,
+                run_dir: None,
                 markers: finders(&MARKERS),
                 tail: VecDeque::new(),
                 bytes: 0,
@@ -243,10 +262,11 @@ impl LineSink for State {
             Some(p) => &p[..p.len().min(TAIL_LINE_BYTES)],
             None => self.tail.back().map_or(&[], Vec::as_slice),
         };
+        let text = self.wrappers.through_prefix(&text);
         if let Some(m) = &mut self.matchers {
-            m.line(&text);
+            m.line(text);
         }
-        let line = Line::new(&text, prev, markers);
+        let line = Line::new(text, prev, markers);
         let blank = line.first == 0;
         self.any_content |= !blank;
         let mut ask = self.engaged | self.wake[usize::from(line.first)];
@@ -291,8 +311,17 @@ impl LineSink for State {
         }
         // A summary makes the slot's summary the last word so far; an opening retracts it;
         // a line nobody claimed after a summary is output after it.
-        if !blank && claimed | open | summary == 0 {
+        if !blank && claimed | open | summary == 0 && !self.wrappers.noise(text, self.lines) {
             self.after_summary |= self.summary_seen;
+            self.unclaimed = true;
+        }
+        match self.wrappers.take_run_dir() {
+            None => {}
+            Some(RunDir::Starts(dir)) => {
+                self.end_run(None);
+                self.run_dir = dir;
+            }
+            Some(RunDir::Ended(dir)) => self.end_run(dir),
         }
         self.summary_seen = (self.summary_seen | summary) & !open;
         self.after_summary &= !(summary | open);
@@ -326,9 +355,22 @@ impl LineSink for State {
 }
 
 impl State {
+    /// A wrapper's run ended: its failures' relative paths are relative to `dir`, or to the
+    /// directory its start named.
+    fn end_run(&mut self, dir: Option<String>) {
+        let dir = dir.or_else(|| self.run_dir.take());
+        self.run_dir = None;
+        for slot in &mut self.slots {
+            slot.parser.run_ended(dir.as_deref());
+        }
+    }
+
     /// `given`: whether the caller knew the exit status at all; `exit_code: None` with `given`
     /// means the process was killed.
-    fn judge(self, exit_code: Option<i32>, given: bool) -> Digest {
+    fn judge(mut self, exit_code: Option<i32>, given: bool) -> Digest {
+        if self.run_dir.is_some() {
+            self.end_run(None);
+        }
         let mut global = Vec::new();
         if self.scan_cut {
             global.push(DigestReason::ScanBudgetExceeded);
@@ -338,6 +380,14 @@ impl State {
         }
         if given && exit_code.is_none() {
             global.push(DigestReason::NoExitCode);
+        }
+        let scope = self.options.command.as_deref().map(scope_of);
+        // A compound command's unread line may be a whole inner run a built-in format cannot
+        // read. The gate's problem matchers are its author's word on how to read its output:
+        // a digest of their problems is judged without this rule.
+        let unread_run = scope == Some(Scope::Compound) && self.unclaimed;
+        if self.wrappers.interleaved {
+            global.push(DigestReason::InterleavedRuns);
         }
         let skip = self.tail.len().saturating_sub(self.options.tail_lines);
         let tail: Vec<String> = self
@@ -375,6 +425,7 @@ impl State {
             reasons: Vec::new(),
             compact: None,
             tail,
+            scope,
             bytes: self.bytes,
             lines: self.lines,
         };
@@ -389,15 +440,19 @@ impl State {
                 let last_word = exit_code.is_some() || report.success == Some(false);
                 (Format::ProblemMatcher, report, last_word, false)
             });
+        let mut builtin_reasons = global.clone();
+        if unread_run {
+            builtin_reasons.push(DigestReason::UnclaimedOutput);
+        }
         let Some(matched) = matched else {
-            classify(&mut d, seen, global, exit_code, any_content);
+            classify(&mut d, seen, builtin_reasons, exit_code, any_content);
             d.compact = d.compact(self.options.budget);
             return d;
         };
         // A built-in format that can stand in for the output wins.
         let builtin = d.clone();
         let backup = seen.clone();
-        classify(&mut d, seen, global.clone(), exit_code, any_content);
+        classify(&mut d, seen, builtin_reasons, exit_code, any_content);
         if d.classification != Classification::Recognised {
             d = builtin;
             let seen = with_matchers(backup, matched);

@@ -264,6 +264,12 @@ pub enum DigestReason {
     /// A runner's marker was read in the middle of a line, after a test's own output, where
     /// nothing in the output confirms it (`go test` without `-v`).
     MarkerMidLine,
+    /// The gate's command is compound (`a && b`, `a; b`) and a line no format or wrapper
+    /// explains was printed: it may be a whole inner run the digest cannot read.
+    UnclaimedOutput,
+    /// A wrapper printed the lines of several of its runs interleaved (`pnpm -r` running
+    /// packages in parallel), so no run can be read on its own.
+    InterleavedRuns,
 }
 
 impl DigestReason {
@@ -284,8 +290,24 @@ impl DigestReason {
             DigestReason::LineTooLong => "line-too-long",
             DigestReason::CountMismatch => "count-mismatch",
             DigestReason::MarkerMidLine => "marker-mid-line",
+            DigestReason::UnclaimedOutput => "unclaimed-output",
+            DigestReason::InterleavedRuns => "interleaved-runs",
         }
     }
+}
+
+/// What a gate's command line runs, read conservatively from its text (`crate::scope_of`).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum Scope {
+    /// One program with plain arguments (`pytest -q`, `npm test`).
+    Simple,
+    /// Several commands joined by `&&`, `||`, `;`, `|` or a newline: several runs in one output.
+    Compound,
+    /// Anything the reading cannot vouch for: substitutions, redirections, control flow.
+    Unknown,
 }
 
 /// The digest of one run's output.
@@ -317,6 +339,10 @@ pub struct Digest {
     /// The last lines of the normalised view (ANSI stripped, carriage returns applied), for
     /// passthrough when there is no compact form.
     pub tail: Vec<String>,
+    /// What the gate's command line is: one tool, several, or a script nobody can see into;
+    /// `None` when no command was given (a saved log).
+    #[serde(default)]
+    pub scope: Option<Scope>,
     /// Bytes of input read.
     pub bytes: u64,
     /// Lines of input read.

@@ -120,6 +120,6 @@ proptest! {
         let all = common::all();
         let f = &all[index % all.len()];
         let whole = f.digest();
-        prop_assert_eq!(chunked(&f.output, &cuts, Some(f.exit_code), &DigestOptions::default()), whole);
+        prop_assert_eq!(chunked(&f.output, &cuts, Some(f.exit_code), &f.options()), whole);
     }
 }

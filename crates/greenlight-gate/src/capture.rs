@@ -19,16 +19,18 @@ pub struct Capture {
 }
 
 impl Capture {
-    /// Keeps up to `head_limit` leading bytes.
-    pub fn new(head_limit: usize) -> Self {
-        Self::with_matchers(head_limit, &MatcherSet::default())
+    /// Keeps up to `head_limit` leading bytes of the output of the gate `command` (its
+    /// command line tells the digest whether the output holds one run or several).
+    pub fn new(head_limit: usize, command: &str) -> Self {
+        Self::with_matchers(head_limit, &MatcherSet::default(), command)
     }
 
     /// As [`Capture::new`], with the gate's problem matchers read before the raw tail.
-    pub fn with_matchers(head_limit: usize, matchers: &MatcherSet) -> Self {
+    pub fn with_matchers(head_limit: usize, matchers: &MatcherSet, command: &str) -> Self {
         let options = DigestOptions {
             max_scan_bytes: GATE_SCAN_BYTES,
             matchers: matchers.clone(),
+            command: Some(command.to_owned()),
             ..DigestOptions::default()
         };
         Self {

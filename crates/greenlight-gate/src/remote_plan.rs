@@ -321,7 +321,7 @@ impl RemotePlan {
         let outcome = self.hits.get(&index)?;
         let action = run.actions.get(&index)?;
         let gate = &config.gates[index];
-        let attempt = attempt_from(outcome, config.options.max_log_tail_bytes, matchers);
+        let attempt = attempt_from(outcome, config.options.max_log_tail_bytes, matchers, gate);
         let mut report = GateReport::from_attempt(gate, attempt);
         report.started_ms = Some(at.as_millis() as u64);
         report.cached = Some(action.hash.clone());
@@ -566,7 +566,7 @@ impl RemoteRun {
         };
         on_output.chunk(&outcome.stdout);
         on_output.chunk(&outcome.stderr);
-        let mut attempt = attempt_from(&outcome, tail_bytes, matchers);
+        let mut attempt = attempt_from(&outcome, tail_bytes, matchers, gate);
         if outcome.duration.is_none() {
             attempt.duration = started.elapsed();
         }
@@ -688,9 +688,14 @@ const MAX_DIGESTS_BYTES: u64 = 1 << 30;
 
 /// A remote result as an attempt: the same tail, digest and status a local run of the same
 /// output would give.
-fn attempt_from(outcome: &Outcome, tail_bytes: usize, matchers: &MatcherSet) -> Attempt {
+fn attempt_from(
+    outcome: &Outcome,
+    tail_bytes: usize,
+    matchers: &MatcherSet,
+    gate: &GateSpec,
+) -> Attempt {
     let mut tail = greenlight_proc::tail::TailBuffer::new(tail_bytes);
-    let mut capture = Capture::with_matchers(0, matchers);
+    let mut capture = Capture::with_matchers(0, matchers, &gate.command);
     for bytes in [&outcome.stdout, &outcome.stderr] {
         tail.push(bytes);
         capture.chunk(bytes);

@@ -47,6 +47,20 @@ pub(crate) struct Jest {
     bun_file: Option<String>,
     /// node: errors that kept a test file from loading, printed before its result.
     load_errors: LoadErrors,
+    /// node: the current run's first failure (`npm test --workspaces` runs `node --test` once
+    /// per package; each run's closing list replaces only its own progress lines).
+    node_run_start: usize,
+    /// node: the line before was a closing list's `test at file:line`.
+    after_test_at: bool,
+    /// vitest 4: the first of several `FAIL` headers printed above one shared error block
+    /// (tests that failed with the same error at the same place).
+    group: Option<usize>,
+    /// vitest and bun: the counts of the runs that ended before the current one (one run per
+    /// package under `npm test --workspaces`), and the failures they counted.
+    earlier: Option<Summary>,
+    earlier_expected: u64,
+    /// The first failure of the wrapper's current run (see [`Parser::run_ended`]).
+    run_start: usize,
 }
 
 impl Jest {
@@ -75,6 +89,12 @@ impl Jest {
             bun_unhandled: false,
             bun_file: None,
             load_errors: LoadErrors::default(),
+            node_run_start: 0,
+            after_test_at: false,
+            group: None,
+            earlier: None,
+            earlier_expected: 0,
+            run_start: 0,
         }
     }
 
@@ -105,6 +125,16 @@ impl Jest {
                 && let Some((file, l)) = message_location(t)
             {
                 f.file = Some(file);
+                f.line = Some(l);
+            }
+            return;
+        }
+        if let Some((file, l, _)) = t.strip_prefix("File: ").and_then(location)
+            && !external(file)
+        {
+            // A file that failed to transform: vite names the place itself.
+            if f.file.is_none() {
+                f.file = Some(file.to_owned());
                 f.line = Some(l);
             }
             return;
@@ -196,6 +226,10 @@ impl Jest {
             }
             return Claim::Summary;
         }
+        if t.starts_with("{\"numFailedTestSuites\":") && t.ends_with('}') {
+            // `jest --json` without `--outputFile`: the report itself, after the summary.
+            return Claim::Yes;
+        }
         if t.starts_with("Snapshots:")
             || t.starts_with("Time:")
             || t.starts_with("Ran all test suites")
@@ -226,16 +260,50 @@ impl Jest {
         Claim::No
     }
 
+    /// Gives every failure of the current vitest group (several `FAIL` headers above one error
+    /// block) what the block said about the last of them.
+    fn close_group(&mut self) {
+        let (Some(first), Some(last)) = (self.group.take(), self.block) else {
+            return;
+        };
+        let Some(shared) = self.failures.items.get(last).cloned() else {
+            return;
+        };
+        for f in self.failures.items.iter_mut().take(last).skip(first) {
+            f.file.clone_from(&shared.file);
+            f.line = shared.line;
+            f.message.clone_from(&shared.message);
+        }
+    }
+
+    /// A new run of the same runner begins: the one before keeps its counts.
+    fn next_run(&mut self) {
+        self.close_group();
+        if let Some(s) = self.summary.take() {
+            self.earlier.get_or_insert_with(Summary::default).add(&s);
+            self.earlier_expected += self.failed_count + self.errors;
+            self.failed_count = 0;
+            self.errors = 0;
+        }
+        self.active = true;
+        self.in_details = false;
+        self.block = None;
+    }
+
     fn vitest(&mut self, line: &str, t: &str) -> Claim {
         if t.starts_with("RUN  v") || t.starts_with("RUN v") {
-            self.active = true;
-            self.summary = None;
+            self.next_run();
             return Claim::Open;
         }
         if !self.active {
             return Claim::No;
         }
+        if t.starts_with("::error ") || t.starts_with("::warning ") || t.starts_with("::notice ") {
+            // The GitHub Actions reporter's annotations, one per failure already read.
+            return Claim::Yes;
+        }
         if t.starts_with('⎯') {
+            self.close_group();
             self.in_details = true;
             self.block = None;
             if t.contains("Unhandled Error") {
@@ -262,6 +330,7 @@ impl Jest {
             });
             self.failed_count = s.failed.unwrap_or(0);
             self.summary = Some(s);
+            self.close_group();
             self.in_details = false;
             self.block = None;
             return Claim::Summary;
@@ -285,7 +354,15 @@ impl Jest {
                 if name.contains(" [ ") {
                     self.errors += 1;
                 }
+                // A header right under another (whose block has not begun) joins its group.
+                let grouped = self.block.is_some() && self.want_message;
+                if !grouped {
+                    self.close_group();
+                }
                 self.push(name);
+                if !grouped {
+                    self.group = self.block;
+                }
                 return Claim::Yes;
             }
             if let Some(loc) = t.strip_prefix("❯ ") {
@@ -318,8 +395,7 @@ impl Jest {
 
     fn bun(&mut self, line: &str, t: &str) -> Claim {
         if t.starts_with("bun test v") {
-            self.active = true;
-            self.summary = None;
+            self.next_run();
             return Claim::Open;
         }
         if !self.active {
@@ -464,6 +540,7 @@ impl Jest {
 
     fn node_spec(&mut self, line: &str, t: &str) -> Claim {
         let indent = line.len() - line.trim_start().len();
+        let after_test_at = std::mem::take(&mut self.after_test_at);
         self.load_errors.line(t, self.limits.max_text);
         if let Some(rest) = t.strip_prefix("ℹ ") {
             self.active = true;
@@ -476,7 +553,7 @@ impl Jest {
             });
             let n = v.trim().parse::<u64>().ok();
             match (k, n) {
-                ("pass", Some(n)) => s.passed = Some(n),
+                ("pass", Some(n)) => s.passed = Some(s.passed.unwrap_or(0) + n),
                 ("fail", Some(n)) => {
                     s.failed = Some(s.failed.unwrap_or(0) + n);
                     self.failed_count += n;
@@ -498,7 +575,7 @@ impl Jest {
         if t == "✖ failing tests:" {
             self.active = true;
             self.node_section = true;
-            self.failures.items.clear();
+            self.failures.items.truncate(self.node_run_start);
             self.block = None;
             return Claim::Yes;
         }
@@ -506,6 +583,11 @@ impl Jest {
             .iter()
             .find_map(|p| t.strip_prefix(p).map(|r| (*p, r)));
         if let Some((mark, rest)) = status {
+            if self.node_section && !after_test_at && rest.contains("ms)") {
+                // A test's result after a closing list, not under its `test at`: the next run.
+                self.node_section = false;
+                self.node_run_start = self.failures.items.len();
+            }
             let name = match rest.rsplit_once(" (") {
                 Some((n, time)) if time.contains("ms)") => n,
                 _ => rest.split(" # ").next().unwrap_or(rest),
@@ -541,6 +623,7 @@ impl Jest {
         {
             self.node_location = Some((file.to_owned(), l));
             self.block = None;
+            self.after_test_at = true;
             return Claim::Yes;
         }
         if self.block.is_some() && (indent > 0 || t.is_empty()) {
@@ -654,7 +737,19 @@ impl Parser for Jest {
         }
     }
 
+    fn run_ended(&mut self, base: Option<&str>) {
+        self.close_group();
+        self.failures.reroot(&mut self.run_start, base);
+    }
+
     fn finish(mut self: Box<Self>) -> Report {
+        self.close_group();
+        if let Some(mut all) = self.earlier.take() {
+            if let Some(s) = &self.summary {
+                all.add(s);
+            }
+            self.summary = Some(all);
+        }
         // The failures counted come from the tool's own summary line.
         let counted = self.summary.is_some();
         if self.runner == Runner::NodeSpec {
@@ -678,7 +773,7 @@ impl Parser for Jest {
             active: self.active,
             format: Some(format),
             success,
-            expected_failures: self.failed_count + self.errors,
+            expected_failures: self.earlier_expected + self.failed_count + self.errors,
             expected_errors: 0,
             summary: self.summary,
             dropped: self.failures.dropped > 0,

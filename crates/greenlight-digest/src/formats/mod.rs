@@ -167,6 +167,13 @@ pub(crate) trait Parser {
     fn line(&mut self, line: &Line<'_>) -> Claim;
     /// Ends the input and reports.
     fn finish(self: Box<Self>) -> Report;
+    /// A wrapper's run ended (`npm error path …`, `make: Leaving directory …`): the failures
+    /// read since the last call were that run's, whose relative paths are relative to `base`
+    /// (`None`: the run named no directory). Only parsers whose tools run under workspace
+    /// wrappers keep their failures' places per run.
+    fn run_ended(&mut self, base: Option<&str>) {
+        let _ = base;
+    }
 }
 
 /// All parsers, in a fixed order (the order only matters for ties in the report).
@@ -221,6 +228,26 @@ pub(crate) struct Bounded<T> {
     pub items: Vec<T>,
     pub dropped: u64,
     cap: usize,
+}
+
+impl Bounded<Failure> {
+    /// Puts `base/` before the relative files of the failures from `*from` on, then moves
+    /// `*from` past them: they were one wrapped run's, printed relative to its directory.
+    pub(crate) fn reroot(&mut self, from: &mut usize, base: Option<&str>) {
+        let start = std::mem::replace(from, self.items.len()).min(self.items.len());
+        let Some(base) = base else { return };
+        for f in &mut self.items[start..] {
+            if let Some(file) = &mut f.file
+                && !file.starts_with('/')
+            {
+                *file = format!(
+                    "{}/{}",
+                    base.trim_end_matches('/'),
+                    file.trim_start_matches("./")
+                );
+            }
+        }
+    }
 }
 
 impl<T> Bounded<T> {

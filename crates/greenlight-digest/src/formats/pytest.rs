@@ -37,6 +37,18 @@ pub(crate) struct Pytest {
     located_by_e: bool,
     /// Indent of the current block's message line among its `E` lines.
     e_indent: Option<usize>,
+    /// Inside a block's `---- Captured stdout call ----` part: the test's own output, where a
+    /// `file.py:N:` line is not the failure's place.
+    captured: bool,
+    /// `--tb=native`: the block's `Traceback (most recent call last):` was seen; its first line
+    /// back at column 0 is the exception.
+    native: bool,
+    /// Counts of the sessions that ended before the current one (`pytest a; pytest b`).
+    earlier: Option<Summary>,
+    /// Index of the current session's first failure: a short summary names only its own.
+    session_start: usize,
+    /// The first failure of the wrapper's current run (see [`Parser::run_ended`]).
+    run_start: usize,
 }
 
 impl Pytest {
@@ -53,6 +65,11 @@ impl Pytest {
             tb_lines: Vec::new(),
             located_by_e: false,
             e_indent: None,
+            captured: false,
+            native: false,
+            earlier: None,
+            session_start: 0,
+            run_start: 0,
         }
     }
 
@@ -74,13 +91,76 @@ impl Pytest {
         Some(file.to_owned())
     }
 
-    /// The index of the failure named `id` (a node id) or whose block name ends it.
+    /// The index of the current session's failure named `id` (a node id) or whose block name
+    /// ends it (a block names a class's test `TestCart.test_total`, the node id
+    /// `test_x.py::TestCart::test_total`).
     fn find(&self, id: &str) -> Option<usize> {
-        self.failures.items.iter().position(|f| {
-            f.name == id
-                || (id.ends_with(f.name.as_str()) && id[..id.len() - f.name.len()].ends_with("::"))
-        })
+        let session = self.failures.items.get(self.session_start..)?;
+        session
+            .iter()
+            .position(|f| {
+                let tail = block_as_id(&f.name);
+                f.name == id
+                    || (id.ends_with(tail.as_str()) && id[..id.len() - tail.len()].ends_with("::"))
+            })
+            .map(|i| i + self.session_start)
     }
+
+    /// The session's closing counts. Whatever follows belongs to the next session (`-q` prints
+    /// no header to start one), and a second counts line is that session's.
+    fn counts(&mut self, s: Summary) {
+        self.fold_summary();
+        self.active = true;
+        self.summary = Some(s);
+        self.section = Section::None;
+        self.block = None;
+        self.session_start = self.failures.items.len();
+    }
+
+    /// Adds the last session's counts to the earlier sessions'.
+    fn fold_summary(&mut self) {
+        if let Some(s) = self.summary.take() {
+            self.earlier.get_or_insert_with(Summary::default).add(&s);
+        }
+    }
+
+    /// Sets the current block's place, when `file` is the project's.
+    fn locate(&mut self, i: usize, file: &str, line: u32) {
+        if let Some(file) = self.project_file(file)
+            && let Some(f) = self.failures.items.get_mut(i)
+        {
+            f.file = Some(file);
+            f.line = Some(line);
+        }
+    }
+}
+
+/// A block's name as the tail of a node id: a class's `.` becomes `::` (outside a
+/// parameter's brackets, which keep theirs).
+fn block_as_id(name: &str) -> String {
+    let params = name.find('[').unwrap_or(name.len());
+    format!("{}{}", name[..params].replace('.', "::"), &name[params..])
+}
+
+/// `id - message` of a short summary entry; a ` - ` inside the id's parameter brackets
+/// (`test_pair[a - b]`) is part of the id.
+fn split_entry(rest: &str) -> (&str, Option<&str>) {
+    let from = match (rest.find('['), rest.find(']')) {
+        (Some(open), Some(close)) if open < close && !rest[..open].contains(" - ") => close,
+        _ => 0,
+    };
+    match rest[from..].find(" - ") {
+        Some(at) => (&rest[..from + at], Some(&rest[from + at + 3..])),
+        None => (rest, None),
+    }
+}
+
+/// `File "/x/test_a.py", line 10, in test_total` (a `--tb=native` frame) → file and line.
+fn native_frame(t: &str) -> Option<(&str, u32)> {
+    let q = t.trim_start().strip_prefix("File \"")?;
+    let (file, rest) = q.split_once("\", line ")?;
+    let n = rest.split(|c: char| !c.is_ascii_digit()).next()?;
+    Some((file, n.parse().ok()?))
 }
 
 /// `==== title ====` → `title`.
@@ -93,10 +173,24 @@ fn rule_title(t: &str) -> Option<&str> {
 
 /// The final counts line, with or without the `====` decoration: `3 failed, 2 passed in 0.1s`.
 fn counts_line(t: &str) -> Option<Summary> {
-    if !t.trim_end_matches('=').trim_end().ends_with('s') {
+    let body = t.trim_matches('=').trim();
+    // A run over a minute: `1 failed in 61.04s (0:01:01)`.
+    let body = match body.rsplit_once(" (") {
+        Some((head, hms))
+            if hms.ends_with(')')
+                && hms.len() > 1
+                && hms[..hms.len() - 1]
+                    .bytes()
+                    .all(|b| b.is_ascii_digit() || b == b':' || b == b' ' || b == b',')
+                && hms.contains(':') =>
+        {
+            head
+        }
+        _ => body,
+    };
+    if !body.ends_with('s') {
         return None;
     }
-    let body = t.trim_matches('=').trim();
     let (list, time) = body.rsplit_once(" in ")?;
     if !time.ends_with('s') || !time.starts_with(|c: char| c.is_ascii_digit()) {
         return None;
@@ -156,16 +250,17 @@ impl Parser for Pytest {
         }
         if let Some(title) = rule_title(t) {
             if title == "test session starts" {
+                // A second session (`pytest a; pytest b`) is a run of its own: its counts add
+                // to the earlier ones, its short summary names its own failures.
+                self.fold_summary();
                 self.active = true;
                 self.section = Section::None;
-                self.summary = None;
+                self.block = None;
+                self.session_start = self.failures.items.len();
                 return Claim::Open;
             }
             if let Some(s) = counts_line(t) {
-                self.active = true;
-                self.summary = Some(s);
-                self.section = Section::None;
-                self.block = None;
+                self.counts(s);
                 return Claim::Summary;
             }
             let own = matches!(title, "FAILURES" | "ERRORS" | "short test summary info");
@@ -187,10 +282,7 @@ impl Parser for Pytest {
             && (self.active || t.contains(" passed") || t.contains(" failed"))
         {
             // `-q` prints the counts line without decoration.
-            self.active = true;
-            self.summary = Some(s);
-            self.section = Section::None;
-            self.block = None;
+            self.counts(s);
             return Claim::Summary;
         }
         if !self.active {
@@ -214,6 +306,8 @@ impl Parser for Pytest {
                     self.block_has_e = false;
                     self.located_by_e = false;
                     self.e_indent = None;
+                    self.captured = false;
+                    self.native = false;
                     return Claim::Yes;
                 }
                 let Some(i) = self.block else {
@@ -230,6 +324,39 @@ impl Parser for Pytest {
                     return Claim::Yes;
                 };
                 let max = self.limits.max_text;
+                if t.starts_with("---") && t.ends_with("---") && t.contains(" Captured ") {
+                    self.captured = true;
+                    return Claim::Yes;
+                }
+                if self.captured {
+                    return Claim::Yes;
+                }
+                if t == "Traceback (most recent call last):" {
+                    self.native = true;
+                    return Claim::Yes;
+                }
+                if let Some((file, n)) = native_frame(t).filter(|_| self.native) {
+                    // Frames run outermost first: the last one in the project is the place.
+                    self.locate(i, file, n);
+                    return Claim::Yes;
+                }
+                if self.native && !t.starts_with(' ') && !t.is_empty() && !self.block_has_e {
+                    // The exception line ends a native traceback.
+                    self.native = false;
+                    self.block_has_e = true;
+                    if let Some(f) = self.failures.items.get_mut(i) {
+                        f.message = Some(clip(t, max));
+                    }
+                    return Claim::Yes;
+                }
+                if let Some(at) = t.strip_prefix("file ")
+                    && let Some((file, n)) = at.rsplit_once(", line ")
+                    && let Ok(n) = n.parse::<u32>()
+                {
+                    // A fixture error names the test's definition: `file /x/test_a.py, line 18`.
+                    self.locate(i, file, n);
+                    return Claim::Yes;
+                }
                 if let Some(e) = t.strip_prefix('E').filter(|e| e.starts_with(' ')) {
                     // pytest pads `E` lines to the source's indent; within one error the least
                     // indented line is the exception itself, deeper ones continue a value or
@@ -263,7 +390,7 @@ impl Parser for Pytest {
                 } else if !t.starts_with(' ')
                     && let Some((file, l, _)) = location(t)
                     && file.ends_with(".py")
-                    && (t.contains(": ") || t.ends_with(':'))
+                    && (t.contains(": ") || t.ends_with(':') || !t.contains(' '))
                     && !self.located_by_e
                     && let Some(file) = self.project_file(file)
                     && let Some(f) = self.failures.items.get_mut(i)
@@ -278,10 +405,7 @@ impl Parser for Pytest {
             Section::Short => {
                 for (prefix, _) in [("FAILED ", ()), ("ERROR ", ())] {
                     if let Some(rest) = t.strip_prefix(prefix) {
-                        let (id, msg) = match rest.split_once(" - ") {
-                            Some((id, msg)) => (id, Some(msg)),
-                            None => (rest, None),
-                        };
+                        let (id, msg) = split_entry(rest);
                         let max = self.limits.max_text;
                         let module = id.split("::").next().unwrap_or(id);
                         let tb = self
@@ -337,8 +461,18 @@ impl Parser for Pytest {
         }
     }
 
-    fn finish(self: Box<Self>) -> Report {
-        // The failures counted come from the tool's own summary line.
+    fn run_ended(&mut self, base: Option<&str>) {
+        self.failures.reroot(&mut self.run_start, base);
+    }
+
+    fn finish(mut self: Box<Self>) -> Report {
+        if let Some(mut all) = self.earlier.take() {
+            if let Some(s) = &self.summary {
+                all.add(s);
+            }
+            self.summary = Some(all);
+        }
+        // The failures counted come from the tool's own summary lines.
         let counted = self.summary.is_some();
         let expected = self.summary.as_ref().map(Summary::failing).unwrap_or(0);
         let success = self.summary.as_ref().map(|s| s.failing() == 0);

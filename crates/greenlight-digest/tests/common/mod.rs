@@ -17,12 +17,17 @@ pub struct Fixture {
 }
 
 impl Fixture {
+    /// The default options, with the command that wrote the output (its scope is part of the
+    /// digest).
+    pub fn options(&self) -> DigestOptions {
+        DigestOptions {
+            command: self.meta["command"].as_str().map(str::to_owned),
+            ..DigestOptions::default()
+        }
+    }
+
     pub fn digest(&self) -> Digest {
-        digest(
-            &self.output,
-            Some(self.exit_code),
-            &DigestOptions::default(),
-        )
+        digest(&self.output, Some(self.exit_code), &self.options())
     }
 
     pub fn report(&self) -> Option<String> {

@@ -55,6 +55,11 @@ pub struct Args {
     #[arg(long = "matcher", value_name = "FILE")]
     matchers: Vec<PathBuf>,
 
+    /// The command line that wrote the saved output (as `sh -c` would run it): whether it is
+    /// one command or several (`a && b`, `a; b`) is part of the digest.
+    #[arg(long = "command", value_name = "LINE", conflicts_with = "command")]
+    command_line: Option<String>,
+
     /// The file to read (`-` or nothing: stdin).
     #[arg(value_name = "FILE|-", conflicts_with = "command")]
     file: Option<PathBuf>,
@@ -96,10 +101,15 @@ pub fn run(args: Args) -> i32 {
             return USAGE_ERROR;
         }
     };
+    let command = match &args.command_line {
+        Some(line) => Some(line.clone()),
+        None => (!args.command.is_empty()).then(|| command_line_of(&args.command)),
+    };
     let options = DigestOptions {
         budget: args.budget,
         format: args.format.0,
         matchers,
+        command,
         ..DigestOptions::default()
     };
     let (digest, code) = if args.command.is_empty() {
@@ -127,6 +137,35 @@ pub fn run(args: Args) -> i32 {
     };
     out!("{text}");
     code
+}
+
+/// The command line `-- CMD ARGS…` stands for: the script of `sh -c SCRIPT` (or bash's), else
+/// the words quoted as a shell would need them, so an argument holding `;` stays one word.
+fn command_line_of(argv: &[String]) -> String {
+    if let [shell, flag, script, ..] = argv
+        && matches!(
+            shell.rsplit('/').next(),
+            Some("sh" | "bash" | "dash" | "zsh")
+        )
+        && flag == "-c"
+    {
+        return script.clone();
+    }
+    let plain = |w: &str| {
+        !w.is_empty()
+            && w.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_./=:,+@%".contains(&b))
+    };
+    argv.iter()
+        .map(|w| {
+            if plain(w) {
+                w.clone()
+            } else {
+                format!("'{}'", w.replace('\'', "'\\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// Reads and checks the `--matcher` files, merged in order, as verify.yaml reads its matcher

@@ -309,3 +309,41 @@ fn a_matcher_file_github_would_refuse_is_named_with_its_place() {
         out.stderr
     );
 }
+
+/// A check's finding printed before a passing pytest run (`check; pytest`, whose exit code is
+/// pytest's 0) was digested as a clean pytest run: the command line now says it was compound,
+/// and a line no format reads makes such a digest partial.
+#[test]
+fn a_compound_command_with_a_line_no_format_reads_is_not_complete() {
+    let path = fixture("pytest/compound-unread");
+    let path = path.to_str().unwrap_or_default();
+    let alone = Cli::new(["digest", "--json", "--exit-code", "0", path]).run();
+    assert_eq!(alone.json()["classification"], "recognised");
+    assert_eq!(alone.json()["scope"], serde_json::Value::Null);
+    let line = "python3 check_config.py; python3 -m pytest -p no:cacheprovider";
+    let out = Cli::new([
+        "digest",
+        "--json",
+        "--exit-code",
+        "0",
+        "--command",
+        line,
+        path,
+    ])
+    .run();
+    assert_eq!(out.code, 0);
+    let v = out.json();
+    assert_eq!(v["classification"], "partial");
+    assert_eq!(v["scope"], "compound");
+    assert_eq!(v["reasons"], serde_json::json!(["unclaimed-output"]));
+    assert_eq!(v["compact"], serde_json::Value::Null);
+}
+
+/// `-- sh -c SCRIPT` is read as SCRIPT; a plain argv is one program.
+#[test]
+fn a_commands_scope_comes_from_what_it_runs() {
+    let compound = Cli::new(["digest", "--json", "--", "sh", "-c", "echo a; echo b"]).run();
+    assert_eq!(compound.json()["scope"], "compound");
+    let simple = Cli::new(["digest", "--json", "--", "echo", "a;b"]).run();
+    assert_eq!(simple.json()["scope"], "simple");
+}
