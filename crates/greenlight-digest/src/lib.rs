@@ -132,6 +132,8 @@ struct State {
     scan_cut: bool,
     line_cut: bool,
     any_content: bool,
+    /// Non-blank lines no parser claimed, for the formats that explain every line.
+    unclaimed: u64,
 }
 
 /// Bytes of one tail line kept.
@@ -190,6 +192,7 @@ impl StreamingDigester {
                 scan_cut: false,
                 line_cut: false,
                 any_content: false,
+                unclaimed: 0,
             },
         }
     }
@@ -293,6 +296,7 @@ impl LineSink for State {
         // a line nobody claimed after a summary is output after it.
         if !blank && claimed | open | summary == 0 {
             self.after_summary |= self.summary_seen;
+            self.unclaimed += 1;
         }
         self.summary_seen = (self.summary_seen | summary) & !open;
         self.after_summary &= !(summary | open);
@@ -362,6 +366,7 @@ impl State {
             .filter(|(_, r, _, _)| r.active)
             .collect();
         merge_build_into_tests(&mut seen);
+        drop_go_build_under_go_test(&mut seen);
 
         let mut d = Digest {
             classification: Classification::Unrecognised,
@@ -379,6 +384,7 @@ impl State {
             lines: self.lines,
         };
         let any_content = self.any_content;
+        let unclaimed = self.unclaimed;
         let matched = self
             .matchers
             .map(|m| m.finish())
@@ -390,18 +396,25 @@ impl State {
                 (Format::ProblemMatcher, report, last_word, false)
             });
         let Some(matched) = matched else {
-            classify(&mut d, seen, global, exit_code, any_content);
+            classify(&mut d, seen, global, exit_code, any_content, unclaimed);
             d.compact = d.compact(self.options.budget);
             return d;
         };
         // A built-in format that can stand in for the output wins.
         let builtin = d.clone();
         let backup = seen.clone();
-        classify(&mut d, seen, global.clone(), exit_code, any_content);
+        classify(
+            &mut d,
+            seen,
+            global.clone(),
+            exit_code,
+            any_content,
+            unclaimed,
+        );
         if d.classification != Classification::Recognised {
             d = builtin;
             let seen = with_matchers(backup, matched);
-            classify(&mut d, seen, global, exit_code, any_content);
+            classify(&mut d, seen, global, exit_code, any_content, unclaimed);
         }
         d.compact = d.compact(self.options.budget);
         d
@@ -459,6 +472,7 @@ fn classify(
     mut reasons: Vec<DigestReason>,
     exit_code: Option<i32>,
     any_content: bool,
+    unclaimed: u64,
 ) {
     if seen.is_empty() {
         reasons.push(if any_content {
@@ -494,9 +508,11 @@ fn classify(
         // A run that failed must say why: a failed test or an error, not only counts (a TAP
         // plan left short with every point `ok` and exit 1 explains nothing).
         let failed_run = exit_code.is_some_and(|c| c != 0) || report.success == Some(false);
+        let warned = report.warnings_fail && !report.diagnostics.is_empty();
         let unexplained_failure = failed_run
             && report.failures.is_empty()
             && errors == 0
+            && !warned
             && !reasons.contains(&DigestReason::SummaryContradictsExitCode);
         if explained < report.expected_failures
             || errors < report.expected_errors
@@ -507,7 +523,7 @@ fn classify(
         if report.dropped {
             reasons.push(DigestReason::DiagnosticBudgetExceeded);
         }
-        if report.unparsed {
+        if report.unparsed || (report.every_line && unclaimed > 0) {
             reasons.push(DigestReason::UnparsedLines);
         }
         // The failures listed must agree with the run's own count: fewer is a failure without
@@ -547,6 +563,14 @@ fn classify(
         d.classification = Classification::Recognised;
     }
     d.reasons = reasons;
+}
+
+/// `go test` prints a package's compile errors as `go build` does, and reads them itself:
+/// the line-based parser's reading of them is the same findings a second time.
+fn drop_go_build_under_go_test(seen: &mut Vec<Seen>) {
+    if seen.iter().any(|(f, _, _, _)| *f == Format::GoTest) {
+        seen.retain(|(_, r, _, _)| r.format != Some(Format::GoBuild));
+    }
 }
 
 /// cargo prints its build diagnostics before the tests run; they belong to the test run.

@@ -48,6 +48,14 @@ impl CargoBuild {
         };
         let (code, msg) = if let Some(r) = rest.strip_prefix('[') {
             let (code, msg) = r.split_once("]: ")?;
+            // rustc's codes are `E` and digits; deno lint prints `error[no-var]:` with the
+            // same ` --> ` location below.
+            if !code
+                .strip_prefix('E')
+                .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
+            {
+                return None;
+            }
             (Some(code.to_owned()), msg)
         } else {
             (None, rest.strip_prefix(": ")?)
@@ -243,6 +251,7 @@ impl Parser for CargoBuild {
             counted: false,
             count_mismatch: false,
             unconfirmed_markers: false,
+            ..Report::default()
         }
     }
 }

@@ -688,6 +688,7 @@ impl Parser for Jest {
             counted,
             count_mismatch: false,
             unconfirmed_markers: false,
+            ..Report::default()
         }
     }
 }

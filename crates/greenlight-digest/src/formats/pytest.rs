@@ -356,6 +356,7 @@ impl Parser for Pytest {
             counted,
             count_mismatch: false,
             unconfirmed_markers: false,
+            ..Report::default()
         }
     }
 }
