@@ -383,3 +383,14 @@ if lint_cases_wanted; then
   capture prettier clean lint/js-clean prettier "$PRETTIER_V" "" -- "$NB/prettier" --check .
   lint_truth prettier clean lint/js-clean file-list -- "$NB/prettier" --list-different .
 fi
+
+# ---- cargo build's one-line diagnostics and a failed build script ----
+# truth.json: the compiler messages of `cargo build --message-format=json` of the same project
+# (a failed build script has none: tests/lint.rs holds its place and message).
+if wanted cargo-build/short || wanted cargo-build/build-script; then
+  capture cargo-build short rust/compile-error cargo "$CARGO_V" "" -- cargo build --message-format=short
+  lint_truth cargo-build short rust/compile-error cargo-json -- 'cargo clean -q; cargo build -q --message-format=json 2>/dev/null'
+  capture cargo-build short-warn rust/warn cargo "$CARGO_V" "" -- 'cargo clean -q; cargo build --message-format=short'
+  lint_truth cargo-build short-warn rust/warn cargo-json -- 'cargo clean -q; cargo build -q --message-format=json 2>/dev/null'
+  capture cargo-build build-script rust/build-script-panic cargo "$CARGO_V" "" -- RUST_BACKTRACE=0 cargo build
+fi

@@ -3,7 +3,7 @@
 
 Usage: lint-truth.py KIND REPORT OUT
 KIND names the report's shape (gcc-json, mypy-json, ruff-json, pyright-json, shellcheck-json1,
-eslint-json, go-vet-json, biome-json, deno-json, cc-plain, file-list). truth.json is
+eslint-json, go-vet-json, biome-json, deno-json, cargo-json, cc-plain, file-list). truth.json is
 {"source": KIND, "problems": [{file, line, column, severity, code, message}]}, lines and
 columns 1-based, severity "error" or "warning", message its first line; a field the tool's
 human output does not print is null (mypy prints no column, a file list no line).
@@ -24,9 +24,19 @@ def problem(file, line, column, severity, code, message):
     }
 
 
+def json_doc(text, empty):
+    """The JSON document in a report, past any warning a tool printed around it on stderr."""
+    lines = text.splitlines(True)
+    start = next((i for i, l in enumerate(lines) if l.startswith(("{", "["))), None)
+    if start is None:
+        return empty
+    # The first document only: biome prints more lines after it.
+    return json.JSONDecoder().raw_decode("".join(lines[start:]))[0]
+
+
 def gcc_json(text):
     out = []
-    for d in json.loads(text or "[]"):
+    for d in json_doc(text, []):
         if d["kind"] == "note":
             continue
         caret = d["locations"][0]["caret"]
@@ -55,12 +65,12 @@ def mypy_json(text):
 def ruff_json(text):
     return [
         problem(d["filename"], d["location"]["row"], d["location"]["column"], "error", d["code"], d["message"])
-        for d in json.loads(text or "[]")
+        for d in json_doc(text, [])
     ]
 
 
 def pyright_json(text):
-    d = json.loads(text)
+    d = json_doc(text, {})
     return [
         problem(x["file"], x["range"]["start"]["line"] + 1, x["range"]["start"]["character"] + 1,
                 x["severity"], x.get("rule"), x["message"])
@@ -71,7 +81,7 @@ def pyright_json(text):
 def shellcheck_json1(text):
     return [
         problem(c["file"], c["line"], c["column"], c["level"], f"SC{c['code']}", c["message"])
-        for c in json.loads(text)["comments"]
+        for c in json_doc(text, {"comments": []})["comments"]
     ]
 
 
@@ -79,7 +89,7 @@ def eslint_json(text):
     return [
         problem(f["filePath"], m.get("line"), m.get("column"), "error" if m["severity"] == 2 else "warning",
                 m.get("ruleId"), m["message"])
-        for f in json.loads(text) for m in f["messages"]
+        for f in json_doc(text, []) for m in f["messages"]
     ]
 
 
@@ -101,7 +111,8 @@ def go_vet_json(text):
 
 
 def biome_json(text):
-    d = json.loads(text)
+    # biome warns on stderr that its JSON reporter is experimental.
+    d = json_doc(text, {"diagnostics": []})
     out = []
     for x in d["diagnostics"]:
         loc = x["location"]
@@ -114,8 +125,23 @@ def deno_json(text):
     return [
         problem(x["filename"].removeprefix("file://"), x["range"]["start"]["line"], x["range"]["start"]["col"] + 1,
                 "error", x["code"], x["message"])
-        for x in json.loads(text)["diagnostics"]
+        for x in json_doc(text, {"diagnostics": []})["diagnostics"]
     ]
+
+
+def cargo_json(text):
+    out = []
+    for line in text.splitlines():
+        if not line.startswith("{"):
+            continue
+        d = json.loads(line)
+        m = d.get("message") if d.get("reason") == "compiler-message" else None
+        if not m or not m["spans"] or m["level"] not in ("error", "warning"):
+            continue
+        span = next((s for s in m["spans"] if s["is_primary"]), m["spans"][0])
+        code = (m.get("code") or {}).get("code")
+        out.append(problem(span["file_name"], span["line_start"], span["column_start"], m["level"], code, m["message"]))
+    return out
 
 
 def file_list(text):

@@ -152,17 +152,13 @@ fn dialects() -> Vec<Box<dyn Dialect>> {
 /// First bytes of the lines that can start a dialect without a `file:line` location in them.
 const STARTS: &[u8] = b"FSACN[emcgl#v/Iufrh0123456789";
 
-/// Every printable ASCII byte and the lead bytes of UTF-8: a location can start a line with
-/// any of them, so the cheap filter is [`Lint::interested`], not the wake set.
-const ANY_FIRST: [u8; 94 + 64] = {
-    let mut out = [0u8; 94 + 64];
+/// Every byte: a location can start a line with any, so the cheap filter is
+/// [`Lint::interested`], not the wake set.
+const ANY_FIRST: [u8; 256] = {
+    let mut out = [0u8; 256];
     let mut i = 0;
-    while i < 94 {
-        out[i] = b'!' + i as u8;
-        i += 1;
-    }
-    while i < 94 + 64 {
-        out[i] = 0xC0 + (i - 94) as u8;
+    while i < 256 {
+        out[i] = i as u8;
         i += 1;
     }
     out
@@ -319,6 +315,12 @@ impl Parser for Lint {
         let Some(i) = self.locked else {
             return Report::default();
         };
+        // Locked by a banner alone (a make recipe's compiler command) and followed by lines
+        // that are not the tool's: not this tool's run (`make test` compiles, then tests).
+        let found_nothing = self.errors + self.others == 0 && self.count.is_none() && !self.closed;
+        if found_nothing && self.stray {
+            return Report::default();
+        }
         let dialect = &self.dialects[i];
         let found = Count {
             errors: Some(self.errors),
