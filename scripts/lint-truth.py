@@ -117,7 +117,9 @@ def biome_json(text):
     for x in d["diagnostics"]:
         loc = x["location"]
         start = loc.get("start") or {}
-        out.append(problem(loc["path"], start.get("line"), start.get("column"), x["severity"], x["category"], x["message"]))
+        # biome's places are 1-based; 0 is a finding of the whole file (format).
+        line, column = start.get("line") or None, start.get("column") or None
+        out.append(problem(loc["path"], line, column, x["severity"], x["category"], x["message"]))
     return out
 
 

@@ -190,9 +190,11 @@ fn every_lint_fixture_lists_exactly_the_tools_own_problems() {
             wrong.push(format!("{id}: read as {:?}", d.format));
         }
         let diagnostics = short_messages_cut(id, &d.diagnostics, &t.problems);
+        // cargo's short lines name no lint (`unused_variables`), only rustc's `E` codes.
+        let codes = !id.starts_with("cargo-build/short");
         let (got, want) = (
-            digest_keys(&diagnostics, &t.problems, &t.project, true),
-            truth_keys(&t.problems, &t.project, true),
+            digest_keys(&diagnostics, &t.problems, &t.project, codes),
+            truth_keys(&t.problems, &t.project, codes),
         );
         if got != want {
             wrong.push(format!("{id}:\n  digest {got:#?}\n  truth {want:#?}"));

@@ -465,9 +465,12 @@ impl Jest {
     fn node_spec(&mut self, line: &str, t: &str) -> Claim {
         let indent = line.len() - line.trim_start().len();
         self.load_errors.line(t, self.limits.max_text);
-        if let Some(rest) = t.strip_prefix("ℹ ") {
+        if let Some(rest) = t.strip_prefix("ℹ ")
+            && let (k, v) = rest.split_once(' ').unwrap_or((rest, ""))
+            // node's own counts (`ℹ tests 3`); biome marks its advice lines with `ℹ` too.
+            && (self.active || v.trim().parse::<u64>().is_ok())
+        {
             self.active = true;
-            let (k, v) = rest.split_once(' ').unwrap_or((rest, ""));
             let s = self.summary.get_or_insert(Summary {
                 passed: Some(0),
                 failed: Some(0),

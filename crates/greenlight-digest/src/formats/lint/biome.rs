@@ -16,6 +16,8 @@ pub(super) struct Biome {
     header: Option<(String, Option<u32>, Option<u32>, String)>,
     /// Inside a finding's or the trailer's indented block.
     in_block: bool,
+    /// A header's first line was not its message: the message was lost.
+    lost: bool,
 }
 
 impl Dialect for Biome {
@@ -28,7 +30,7 @@ impl Dialect for Biome {
     }
 
     fn pending(&self) -> bool {
-        self.header.is_some()
+        self.header.is_some() || self.lost
     }
 
     fn read(&mut self, t: &str) -> Read {
@@ -58,13 +60,21 @@ impl Dialect for Biome {
         if self.in_block
             && let Some(s) = t.strip_prefix("  ")
         {
+            // Plain markers, and the ones biome prints when it colours its output.
             let marked = [
                 ("× ", Severity::Error),
+                ("✖ ", Severity::Error),
                 ("! ", Severity::Warning),
+                ("⚠ ", Severity::Warning),
                 ("i ", Severity::Warning),
+                ("ℹ ", Severity::Warning),
             ]
             .into_iter()
             .find_map(|(m, sev)| s.strip_prefix(m).map(|msg| (sev, msg)));
+            // The message is the first line of the block; anything else first means it was lost.
+            if marked.is_none() && !s.trim().is_empty() && self.header.take().is_some() {
+                self.lost = true;
+            }
             if let Some((severity, msg)) = marked
                 && let Some((file, l, c, rule)) = self.header.take()
             {
@@ -77,7 +87,8 @@ impl Dialect for Biome {
             return Read::Context;
         }
         self.in_block = false;
-        if t.starts_with("Checked ") && t.contains(" file") {
+        // `Checked 2 files in 4ms. No fixes applied.` (deno's has no time).
+        if t.starts_with("Checked ") && t.contains(" file") && t.contains(" in ") {
             return Read::Closing;
         }
         if let Some(rest) = t.strip_prefix("Found ") {

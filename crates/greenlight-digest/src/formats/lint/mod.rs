@@ -149,8 +149,18 @@ fn dialects() -> Vec<Box<dyn Dialect>> {
     ]
 }
 
-/// First bytes of the lines that can start a dialect without a `file:line` location in them.
-const STARTS: &[u8] = b"FSACN[emcgl#v/Iufrh0123456789";
+/// First bytes of the lines that can start a dialect without a `file:line` location in them,
+/// as a table (asked about every line).
+const STARTS: [bool; 256] = {
+    let bytes = b"FSACN[emcgl#v/Iufrh0123456789";
+    let mut out = [false; 256];
+    let mut i = 0;
+    while i < bytes.len() {
+        out[bytes[i] as usize] = true;
+        i += 1;
+    }
+    out
+};
 
 /// Every byte: a location can start a line with any, so the cheap filter is
 /// [`Lint::interested`], not the wake set.
@@ -259,7 +269,7 @@ impl Lint {
 impl Parser for Lint {
     fn interested(&self, l: &Line<'_>) -> bool {
         self.locked.is_some()
-            || STARTS.contains(&l.first)
+            || STARTS[usize::from(l.first)]
             || has_location(l.text.as_bytes())
             || memchr::memmem::find(l.text.as_bytes(), "━━━".as_bytes()).is_some()
     }
