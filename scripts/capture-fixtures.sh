@@ -50,7 +50,7 @@ wanted() {
 needs_js=$((${#FILTERS[@]} == 0))
 for f in "${FILTERS[@]}"; do
   case "$f" in
-    cargo* | nextest* | pytest* | unittest* | go* | *shellcheck* | node-test/npm* | node-test/pnpm*) ;;
+    cargo* | nextest* | pytest* | unittest* | go* | *shellcheck* | node-test/npm* | node-test/pnpm* | gcc* | clang* | mypy* | ruff* | pyright* | biome* | deno* | prettier*) ;;
     *) needs_js=1 ;;
   esac
 done
@@ -307,4 +307,146 @@ capture_vitest4() {
 }
 if wanted vitest/v4; then
   capture_vitest4
+fi
+
+# ---- Line-based linters, type checkers, compilers and format checkers ----
+# Needs gcc, clang, make, shellcheck and go (`apt-get install gcc clang make shellcheck
+# golang-go`); mypy, ruff (pip, pinned in fixtures/projects/lint/tools/requirements.txt) and
+# biome, deno, prettier, pyright and eslint's unix formatter (npm, locked in
+# fixtures/projects/lint/tools/package-lock.json) are installed under the work directory. shellcheck, go build and eslint print nothing on a
+# clean run: they have no clean case. Beside each case, truth.json holds the problems the
+# tool's own structured report lists (scripts/lint-truth.py turns it into one shape), or, where
+# the tool has none, its one-line rendering or the mistakes planted in the project.
+lint_cases_wanted() {
+  local id
+  for id in gcc/ clang/ mypy/ ruff/ pyright/ shellcheck/ go-build/build go-build/vet biome/ deno/ prettier/ eslint/compact eslint/unix; do
+    wanted "$id" && return 0
+  done
+  return 1
+}
+
+# lint_truth FORMAT CASE DIR KIND -- CMD...: runs CMD in DIR (stdout and stderr) and stores the
+# problems of its structured report as FORMAT/CASE/truth.json.
+lint_truth() {
+  local format="$1" case="$2" dir="$3" kind="$4"
+  shift 5
+  wanted "$format/$case" || return 0
+  (cd "$WORK/$dir" && bash -c "$*") >"$WORK/truth.report" 2>&1 </dev/null || true
+  python3 "$ROOT/scripts/lint-truth.py" "$kind" "$WORK/truth.report" "$OUT/$format/$case/truth.json"
+}
+
+if lint_cases_wanted; then
+  LT="$WORK/lint/tools"
+  python3 -m venv "$LT/venv"
+  "$LT/venv/bin/pip" install --quiet --disable-pip-version-check -r "$LT/requirements.txt"
+  (cd "$LT" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+  PY="$LT/venv/bin"
+  NB="$LT/node_modules/.bin"
+
+  # gcc and clang through make, as a gate runs them; -k builds every object, -B even fresh ones.
+  capture gcc make lint/c gcc "gcc --version" "" -- make -k -B CC=gcc
+  lint_truth gcc make lint/c gcc-json -- 'for f in *.c; do gcc -Wall -Wextra -c -o /dev/null -fdiagnostics-format=json $f 2>&1; done | python3 -c "import json,sys; print(json.dumps([d for l in sys.stdin if l.startswith(\"[\") for d in json.loads(l)]))"'
+  capture gcc make-color lint/c gcc "gcc --version" "" -- make -k -B CC=gcc "CFLAGS='-Wall -Wextra -fdiagnostics-color=always'"
+  lint_truth gcc make-color lint/c gcc-json -- 'for f in *.c; do gcc -Wall -Wextra -c -o /dev/null -fdiagnostics-format=json $f 2>&1; done | python3 -c "import json,sys; print(json.dumps([d for l in sys.stdin if l.startswith(\"[\") for d in json.loads(l)]))"'
+  capture gcc clean lint/c-clean gcc "gcc --version" "" -- make -B CC=gcc
+  lint_truth gcc clean lint/c-clean gcc-json -- 'gcc -Wall -Wextra -c -o /dev/null -fdiagnostics-format=json ok.c 2>&1; true'
+  capture clang make lint/c clang "clang --version" "" -- make -k -B CC=clang
+  lint_truth clang make lint/c cc-plain -- 'for f in *.c; do clang -Wall -Wextra -fsyntax-only -fno-caret-diagnostics -fno-color-diagnostics $f; done'
+  capture clang make-color lint/c clang "clang --version" "" -- make -k -B CC=clang "CFLAGS='-Wall -Wextra -fcolor-diagnostics'"
+  lint_truth clang make-color lint/c cc-plain -- 'for f in *.c; do clang -Wall -Wextra -fsyntax-only -fno-caret-diagnostics -fno-color-diagnostics $f; done'
+  capture clang clean lint/c-clean clang "clang --version" "" -- make -B CC=clang
+  lint_truth clang clean lint/c-clean cc-plain -- 'clang -Wall -Wextra -fsyntax-only ok.c'
+
+  MYPY_V="$PY/mypy --version"
+  capture mypy errors lint/py mypy "$MYPY_V" "" -- "$PY/mypy" --no-incremental --cache-dir=/dev/null .
+  lint_truth mypy errors lint/py mypy-json -- "$PY/mypy" --no-incremental --cache-dir=/dev/null -O json .
+  capture mypy pretty lint/py mypy "$MYPY_V" "" -- "$PY/mypy" --no-incremental --cache-dir=/dev/null --pretty .
+  lint_truth mypy pretty lint/py mypy-json -- "$PY/mypy" --no-incremental --cache-dir=/dev/null -O json .
+  capture mypy color lint/py mypy "$MYPY_V" "" -- MYPY_FORCE_COLOR=1 "$PY/mypy" --no-incremental --cache-dir=/dev/null .
+  lint_truth mypy color lint/py mypy-json -- "$PY/mypy" --no-incremental --cache-dir=/dev/null -O json .
+  capture mypy clean lint/py-clean mypy "$MYPY_V" "" -- "$PY/mypy" --no-incremental --cache-dir=/dev/null .
+  lint_truth mypy clean lint/py-clean mypy-json -- "$PY/mypy" --no-incremental --cache-dir=/dev/null -O json .
+
+  RUFF_V="$PY/ruff --version"
+  RUFF="$PY/ruff"
+  capture ruff concise lint/py ruff "$RUFF_V" "" -- "$RUFF" check --no-cache --output-format=concise .
+  lint_truth ruff concise lint/py ruff-json -- "$RUFF" check --no-cache --output-format=json .
+  capture ruff full lint/py ruff "$RUFF_V" "" -- "$RUFF" check --no-cache --output-format=full .
+  lint_truth ruff full lint/py ruff-json -- "$RUFF" check --no-cache --output-format=json .
+  capture ruff full-color lint/py ruff "$RUFF_V" "" -- CLICOLOR_FORCE=1 "$RUFF" check --no-cache --output-format=full .
+  lint_truth ruff full-color lint/py ruff-json -- "$RUFF" check --no-cache --output-format=json .
+  capture ruff clean lint/py-clean ruff "$RUFF_V" "" -- "$RUFF" check --no-cache .
+  lint_truth ruff clean lint/py-clean ruff-json -- "$RUFF" check --no-cache --output-format=json .
+  capture ruff format-check lint/py ruff "$RUFF_V" "" -- "$RUFF" format --no-cache --check .
+  lint_truth ruff format-check lint/py ruff-json -- "$RUFF" format --no-cache --check --output-format=json .
+  capture ruff format-clean lint/py-clean ruff "$RUFF_V" "" -- "$RUFF" format --no-cache --check .
+  lint_truth ruff format-clean lint/py-clean ruff-json -- "$RUFF" format --no-cache --check --output-format=json .
+
+  capture pyright errors lint/py pyright "$NB/pyright --version" "" -- "$NB/pyright" .
+  lint_truth pyright errors lint/py pyright-json -- "$NB/pyright" --outputjson .
+  capture pyright clean lint/py-clean pyright "$NB/pyright --version" "" -- "$NB/pyright" .
+  lint_truth pyright clean lint/py-clean pyright-json -- "$NB/pyright" --outputjson .
+
+  SC_V="shellcheck --version | sed -n 2p"
+  capture shellcheck tty shell/lint shellcheck "$SC_V" "" -- 'shellcheck *.sh'
+  lint_truth shellcheck tty shell/lint shellcheck-json1 -- 'shellcheck -f json1 *.sh'
+  capture shellcheck tty-color shell/lint shellcheck "$SC_V" "" -- 'shellcheck --color=always *.sh'
+  lint_truth shellcheck tty-color shell/lint shellcheck-json1 -- 'shellcheck -f json1 *.sh'
+  capture shellcheck gcc shell/lint shellcheck "$SC_V" "" -- 'shellcheck -f gcc *.sh'
+  lint_truth shellcheck gcc shell/lint shellcheck-json1 -- 'shellcheck -f json1 *.sh'
+
+  # go build has no structured report of its compile errors: truth.json for go-build/build is
+  # the mistakes planted in fixtures/projects/lint/go, kept by hand (tests/lint.rs says so).
+  capture go-build build lint/go go "$GO_V" "" -- go build ./...
+  capture go-build vet go/vet go "$GO_V" "" -- go vet ./...
+  lint_truth go-build vet go/vet go-vet-json -- 'go vet -json ./...'
+
+  capture eslint compact js/eslint eslint "$JSBIN/eslint --version" "" -- "$JSBIN/eslint" -f compact .
+  lint_truth eslint compact js/eslint eslint-json -- "$JSBIN/eslint" -f json .
+  # eslint's `unix` formatter is a package of its own since eslint 9.
+  capture eslint unix js/eslint eslint "$JSBIN/eslint --version" "" -- "$JSBIN/eslint" -f "$LT/node_modules/eslint-formatter-unix/index.js" .
+  lint_truth eslint unix js/eslint eslint-json -- "$JSBIN/eslint" -f json .
+
+  # sed, not head: biome panics when its output is closed early.
+  BIOME_V="$NB/biome --version | sed -n 1p"
+  capture biome lint lint/js biome "$BIOME_V" "" -- "$NB/biome" lint .
+  lint_truth biome lint lint/js biome-json -- "$NB/biome" lint --reporter=json .
+  capture biome check lint/js biome "$BIOME_V" "" -- "$NB/biome" check .
+  lint_truth biome check lint/js biome-json -- "$NB/biome" check --reporter=json .
+  capture biome check-color lint/js biome "$BIOME_V" "" -- "$NB/biome" check --colors=force .
+  lint_truth biome check-color lint/js biome-json -- "$NB/biome" check --reporter=json .
+  capture biome clean lint/js-clean biome "$BIOME_V" "" -- "$NB/biome" lint .
+  lint_truth biome clean lint/js-clean biome-json -- "$NB/biome" lint --reporter=json .
+
+  DENO_V="$NB/deno --version | head -n 1"
+  capture deno lint lint/js deno "$DENO_V" "" -- NO_COLOR=1 "$NB/deno" lint
+  lint_truth deno lint lint/js deno-json -- "$NB/deno" lint --json
+  capture deno lint-color lint/js deno "$DENO_V" "" -- "$NB/deno" lint
+  lint_truth deno lint-color lint/js deno-json -- "$NB/deno" lint --json
+  capture deno lint-clean lint/js-clean deno "$DENO_V" "" -- "$NB/deno" lint
+  lint_truth deno lint-clean lint/js-clean deno-json -- "$NB/deno" lint --json
+  # deno fmt has no structured report: its truth is prettier's list of the same files.
+  capture deno fmt-check lint/js deno "$DENO_V" "" -- "$NB/deno" fmt --check
+  lint_truth deno fmt-check lint/js file-list -- "$NB/prettier" --list-different .
+  capture deno fmt-clean lint/js-clean deno "$DENO_V" "" -- "$NB/deno" fmt --check
+  lint_truth deno fmt-clean lint/js-clean file-list -- true
+
+  PRETTIER_V="$NB/prettier --version"
+  capture prettier check lint/js prettier "$PRETTIER_V" "" -- "$NB/prettier" --check .
+  lint_truth prettier check lint/js file-list -- "$NB/prettier" --list-different .
+  capture prettier check-color lint/js prettier "$PRETTIER_V" "" -- FORCE_COLOR=1 "$NB/prettier" --check .
+  lint_truth prettier check-color lint/js file-list -- "$NB/prettier" --list-different .
+  capture prettier clean lint/js-clean prettier "$PRETTIER_V" "" -- "$NB/prettier" --check .
+  lint_truth prettier clean lint/js-clean file-list -- "$NB/prettier" --list-different .
+fi
+
+# ---- cargo build's one-line diagnostics and a failed build script ----
+# truth.json: the compiler messages of `cargo build --message-format=json` of the same project
+# (a failed build script has none: tests/lint.rs holds its place and message).
+if wanted cargo-build/short || wanted cargo-build/build-script; then
+  capture cargo-build short rust/compile-error cargo "$CARGO_V" "" -- cargo build --message-format=short
+  lint_truth cargo-build short rust/compile-error cargo-json -- 'cargo clean -q; cargo build -q --message-format=json 2>/dev/null'
+  capture cargo-build short-warn rust/warn cargo "$CARGO_V" "" -- 'cargo clean -q; cargo build --message-format=short'
+  lint_truth cargo-build short-warn rust/warn cargo-json -- 'cargo clean -q; cargo build -q --message-format=json 2>/dev/null'
+  capture cargo-build build-script rust/build-script-panic cargo "$CARGO_V" "" -- RUST_BACKTRACE=0 cargo build
 fi

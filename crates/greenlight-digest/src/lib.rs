@@ -132,8 +132,6 @@ struct State {
     after_summary: Slots,
     /// Reads the lines npm, make, tox and the like print around the tool they run.
     wrappers: Wrappers,
-    /// A significant line that no format claimed and no wrapper explains was seen.
-    unclaimed: bool,
     /// The directory the wrapper's current run prints its paths relative to, when its start
     /// named one.
     run_dir: Option<String>,
@@ -148,6 +146,9 @@ struct State {
     scan_cut: bool,
     line_cut: bool,
     any_content: bool,
+    /// Significant lines that no format claimed and no wrapper explains: a compound command's
+    /// unread run, and a miss for the formats that explain every line.
+    unclaimed: u64,
 }
 
 /// Bytes of one tail line kept.
@@ -200,7 +201,6 @@ impl StreamingDigester {
                 summary_seen: 0,
                 after_summary: 0,
                 wrappers: Wrappers::default(),
-                unclaimed: false,
                 run_dir: None,
                 markers: finders(&MARKERS),
                 tail: VecDeque::new(),
@@ -209,6 +209,7 @@ impl StreamingDigester {
                 scan_cut: false,
                 line_cut: false,
                 any_content: false,
+                unclaimed: 0,
             },
         }
     }
@@ -313,7 +314,7 @@ impl LineSink for State {
         // a line nobody claimed after a summary is output after it.
         if !blank && claimed | open | summary == 0 && !self.wrappers.noise(text, self.lines) {
             self.after_summary |= self.summary_seen;
-            self.unclaimed = true;
+            self.unclaimed += 1;
         }
         match self.wrappers.take_run_dir() {
             None => {}
@@ -385,7 +386,7 @@ impl State {
         // A compound command's unread line may be a whole inner run a built-in format cannot
         // read. The gate's problem matchers are its author's word on how to read its output:
         // a digest of their problems is judged without this rule.
-        let unread_run = scope == Some(Scope::Compound) && self.unclaimed;
+        let unread_run = scope == Some(Scope::Compound) && self.unclaimed > 0;
         if self.wrappers.interleaved {
             global.push(DigestReason::InterleavedRuns);
         }
@@ -412,6 +413,7 @@ impl State {
             .filter(|(_, r, _, _)| r.active)
             .collect();
         merge_build_into_tests(&mut seen);
+        drop_go_build_under_go_test(&mut seen);
 
         let mut d = Digest {
             classification: Classification::Unrecognised,
@@ -430,6 +432,7 @@ impl State {
             lines: self.lines,
         };
         let any_content = self.any_content;
+        let unclaimed = self.unclaimed;
         let matched = self
             .matchers
             .map(|m| m.finish())
@@ -445,18 +448,32 @@ impl State {
             builtin_reasons.push(DigestReason::UnclaimedOutput);
         }
         let Some(matched) = matched else {
-            classify(&mut d, seen, builtin_reasons, exit_code, any_content);
+            classify(
+                &mut d,
+                seen,
+                builtin_reasons,
+                exit_code,
+                any_content,
+                unclaimed,
+            );
             d.compact = d.compact(self.options.budget);
             return d;
         };
         // A built-in format that can stand in for the output wins.
         let builtin = d.clone();
         let backup = seen.clone();
-        classify(&mut d, seen, builtin_reasons, exit_code, any_content);
+        classify(
+            &mut d,
+            seen,
+            builtin_reasons,
+            exit_code,
+            any_content,
+            unclaimed,
+        );
         if d.classification != Classification::Recognised {
             d = builtin;
             let seen = with_matchers(backup, matched);
-            classify(&mut d, seen, global, exit_code, any_content);
+            classify(&mut d, seen, global, exit_code, any_content, unclaimed);
         }
         d.compact = d.compact(self.options.budget);
         d
@@ -514,6 +531,7 @@ fn classify(
     mut reasons: Vec<DigestReason>,
     exit_code: Option<i32>,
     any_content: bool,
+    unclaimed: u64,
 ) {
     if seen.is_empty() {
         reasons.push(if any_content {
@@ -549,9 +567,11 @@ fn classify(
         // A run that failed must say why: a failed test or an error, not only counts (a TAP
         // plan left short with every point `ok` and exit 1 explains nothing).
         let failed_run = exit_code.is_some_and(|c| c != 0) || report.success == Some(false);
+        let warned = report.warnings_fail && !report.diagnostics.is_empty();
         let unexplained_failure = failed_run
             && report.failures.is_empty()
             && errors == 0
+            && !warned
             && !reasons.contains(&DigestReason::SummaryContradictsExitCode);
         if explained < report.expected_failures
             || errors < report.expected_errors
@@ -562,7 +582,7 @@ fn classify(
         if report.dropped {
             reasons.push(DigestReason::DiagnosticBudgetExceeded);
         }
-        if report.unparsed {
+        if report.unparsed || (report.every_line && unclaimed > 0) {
             reasons.push(DigestReason::UnparsedLines);
         }
         // The failures listed must agree with the run's own count: fewer is a failure without
@@ -602,6 +622,14 @@ fn classify(
         d.classification = Classification::Recognised;
     }
     d.reasons = reasons;
+}
+
+/// `go test` prints a package's compile errors as `go build` does, and reads them itself:
+/// the line-based parser's reading of them is the same findings a second time.
+fn drop_go_build_under_go_test(seen: &mut Vec<Seen>) {
+    if seen.iter().any(|(f, _, _, _)| *f == Format::GoTest) {
+        seen.retain(|(_, r, _, _)| r.format != Some(Format::GoBuild));
+    }
 }
 
 /// cargo prints its build diagnostics before the tests run; they belong to the test run.

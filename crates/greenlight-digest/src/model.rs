@@ -65,8 +65,28 @@ pub enum Format {
     Jest,
     /// The TypeScript compiler (plain and `--pretty`).
     Tsc,
-    /// eslint's default `stylish` formatter.
+    /// eslint: its default `stylish` formatter, and `compact` and `unix`.
     Eslint,
+    /// gcc, alone or run by make.
+    Gcc,
+    /// clang, alone or run by make.
+    Clang,
+    /// mypy (plain and `--pretty`).
+    Mypy,
+    /// ruff: `check` (concise and full) and `format --check`.
+    Ruff,
+    /// pyright.
+    Pyright,
+    /// shellcheck (`tty` and `gcc` formats).
+    Shellcheck,
+    /// `go build` and `go vet` run on their own (the same lines).
+    GoBuild,
+    /// biome (`lint`, `check`, `format`).
+    Biome,
+    /// `deno lint` and `deno fmt --check`.
+    Deno,
+    /// `prettier --check`.
+    Prettier,
     /// Problems found by GitHub problem matchers ([`crate::DigestOptions::matchers`]) in output
     /// no built-in format recognised.
     ProblemMatcher,
@@ -76,7 +96,7 @@ pub enum Format {
 
 impl Format {
     /// Every format name `--format` accepts, in documentation order.
-    pub const ALL: [Format; 16] = [
+    pub const ALL: [Format; 26] = [
         Format::CargoTest,
         Format::Nextest,
         Format::CargoBuild,
@@ -91,6 +111,16 @@ impl Format {
         Format::Jest,
         Format::Tsc,
         Format::Eslint,
+        Format::Gcc,
+        Format::Clang,
+        Format::Mypy,
+        Format::Ruff,
+        Format::Pyright,
+        Format::Shellcheck,
+        Format::GoBuild,
+        Format::Biome,
+        Format::Deno,
+        Format::Prettier,
         Format::ProblemMatcher,
         Format::Mixed,
     ];
@@ -112,6 +142,16 @@ impl Format {
             Format::Jest => "jest",
             Format::Tsc => "tsc",
             Format::Eslint => "eslint",
+            Format::Gcc => "gcc",
+            Format::Clang => "clang",
+            Format::Mypy => "mypy",
+            Format::Ruff => "ruff",
+            Format::Pyright => "pyright",
+            Format::Shellcheck => "shellcheck",
+            Format::GoBuild => "go-build",
+            Format::Biome => "biome",
+            Format::Deno => "deno",
+            Format::Prettier => "prettier",
             Format::ProblemMatcher => "problem-matcher",
             Format::Mixed => "mixed",
         }

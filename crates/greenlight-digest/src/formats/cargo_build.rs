@@ -1,5 +1,7 @@
 //! cargo / rustc / clippy build output: `error[E…]:` and `warning:` headers with their `-->`
-//! location, and cargo's `could not compile` / `Finished` lines.
+//! location (or, with `--message-format=short`, one `file:l:c: error[E…]: msg` line each),
+//! a failed build script's block (its panic's place and message), and cargo's `could not
+//! compile` / `Finished` lines.
 //!
 //! One rule: a header becomes a diagnostic only when rustc's ` --> ` location line follows it
 //! (or it carries an `[E…]` code); a bare `error: …` line from some other tool is not ours.
@@ -21,6 +23,17 @@ pub(crate) struct CargoBuild {
     pending: Option<Diagnostic>,
     /// Inside the source excerpt of the last diagnostic (index, when kept).
     in_block: Option<Option<usize>>,
+    /// Inside a failed build script's `Caused by:` block: its diagnostic, until the script's
+    /// panic names its place and message.
+    build_script: Option<BuildScript>,
+}
+
+/// A build script that failed: cargo's header, then the script's own output indented.
+#[derive(Debug)]
+struct BuildScript {
+    diagnostic: Diagnostic,
+    /// The panic's place was read; its message is the next line.
+    message_next: bool,
 }
 
 impl CargoBuild {
@@ -35,6 +48,7 @@ impl CargoBuild {
             diagnostics: Bounded::new(limits.max_items),
             pending: None,
             in_block: None,
+            build_script: None,
         }
     }
 
@@ -48,6 +62,14 @@ impl CargoBuild {
         };
         let (code, msg) = if let Some(r) = rest.strip_prefix('[') {
             let (code, msg) = r.split_once("]: ")?;
+            // rustc's codes are `E` and digits; deno lint prints `error[no-var]:` with the
+            // same ` --> ` location below.
+            if !code
+                .strip_prefix('E')
+                .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
+            {
+                return None;
+            }
             (Some(code.to_owned()), msg)
         } else {
             (None, rest.strip_prefix(": ")?)
@@ -61,6 +83,51 @@ impl CargoBuild {
             message: clip(msg, self.limits.max_text),
             owner: None,
         })
+    }
+
+    /// `--message-format=short`: `src/lib.rs:3:13: error[E0425]: message`.
+    fn short(&self, line: &str) -> Option<Diagnostic> {
+        let (loc, rest) = line.split_once(": ")?;
+        let (file, l, c) = location(loc)?;
+        if !file.ends_with(".rs") || loc.contains(' ') {
+            return None;
+        }
+        let mut d = self.header(rest)?;
+        d.file = Some(file.to_owned());
+        d.line = Some(l);
+        d.column = c;
+        Some(d)
+    }
+
+    /// A line of a failed build script's block: the panic's place and message become the
+    /// diagnostic's; the rest (`Caused by:`, the script's stdout) is the block's.
+    fn build_script_line(&mut self, line: &str) -> Option<Claim> {
+        let script = self.build_script.as_mut()?;
+        if !line.is_empty()
+            && !line.starts_with("  ")
+            && line != "Caused by:"
+            && !line.starts_with("note: ")
+        {
+            let done = self.build_script.take()?;
+            self.diagnostics.push(done.diagnostic);
+            return None;
+        }
+        let t = line.trim();
+        if script.message_next && !t.is_empty() {
+            script.diagnostic.message = clip(t, self.limits.max_text);
+            script.message_next = false;
+        } else if let Some(at) = t
+            .strip_prefix("thread '")
+            .and_then(|r| r.split_once(" panicked at "))
+            .map(|(_, at)| at)
+            && let Some((file, l, c)) = location(at)
+        {
+            script.diagnostic.file = Some(file.to_owned());
+            script.diagnostic.line = Some(l);
+            script.diagnostic.column = c;
+            script.message_next = true;
+        }
+        Some(Claim::Yes)
     }
 
     /// Keeps a pending header as a diagnostic when it has a code (no location to wait for).
@@ -84,7 +151,7 @@ impl Parser for CargoBuild {
     }
 
     fn engaged(&self) -> bool {
-        self.active || self.pending.is_some()
+        self.active || self.pending.is_some() || self.build_script.is_some()
     }
 
     fn line(&mut self, l: &Line<'_>) -> Claim {
@@ -105,6 +172,40 @@ impl Parser for CargoBuild {
             return Claim::Yes;
         }
         self.settle_pending();
+        if let Some(claim) = self.build_script_line(line) {
+            return claim;
+        }
+        if let Some(rest) = line.strip_prefix("error: failed to run custom build command for `") {
+            // cargo prints no `could not compile` after it: this is the run's last word.
+            self.active = true;
+            self.failed = true;
+            self.errors += 1;
+            let name = rest.split('`').next().unwrap_or_default();
+            self.build_script = Some(BuildScript {
+                diagnostic: Diagnostic {
+                    severity: Severity::Error,
+                    file: None,
+                    line: None,
+                    column: None,
+                    code: None,
+                    message: clip(
+                        &format!("build script of {name} failed"),
+                        self.limits.max_text,
+                    ),
+                    owner: None,
+                },
+                message_next: false,
+            });
+            self.in_block = None;
+            return Claim::Summary;
+        }
+        if self.active
+            && let Some(d) = self.short(line)
+        {
+            self.diagnostics.push(d);
+            self.in_block = None;
+            return Claim::Yes;
+        }
         let b = line.as_bytes();
         if b.first().is_some_and(|c| *c == b'e' || *c == b'w') {
             if let Some(rest) = line.strip_prefix("error: could not compile `") {
@@ -218,6 +319,9 @@ impl Parser for CargoBuild {
 
     fn finish(mut self: Box<Self>) -> Report {
         self.settle_pending();
+        if let Some(script) = self.build_script.take() {
+            self.diagnostics.push(script.diagnostic);
+        }
         let kept_warnings = self
             .diagnostics
             .items
@@ -243,6 +347,7 @@ impl Parser for CargoBuild {
             counted: false,
             count_mismatch: false,
             unconfirmed_markers: false,
+            ..Report::default()
         }
     }
 }

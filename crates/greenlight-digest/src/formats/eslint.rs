@@ -127,6 +127,7 @@ impl Parser for Eslint {
             counted: false,
             count_mismatch: false,
             unconfirmed_markers: false,
+            ..Report::default()
         }
     }
 }

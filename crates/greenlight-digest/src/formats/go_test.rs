@@ -305,7 +305,8 @@ impl GoTest {
                 && file.ends_with(".go")
                 && let Some((_, msg)) = t.split_once(": ")
             {
-                self.active = true;
+                // Not `go test`'s until its `FAIL pkg [build failed]` line: `go build` and
+                // `go vet` print the same findings (read by the line-based parser).
                 self.explained_in_package = true;
                 self.diagnostics.push(Diagnostic {
                     severity: Severity::Error,
@@ -588,6 +589,7 @@ impl Parser for GoTest {
             counted: false,
             count_mismatch: self.missing_result,
             unconfirmed_markers: self.unconfirmed,
+            ..Report::default()
         }
     }
 }

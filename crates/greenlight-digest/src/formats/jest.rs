@@ -542,9 +542,12 @@ impl Jest {
         let indent = line.len() - line.trim_start().len();
         let after_test_at = std::mem::take(&mut self.after_test_at);
         self.load_errors.line(t, self.limits.max_text);
-        if let Some(rest) = t.strip_prefix("ℹ ") {
+        if let Some(rest) = t.strip_prefix("ℹ ")
+            && let (k, v) = rest.split_once(' ').unwrap_or((rest, ""))
+            // node's own counts (`ℹ tests 3`); biome marks its advice lines with `ℹ` too.
+            && (self.active || v.trim().parse::<u64>().is_ok())
+        {
             self.active = true;
-            let (k, v) = rest.split_once(' ').unwrap_or((rest, ""));
             let s = self.summary.get_or_insert(Summary {
                 passed: Some(0),
                 failed: Some(0),
@@ -783,6 +786,7 @@ impl Parser for Jest {
             counted,
             count_mismatch: false,
             unconfirmed_markers: false,
+            ..Report::default()
         }
     }
 }

@@ -215,6 +215,7 @@ impl Parser for Libtest {
             counted,
             count_mismatch: false,
             unconfirmed_markers: false,
+            ..Report::default()
         }
     }
 }

@@ -188,6 +188,7 @@ impl Parser for Mocha {
             counted,
             count_mismatch: false,
             unconfirmed_markers: false,
+            ..Report::default()
         }
     }
 }

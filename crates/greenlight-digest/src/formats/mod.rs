@@ -11,6 +11,7 @@ pub(crate) mod eslint;
 pub(crate) mod go_test;
 pub(crate) mod jest;
 pub(crate) mod libtest;
+pub(crate) mod lint;
 pub(crate) mod mocha;
 pub(crate) mod nextest;
 pub(crate) mod pytest;
@@ -69,6 +70,12 @@ pub(crate) struct Report {
     /// A runner's marker was read in the middle of a line where nothing in the output could
     /// confirm it was the runner's and not a test's own output.
     pub unconfirmed_markers: bool,
+    /// A warning alone fails the run (shellcheck exits 1 on a note), so a failed run whose
+    /// findings are all warnings is explained.
+    pub warnings_fail: bool,
+    /// The format explains every line of its output: a line no parser claimed makes the digest
+    /// `unparsed-lines` (line-based linters and compilers, see [`lint`]).
+    pub every_line: bool,
 }
 
 /// One normalised line with the features every parser's first check needs, computed once.
@@ -208,13 +215,30 @@ pub(crate) fn all(limits: Limits) -> Vec<(Format, Box<dyn Parser>)> {
         ),
         (Format::Tsc, Box::new(tsc::Tsc::new(limits))),
         (Format::Eslint, Box::new(eslint::Eslint::new(limits))),
+        (LINT_SLOT, Box::new(lint::Lint::new(limits))),
     ]
 }
 
+/// The slot of the one parser that reads every line-based linter and compiler ([`lint`]); it
+/// reports the format it read itself.
+const LINT_SLOT: Format = Format::Gcc;
+
 /// The parser slot that reads `format` when a caller forces it (`--format`). node's TAP
-/// reporter is read by the TAP parser, which reports `node-test` itself.
+/// reporter is read by the TAP parser, which reports `node-test` itself; the line-based tools
+/// are all read by the [`lint`] parser (eslint's `compact` and `unix` too).
 pub(crate) fn parser_slots(format: Format) -> [Format; 2] {
     match format {
+        Format::Eslint => [Format::Eslint, LINT_SLOT],
+        Format::Gcc
+        | Format::Clang
+        | Format::Mypy
+        | Format::Ruff
+        | Format::Pyright
+        | Format::Shellcheck
+        | Format::GoBuild
+        | Format::Biome
+        | Format::Deno
+        | Format::Prettier => [LINT_SLOT, LINT_SLOT],
         Format::NodeTest => [Format::NodeTest, Format::Tap],
         Format::CargoTest => [Format::CargoTest, Format::CargoBuild],
         Format::Nextest => [Format::Nextest, Format::CargoBuild],

@@ -176,6 +176,7 @@ impl Parser for Nextest {
             counted,
             count_mismatch: false,
             unconfirmed_markers: false,
+            ..Report::default()
         }
     }
 }

@@ -490,6 +490,7 @@ impl Parser for Pytest {
             counted,
             count_mismatch: false,
             unconfirmed_markers: false,
+            ..Report::default()
         }
     }
 }

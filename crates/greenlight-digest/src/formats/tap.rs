@@ -451,6 +451,7 @@ impl Parser for Tap {
             counted: self.has_counts,
             count_mismatch: self.plan.is_some() && !plan_met && !self.bailed,
             unconfirmed_markers: false,
+            ..Report::default()
         }
     }
 }

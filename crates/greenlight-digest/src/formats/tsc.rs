@@ -115,7 +115,10 @@ impl Parser for Tsc {
                 Claim::Summary
             };
         }
-        if let Some(rest) = t.strip_prefix("Found ")
+        // Only after a diagnostic of tsc's own: mypy, ruff and biome close with `Found N
+        // errors` too, and tsc prints nothing when it finds nothing.
+        if self.active
+            && let Some(rest) = t.strip_prefix("Found ")
             && (rest.contains(" error") || rest.contains(" errors"))
         {
             self.active = true;
@@ -169,6 +172,7 @@ impl Parser for Tsc {
             counted: false,
             count_mismatch: false,
             unconfirmed_markers: false,
+            ..Report::default()
         }
     }
 }

@@ -183,6 +183,7 @@ impl Parser for Unittest {
             counted,
             count_mismatch: false,
             unconfirmed_markers: false,
+            ..Report::default()
         }
     }
 }
