@@ -315,6 +315,8 @@ impl LineSink for State {
         if !blank && claimed | open | summary == 0 && !self.wrappers.noise(text, self.lines) {
             self.after_summary |= self.summary_seen;
             self.unclaimed += 1;
+        } else if claimed | open | summary != 0 {
+            self.wrappers.claimed(text);
         }
         match self.wrappers.take_run_dir() {
             None => {}

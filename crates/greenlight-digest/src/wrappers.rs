@@ -85,6 +85,16 @@ impl Wrappers {
         noise
     }
 
+    /// `text`, a line a format claimed, as a wrapper line too: make's directory changes are
+    /// also the context of a compiler's findings (the line-based parser claims them), and still
+    /// say where the next run's paths are relative to.
+    pub(crate) fn claimed(&mut self, text: &str) {
+        let t = text.trim_end();
+        if make(t) {
+            self.run_dir = run_dir(t);
+        }
+    }
+
     fn read(&mut self, text: &str, at: u64) -> bool {
         let t = text.trim_end();
         if self.npm_header_at.is_some_and(|h| h + 1 == at) && t.starts_with("> ") {
