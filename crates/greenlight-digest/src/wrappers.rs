@@ -215,8 +215,10 @@ fn yarn(t: &str) -> bool {
         || (t.starts_with("Done in ") && (t.ends_with('s') || t.ends_with("s.")))
 }
 
-/// `make: *** [Makefile:3: test] Error 1`, `make[1]: Entering directory '/x/calc'`.
-fn make(t: &str) -> bool {
+/// make's own lines: `make: *** [Makefile:3: test] Error 1`, `make[1]: Entering directory
+/// '/x/calc'`, `make: Target 'all' not remade because of errors.`, `make: 'a.o' is up to date.`
+/// (also the context of a compiler's findings, `formats/lint/cc`).
+pub(crate) fn make(t: &str) -> bool {
     let rest = t
         .strip_prefix("make")
         .or_else(|| t.strip_prefix("gmake"))
@@ -234,7 +236,9 @@ fn make(t: &str) -> bool {
     msg.starts_with("*** ")
         || msg.starts_with("Entering directory ")
         || msg.starts_with("Leaving directory ")
-        || msg.starts_with("Nothing to be done for ")
+        || msg.starts_with("Nothing to be done")
+        || msg.starts_with("Target ")
+        || msg.ends_with(" is up to date.")
 }
 
 /// `error: Recipe `test` failed on line 3 with exit code 1`.

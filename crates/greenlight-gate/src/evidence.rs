@@ -166,7 +166,10 @@ pub fn work_evidence(
     let (commits_all, commits, status, flagged) = std::thread::scope(|s| {
         let all = s.spawn(|| count(&[]));
         let work = s.spawn(|| count(&["--", ":(top)", &exclude]));
-        let flagged = s.spawn(|| flagged_changes(cwd));
+        let flagged = s.spawn(|| {
+            let listed = status.index().map_err(|failure| failure.to_string())?;
+            flagged_changes(cwd, listed)
+        });
         let status = status.wait().map_err(|failure| Error::Git {
             what: "running git status".into(),
             detail: failure.to_string(),
@@ -199,10 +202,9 @@ pub fn work_evidence(
 }
 
 /// Counts the files marked `assume-unchanged` or `skip-worktree` (which `git status` does not
-/// look at) whose content differs from their index entry, contracts excluded.
-fn flagged_changes(cwd: &Path) -> Result<u64, String> {
-    let listed =
-        git(cwd, &["ls-files", "-z", "-v", "--stage", "--full-name"]).map_err(|e| e.to_string())?;
+/// look at) whose content differs from their index entry, contracts excluded; `listed` is the
+/// run's `ls-files -z -v --stage --full-name`.
+fn flagged_changes(cwd: &Path, listed: &[u8]) -> Result<u64, String> {
     // Asked only when a file is flagged: most worktrees have none, and each git process
     // costs a verify run several milliseconds.
     let mut top = None;

@@ -1,10 +1,12 @@
-//! The one `git status` a run shares: work-evidence counts its entries, and the workspace
-//! listing takes the worktree's untracked files from it, so git walks the directories once per
-//! run instead of twice (once for `status`, once for `ls-files -o`).
+//! The git reads a run shares: one `git status`, whose count is work-evidence and whose
+//! untracked files the workspace listing takes, so git walks the directories once per run
+//! instead of twice (once for `status`, once for `ls-files -o`); and one `ls-files --stage` of
+//! the index, whose paths the listing keys and whose `assume-unchanged` / `skip-worktree` flags
+//! work-evidence checks.
 //!
-//! It runs on a thread of its own from the moment the run starts; each reader waits for it.
-//! `core.fsmonitor` and `core.untrackedCache` are off for it, as for every listing: either
-//! would let git answer from what it remembers instead of what is on disk.
+//! Both run on threads of their own from the moment the run starts; each reader waits for the
+//! one it needs. `core.fsmonitor` and `core.untrackedCache` are off, as for every listing:
+//! either would let git answer from what it remembers instead of what is on disk.
 
 use std::ops::Deref;
 use std::path::Path;
@@ -12,25 +14,30 @@ use std::sync::{Arc, OnceLock};
 
 use greenlight_proc::git::Failure;
 
-/// A `git status --porcelain -z --untracked-files=all` of a worktree, computed once.
+/// One answer of git, set once by the thread that asked.
+type Answer = OnceLock<Result<Vec<u8>, Failure>>;
+
+/// A `git status --porcelain -z --untracked-files=all` and a `git ls-files -z -v --stage
+/// --full-name -- :/` of a worktree, each computed once.
 #[derive(Debug, Default)]
 pub struct SharedStatus {
-    answer: OnceLock<Result<Vec<u8>, Failure>>,
+    status: Answer,
+    index: Answer,
 }
 
-/// Fills the answer when the thread ends without one (a panic), so no reader waits forever.
-struct Fill(Arc<SharedStatus>);
+/// Fills an answer when its thread ends without one (a panic), so no reader waits forever.
+struct Fill<F: Fn(&SharedStatus) -> &Answer>(Arc<SharedStatus>, F);
 
-impl Drop for Fill {
+impl<F: Fn(&SharedStatus) -> &Answer> Drop for Fill<F> {
     fn drop(&mut self) {
-        let _ = self.0.answer.set(Err(Failure::Spawn {
+        let _ = (self.1)(&self.0).set(Err(Failure::Spawn {
             source: std::io::Error::other("the thread running it ended without an answer"),
         }));
     }
 }
 
-/// The run's handle on its status: dropping it waits for git, so no `git status` outlives the
-/// run, whichever way the run ends.
+/// The run's handle on its git reads: dropping it waits for both, so no git process outlives
+/// the run, whichever way the run ends.
 #[derive(Debug)]
 pub struct StatusRun(Arc<SharedStatus>);
 
@@ -51,35 +58,63 @@ impl Deref for StatusRun {
 impl Drop for StatusRun {
     fn drop(&mut self) {
         let _ = self.0.wait();
+        let _ = self.0.index();
     }
 }
 
 impl SharedStatus {
-    /// Starts `git status` in `cwd` on a thread of its own.
+    /// Starts `git status` and the index listing in `cwd`, each on a thread of its own.
     pub fn start(cwd: &Path) -> StatusRun {
         let shared = Arc::new(SharedStatus::default());
-        let fill = Fill(Arc::clone(&shared));
-        let cwd = cwd.to_path_buf();
-        std::thread::spawn(move || {
-            let answer = greenlight_proc::git::output(greenlight_proc::git::command(&cwd).args([
-                "-c",
-                "core.fsmonitor=false",
-                "-c",
-                "core.untrackedCache=false",
-                "status",
-                "--porcelain",
-                "-z",
-                "--untracked-files=all",
-            ]));
-            let _ = fill.0.answer.set(answer);
-        });
+        ask(
+            &shared,
+            cwd,
+            |s| &s.status,
+            &["status", "--porcelain", "-z", "--untracked-files=all"],
+        );
+        ask(
+            &shared,
+            cwd,
+            |s| &s.index,
+            // `:/`: the whole worktree's index, from whichever directory the run started in.
+            &["ls-files", "-z", "-v", "--stage", "--full-name", "--", ":/"],
+        );
         StatusRun(shared)
     }
 
-    /// Git's output, once it is there.
+    /// `git status`'s output, once it is there.
     pub fn wait(&self) -> Result<&[u8], &Failure> {
-        self.answer.wait().as_deref()
+        self.status.wait().as_deref()
     }
+
+    /// The index listing (`<tag> <mode> <oid> <stage>\t<path>` records, paths relative to the
+    /// worktree's top), once it is there.
+    pub fn index(&self) -> Result<&[u8], &Failure> {
+        self.index.wait().as_deref()
+    }
+}
+
+/// Runs `git ARGS` in `cwd` on a thread of its own, into the answer `slot` picks.
+fn ask(
+    shared: &Arc<SharedStatus>,
+    cwd: &Path,
+    slot: fn(&SharedStatus) -> &Answer,
+    args: &'static [&'static str],
+) {
+    let fill = Fill(Arc::clone(shared), slot);
+    let cwd = cwd.to_path_buf();
+    std::thread::spawn(move || {
+        let mut cmd = greenlight_proc::git::command(&cwd);
+        cmd.args([
+            "-c",
+            "core.fsmonitor=false",
+            "-c",
+            "core.untrackedCache=false",
+        ])
+        .args(args);
+        let answer = greenlight_proc::git::output(&mut cmd);
+        let _ = (fill.1)(&fill.0).set(answer);
+    });
 }
 
 /// The untracked paths of a `git status --porcelain -z` output (`??` entries; an embedded

@@ -177,8 +177,9 @@ pub fn listing(worktree: &Path) -> Result<Listing, String> {
 /// The listing of the worktree containing `worktree`, taking ids from `known(top)` where a
 /// file's metadata is unchanged. `under`: only paths under these (worktree-relative, no glob),
 /// for a second look at what some gates depend on; `None` lists everything. `status`: the
-/// run's `git status` of this worktree, whose untracked files are then not listed again
-/// (`ls-files` reads only the index, and the tracked files are read while status runs).
+/// run's git reads of this worktree, whose index listing names the tracked files and whose
+/// `git status` the untracked ones, so nothing is listed again (the tracked files are read
+/// while status runs).
 pub fn listing_with(
     worktree: &Path,
     known: impl FnOnce(&Path) -> StatCache + Send,
@@ -189,16 +190,20 @@ pub fn listing_with(
     let mut found = Found::default();
     // Status lists the whole worktree: a listing of some paths lists its untracked ones itself.
     let status = status.filter(|_| under.is_none());
-    let untracked = if status.is_some() {
-        Untracked::FromStatus
-    } else {
-        Untracked::Listed
-    };
     // The stat cache is read and parsed while git lists the paths: both take tens of
     // milliseconds on a large worktree, and neither needs the other.
     let known = std::thread::scope(|s| {
         let known = s.spawn(|| known(&repo.top));
-        let listed = collect(&repo.top, b"", under, untracked, 0, &mut found);
+        let listed = match status {
+            // The run has read the index already.
+            Some(status) => status
+                .index()
+                .map_err(|failure| {
+                    format!("`git ls-files` in {} failed: {failure}", worktree.display())
+                })
+                .and_then(|index| take_records(&repo.top, b"", index, 0, &mut found)),
+            None => collect(&repo.top, b"", under, 0, &mut found),
+        };
         let known = known.join().unwrap_or_default();
         listed.map(|()| known)
     })?;
@@ -319,22 +324,12 @@ struct Found {
     unkeyable: BTreeMap<Vec<u8>, String>,
 }
 
-/// Where a listing's untracked files come from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Untracked {
-    /// `ls-files -o` lists them with the index.
-    Listed,
-    /// The run's `git status` has them: `ls-files` reads the index only.
-    FromStatus,
-}
-
 /// Lists the repository at `top` (its paths prefixed with `prefix` in the result), recursing
 /// into submodules and copied-in submodule directories.
 fn collect(
     top: &Path,
     prefix: &[u8],
     under: Option<&[Vec<u8>]>,
-    untracked: Untracked,
     depth: usize,
     found: &mut Found,
 ) -> Result<(), String> {
@@ -347,13 +342,12 @@ fn collect(
         "-z",
         "-t",
         "--stage",
+        "-o",
+        "--exclude-standard",
     ]
     .iter()
     .map(OsString::from)
     .collect();
-    if untracked == Untracked::Listed {
-        args.extend(["-o", "--exclude-standard"].map(OsString::from));
-    }
     if let Some(under) = under {
         args.push("--".into());
         for path in under {
@@ -363,6 +357,18 @@ fn collect(
         }
     }
     let out = git_os(top, &args, None)?;
+    take_records(top, prefix, &out, depth, found)
+}
+
+/// The files of `ls-files -z --stage` records (`-t` or `-v` tags; with `-o`, untracked ones
+/// too) of the repository at `top`, listed under `prefix`.
+fn take_records(
+    top: &Path,
+    prefix: &[u8],
+    out: &[u8],
+    depth: usize,
+    found: &mut Found,
+) -> Result<(), String> {
     let joined = |path: &[u8]| [prefix, path].concat();
     let mut last: Option<&[u8]> = None;
     for record in out.split(|&b| b == 0).filter(|r| !r.is_empty()) {
@@ -430,7 +436,7 @@ fn submodule(dir: &Path, path: &[u8], recorded: Option<&[u8]>, depth: usize, fou
                 return;
             }
         };
-        if let Err(why) = collect(dir, &prefix, None, Untracked::Listed, depth + 1, found) {
+        if let Err(why) = collect(dir, &prefix, None, depth + 1, found) {
             found.unkeyable.insert(path.to_vec(), why);
             return;
         }
@@ -848,10 +854,13 @@ mod tests {
             (files, listing.unkeyable)
         };
         let listed = shown(listing(&top).expect("ls-files listing"));
-        let status = SharedStatus::start(&top);
-        let shared = listing_with(&top, |_| StatCache::default(), None, Some(&status))
-            .expect("listing with the run's status");
-        assert_eq!(shown(shared), listed);
+        // A run started in a subdirectory shares git reads of the whole worktree too.
+        for cwd in [top.clone(), top.join("src/deep")] {
+            let status = SharedStatus::start(&cwd);
+            let shared = listing_with(&cwd, |_| StatCache::default(), None, Some(&status))
+                .expect("listing with the run's status");
+            assert_eq!(shown(shared), listed, "from {}", cwd.display());
+        }
         let paths: Vec<&[u8]> = listed.0.iter().map(|(p, _)| p.as_slice()).collect();
         for expected in [
             "src/deep/er/new.txt",

@@ -122,30 +122,11 @@ impl Dialect for Cc {
         if t.starts_with("cc1: ") || t.starts_with("cc1plus: ") {
             return Read::Context;
         }
-        if make_line(t) {
+        // make's own lines around the build (`make: *** [Makefile:8: a.o] Error 1`, directory
+        // changes): the same lines a wrapper reads as its own.
+        if crate::wrappers::make(t) {
             return Read::Context;
         }
         Read::No
     }
-}
-
-/// make's own lines around a build: `make: *** [Makefile:8: a.o] Error 1`, directory changes,
-/// `Target 'all' not remade because of errors.`.
-fn make_line(t: &str) -> bool {
-    let Some(rest) = t.strip_prefix("make") else {
-        return false;
-    };
-    let rest = match rest.strip_prefix('[') {
-        Some(r) => r.split_once("]").map_or("", |(_, r)| r),
-        None => rest,
-    };
-    let Some(msg) = rest.strip_prefix(": ") else {
-        return false;
-    };
-    msg.starts_with("*** ")
-        || msg.starts_with("Entering directory ")
-        || msg.starts_with("Leaving directory ")
-        || msg.starts_with("Target ")
-        || msg.starts_with("Nothing to be done")
-        || msg.ends_with(" is up to date.")
 }
