@@ -21,7 +21,9 @@
 # util-linux for the pseudo-terminal captures; make for the wrapper captures, which install
 # their own pinned tox, nox and uv (pip, in a venv under the working directory), pnpm (npm,
 # under the working directory) and vitest 4 (npm ci of wrappers/vitest4's own lock).
-set -euo pipefail
+set -Eeuo pipefail
+# A failed step names itself: set -e alone ends the script without a word.
+trap 'echo "capture-fixtures: line $LINENO failed: $BASH_COMMAND" >&2' ERR
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 OUT="$ROOT/crates/greenlight-digest/tests/fixtures"
@@ -78,7 +80,9 @@ capture() {
   rm -rf "$dest"
   mkdir -p "$dest"
   local version
-  version="$(cd "$WORK/$dir" && bash -c "$version_cmd" 2>&1 | head -n 1)"
+  # sed, not head: head's early exit sends SIGPIPE to a tool still writing its version text
+  # (make --version), and pipefail would then end the whole capture without a word.
+  version="$(cd "$WORK/$dir" && bash -c "$version_cmd" 2>&1 | sed -n 1p)"
   local code=0
   (cd "$WORK/$dir" && bash -c "$*") >"$dest/output.txt" 2>&1 </dev/null || code=$?
   local report_name=null
@@ -418,7 +422,7 @@ if lint_cases_wanted; then
   capture biome clean lint/js-clean biome "$BIOME_V" "" -- "$NB/biome" lint .
   lint_truth biome clean lint/js-clean biome-json -- "$NB/biome" lint --reporter=json .
 
-  DENO_V="$NB/deno --version | head -n 1"
+  DENO_V="$NB/deno --version | sed -n 1p"
   capture deno lint lint/js deno "$DENO_V" "" -- NO_COLOR=1 "$NB/deno" lint
   lint_truth deno lint lint/js deno-json -- "$NB/deno" lint --json
   capture deno lint-color lint/js deno "$DENO_V" "" -- "$NB/deno" lint

@@ -470,16 +470,21 @@ fn an_escapee_of_a_keys_command_is_killed_and_its_run_caches_nothing() {
 }
 
 /// Verify waits on git before its gates (work-evidence, the workspace listing), and a git call
-/// can hang: here `core.fsmonitor`, a hook `git status` runs, sleeps. Verify's runtime was
-/// blocked in that wait, so SIGTERM was not even seen until git returned. Now signals are caught
-/// on a thread of their own and, once the gates' grace and the drain limit have passed, every
-/// child still running is killed: verify exits 143 within seconds and leaves nothing.
+/// can hang: here a clean filter, which `git status` runs on a tracked file whose stamps changed,
+/// sleeps (fsmonitor hooks, this test's first subject, are off for every git call of a run
+/// now). Verify's runtime was blocked in that wait, so SIGTERM was not even seen until git
+/// returned. Now signals are caught on a thread of their own and, once the gates' grace and the
+/// drain limit have passed, every child still running is killed: verify exits 143 within
+/// seconds and leaves nothing.
 #[test]
 fn sigterm_ends_verify_while_a_git_call_it_waits_on_hangs() {
     let repo = TempRepo::worktree_with_commit();
     repo.verify_yaml("version: 2\ngates:\n  - id: a\n    command: \"true\"\n");
-    let hook = repo.home().join("fsmonitor-hook");
-    let hook_pids = repo.home().join("fsmonitor.pids");
+    repo.write(".gitattributes", "watched.txt filter=slow\n");
+    repo.write("watched.txt", "the same bytes\n");
+    repo.commit_all("a file behind a clean filter");
+    let hook = repo.home().join("clean-filter");
+    let hook_pids = repo.home().join("filter.pids");
     fs::write(
         &hook,
         format!(
@@ -493,7 +498,14 @@ fn sigterm_ends_verify_while_a_git_call_it_waits_on_hangs() {
         <fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o755),
     )
     .unwrap();
-    repo.git(&["config", "core.fsmonitor", hook.to_str().unwrap()]);
+    repo.git(&["config", "filter.slow.clean", hook.to_str().unwrap()]);
+    // New stamps, the same bytes: git status reads the file through its filter to compare.
+    fs::File::options()
+        .write(true)
+        .open(repo.path().join("watched.txt"))
+        .unwrap()
+        .set_modified(std::time::UNIX_EPOCH + Duration::from_secs(1_000_000))
+        .unwrap();
     let mut child = repo
         .command(["verify"])
         .env("GREENLIGHT_KILL_GRACE_MS", "500")
@@ -502,11 +514,9 @@ fn sigterm_ends_verify_while_a_git_call_it_waits_on_hangs() {
         .spawn()
         .unwrap();
     let read_pids = || procs::pids_in(&fs::read_to_string(&hook_pids).unwrap_or_default());
-    let hung = procs::wait_until(
-        Duration::from_secs(10),
-        "git ran the fsmonitor hook",
-        || (!read_pids().is_empty()).then(read_pids),
-    );
+    let hung = procs::wait_until(Duration::from_secs(10), "git ran the clean filter", || {
+        (!read_pids().is_empty()).then(read_pids)
+    });
     procs::signal("-TERM", child.id());
     let limit = Instant::now() + Duration::from_secs(8);
     let status = loop {
@@ -519,7 +529,7 @@ fn sigterm_ends_verify_while_a_git_call_it_waits_on_hangs() {
             for pid in read_pids() {
                 procs::end(pid);
             }
-            panic!("SIGTERM did not end verify within 8 s while git waited on its hook");
+            panic!("SIGTERM did not end verify within 8 s while git waited on its filter");
         }
         std::thread::sleep(Duration::from_millis(20));
     };
@@ -527,5 +537,5 @@ fn sigterm_ends_verify_while_a_git_call_it_waits_on_hangs() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(status.code(), Some(143), "{stderr}");
     assert!(stderr.contains("interrupted by SIGTERM"), "{stderr}");
-    procs::assert_all_dead(&hung, "the hook git waited on survived verify");
+    procs::assert_all_dead(&hung, "the filter git waited on survived verify");
 }
