@@ -155,7 +155,11 @@ fn truths() -> Vec<Truth> {
             let text = std::fs::read_to_string(fixture.dir.join("truth.json")).ok()?;
             let truth: Value = serde_json::from_str(&text).expect("truth.json is JSON");
             // A linter's truth lists its problems; a test runner's (tests/truth.rs) its failures.
-            let problems = truth.get("problems")?.as_array().cloned().unwrap_or_default();
+            let problems = truth
+                .get("problems")?
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
             let project = fixture.meta["project"]
                 .as_str()
                 .unwrap_or_default()
