@@ -669,6 +669,14 @@ impl Digest {
         compact::render(self, budget)
     }
 
+    /// Every parsed failure and diagnostic named within `budget` bytes (the first ones in
+    /// full, then "and N more: name, …"), ending with a line that says the list is not
+    /// complete: what stands before the output's tail when the compact form cannot stand in
+    /// for the output. `None` when nothing was parsed.
+    pub fn named_failures(&self, budget: usize) -> Option<String> {
+        compact::named(self, budget)
+    }
+
     /// What `greenlight digest` prints: the compact form when there is one, else a header
     /// line (exit, format, classification and why) and the output's tail.
     pub fn text(&self) -> String {

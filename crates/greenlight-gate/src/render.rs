@@ -185,6 +185,15 @@ fn output_block(out: &mut String, id: &str, label: &str, attempt: &Attempt, tail
         let _ = writeln!(out, "--- end gate {id} ---");
         return;
     }
+    // Never worse than the tail: what was parsed is named before it, marked not complete.
+    if let Some(named) = named_failures(attempt, tail_limit) {
+        let _ = writeln!(
+            out,
+            "--- gate {id} ({label}): failures parsed from {} bytes of output ---",
+            attempt.output_bytes
+        );
+        out.push_str(&named);
+    }
     let shown = if attempt.output_bytes as usize > tail_limit {
         format!("last {tail_limit} of {} bytes", attempt.output_bytes)
     } else {
@@ -208,6 +217,17 @@ pub fn compact_digest(attempt: &Attempt, budget: usize) -> Option<String> {
         return None;
     }
     digest.compact(budget.max(MIN_DIGEST_BUDGET))
+}
+
+/// The parsed failures of a failed attempt named within `budget` (see
+/// [`greenlight_digest::Digest::named_failures`]), for when [`compact_digest`] gives nothing:
+/// `None` when it passed, has no digest or nothing was parsed.
+pub fn named_failures(attempt: &Attempt, budget: usize) -> Option<String> {
+    let digest = attempt.digest.as_ref()?;
+    if attempt.status == AttemptStatus::Pass {
+        return None;
+    }
+    digest.named_failures(budget)
 }
 
 /// The least room a digest gets even under a small `maxLogTailBytes`: a digest is already the

@@ -62,6 +62,16 @@ pub enum OutputEvidence {
         /// Bytes the gate wrote in all.
         total: u64,
     },
+    /// Failures were parsed but the digest cannot stand in for the output: every one named,
+    /// marked as not complete, then the output's last bytes.
+    Partial {
+        /// The parsed failures, ending with the line that says the list is not complete.
+        named: String,
+        /// The last bytes, from a line's start.
+        tail: String,
+        /// Bytes the gate wrote in all.
+        total: u64,
+    },
     /// The gate printed nothing.
     Empty,
     /// The workspace did not change since this gate last failed, so it was not run again.
@@ -78,11 +88,14 @@ pub fn failure_output(attempt: &Attempt) -> OutputEvidence {
     match evidence::attempt_output(attempt, EVIDENCE_BUDGET) {
         Output::Nothing => OutputEvidence::Empty,
         Output::Digest(compact) => OutputEvidence::Digest(compact),
-        Output::Tail(tail) if tail.len() as u64 == attempt.output_bytes => {
-            OutputEvidence::Complete(tail.to_owned())
-        }
-        Output::Tail(tail) => OutputEvidence::Tail {
-            text: tail.to_owned(),
+        Output::Partial { named, tail } => OutputEvidence::Partial {
+            named,
+            tail,
+            total: attempt.output_bytes,
+        },
+        Output::Tail { text, whole: true } => OutputEvidence::Complete(text),
+        Output::Tail { text, whole: false } => OutputEvidence::Tail {
+            text,
             total: attempt.output_bytes,
         },
     }
@@ -126,6 +139,17 @@ pub fn evidence(failure: &GateFailure<'_>) -> String {
                 text.len()
             ));
             out.push_str(&fence(&defang(text)));
+        }
+        OutputEvidence::Partial { named, tail, total } => {
+            out.push_str(
+                "What failed (the failures greenlight could parse; the list is not complete):\n",
+            );
+            out.push_str(&fence(&defang(named)));
+            out.push_str(&format!(
+                "Output (the last {} of {total} bytes):\n",
+                tail.len()
+            ));
+            out.push_str(&fence(&defang(tail)));
         }
         OutputEvidence::Empty => out.push_str("The gate printed nothing.\n"),
         OutputEvidence::Unchanged { previous } => {

@@ -93,6 +93,9 @@ pub struct GateOutcome {
     pub output_bytes: u64,
     /// The exact failures, when the output was recognised completely (a failing gate only).
     pub digest_compact: Option<String>,
+    /// The failures parsed from its output, named, when there is no compact digest: ends with
+    /// a line saying the list is not complete; `tail` follows it (a failing gate only).
+    pub failures_named: Option<String>,
     /// The end of its output when there is no compact digest (a failing gate only).
     pub tail: Option<String>,
     /// Processes it left running, which greenlight killed.
@@ -370,10 +373,11 @@ fn outcome(gate: &GateReport, tail_limit: usize) -> GateOutcome {
     };
     let shown = evidence::shown_attempt(gate, Shown::LastNonZero)
         .map(|attempt| evidence::attempt_output(attempt, budget));
-    let (digest_compact, tail) = match shown {
-        Some(Output::Digest(compact)) => (Some(compact), None),
-        Some(Output::Tail(tail)) if !tail.is_empty() => (None, Some(tail.to_owned())),
-        _ => (None, None),
+    let (digest_compact, failures_named, tail) = match shown {
+        Some(Output::Digest(compact)) => (Some(compact), None, None),
+        Some(Output::Partial { named, tail }) => (None, Some(named), Some(tail)),
+        Some(Output::Tail { text, .. }) if !text.is_empty() => (None, None, Some(text)),
+        _ => (None, None, None),
     };
     GateOutcome {
         id: gate.id.clone(),
@@ -391,6 +395,7 @@ fn outcome(gate: &GateReport, tail_limit: usize) -> GateOutcome {
         explain: gate.explain.clone(),
         output_bytes: last.map_or(0, |a| a.output_bytes),
         digest_compact,
+        failures_named,
         tail,
         leftovers: u32::try_from(
             gate.attempts
@@ -430,6 +435,9 @@ pub fn text(output: &VerifyOutput) -> String {
             out.push_str(digest.trim_end());
             out.push('\n');
         } else if let Some(tail) = &gate.tail {
+            if let Some(named) = &gate.failures_named {
+                out.push_str(named);
+            }
             out.push_str("--- output tail ---\n");
             out.push_str(tail.trim_end());
             out.push('\n');

@@ -1,5 +1,6 @@
 //! What an agent reads about a gate that did not pass: which attempt explains it, and that
-//! attempt's output as the compact digest when it was recognised, else a bounded tail.
+//! attempt's output as the compact digest when it was recognised, else the parsed failures
+//! named before a bounded tail, else a bounded tail.
 //!
 //! The one rule that keeps it simple: a digest is all or nothing (never cut to fit), and
 //! whatever stands in for it is cut to the budget, so evidence never crowds an agent's context.
@@ -50,28 +51,66 @@ pub struct Budget {
     pub tail_from_line: bool,
 }
 
-/// What an agent reads of one attempt's output.
+/// What an agent reads of one attempt's output. Every text is as a terminal shows it: no
+/// ANSI escapes, carriage-return overwrites applied.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Output<'a> {
+pub enum Output {
     /// The attempt printed nothing.
     Nothing,
     /// The exact failures, when the output was recognised completely.
     Digest(String),
+    /// The digest cannot stand in for the output (partly recognised, or its compact form does
+    /// not fit), but failures were parsed: every one named, marked as not complete, then the
+    /// end of the output within what is left of the budget. Never worse than the tail alone.
+    Partial {
+        /// The parsed failures named, ending with the line that says the list is not complete.
+        named: String,
+        /// The end of the output.
+        tail: String,
+    },
     /// The end of the output, within the budget.
-    Tail(&'a str),
+    Tail {
+        /// The end of the output.
+        text: String,
+        /// Whether `text` is the whole output (nothing was cut).
+        whole: bool,
+    },
 }
 
+/// The share of the budget the names of parsed failures may take; the tail keeps the rest, so
+/// the lines around the failure that ended the run are always shown.
+const NAMED_SHARE: (usize, usize) = (2, 3);
+
 /// The evidence of one attempt within `budget`.
-pub fn attempt_output(attempt: &Attempt, budget: Budget) -> Output<'_> {
+pub fn attempt_output(attempt: &Attempt, budget: Budget) -> Output {
     if attempt.output_bytes == 0 {
         return Output::Nothing;
     }
     let digest = render::compact_digest(attempt, budget.digest)
         .filter(|c| !budget.digest_must_fit || c.len() < budget.digest);
-    match digest {
-        Some(compact) => Output::Digest(compact),
-        None if budget.tail_from_line => Output::Tail(tail_within(&attempt.tail, budget.tail)),
-        None => Output::Tail(tail_bytes(&attempt.tail, budget.tail)),
+    if let Some(compact) = digest {
+        return Output::Digest(compact);
+    }
+    let shown = render::plain_text(&attempt.tail);
+    let tail = |max: usize| {
+        if budget.tail_from_line {
+            tail_within(&shown, max).to_owned()
+        } else {
+            tail_bytes(&shown, max).to_owned()
+        }
+    };
+    let named_room = budget.tail * NAMED_SHARE.0 / NAMED_SHARE.1;
+    match render::named_failures(attempt, named_room).filter(|n| n.len() <= named_room) {
+        Some(named) => Output::Partial {
+            tail: tail(budget.tail.saturating_sub(named.len())),
+            named,
+        },
+        None => {
+            let text = tail(budget.tail);
+            let whole =
+                attempt.output_bytes == attempt.tail.len() as u64 && text.len() == shown.len();
+            Output::Tail { text, whole }
+        }
     }
 }
 

@@ -320,20 +320,22 @@ fn gate_evidence(gate: &GateReport, budget: usize) -> String {
                 out.push('\n');
             }
         }
-        Output::Tail(tail) => {
-            let _ = writeln!(
-                out,
-                "last {} of {} bytes of output:",
-                tail.len(),
-                attempt.output_bytes
-            );
-            out.push_str(tail);
-            if !tail.ends_with('\n') {
-                out.push('\n');
-            }
+        Output::Partial { named, tail } => {
+            out.push_str(&named);
+            tail_block(&mut out, &tail, attempt.output_bytes);
         }
+        Output::Tail { text, .. } => tail_block(&mut out, &text, attempt.output_bytes),
     }
     out
+}
+
+/// The end of the output, under a line saying how much of it this is.
+fn tail_block(out: &mut String, tail: &str, total: u64) {
+    let _ = writeln!(out, "last {} of {total} bytes of output:", tail.len());
+    out.push_str(tail);
+    if !tail.ends_with('\n') {
+        out.push('\n');
+    }
 }
 
 /// One step of the consecutive-block cap.

@@ -162,7 +162,7 @@ fn the_goal_prompt_shows_a_failed_gate_as_greenlight_run_evidence_of_verifys_rep
         ..Attempt::blank(AttemptStatus::Fail)
     };
     let shown = evidence::attempt_output(&attempt, greenlight_goal::prompt::EVIDENCE_BUDGET);
-    let Output::Tail(tail) = shown else {
+    let Output::Tail { text: tail, .. } = shown else {
         panic!("the fixture's output must be shown as a tail: {shown:?}\n{doc}")
     };
     assert!(
@@ -183,7 +183,7 @@ fn the_goal_prompt_shows_a_failed_gate_as_greenlight_run_evidence_of_verifys_rep
         "Gate 1 of 1 failed (attempt 1/3).\n$ sh noisy.sh\nexit code: 1\nOutput (the last {} of {} bytes; the start was cut):\n```\n{}\n```\n",
         tail.len(),
         attempt.output_bytes,
-        tail.strip_suffix('\n').unwrap_or(tail),
+        tail.strip_suffix('\n').unwrap_or(&tail),
     );
     assert!(
         second.contains(&expected),
