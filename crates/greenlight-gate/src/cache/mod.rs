@@ -228,6 +228,37 @@ fn files_hash<'a>(files: impl Iterator<Item = &'a ListedFile>) -> String {
     hasher.finalize().to_hex().to_string()
 }
 
+/// The indices, in order, of the entries (sorted by path) that gate `v2`'s `inputs` can match:
+/// those under one of its literal roots ([`input_roots`]: every path a positive glob matches
+/// starts with the part of the glob before its first wildcard), else all. Only a shortcut: the
+/// globs still decide each entry, so the files kept are those a test of every entry keeps.
+fn candidate_range(entries: &[ListedFile], globs: &[String]) -> impl Iterator<Item = usize> {
+    let mut spans: Vec<(usize, usize)> = match roots_of(globs) {
+        Some(roots) => roots
+            .iter()
+            .map(|root| {
+                let start = entries.partition_point(|e| e.path.as_slice() < root.as_slice());
+                let len = entries[start..]
+                    .iter()
+                    .take_while(|e| e.path.starts_with(root))
+                    .count();
+                (start, start + len)
+            })
+            .collect(),
+        None => vec![(0, entries.len())],
+    };
+    spans.sort_unstable();
+    // Overlapping roots (`src`, `src/lib`) give each entry once, in order.
+    let mut merged: Vec<(usize, usize)> = Vec::with_capacity(spans.len());
+    for (start, end) in spans {
+        match merged.last_mut() {
+            Some(last) if start <= last.1 => last.1 = last.1.max(end),
+            _ => merged.push((start, end)),
+        }
+    }
+    merged.into_iter().flat_map(|(start, end)| start..end)
+}
+
 /// The key of `gate` in `context`, reading the declared variables through `env`.
 pub fn gate_key(
     context: &KeyContext<'_>,
@@ -239,11 +270,11 @@ pub fn gate_key(
         context.whole_listing.clone()
     } else {
         let inputs = Inputs::new(&v2.inputs)?;
-        let files = context.listing.entries.iter().zip(&context.candidates);
+        let entries = &context.listing.entries;
         files_hash(
-            files
-                .filter(|(_, candidate)| inputs.matches_candidate(candidate))
-                .map(|(file, _)| file),
+            candidate_range(entries, &v2.inputs)
+                .filter(|&i| inputs.matches_candidate(&context.candidates[i]))
+                .map(|i| &entries[i]),
         )
     };
     let mut parts = KeyParts {
@@ -352,11 +383,16 @@ pub fn uncacheable(listing: &Listing, v2: &GateV2) -> Option<String> {
 /// a second listing of only those: the part of each `inputs` glob before its first wildcard.
 /// `None` when a glob can match anywhere (or there are no `inputs`): list everything.
 pub fn input_roots(v2: &GateV2) -> Option<Vec<Vec<u8>>> {
-    if v2.inputs.is_empty() {
+    roots_of(&v2.inputs)
+}
+
+/// [`input_roots`] of the globs `inputs`.
+fn roots_of(inputs: &[String]) -> Option<Vec<Vec<u8>>> {
+    if inputs.is_empty() {
         return None;
     }
     let mut roots = Vec::new();
-    for glob in v2.inputs.iter().filter(|g| !g.starts_with('!')) {
+    for glob in inputs.iter().filter(|g| !g.starts_with('!')) {
         let literal: Vec<&str> = glob
             .trim_end_matches('/')
             .split('/')
@@ -476,4 +512,67 @@ pub fn explain_miss(
             .to_owned();
     }
     why.join("; ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The shortcut keeps exactly the files a test of every entry keeps, for globs with and
+    /// without literal roots, overlapping roots, exclusions, a directory named as itself, and
+    /// names that share a root's bytes without being under it (`src/m1x`, `src/m1.txt`).
+    #[test]
+    fn the_roots_shortcut_keeps_what_testing_every_entry_keeps() {
+        let mut paths = vec![
+            "README.md",
+            "src",
+            "src.txt",
+            "src/m1",
+            "src/m1.txt",
+            "src/m1/a.rs",
+            "src/m1/b/c.rs",
+            "src/m10/a.rs",
+            "src/m1x/a.rs",
+            "src/m2/a.rs",
+            "src/m2/a.txt",
+            "src/lib/x.rs",
+            "tests/t.rs",
+            "z/src/m1/a.rs",
+        ];
+        paths.sort_unstable();
+        let entries: Vec<ListedFile> = paths
+            .iter()
+            .map(|p| ListedFile {
+                path: p.as_bytes().to_vec(),
+                mode: b"100644",
+                id: b"id".to_vec(),
+                stat: None,
+            })
+            .collect();
+        let cases: &[&[&str]] = &[
+            &["src/m1/**"],
+            &["src/m1"],
+            &["src/m1/**", "src/**/*.rs"],
+            &["src/**", "src/m2/**", "!src/m2/*.txt"],
+            &["**/*.rs"],
+            &["src/m?/**"],
+            &["src/{m1,m2}/**"],
+            &["tests", "README.md"],
+            &["nothing/**"],
+        ];
+        for globs in cases {
+            let globs: Vec<String> = globs.iter().map(|g| g.to_string()).collect();
+            let inputs = Inputs::new(&globs).expect("globs");
+            let every: Vec<&[u8]> = entries
+                .iter()
+                .filter(|e| inputs.matches(&e.path))
+                .map(|e| e.path.as_slice())
+                .collect();
+            let shortcut: Vec<&[u8]> = candidate_range(&entries, &globs)
+                .filter(|&i| inputs.matches(&entries[i].path))
+                .map(|i| entries[i].path.as_slice())
+                .collect();
+            assert_eq!(shortcut, every, "{globs:?}");
+        }
+    }
 }
