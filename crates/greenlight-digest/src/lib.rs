@@ -449,21 +449,8 @@ impl State {
         if unread_run {
             builtin_reasons.push(DigestReason::UnclaimedOutput);
         }
-        let Some(matched) = matched else {
-            classify(
-                &mut d,
-                seen,
-                builtin_reasons,
-                exit_code,
-                any_content,
-                unclaimed,
-            );
-            d.compact = d.compact(self.options.budget);
-            return d;
-        };
-        // A built-in format that can stand in for the output wins.
-        let builtin = d.clone();
-        let backup = seen.clone();
+        // With matchers, what the built-in formats saw is kept for the matchers' reading.
+        let before = matched.as_ref().map(|_| (d.clone(), seen.clone()));
         classify(
             &mut d,
             seen,
@@ -472,7 +459,10 @@ impl State {
             any_content,
             unclaimed,
         );
-        if d.classification != Classification::Recognised {
+        // A built-in format that can stand in for the output wins.
+        if let (Some(matched), Some((builtin, backup))) = (matched, before)
+            && d.classification != Classification::Recognised
+        {
             d = builtin;
             let seen = with_matchers(backup, matched);
             classify(&mut d, seen, global, exit_code, any_content, unclaimed);
