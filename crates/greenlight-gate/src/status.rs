@@ -26,9 +26,9 @@ pub struct SharedStatus {
 }
 
 /// Fills an answer when its thread ends without one (a panic), so no reader waits forever.
-struct Fill<F: Fn(&SharedStatus) -> &Answer>(Arc<SharedStatus>, F);
+struct Fill(Arc<SharedStatus>, fn(&SharedStatus) -> &Answer);
 
-impl<F: Fn(&SharedStatus) -> &Answer> Drop for Fill<F> {
+impl Drop for Fill {
     fn drop(&mut self) {
         let _ = (self.1)(&self.0).set(Err(Failure::Spawn {
             source: std::io::Error::other("the thread running it ended without an answer"),
