@@ -61,4 +61,7 @@ if [[ "$WHAT" == release || "$WHAT" == all ]]; then
   bytes="$(stat -c %s "$TMP/target-release/release/greenlight")"
   verdict "binary MB" "$(awk -v b="$bytes" 'BEGIN { print b / 1000000 }')" 30
   echo "  binary $bytes bytes"
+  echo "  target dir $(du -sh "$TMP/target-release" | cut -f1)"
+  # What the binary needs from the system at run time (the README names it).
+  echo "  links: $(ldd "$TMP/target-release/release/greenlight" | awk '{ print $1 }' | tr '\n' ' ')"
 fi
