@@ -15,12 +15,11 @@ use super::yaml::Reader;
 /// Checks every invariant; the problems are left in `reader`.
 pub fn invariants(reader: &mut Reader, read: &Read) {
     let plan = &read.plan;
-    let by_id: BTreeMap<&str, (&Step, &StepAt)> = plan
-        .steps
-        .iter()
-        .zip(&read.at)
-        .map(|(s, at)| (s.id.as_str(), (s, at)))
-        .collect();
+    // A repeated id is a problem of its own; references resolve to its first step.
+    let mut by_id: BTreeMap<&str, (&Step, &StepAt)> = BTreeMap::new();
+    for (s, at) in plan.steps.iter().zip(&read.at) {
+        by_id.entry(s.id.as_str()).or_insert((s, at));
+    }
     let joined: BTreeSet<&str> = plan
         .steps
         .iter()
@@ -112,15 +111,30 @@ pub fn invariants(reader: &mut Reader, read: &Read) {
                 match route.filter(|r| !r.starts_with("terminal:")) {
                     Some(target) if target == id => reader.problem(
                         at.of("failRoute"),
-                        format!("gate `{id}` routes its failure to itself; name the step that repairs"),
+                        format!(
+                            "gate `{id}` routes its failure to itself; name the step that repairs"
+                        ),
                     ),
                     Some(target) => match by_id.get(target) {
-                        Some((Step { kind: Kind::Agent(_), .. }, _))
-                            if waits_for(&by_id, id, target) => {}
-                        Some((Step { kind: Kind::Agent(_), .. }, _)) => reader.problem(
+                        Some((
+                            Step {
+                                kind: Kind::Agent(_),
+                                ..
+                            },
+                            _,
+                        )) if waits_for(&by_id, id, target) => {}
+                        Some((
+                            Step {
+                                kind: Kind::Agent(_),
+                                ..
+                            },
+                            _,
+                        )) => reader.problem(
                             at.of("failRoute"),
                             format!(
-                                "gate `{id}` routes its failure to `{target}`, which it does not                                  wait for; a fail route redoes work the gate judges, so add                                  `{target}` to the gate's needs (directly or through a step)"
+                                "gate `{id}` routes its failure to `{target}`, which it does not \
+                                 wait for; a fail route redoes work the gate judges, so add \
+                                 `{target}` to the gate's needs (directly or through a step)"
                             ),
                         ),
                         Some(_) => reader.problem(
@@ -354,13 +368,10 @@ fn placeholders(text: &str) -> Vec<&str> {
 /// Every cycle of `needs` (a join's or a land's fan-out counts as a need), each named once, at
 /// the line of the step where it was entered.
 fn cycles(reader: &mut Reader, read: &Read) {
-    let index: BTreeMap<&str, usize> = read
-        .plan
-        .steps
-        .iter()
-        .enumerate()
-        .map(|(i, s)| (s.id.as_str(), i))
-        .collect();
+    let mut index: BTreeMap<&str, usize> = BTreeMap::new();
+    for (i, s) in read.plan.steps.iter().enumerate() {
+        index.entry(s.id.as_str()).or_insert(i);
+    }
     let edges: Vec<Vec<usize>> = read
         .plan
         .steps
@@ -368,6 +379,8 @@ fn cycles(reader: &mut Reader, read: &Read) {
         .map(|s| {
             deps(s)
                 .into_iter()
+                // A step that needs itself is reported as such, not as a cycle.
+                .filter(|d| *d != s.id)
                 .filter_map(|d| index.get(d).copied())
                 .collect()
         })

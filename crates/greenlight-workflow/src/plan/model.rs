@@ -83,9 +83,12 @@ pub struct Budget {
 }
 
 /// One step: an id, what it waits for, and what it does.
+///
+/// Closed by `unevaluatedProperties`, not `additionalProperties`: the kind's own keys come from
+/// the `oneOf` branch, which `additionalProperties` would not see.
 #[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(extend("patternProperties" = {"^x-": true}))]
+#[schemars(extend("patternProperties" = {"^x-": true}, "unevaluatedProperties" = false))]
 pub struct Step {
     /// The step's id (`[a-z0-9][a-z0-9_-]*`, at most 64 characters), unique in the plan.
     pub id: String,
@@ -151,6 +154,10 @@ pub struct Agent {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 86_400))]
     pub timeout_sec: Option<u64>,
+    /// A fan-out template's `x-` keys (a step's own are the step's).
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub extensions: BTreeMap<String, serde_json::Value>,
 }
 
 /// What an agent step delivers.
@@ -248,6 +255,7 @@ pub struct Fanout {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub truncate: Option<Truncate>,
     /// The agent step each member runs, `{{item}}` standing for its key.
+    #[schemars(extend("patternProperties" = {"^x-": true}, "unevaluatedProperties" = false))]
     pub template: Agent,
 }
 

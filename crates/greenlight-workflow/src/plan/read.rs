@@ -318,6 +318,7 @@ fn agent(reader: &mut Reader, fields: &Fields<'_>) -> Agent {
             .unwrap_or(false),
         retry: fields.get("retry").map(|n| retry(reader, n)),
         timeout_sec: timeout(reader, fields),
+        extensions: BTreeMap::new(),
     }
 }
 
@@ -509,15 +510,21 @@ fn fanout(reader: &mut Reader, fields: &Fields<'_>, at: &mut StepAt) -> Fanout {
     });
     let template = match reader.required(fields, "a fanout step", "template") {
         Some(node) => {
-            if let Value::Map(entries) = &node.value
-                && let Some((k, _)) = entries
-                    .iter()
-                    .find(|(k, _)| matches!(&k.value, Value::Str(s) if s == "prompt"))
-            {
-                at.field.insert("prompt", k.at);
+            // The template's own keys are where its problems are reported.
+            if let Value::Map(entries) = &node.value {
+                for (k, _) in entries {
+                    match &k.value {
+                        Value::Str(s) if s == "prompt" => at.field.insert("prompt", k.at),
+                        Value::Str(s) if s == "retry" => at.field.insert("retry", k.at),
+                        _ => None,
+                    };
+                }
             }
             let t = reader.fields("a fan-out's `template`", node, AGENT_KEYS);
-            agent(reader, &t)
+            Agent {
+                extensions: t.extensions.clone(),
+                ..agent(reader, &t)
+            }
         }
         None => agent(reader, &Fields::empty(fields.at)),
     };
