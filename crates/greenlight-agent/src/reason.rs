@@ -27,6 +27,8 @@ pub enum Producer {
     GoalLoop,
     /// The goal loop's judge step.
     Judge,
+    /// The workflow scheduler (joins, budget reservations).
+    Scheduler,
 }
 
 /// Who may produce a [`Reason`]: the producer table, kept beside the producers rather than with
@@ -61,6 +63,7 @@ impl Produced for Reason {
             | Reason::PausedByUser
             | Reason::NoGates => &[Producer::GoalLoop],
             Reason::JudgeFailed | Reason::JudgeUnparseable => &[Producer::Judge],
+            Reason::JoinFailed | Reason::BudgetExhausted => &[Producer::Scheduler],
         }
     }
 

@@ -61,5 +61,13 @@ crate::word::word!(
         /// be spawned for want of file descriptors, memory or processes. Retrying would fail the
         /// same way, so the goal pauses at once and charges no turn.
         MachineFailure = "machine-failure",
+        /// A workflow join's policy was not met by its fan-out's members (`all-declared`,
+        /// `all-activated`: one failed or did not run; `any`: all failed; `quorum:n`: fewer than n
+        /// passed).
+        JoinFailed = "join-failed",
+        /// A workflow's next boundary (an agent step, a fan-out, a gate) cannot reserve its
+        /// worst case in dispatch units from what is left of the budget: the run paused before
+        /// it, never halfway through.
+        BudgetExhausted = "budget-exhausted",
     }
 );
