@@ -29,6 +29,8 @@ pub enum Producer {
     Judge,
     /// The workflow scheduler (joins, budget reservations).
     Scheduler,
+    /// The workflow resume check (a recorded run, not finished, same inputs).
+    Resume,
 }
 
 /// Who may produce a [`Reason`]: the producer table, kept beside the producers rather than with
@@ -64,6 +66,9 @@ impl Produced for Reason {
             | Reason::NoGates => &[Producer::GoalLoop],
             Reason::JudgeFailed | Reason::JudgeUnparseable => &[Producer::Judge],
             Reason::JoinFailed | Reason::BudgetExhausted => &[Producer::Scheduler],
+            Reason::ForeignRunRefused
+            | Reason::ResumeAlreadyCompleted
+            | Reason::StaleInputRefused => &[Producer::Resume],
         }
     }
 

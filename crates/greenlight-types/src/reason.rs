@@ -69,5 +69,12 @@ crate::word::word!(
         /// worst case in dispatch units from what is left of the budget: the run paused before
         /// it, never halfway through.
         BudgetExhausted = "budget-exhausted",
+        /// A workflow resume named a run the state database has not recorded.
+        ForeignRunRefused = "foreign-run-refused",
+        /// A workflow resume named a run that has finished.
+        ResumeAlreadyCompleted = "resume-already-completed",
+        /// A workflow resume's plan digest or argument hash differs from the run's: a changed
+        /// input is a new run, never a continuation (no override).
+        StaleInputRefused = "stale-input-refused",
     }
 );

@@ -181,6 +181,8 @@ type UnitKey = (String, Option<String>);
 /// The cursor of one run of a plan.
 pub struct Scheduler<'p> {
     plan: &'p Plan,
+    /// The plan's steps by id (the first, should a checked plan ever repeat one).
+    by_id: BTreeMap<&'p str, &'p Step>,
     /// Dispatch units the run may reserve in all.
     budget: u64,
     units: BTreeMap<UnitKey, Unit>,
@@ -198,8 +200,13 @@ impl<'p> Scheduler<'p> {
     /// A run that has recorded nothing yet. `budget` is the run's dispatch units (the plan's
     /// `budget.dispatches`, its worst case when it has none, plus any extension).
     pub fn new(plan: &'p Plan, budget: u64) -> Self {
+        let mut by_id = BTreeMap::new();
+        for step in &plan.steps {
+            by_id.entry(step.id.as_str()).or_insert(step);
+        }
         Scheduler {
             plan,
+            by_id,
             budget,
             units: BTreeMap::new(),
             gates: BTreeMap::new(),
@@ -228,7 +235,7 @@ impl<'p> Scheduler<'p> {
     }
 
     fn step(&self, id: &str) -> Option<&'p Step> {
-        self.plan.steps.iter().find(|s| s.id == id)
+        self.by_id.get(id).copied()
     }
 
     /// Folds one recorded event in.
@@ -243,8 +250,13 @@ impl<'p> Scheduler<'p> {
                 attempt,
             } => {
                 self.agent_of(step, item.as_deref()).ok_or_else(mismatch)?;
-                self.started.insert(step.clone());
                 let unit = self.units.entry((step.clone(), item.clone())).or_default();
+                // A unit that finished is never dispatched again; a record that says otherwise
+                // is not this plan's (or not a record greenlight wrote).
+                if unit.done.is_some() || unit.in_flight {
+                    return Err(mismatch());
+                }
+                self.started.insert(step.clone());
                 unit.attempts = *attempt;
                 unit.in_flight = true;
             }
@@ -383,7 +395,7 @@ impl<'p> Scheduler<'p> {
                 .get(&step.id)
                 .is_some_and(|g| g.passed == Some(true)),
             Kind::Pause(_) => self.resumed.contains(&step.id),
-            Kind::Land(l) => self.land_candidates(&step.id, &l.fanout).iter().all(|i| {
+            Kind::Land(l) => self.land_candidates(&l.fanout).iter().all(|i| {
                 matches!(
                     self.landings.get(&(step.id.clone(), (*i).clone())),
                     Some(Some(_))
@@ -405,7 +417,7 @@ impl<'p> Scheduler<'p> {
     }
 
     /// The members a land step lands: those whose dispatch finished well, in item order.
-    fn land_candidates(&self, _land: &str, fanout: &str) -> Vec<&'p String> {
+    fn land_candidates(&self, fanout: &str) -> Vec<&'p String> {
         match self.step(fanout).map(|s| &s.kind) {
             Some(Kind::Fanout(f)) => Self::members(f)
                 .iter()
@@ -532,7 +544,7 @@ impl<'p> Scheduler<'p> {
                         .iter()
                         .any(|((s, _), state)| *s == step.id && state.is_none());
                     let next = self
-                        .land_candidates(&step.id, &l.fanout)
+                        .land_candidates(&l.fanout)
                         .into_iter()
                         .find(|i| !self.landings.contains_key(&(step.id.clone(), (*i).clone())));
                     if let (false, Some(item)) = (landing, next) {

@@ -479,4 +479,20 @@ fn an_event_from_another_plan_is_refused() {
         })
         .is_err()
     );
+    // A record that dispatches a finished unit again is not one greenlight wrote.
+    s.apply(&Event::Dispatched {
+        step: "first".into(),
+        item: None,
+        attempt: 1,
+    })
+    .unwrap();
+    s.apply(&settle("first", None, true, false)).unwrap();
+    assert!(
+        s.apply(&Event::Dispatched {
+            step: "first".into(),
+            item: None,
+            attempt: 2
+        })
+        .is_err()
+    );
 }
