@@ -212,3 +212,34 @@ steps:
         ]
     );
 }
+
+/// Nothing in a plan file may crash or stall the check: deep nesting and alias bombs are
+/// refused as problems, quickly.
+#[test]
+fn hostile_yaml_is_a_problem_not_a_crash() {
+    let deep = format!(
+        "workflow: 1\nname: deep\nx-deep: {}{}\nsteps: []\n",
+        "[".repeat(100_000),
+        "]".repeat(100_000)
+    );
+    let bomb = "workflow: 1\nname: bomb\na: &a [x, x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\nc: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\ne: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]\nf: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e, *e]\ng: [*f, *f, *f, *f, *f, *f, *f, *f, *f, *f]\nsteps: []\n";
+    for text in [
+        deep.as_str(),
+        bomb,
+        "\u{feff}",
+        "",
+        "---\n...\n",
+        "- a\n- b\n",
+        "workflow: 1\nsteps: [\u{0}]\n",
+    ] {
+        let started = std::time::Instant::now();
+        let found = problems(text);
+        assert!(!found.is_empty());
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(5),
+            "{:?} took {:?}",
+            &text[..text.len().min(40)],
+            started.elapsed()
+        );
+    }
+}

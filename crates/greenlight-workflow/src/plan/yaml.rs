@@ -75,6 +75,9 @@ pub fn parse(text: &str) -> Result<Yaml, Problem> {
     options.strict_booleans = true;
     options.with_snippet = false;
     options.duplicate_keys = serde_saphyr::DuplicateKeyPolicy::Error;
+    // A plan has no use for aliases beyond a few repeated lists; the library's default (a million
+    // replayed events) lets a short file expand into a tree that takes seconds to check.
+    options.alias_limits.max_total_replayed_events = 10_000;
     match serde_saphyr::from_str_with_options::<Spanned<Raw>>(text, options) {
         Ok(root) => Ok(root.into()),
         Err(error) => {
