@@ -103,8 +103,28 @@ fn a_real_validator_accepts_a_checked_plan_and_refuses_unknown_keys() {
             "an unknown key at {place} was accepted"
         );
     }
+    // The plan has no null: an absent key says none, and the reader refuses `key: null`.
+    let mut null = good.clone();
+    null["description"] = serde_json::Value::Null;
+    assert!(
+        !validator.is_valid(&null),
+        "a null description was accepted"
+    );
+    let mut null = good.clone();
+    null["steps"][2]["truncate"] = serde_json::Value::Null;
+    assert!(!validator.is_valid(&null), "a null truncate was accepted");
+    assert!(
+        !schema_text_has_null(),
+        "the schema still allows null somewhere"
+    );
     let mut kept = good.clone();
     kept["steps"][0]["x-note"] = "mine".into();
     kept["steps"][2]["template"]["x-note"] = "mine".into();
     assert!(validator.is_valid(&kept), "x- keys are allowed everywhere");
+}
+
+fn schema_text_has_null() -> bool {
+    greenlight_workflow::plan::schema()
+        .to_string()
+        .contains("\"null\"")
 }

@@ -108,5 +108,41 @@ pub fn summary(plan: &Plan) -> Summary {
 
 /// The JSON Schema of a plan, generated from the types (committed as `schemas/workflow-plan.json`).
 pub fn schema() -> serde_json::Value {
-    serde_json::to_value(schemars::schema_for!(Plan)).unwrap_or_default()
+    let mut schema = serde_json::to_value(schemars::schema_for!(Plan)).unwrap_or_default();
+    without_null(&mut schema);
+    schema
+}
+
+/// Takes `null` out of every optional value's schema: a plan says "none" by leaving a key out,
+/// and the reader refuses `key: null`, so the schema must too.
+fn without_null(value: &mut serde_json::Value) {
+    use serde_json::Value as J;
+    match value {
+        J::Object(map) => {
+            if let Some(J::Array(types)) = map.get_mut("type") {
+                types.retain(|t| t != "null");
+                if let [only] = types.as_slice() {
+                    let only = only.clone();
+                    map.insert("type".into(), only);
+                }
+            }
+            if let Some(J::Array(options)) = map.get("anyOf") {
+                let kept: Vec<J> = options
+                    .iter()
+                    .filter(|o| o.get("type").is_none_or(|t| t != "null"))
+                    .cloned()
+                    .collect();
+                if let [only] = kept.as_slice() {
+                    let only = only.clone();
+                    map.remove("anyOf");
+                    if let J::Object(inner) = only {
+                        map.extend(inner);
+                    }
+                }
+            }
+            map.values_mut().for_each(without_null);
+        }
+        J::Array(items) => items.iter_mut().for_each(without_null),
+        _ => {}
+    }
 }

@@ -15,6 +15,7 @@ pub const FORMAT_VERSION: u64 = 1;
 #[schemars(deny_unknown_fields, extend("patternProperties" = {"^x-": true}))]
 pub struct Plan {
     /// The format version: `1`.
+    #[schemars(range(min = 1, max = 1))]
     pub workflow: u64,
     /// The plan's name (`[a-z0-9][a-z0-9_-]*`, at most 64 characters).
     pub name: String,
