@@ -241,7 +241,6 @@ fn step(reader: &mut Reader, node: &Yaml, ids: &mut BTreeSet<String>) -> Option<
         "template",
     ] {
         if let Some(n) = fields.get(key) {
-            let key: &'static str = key;
             at.field.insert(key, n.at);
         }
     }
