@@ -109,13 +109,15 @@ pub fn summary(plan: &Plan) -> Summary {
 /// The JSON Schema of a plan, generated from the types (committed as `schemas/workflow-plan.json`).
 pub fn schema() -> serde_json::Value {
     let mut schema = serde_json::to_value(schemars::schema_for!(Plan)).unwrap_or_default();
-    without_null(&mut schema);
+    tidy(&mut schema);
     schema
 }
 
-/// Takes `null` out of every optional value's schema: a plan says "none" by leaving a key out,
-/// and the reader refuses `key: null`, so the schema must too.
-fn without_null(value: &mut serde_json::Value) {
+/// Takes `null` out of every optional value's schema — a plan says "none" by leaving a key out,
+/// and the reader refuses `key: null`, so the schema must too — and sorts every object's keys,
+/// so the committed file does not depend on whether serde_json keeps insertion order in this
+/// build (feature unification turns `preserve_order` on in the workspace).
+fn tidy(value: &mut serde_json::Value) {
     use serde_json::Value as J;
     match value {
         J::Object(map) => {
@@ -140,9 +142,14 @@ fn without_null(value: &mut serde_json::Value) {
                     }
                 }
             }
-            map.values_mut().for_each(without_null);
+            let mut entries: Vec<_> = std::mem::take(map).into_iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(&b.0));
+            for (_, v) in &mut entries {
+                tidy(v);
+            }
+            *map = entries.into_iter().collect();
         }
-        J::Array(items) => items.iter_mut().for_each(without_null),
+        J::Array(items) => items.iter_mut().for_each(tidy),
         _ => {}
     }
 }
