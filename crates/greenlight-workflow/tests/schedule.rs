@@ -35,6 +35,26 @@ fn replay<'p>(plan: &'p Plan, budget: u64, events: &[Event]) -> Scheduler<'p> {
     s
 }
 
+/// A dispatch of `step` (member `item`), attempt `attempt`, as recorded.
+fn dispatched(step: &str, item: Option<&str>, attempt: u64) -> Event {
+    Event::Dispatched {
+        step: step.into(),
+        item: item.map(str::to_owned),
+        attempt,
+    }
+}
+
+/// A gate run as recorded: started, then judged.
+fn judged(step: &str, passed: bool) -> [Event; 2] {
+    [
+        Event::GateStarted { step: step.into() },
+        Event::Judged {
+            step: step.into(),
+            passed,
+        },
+    ]
+}
+
 /// A dispatch's result from a scripted outcome.
 fn settle(step: &str, item: Option<String>, ok: bool, transport: bool) -> Event {
     Event::Settled {
@@ -222,11 +242,7 @@ fn a_boundary_that_cannot_reserve_its_worst_case_pauses_before_it_and_resumes_wi
     // and then stops before the fan-out, with no member started.
     let plan = fanout_plan(4, 2, "any");
     let mut events = vec![
-        Event::Dispatched {
-            step: "first".into(),
-            item: None,
-            attempt: 1,
-        },
+        dispatched("first", None, 1),
         settle("first", None, true, false),
     ];
     let s = replay(&plan, 5, &events);
@@ -247,11 +263,7 @@ fn a_boundary_that_cannot_reserve_its_worst_case_pauses_before_it_and_resumes_wi
         next.iter()
             .all(|a| matches!(a, Action::Dispatch { step, .. } if step == "wide"))
     );
-    events.push(Event::Dispatched {
-        step: "wide".into(),
-        item: Some("m0".into()),
-        attempt: 1,
-    });
+    events.push(dispatched("wide", Some("m0"), 1));
     assert_eq!(replay(&plan, 10, &events).reserved(), 1 + 8);
 }
 
@@ -265,11 +277,7 @@ fn a_gate_redoes_its_route_then_fails_or_ends_at_its_terminal_label() {
     };
     let plan_redo = plan(&text("work"));
     let mut events = vec![
-        Event::Dispatched {
-            step: "work".into(),
-            item: None,
-            attempt: 1,
-        },
+        dispatched("work", None, 1),
         settle("work", None, true, false),
     ];
     assert_eq!(
@@ -278,13 +286,7 @@ fn a_gate_redoes_its_route_then_fails_or_ends_at_its_terminal_label() {
             step: "check".into()
         }]
     );
-    events.push(Event::GateStarted {
-        step: "check".into(),
-    });
-    events.push(Event::Judged {
-        step: "check".into(),
-        passed: false,
-    });
+    events.extend(judged("check", false));
     // The redo: the route runs again, as a new round.
     assert_eq!(
         replay(&plan_redo, 10, &events).next(),
@@ -294,19 +296,9 @@ fn a_gate_redoes_its_route_then_fails_or_ends_at_its_terminal_label() {
             attempt: 1
         }]
     );
-    events.push(Event::Dispatched {
-        step: "work".into(),
-        item: None,
-        attempt: 1,
-    });
+    events.push(dispatched("work", None, 1));
     events.push(settle("work", None, true, false));
-    events.push(Event::GateStarted {
-        step: "check".into(),
-    });
-    events.push(Event::Judged {
-        step: "check".into(),
-        passed: false,
-    });
+    events.extend(judged("check", false));
     assert_eq!(
         replay(&plan_redo, 10, &events).next(),
         [Action::Finished(End::Failed {
@@ -316,21 +308,11 @@ fn a_gate_redoes_its_route_then_fails_or_ends_at_its_terminal_label() {
     );
 
     let plan_terminal = plan(&text("terminal:needs-a-person").replace("    maxRedos: 1\n", ""));
-    let events = [
-        Event::Dispatched {
-            step: "work".into(),
-            item: None,
-            attempt: 1,
-        },
+    let mut events = vec![
+        dispatched("work", None, 1),
         settle("work", None, true, false),
-        Event::GateStarted {
-            step: "check".into(),
-        },
-        Event::Judged {
-            step: "check".into(),
-            passed: false,
-        },
     ];
+    events.extend(judged("check", false));
     assert_eq!(
         replay(&plan_terminal, 10, &events).next(),
         [Action::Finished(End::Terminal("needs-a-person".into()))]
@@ -347,11 +329,7 @@ fn a_pause_stops_the_run_until_resumed_and_lands_members_one_at_a_time() {
     let plan = plan(&text);
     let budget = Scheduler::default_budget(&plan);
     let mut events = vec![
-        Event::Dispatched {
-            step: "survey".into(),
-            item: None,
-            attempt: 1,
-        },
+        dispatched("survey", None, 1),
         settle("survey", None, true, false),
     ];
     assert_eq!(
@@ -364,11 +342,7 @@ fn a_pause_stops_the_run_until_resumed_and_lands_members_one_at_a_time() {
         step: "approve".into(),
     });
     for item in ["parser", "store", "cli"] {
-        events.push(Event::Dispatched {
-            step: "fix".into(),
-            item: Some(item.into()),
-            attempt: 1,
-        });
+        events.push(dispatched("fix", Some(item), 1));
         events.push(settle("fix", Some(item.into()), item != "store", false));
     }
     // all-activated: store failed, so the join fails and nothing lands.
@@ -387,20 +361,10 @@ fn a_pause_stops_the_run_until_resumed_and_lands_members_one_at_a_time() {
             other => other,
         })
         .chain([
-            Event::Dispatched {
-                step: "integrate".into(),
-                item: None,
-                attempt: 1,
-            },
+            dispatched("integrate", None, 1),
             settle("integrate", None, true, false),
-            Event::GateStarted {
-                step: "review".into(),
-            },
-            Event::Judged {
-                step: "review".into(),
-                passed: true,
-            },
         ])
+        .chain(judged("review", true))
         .collect();
     let s = replay(&plan, budget, &events);
     assert_eq!(
@@ -458,21 +422,10 @@ fn an_event_from_another_plan_is_refused() {
     let plan = fanout_plan(2, 1, "any");
     let mut s = Scheduler::new(&plan, 10);
     let err = s
-        .apply(&Event::Dispatched {
-            step: "ghost".into(),
-            item: None,
-            attempt: 1,
-        })
+        .apply(&dispatched("ghost", None, 1))
         .expect_err("no such step");
     assert!(err.to_string().contains("ghost"), "{err}");
-    assert!(
-        s.apply(&Event::Dispatched {
-            step: "wide".into(),
-            item: Some("m9".into()),
-            attempt: 1
-        })
-        .is_err()
-    );
+    assert!(s.apply(&dispatched("wide", Some("m9"), 1)).is_err());
     assert!(
         s.apply(&Event::Resumed {
             step: "first".into()
@@ -480,19 +433,7 @@ fn an_event_from_another_plan_is_refused() {
         .is_err()
     );
     // A record that dispatches a finished unit again is not one greenlight wrote.
-    s.apply(&Event::Dispatched {
-        step: "first".into(),
-        item: None,
-        attempt: 1,
-    })
-    .unwrap();
+    s.apply(&dispatched("first", None, 1)).unwrap();
     s.apply(&settle("first", None, true, false)).unwrap();
-    assert!(
-        s.apply(&Event::Dispatched {
-            step: "first".into(),
-            item: None,
-            attempt: 2
-        })
-        .is_err()
-    );
+    assert!(s.apply(&dispatched("first", None, 2)).is_err());
 }
