@@ -526,10 +526,15 @@ impl<'p> Scheduler<'p> {
                 }
                 Kind::Join(j) => {
                     if self.join(j.policy, &j.fanout) == Some(false) {
-                        return vec![Action::Finished(End::Failed {
-                            step: step.id.clone(),
-                            reason: Reason::JoinFailed,
-                        })];
+                        // As for any failure: nothing new starts, what runs is let finish.
+                        return if self.in_flight() {
+                            Vec::new()
+                        } else {
+                            vec![Action::Finished(End::Failed {
+                                step: step.id.clone(),
+                                reason: Reason::JoinFailed,
+                            })]
+                        };
                     }
                 }
                 Kind::Pause(_) => {

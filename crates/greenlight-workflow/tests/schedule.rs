@@ -437,3 +437,32 @@ fn an_event_from_another_plan_is_refused() {
     s.apply(&settle("first", None, true, false)).unwrap();
     assert!(s.apply(&dispatched("first", None, 2)).is_err());
 }
+
+/// A join that fails while another branch is running starts nothing new and ends the run only
+/// once that branch settled, so its result is recorded (it used to end the run at once).
+#[test]
+fn a_failed_join_waits_for_what_is_running_before_it_ends_the_run() {
+    let plan = plan(
+        "workflow: 1\nname: two\nagent: claude\nsteps:\n  - id: slow\n    kind: agent\n    prompt: slow\n  \
+         - id: wide\n    kind: fanout\n    items: [a]\n    maxFanout: 1\n    template: { prompt: 'do {{item}}' }\n  \
+         - id: joined\n    kind: join\n    for: wide\n    policy: any\n",
+    );
+    let mut events = vec![
+        dispatched("slow", None, 1),
+        dispatched("wide", Some("a"), 1),
+    ];
+    events.push(settle("wide", Some("a".into()), false, false));
+    assert_eq!(
+        replay(&plan, 10, &events).next(),
+        [],
+        "slow is still running"
+    );
+    events.push(settle("slow", None, true, false));
+    assert_eq!(
+        replay(&plan, 10, &events).next(),
+        [Action::Finished(End::Failed {
+            step: "joined".into(),
+            reason: Reason::JoinFailed
+        })]
+    );
+}
