@@ -448,18 +448,20 @@ impl<'p> Scheduler<'p> {
 
     /// What to do now: every action that may start, or the one way the run stops.
     pub fn next(&self) -> Vec<Action> {
-        if let Some(label) = &self.terminal {
-            return vec![Action::Finished(End::Terminal(label.clone()))];
-        }
-        if let Some((step, reason)) = &self.failure {
-            // A failure starts nothing new; what runs is let finish, so its result is recorded.
+        let end = match (&self.terminal, &self.failure) {
+            (Some(label), _) => Some(End::Terminal(label.clone())),
+            (None, Some((step, reason))) => Some(End::Failed {
+                step: step.clone(),
+                reason: *reason,
+            }),
+            (None, None) => None,
+        };
+        if let Some(end) = end {
+            // An ending starts nothing new; what runs is let finish, so its result is recorded.
             return if self.in_flight() {
                 Vec::new()
             } else {
-                vec![Action::Finished(End::Failed {
-                    step: step.clone(),
-                    reason: *reason,
-                })]
+                vec![Action::Finished(end)]
             };
         }
         let mut actions = Vec::new();
