@@ -223,6 +223,11 @@ fn hostile_yaml_is_a_problem_not_a_crash() {
         "]".repeat(100_000)
     );
     let bomb = "workflow: 1\nname: bomb\na: &a [x, x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\nc: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\ne: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]\nf: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e, *e]\ng: [*f, *f, *f, *f, *f, *f, *f, *f, *f, *f]\nsteps: []\n";
+    let expanded = problems(bomb);
+    assert!(
+        expanded[0].contains("aliases (`*name`) expand to more than 10000 nodes"),
+        "{expanded:?}"
+    );
     for text in [
         deep.as_str(),
         bomb,

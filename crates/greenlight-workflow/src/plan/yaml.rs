@@ -68,6 +68,11 @@ impl fmt::Display for Problem {
     }
 }
 
+/// Most YAML events aliases may replay. A plan has no use for aliases beyond a few repeated
+/// lists; the library's default (a million) lets a short file expand into a tree that takes
+/// seconds to check.
+const MAX_REPLAYED_EVENTS: usize = 10_000;
+
 /// Parses `text` into a tree, or the one syntax problem that prevents it.
 pub fn parse(text: &str) -> Result<Yaml, Problem> {
     let mut options = serde_saphyr::Options::default();
@@ -75,9 +80,7 @@ pub fn parse(text: &str) -> Result<Yaml, Problem> {
     options.strict_booleans = true;
     options.with_snippet = false;
     options.duplicate_keys = serde_saphyr::DuplicateKeyPolicy::Error;
-    // A plan has no use for aliases beyond a few repeated lists; the library's default (a million
-    // replayed events) lets a short file expand into a tree that takes seconds to check.
-    options.alias_limits.max_total_replayed_events = 10_000;
+    options.alias_limits.max_total_replayed_events = MAX_REPLAYED_EVENTS;
     match serde_saphyr::from_str_with_options::<Spanned<Raw>>(text, options) {
         Ok(root) => Ok(root.into()),
         Err(error) => {
@@ -88,10 +91,15 @@ pub fn parse(text: &str) -> Result<Yaml, Problem> {
             let raw = error.to_string();
             let first = raw.lines().next().unwrap_or("invalid YAML");
             let text = first.split(" at line ").next().unwrap_or(first);
-            Err(Problem {
-                at,
-                message: format!("not valid YAML: {text}"),
-            })
+            let message = if text.contains("alias replay limit") {
+                format!(
+                    "the file's aliases (`*name`) expand to more than {MAX_REPLAYED_EVENTS} \
+                     nodes; a plan needs no more, so write the repeated values out"
+                )
+            } else {
+                format!("not valid YAML: {text}")
+            };
+            Err(Problem { at, message })
         }
     }
 }
