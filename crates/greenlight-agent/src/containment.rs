@@ -97,8 +97,10 @@ impl ContainmentError {
     }
 }
 
-/// Checks one declared path against `root` and returns `root/path` (unresolved) when contained.
-pub fn check_contained(root: &Path, path: &str) -> Result<PathBuf, ContainmentError> {
+/// Checks a declared path's shape, which needs no file system: non-empty, relative, without `..`
+/// or a control character. A plan's paths are held to it when the plan is read; the walk over
+/// symlinks ([`check_contained`]) comes later, against a real root.
+pub fn check_shape(path: &str) -> Result<&Path, ContainmentError> {
     if path.is_empty() {
         return Err(ContainmentError::Empty);
     }
@@ -112,6 +114,12 @@ pub fn check_contained(root: &Path, path: &str) -> Result<PathBuf, ContainmentEr
     if rel.components().any(|c| matches!(c, Component::ParentDir)) {
         return Err(ContainmentError::ParentReference { path: path.into() });
     }
+    Ok(rel)
+}
+
+/// Checks one declared path against `root` and returns `root/path` (unresolved) when contained.
+pub fn check_contained(root: &Path, path: &str) -> Result<PathBuf, ContainmentError> {
+    let rel = check_shape(path)?;
     let real_root =
         fs::canonicalize(root).map_err(|source| ContainmentError::RootUnresolvable {
             root: root.to_path_buf(),

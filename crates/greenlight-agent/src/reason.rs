@@ -27,6 +27,10 @@ pub enum Producer {
     GoalLoop,
     /// The goal loop's judge step.
     Judge,
+    /// The workflow scheduler (joins, budget reservations).
+    Scheduler,
+    /// The workflow resume check (a recorded run, not finished, same inputs).
+    Resume,
 }
 
 /// Who may produce a [`Reason`]: the producer table, kept beside the producers rather than with
@@ -61,6 +65,10 @@ impl Produced for Reason {
             | Reason::PausedByUser
             | Reason::NoGates => &[Producer::GoalLoop],
             Reason::JudgeFailed | Reason::JudgeUnparseable => &[Producer::Judge],
+            Reason::JoinFailed | Reason::BudgetExhausted => &[Producer::Scheduler],
+            Reason::ForeignRunRefused
+            | Reason::ResumeAlreadyCompleted
+            | Reason::StaleInputRefused => &[Producer::Resume],
         }
     }
 

@@ -61,5 +61,20 @@ crate::word::word!(
         /// be spawned for want of file descriptors, memory or processes. Retrying would fail the
         /// same way, so the goal pauses at once and charges no turn.
         MachineFailure = "machine-failure",
+        /// A workflow join's policy was not met by its fan-out's members (`all-declared`,
+        /// `all-activated`: one failed or did not run; `any`: all failed; `quorum:n`: fewer than n
+        /// passed).
+        JoinFailed = "join-failed",
+        /// A workflow's next boundary (an agent step, a fan-out, a gate) cannot reserve its
+        /// worst case in dispatch units from what is left of the budget: the run paused before
+        /// it, never halfway through.
+        BudgetExhausted = "budget-exhausted",
+        /// A workflow resume named a run the state database has not recorded.
+        ForeignRunRefused = "foreign-run-refused",
+        /// A workflow resume named a run that has finished.
+        ResumeAlreadyCompleted = "resume-already-completed",
+        /// A workflow resume's plan digest or argument hash differs from the run's: a changed
+        /// input is a new run, never a continuation (no override).
+        StaleInputRefused = "stale-input-refused",
     }
 );

@@ -63,8 +63,22 @@ fn the_stored_spellings_are_the_contract() {
         DispatchOutcome::NAMES,
         ["in-flight", "ok", "null", "error", "interrupted"]
     );
-    assert_eq!(Reason::ALL.len(), 19);
+    assert_eq!(Reason::ALL.len(), 24);
     assert_eq!(Reason::PausedByUser.as_str(), "paused-by-user");
+    // The workflow scheduler's and resume check's members.
+    assert_eq!(
+        Reason::ALL[19..]
+            .iter()
+            .map(|r| r.as_str())
+            .collect::<Vec<_>>(),
+        [
+            "join-failed",
+            "budget-exhausted",
+            "foreign-run-refused",
+            "resume-already-completed",
+            "stale-input-refused"
+        ]
+    );
 }
 
 #[test]

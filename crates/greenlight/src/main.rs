@@ -59,6 +59,9 @@ enum Command {
     Mcp(cmd::mcp::Args),
     /// Take leases from a remote execution grid (BuildGrid) and run them like gates.
     Worker(cmd::worker::Args),
+    /// Workflow plans: many agent steps, fanned out, joined and gated (check).
+    #[command(subcommand)]
+    Workflow(cmd::workflow::Command),
 }
 
 fn main() {
@@ -100,6 +103,7 @@ fn main() {
         Command::Mcp(args) => cmd::mcp::run(args),
         Command::Cache(command) => cmd::cache::run(command),
         Command::Worker(args) => cmd::worker::run(args),
+        Command::Workflow(command) => cmd::workflow::run(command),
     };
     std::process::exit(out::finish(code));
 }

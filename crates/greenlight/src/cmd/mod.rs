@@ -13,3 +13,4 @@ pub mod mcp_install;
 pub mod serve;
 pub mod verify;
 pub mod worker;
+pub mod workflow;

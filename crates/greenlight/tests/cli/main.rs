@@ -53,3 +53,4 @@ mod verify_reports;
 mod verify_spawn;
 mod verify_v2;
 mod worker;
+mod workflow_cli;

@@ -1,0 +1,145 @@
+//! `greenlight workflow check PLAN`: read a workflow plan and report every problem in it, or what
+//! it would run.
+//!
+//! The plan is checked whole, by `greenlight-workflow`; this module only reads the file, prints
+//! the result and picks the exit code. Nothing runs.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use greenlight_workflow::plan::{self, Problem};
+
+/// Exit codes of `greenlight workflow check`.
+pub mod exit {
+    /// The plan is valid.
+    pub const VALID: i32 = 0;
+    /// The plan has problems, or cannot be read.
+    pub const PLAN_ERROR: i32 = 2;
+}
+
+/// Largest plan file read; a plan is a page of YAML, and anything this large is not one.
+const MAX_PLAN_BYTES: u64 = 4 << 20;
+
+/// The `workflow` subcommands.
+#[derive(Debug, clap::Subcommand)]
+pub enum Command {
+    /// Check a plan: every problem with its file:line:column (exit 2), or a summary of the
+    /// steps, fan-outs and worst-case dispatch units (exit 0). Nothing runs.
+    Check {
+        /// The plan file (YAML).
+        #[arg(value_name = "PLAN.yaml")]
+        plan: PathBuf,
+        /// One JSON object on stdout instead of lines.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Runs a `workflow` subcommand and returns its exit code.
+pub fn run(command: Command) -> i32 {
+    match command {
+        Command::Check { plan, json } => check(&plan, json),
+    }
+}
+
+fn check(path: &Path, json: bool) -> i32 {
+    let shown = path.display().to_string();
+    let text = match read_plan(path) {
+        Ok(text) => text,
+        Err(why) => {
+            if json {
+                let doc = serde_json::json!({ "plan": shown, "valid": false, "error": why });
+                outln!("{doc}");
+            } else {
+                errln!("greenlight: cannot read the plan {shown}: {why}");
+            }
+            return exit::PLAN_ERROR;
+        }
+    };
+    match plan::check(&text) {
+        Ok(checked) => {
+            let summary = plan::summary(&checked);
+            let digest = plan::digest(&checked);
+            if json {
+                let doc = serde_json::json!({
+                    "plan": shown,
+                    "valid": true,
+                    "name": checked.name,
+                    "digest": digest,
+                    "summary": summary,
+                });
+                outln!("{doc}");
+            } else {
+                outln!(
+                    "PLAN {} valid: {} {}, {} {} ({} {}), worst case {} dispatch {}",
+                    checked.name,
+                    summary.steps,
+                    plural(summary.steps as u64, "step", "steps"),
+                    summary.fanouts,
+                    plural(summary.fanouts as u64, "fan-out", "fan-outs"),
+                    summary.members,
+                    plural(summary.members, "member", "members"),
+                    summary.worst_case_dispatches,
+                    plural(summary.worst_case_dispatches, "unit", "units"),
+                );
+                outln!("digest {digest}");
+            }
+            exit::VALID
+        }
+        Err(problems) => {
+            if json {
+                let list: Vec<_> = problems
+                    .iter()
+                    .map(|p| {
+                        serde_json::json!({
+                            "line": p.at.line,
+                            "column": p.at.column,
+                            "message": p.message,
+                        })
+                    })
+                    .collect();
+                let doc = serde_json::json!({ "plan": shown, "valid": false, "problems": list });
+                outln!("{doc}");
+            } else {
+                for Problem { at, message } in &problems {
+                    errln!("{shown}:{}:{}: {message}", at.line, at.column);
+                }
+                errln!(
+                    "greenlight: {} {} in {shown}; nothing was run",
+                    problems.len(),
+                    plural(problems.len() as u64, "problem", "problems")
+                );
+            }
+            exit::PLAN_ERROR
+        }
+    }
+}
+
+fn plural(n: u64, one: &'static str, many: &'static str) -> &'static str {
+    if n == 1 { one } else { many }
+}
+
+/// The plan's text: a regular file of UTF-8, at most [`MAX_PLAN_BYTES`].
+fn read_plan(path: &Path) -> Result<String, String> {
+    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    let meta = file.metadata().map_err(|e| e.to_string())?;
+    if !meta.is_file() {
+        return Err("it is not a regular file; name the plan's YAML file".into());
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_PLAN_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| e.to_string())?;
+    if bytes.len() as u64 > MAX_PLAN_BYTES {
+        return Err(format!(
+            "it is larger than {} MiB; a plan is a page of YAML",
+            MAX_PLAN_BYTES >> 20
+        ));
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        format!(
+            "byte {} is not UTF-8; save the plan as UTF-8",
+            e.utf8_error().valid_up_to()
+        )
+    })
+}
