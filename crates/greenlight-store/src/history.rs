@@ -122,11 +122,13 @@ pub struct GateStats {
     pub failure_rate: f64,
     /// flaky / samples; 0 without samples.
     pub flaky_rate: f64,
-    /// Samples whose output the digest read completely (`recognised`).
+    /// Samples that did not pass (fail, timeout, flaky: the runs whose output became an
+    /// agent's evidence) whose output the digest read completely (`recognised`).
     pub exact: u32,
-    /// Samples whose output it read in part (`partial`).
+    /// Such samples whose output it read in part (`partial`).
     pub partial: u32,
-    /// Samples whose output it could not read (`unrecognised`): the evidence was a raw tail.
+    /// Such samples whose output it could not read (`unrecognised`): the evidence was a raw
+    /// tail.
     pub raw: u32,
     /// The verdict of the gate's newest row of any kind (a skip or a cached result included).
     pub last_verdict: GateVerdict,
@@ -508,7 +510,10 @@ pub(crate) fn gate_stats<A: Access + ?Sized>(
                 GateVerdict::Flaky => flaky += 1,
                 _ => {}
             }
-            match row.digest.map(|d| d.class) {
+            // Evidence is what an agent reads of a gate that did not pass; how a passing
+            // output reads says nothing about how its failures will.
+            let evidence = row.digest.filter(|_| row.verdict != GateVerdict::Pass);
+            match evidence.map(|d| d.class) {
                 Some(DigestClass::Recognised) => exact += 1,
                 Some(DigestClass::Partial) => partial += 1,
                 Some(DigestClass::Unrecognised) => raw_tail += 1,
@@ -810,8 +815,9 @@ mod tests {
         raw.digest = Some(read(DigestClass::Unrecognised, None, &["no-known-format"]));
         let mut replayed = row("unit", GateVerdict::Fail, 0, 400);
         (replayed.duration_ms, replayed.attempts, replayed.cached) = (None, 0, true);
+        // A pass's reading is kept on its row, and is no evidence: not counted.
         let mut passed = row("unit", GateVerdict::Pass, 40, 500);
-        passed.digest = Some(read(DigestClass::Recognised, Some("pytest"), &[]));
+        passed.digest = Some(read(DigestClass::Unrecognised, None, &["empty-output"]));
         store
             .write(|tx| {
                 tx.record_goal_run_gate(goal, Some(1), Some(Path::new("/r/.git")), &raw)?;
@@ -826,7 +832,7 @@ mod tests {
         let unit = &stats[0];
         assert_eq!(
             (unit.samples, unit.exact, unit.partial, unit.raw),
-            (4, 2, 1, 1)
+            (4, 1, 1, 1)
         );
         assert_eq!((unit.last_verdict, unit.last_at), (GateVerdict::Pass, 500));
         let rows = store
