@@ -96,11 +96,18 @@ fn show(args: &Args) -> Result<i32, (i32, String)> {
     }
     let failed = |e: greenlight_store::Error| (exit::ERROR, e.to_string());
     let limit = usize::try_from(args.limit).unwrap_or(usize::MAX);
-    let runs = match &store {
-        Some(store) => store.runs_in(&scope, limit).map_err(failed)?,
-        None => Vec::new(),
+    let (runs, stats) = match &store {
+        Some(store) => (
+            store.runs_in(&scope, limit).map_err(failed)?,
+            store
+                .gate_stats(&scope, DEFAULT_STATS_WINDOW)
+                .map_err(failed)?,
+        ),
+        None => (Vec::new(), Vec::new()),
     };
-    let Some(store) = store.filter(|_| !runs.is_empty()) else {
+    // A goal's gate phase writes gate rows without a run: a repository where only goals ran
+    // still has history.
+    let Some(store) = store.filter(|_| !runs.is_empty() || !stats.is_empty()) else {
         if args.json {
             outln!(
                 "{}",
@@ -114,9 +121,6 @@ fn show(args: &Args) -> Result<i32, (i32, String)> {
         }
         return Ok(exit::OK);
     };
-    let stats = store
-        .gate_stats(&scope, DEFAULT_STATS_WINDOW)
-        .map_err(failed)?;
     match &args.gate {
         None => {
             if args.json {

@@ -279,6 +279,49 @@ fn an_unchanged_workspace_is_not_regated_the_attempt_advances_and_the_prompt_say
         "{keys:?}"
     );
     assert_eq!(fx.status()["goal"]["pause"]["reason"], "retries-exhausted");
+
+    // In history the replay is no measurement: a cached row with no attempt, no duration and
+    // no reading, left out of the figures (two runs measured, both raw failures).
+    let state = fx.state();
+    let history = fx
+        .repo
+        .greenlight([
+            "history",
+            "--gate",
+            &gate,
+            "--json",
+            "--state",
+            state.to_str().unwrap(),
+        ])
+        .json();
+    let rows: Vec<_> = history["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["turn"].clone(),
+                r["cached"].clone(),
+                r["attempts"].clone(),
+                r["duration_ms"].is_null(),
+                r["digest"]["evidence"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            (json!(3), json!(false), json!(1), false, json!("raw")),
+            (json!(2), json!(true), json!(0), true, Value::Null),
+            (json!(1), json!(false), json!(1), false, json!("raw")),
+        ],
+        "{history}"
+    );
+    assert_eq!(history["stats"]["samples"], 2, "{history}");
+    assert_eq!(
+        history["stats"]["evidence"],
+        json!({ "exact": 0, "partial": 0, "raw": 2 })
+    );
 }
 
 /// hermes removed its unchanged-workspace skip after it replayed a stale failure: its
