@@ -380,3 +380,67 @@ pub fn gate_finished(number: u32, gate: &GateReport) -> FrameBody {
         turn: None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use greenlight_digest::{DigestOptions, Format, digest};
+    use greenlight_store::{HistoryScope, greenlight_stream::GateVerdict};
+    use greenlight_store::{Reads, RowSource};
+
+    /// The store's checks take every format name the digest can give (a name they refused
+    /// would turn a goal's gate record into an error), and the reading reads back as written.
+    #[test]
+    fn every_format_name_and_a_real_readings_reasons_are_stored_and_read_back() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let mut store = Store::open(&dir.path().join("s.db")).expect("open");
+        let cut = digest(
+            b"running 1 test\ntest a ... FAILED\n",
+            Some(101),
+            &DigestOptions::default(),
+        );
+        let mut readings: Vec<DigestTelemetry> = Format::ALL
+            .iter()
+            .map(|f| DigestTelemetry {
+                class: DigestClass::Partial,
+                format: Some(f.name().to_owned()),
+                reasons: Vec::new(),
+            })
+            .collect();
+        readings.push(digest_telemetry(&cut));
+        assert!(!readings.last().expect("one").reasons.is_empty());
+        let run = store
+            .write(|tx| {
+                let run = tx.begin_run_in(RunKind::Verify, dir.path(), None, &[])?;
+                for (i, reading) in readings.iter().enumerate() {
+                    tx.record_run_gate(
+                        run,
+                        &NewRunGate {
+                            gate: format!("g{i}"),
+                            verdict: GateVerdict::Fail,
+                            exit_code: Some(1),
+                            duration_ms: Some(1),
+                            attempts: 1,
+                            cached: false,
+                            decided_at: 1,
+                            digest: Some(reading.clone()),
+                        },
+                    )?;
+                }
+                Ok::<_, greenlight_store::Error>(run)
+            })
+            .expect("every reading is stored");
+        let rows = store.run_gates(run).expect("rows");
+        assert!(rows.iter().all(|r| r.source == RowSource::Run(run)));
+        let back: Vec<DigestTelemetry> = rows.into_iter().filter_map(|r| r.digest).collect();
+        assert_eq!(back, readings);
+        let scope = HistoryScope {
+            repository: None,
+            worktree: dir.path().to_path_buf(),
+        };
+        assert_eq!(
+            store.gate_stats(&scope, 100).expect("stats").len(),
+            readings.len()
+        );
+    }
+}
