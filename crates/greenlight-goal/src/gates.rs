@@ -11,6 +11,11 @@
 //! row. After a replay the gate runs for real, because the key cannot see everything a gate may
 //! read (git-ignored files such as `build/`): an agent that fixed only an ignored file loses one
 //! turn, never the goal.
+//!
+//! Each decided gate is also a `run_gates` row (the history every front end reads), written in
+//! the transaction that records the goal's own gate run, so `greenlight history` shows the
+//! goal's results beside verify's; a replayed failure is marked cached there, since nothing was
+//! measured.
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -20,7 +25,7 @@ use greenlight_gate::OutputSink;
 use greenlight_gate::lock::{self, Acquired};
 use greenlight_proc::InterruptWatch;
 use greenlight_store::{
-    Gate, GateRun, GateVerdict as RunVerdict, Goal, LastResult, NewGateRun, Reads,
+    Gate, GateRun, GateVerdict as RunVerdict, Goal, LastResult, NewGateRun, NewRunGate, Reads,
 };
 
 use crate::engine::{Engine, Finish, Step, gate_timeout_sec};
@@ -37,6 +42,8 @@ use greenlight_gate::GateReport;
 /// One gate's result, ready to record.
 struct Decided {
     run: NewGateRun,
+    /// Its history row (`decided_at` is set by the transaction that writes it).
+    history: NewRunGate,
     /// The evidence of a failure.
     text: Option<String>,
     /// The compact digest of a pass, when the digest recognised its output.
@@ -82,6 +89,9 @@ impl Engine<'_> {
         // from the store at the phase's start like the gates themselves, never from the worktree.
         let config =
             crate::cache_pass::snapshot_config(self.store.gate_config(self.goal)?.as_deref());
+        // One git call per phase: the history rows of every worktree of the repository are
+        // read together.
+        let repository = greenlight_run::record::repository_of(&goal.worktree);
         for (index, gate) in gates.iter().enumerate() {
             let number = index + 1;
             let goal_id = self.goal;
@@ -94,10 +104,12 @@ impl Engine<'_> {
                 command: &gate.command,
             });
             let last_run = runs.iter().rev().find(|r| r.gate == gate.id);
+            let name = history_name(config.as_ref(), &gate.command);
             let at = GateAt {
                 goal: &goal,
                 config: config.as_ref(),
                 gate,
+                name: &name,
                 number,
                 of: gates.len(),
                 turn,
@@ -117,7 +129,7 @@ impl Engine<'_> {
                 evidence: decided.text.as_deref(),
                 last_attempt,
             });
-            let step = self.record(&goal, gate, number, turn, decided)?;
+            let step = self.record(&goal, gate, number, turn, repository.as_deref(), decided)?;
             if step != Step::Gates(turn) || !passed {
                 return Ok(step);
             }
@@ -149,6 +161,7 @@ impl Engine<'_> {
         gate: &Gate,
         number: usize,
         turn: u32,
+        repository: Option<&std::path::Path>,
         decided: Decided,
     ) -> Result<Step, Error> {
         let goal_id = self.goal;
@@ -166,6 +179,11 @@ impl Engine<'_> {
         );
         let written = self.store.write(|tx| {
             let recorded = tx.record_gate_run(&decided.run)?;
+            let history = NewRunGate {
+                decided_at: tx.now(),
+                ..decided.history.clone()
+            };
+            tx.record_goal_run_gate(goal_id, Some(turn), repository, &history)?;
             tx.append_frame(frames::stream(goal_id), &finished)?;
             if !passed {
                 tx.end_turn(goal_id, turn, Reason::GateFailed.as_str())?;
@@ -374,12 +392,23 @@ impl Engine<'_> {
     }
 }
 
+/// The name a goal's gate has in history: the id of the gate of the goal's verify.yaml that
+/// runs the same command (so its rows join verify's), else the command itself, the only name a
+/// `--gate CMD` has.
+fn history_name(config: Option<&greenlight_gate::config::Loaded>, command: &str) -> String {
+    config
+        .and_then(|c| c.gates.iter().find(|g| g.command == command))
+        .map_or_else(|| command.to_owned(), |g| g.id.clone())
+}
+
 /// One gate at its place in one turn's phase: what every record of its result shares.
 struct GateAt<'g> {
     goal: &'g Goal,
     /// The goal's verify.yaml snapshot, when it has one.
     config: Option<&'g greenlight_gate::config::Loaded>,
     gate: &'g Gate,
+    /// Its name in history ([`history_name`]).
+    name: &'g str,
     /// 1-based, and the number of gates in the phase.
     number: usize,
     of: usize,
@@ -416,6 +445,29 @@ impl GateAt<'_> {
         }
     }
 
+    /// The history row of this gate's result: `ran` is the deciding attempt's time when the
+    /// gate ran now (`None`: nothing ran, so no attempt and no duration), `cached` when the
+    /// result was replayed rather than measured, `digest` how its output was read.
+    fn history(
+        &self,
+        verdict: RunVerdict,
+        exit_code: Option<i32>,
+        ran: Option<Duration>,
+        cached: bool,
+        digest: Option<greenlight_store::DigestTelemetry>,
+    ) -> NewRunGate {
+        NewRunGate {
+            gate: self.name.to_owned(),
+            verdict,
+            exit_code,
+            duration_ms: ran.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+            attempts: u32::from(ran.is_some()),
+            cached,
+            decided_at: 0,
+            digest,
+        }
+    }
+
     /// The last failure again: nothing the key sees changed since.
     fn replay(&self, last: &LastResult, key: Option<String>) -> Decided {
         let previous = last.evidence.clone().unwrap_or_default();
@@ -435,6 +487,7 @@ impl GateAt<'_> {
             ..self.run(last.verdict, last.exit_code, Duration::ZERO)
         };
         Decided {
+            history: self.history(last.verdict, last.exit_code, None, true, None),
             run,
             text: Some(text),
             summary: None,
@@ -458,6 +511,14 @@ impl GateAt<'_> {
             )
         };
         Decided {
+            // The cached pass's own measurement, as verify records a cache hit.
+            history: self.history(
+                RunVerdict::Pass,
+                Some(0),
+                Some(attempt.map_or(Duration::ZERO, |a| a.duration)),
+                true,
+                None,
+            ),
             run,
             text: None,
             summary: Some(format!(
@@ -484,6 +545,8 @@ impl GateAt<'_> {
             ..self.run(RunVerdict::Timeout, None, waited)
         };
         Decided {
+            // The gate never started: a timeout with no attempt, not a duration of the gate.
+            history: self.history(RunVerdict::Timeout, None, None, false, None),
             run,
             text: Some(text),
             summary: None,
@@ -512,7 +575,13 @@ impl GateAt<'_> {
             evidence: text.clone(),
             ..self.run(verdict, exit_code, took)
         };
+        let digest = result
+            .attempt
+            .digest
+            .as_ref()
+            .map(greenlight_run::record::digest_telemetry);
         Decided {
+            history: self.history(verdict, exit_code, Some(took), false, digest),
             run,
             text,
             summary: result.compact.clone().filter(|_| result.passed),

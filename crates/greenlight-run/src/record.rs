@@ -2,8 +2,10 @@
 //! the same gate frames a goal's gate phase writes, so a watcher lists them beside the goals.
 //!
 //! Each decided gate also gets a `run_gates` row (verdict, exit code, the deciding attempt's
-//! time), written in the same batch transaction as its frame, and the run keeps its
-//! repository's common git directory, so `greenlight history` reads every worktree together.
+//! time, and how the digest read its output: classification, format and reasons, never the
+//! command or the output), written in the same batch transaction as its frame, and the run
+//! keeps its repository's common git directory, so `greenlight history` reads every worktree
+//! together.
 //!
 //! Recording is a view, never a verdict: a state database that cannot be opened or written
 //! turns recording off for the rest of the run with one warning, and the run's output and exit
@@ -13,9 +15,12 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::Instant;
 
+use greenlight_digest::{Classification, Digest};
 use greenlight_gate::{GateReport, RunEvent};
 use greenlight_store::greenlight_stream::{FrameBody, MAX_TEXT_BYTES, RunKind, bounded};
-use greenlight_store::{NewRunGate, RunId, Store, WallClock as _};
+use greenlight_store::{DigestClass, DigestTelemetry, NewRunGate, RunId, Store, WallClock as _};
+
+use crate::evidence::{Shown, shown_attempt};
 
 /// Set to `1` to record nothing (as `greenlight verify --no-record` does); read into
 /// [`RunEnv::no_record`](crate::RunEnv::no_record).
@@ -304,6 +309,33 @@ pub fn run_gate(gate: &GateReport, decided_at: i64) -> NewRunGate {
         // Replayed from the result cache rather than measured by this run.
         cached: gate.cached.is_some(),
         decided_at,
+        digest: telemetry_of(gate),
+    }
+}
+
+/// How the digest read the output of the attempt an agent is shown for `gate` (a FLAKY gate's
+/// failed first run, else its last). `None` for a result replayed from the cache (its output
+/// was read when it was measured, and counting it again would weigh one reading twice) and for
+/// an attempt with no digest (it never started).
+pub fn telemetry_of(gate: &GateReport) -> Option<DigestTelemetry> {
+    if gate.cached.is_some() {
+        return None;
+    }
+    let attempt = shown_attempt(gate, Shown::Deciding)?;
+    attempt.digest.as_ref().map(digest_telemetry)
+}
+
+/// A digest's classification, format and reasons, as the words the store keeps: the observe
+/// telemetry of one reading, with nothing of the command or the output in it.
+pub fn digest_telemetry(digest: &Digest) -> DigestTelemetry {
+    DigestTelemetry {
+        class: match digest.classification {
+            Classification::Recognised => DigestClass::Recognised,
+            Classification::Partial => DigestClass::Partial,
+            Classification::Unrecognised => DigestClass::Unrecognised,
+        },
+        format: digest.format.map(|f| f.name().to_owned()),
+        reasons: digest.reasons.iter().map(|r| r.name().to_owned()).collect(),
     }
 }
 
@@ -346,5 +378,69 @@ pub fn gate_finished(number: u32, gate: &GateReport) -> FrameBody {
         digest: digest.map(|d| bounded(&d, MAX_TEXT_BYTES).0),
         replayed: gate.cached.is_some(),
         turn: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use greenlight_digest::{DigestOptions, Format, digest};
+    use greenlight_store::{HistoryScope, greenlight_stream::GateVerdict};
+    use greenlight_store::{Reads, RowSource};
+
+    /// The store's checks take every format name the digest can give (a name they refused
+    /// would turn a goal's gate record into an error), and the reading reads back as written.
+    #[test]
+    fn every_format_name_and_a_real_readings_reasons_are_stored_and_read_back() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let mut store = Store::open(&dir.path().join("s.db")).expect("open");
+        let cut = digest(
+            b"running 1 test\ntest a ... FAILED\n",
+            Some(101),
+            &DigestOptions::default(),
+        );
+        let mut readings: Vec<DigestTelemetry> = Format::ALL
+            .iter()
+            .map(|f| DigestTelemetry {
+                class: DigestClass::Partial,
+                format: Some(f.name().to_owned()),
+                reasons: Vec::new(),
+            })
+            .collect();
+        readings.push(digest_telemetry(&cut));
+        assert!(!readings.last().expect("one").reasons.is_empty());
+        let run = store
+            .write(|tx| {
+                let run = tx.begin_run_in(RunKind::Verify, dir.path(), None, &[])?;
+                for (i, reading) in readings.iter().enumerate() {
+                    tx.record_run_gate(
+                        run,
+                        &NewRunGate {
+                            gate: format!("g{i}"),
+                            verdict: GateVerdict::Fail,
+                            exit_code: Some(1),
+                            duration_ms: Some(1),
+                            attempts: 1,
+                            cached: false,
+                            decided_at: 1,
+                            digest: Some(reading.clone()),
+                        },
+                    )?;
+                }
+                Ok::<_, greenlight_store::Error>(run)
+            })
+            .expect("every reading is stored");
+        let rows = store.run_gates(run).expect("rows");
+        assert!(rows.iter().all(|r| r.source == RowSource::Run(run)));
+        let back: Vec<DigestTelemetry> = rows.into_iter().filter_map(|r| r.digest).collect();
+        assert_eq!(back, readings);
+        let scope = HistoryScope {
+            repository: None,
+            worktree: dir.path().to_path_buf(),
+        };
+        assert_eq!(
+            store.gate_stats(&scope, 100).expect("stats").len(),
+            readings.len()
+        );
     }
 }

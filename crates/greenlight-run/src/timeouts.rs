@@ -181,6 +181,9 @@ mod tests {
             p99_ms: Some(p99),
             failure_rate: 0.0,
             flaky_rate: 0.0,
+            exact: 0,
+            partial: 0,
+            raw: 0,
             last_verdict: GateVerdict::Pass,
             last_at: 1,
         }

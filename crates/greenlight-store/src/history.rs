@@ -1,10 +1,11 @@
-//! Run history: one `run_gates` row per gate a verify or hook run decided, and what is read
-//! back from them: a repository's recent runs, one gate's recent rows, and per-gate statistics
-//! (duration percentiles, failure and flaky rates).
+//! Run history: one `run_gates` row per gate a verify or hook run, or a goal's gate phase,
+//! decided, and what is read back from them: a repository's recent runs, one gate's recent
+//! rows, and per-gate statistics (duration percentiles, failure and flaky rates, and how often
+//! the digest read the gate's output exactly, partly or not at all).
 //!
 //! The rule: statistics are computed from stored rows only, over a fixed window of the newest
 //! samples, so the same file always gives the same figures. A sample is a decided row (not a
-//! skip) whose result was measured here (not replayed from a cache).
+//! skip) whose result was measured here (not replayed from a cache or a goal's last failure).
 
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -14,13 +15,39 @@ use rusqlite::params;
 
 use crate::Error;
 use crate::frames::{Run, RunId};
-use crate::model::Millis;
+use crate::model::{DigestClass, GoalId, Millis};
 use crate::read::collect;
 use crate::read::sealed::Access;
 use crate::tx::Tx;
 
 /// How many of a gate's newest samples its statistics cover unless the caller says otherwise.
 pub const DEFAULT_STATS_WINDOW: usize = 100;
+
+/// Observe telemetry of one gate row: what the digest made of the deciding attempt's output,
+/// in words only (no command text, no output).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DigestTelemetry {
+    /// The classification.
+    pub class: DigestClass,
+    /// The format's name (`pytest`, `mixed`, …); none when no format was seen.
+    pub format: Option<String>,
+    /// The reasons' names (`no-summary`, …), sorted; empty when recognised.
+    pub reasons: Vec<String>,
+}
+
+/// Where a gate row came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RowSource {
+    /// A recorded verify or hook run.
+    Run(RunId),
+    /// A goal's gate phase, after this turn.
+    Goal {
+        /// The goal.
+        goal: GoalId,
+        /// The turn whose gate phase decided it.
+        turn: Option<u32>,
+    },
+}
 
 /// A gate decided in a recorded run, as the recorder hands it over.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,13 +66,16 @@ pub struct NewRunGate {
     pub cached: bool,
     /// When the gate was decided.
     pub decided_at: Millis,
+    /// How the digest read the deciding attempt's output; none when no output was read now (a
+    /// skip, a cached or replayed result, a gate that never started).
+    pub digest: Option<DigestTelemetry>,
 }
 
 /// A stored `run_gates` row.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunGateRow {
-    /// The run that decided it.
-    pub run: RunId,
+    /// The run (or goal) that decided it.
+    pub source: RowSource,
     /// The gate id.
     pub gate: String,
     /// Its verdict.
@@ -60,6 +90,8 @@ pub struct RunGateRow {
     pub cached: bool,
     /// When it was decided.
     pub decided_at: Millis,
+    /// How the digest read its output.
+    pub digest: Option<DigestTelemetry>,
 }
 
 /// Which runs a history read covers: those of `repository` (every worktree of one repository:
@@ -90,6 +122,14 @@ pub struct GateStats {
     pub failure_rate: f64,
     /// flaky / samples; 0 without samples.
     pub flaky_rate: f64,
+    /// Samples that did not pass (fail, timeout, flaky: the runs whose output became an
+    /// agent's evidence) whose output the digest read completely (`recognised`).
+    pub exact: u32,
+    /// Such samples whose output it read in part (`partial`).
+    pub partial: u32,
+    /// Such samples whose output it could not read (`unrecognised`): the evidence was a raw
+    /// tail.
+    pub raw: u32,
     /// The verdict of the gate's newest row of any kind (a skip or a cached result included).
     pub last_verdict: GateVerdict,
     /// When that row was decided.
@@ -130,31 +170,80 @@ impl Tx<'_> {
 
     /// Records one gate the run decided. A run records each gate once.
     pub fn record_run_gate(&self, run: RunId, row: &NewRunGate) -> Result<(), Error> {
-        let duration = row
-            .duration_ms
-            .map(|ms| i64::try_from(ms).unwrap_or(i64::MAX));
         // The run's repository and worktree are copied onto the row: history reads a gate's
         // newest rows in scope from one index, without joining every row to its run.
-        let added = self.exec(
-            "INSERT INTO run_gates (run_id, gate, verdict, exit_code, duration_ms, attempts, \
-             cached, decided_at, repository, worktree) \
-             SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, r.repository, r.worktree \
-             FROM runs r WHERE r.id = ?1",
-            params![
-                run.0,
-                row.gate,
-                row.verdict.as_str(),
-                row.exit_code,
-                duration,
-                row.attempts,
-                row.cached,
-                row.decided_at
-            ],
+        let added = self.insert_gate_row(
+            "?1, NULL, NULL, r.repository, r.worktree",
+            "runs r WHERE r.id = ?1",
+            [&run.0, &rusqlite::types::Null, &rusqlite::types::Null],
+            row,
         )?;
         if added == 0 {
             return Err(Error::UnknownRun { run: run.0 });
         }
         Ok(())
+    }
+
+    /// Records one gate a goal's gate phase decided after `turn`, in the goal's worktree and
+    /// `repository` (its common git directory), so history shows it beside verify's rows.
+    pub fn record_goal_run_gate(
+        &self,
+        goal: GoalId,
+        turn: Option<u32>,
+        repository: Option<&Path>,
+        row: &NewRunGate,
+    ) -> Result<(), Error> {
+        let repository = repository
+            .filter(|r| !r.as_os_str().is_empty())
+            .map(|r| r.as_os_str().as_bytes().to_vec());
+        let added = self.insert_gate_row(
+            "NULL, ?1, ?2, ?3, g.worktree",
+            "goals g WHERE g.id = ?1",
+            [&goal.0, &turn, &repository],
+            row,
+        )?;
+        if added == 0 {
+            return Err(Error::NoSuchGoal(goal));
+        }
+        Ok(())
+    }
+
+    /// The one INSERT of a gate row. `scope` selects (run_id, goal_id, turn, repository,
+    /// worktree) `from` a run or a goal, over the `keys` `?1`…`?3`; the row's fields are
+    /// `?4`… . Returns how many rows were added (0: no such run or goal).
+    fn insert_gate_row(
+        &self,
+        scope: &str,
+        from: &str,
+        keys: [&dyn rusqlite::ToSql; 3],
+        row: &NewRunGate,
+    ) -> Result<usize, Error> {
+        let duration = row
+            .duration_ms
+            .map(|ms| i64::try_from(ms).unwrap_or(i64::MAX));
+        let digest = row.digest.as_ref();
+        let reasons = digest.map(|d| d.reasons.join(","));
+        let fields: [&dyn rusqlite::ToSql; 10] = [
+            &row.gate,
+            &row.verdict.as_str(),
+            &row.exit_code,
+            &duration,
+            &row.attempts,
+            &row.cached,
+            &row.decided_at,
+            &digest.map(|d| d.class.as_str()),
+            &digest.and_then(|d| d.format.as_deref()),
+            &reasons,
+        ];
+        self.exec(
+            &format!(
+                "INSERT INTO run_gates (run_id, goal_id, turn, repository, worktree, gate, \
+                 verdict, exit_code, duration_ms, attempts, cached, decided_at, digest_class, \
+                 digest_format, digest_reasons) \
+                 SELECT {scope}, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13 FROM {from}"
+            ),
+            rusqlite::params_from_iter(keys.into_iter().chain(fields)),
+        )
     }
 }
 
@@ -198,7 +287,7 @@ fn newest_rows_sql(column: &str, measured: bool) -> String {
     let filter = if measured { MEASURED } else { "" };
     format!(
         "SELECT {ROW_COLUMNS} FROM run_gates g WHERE g.{column} = ?1 AND g.gate = ?2 {filter} \
-         ORDER BY g.decided_at DESC, g.run_id DESC LIMIT ?3"
+         ORDER BY g.decided_at DESC, g.id DESC LIMIT ?3"
     )
 }
 
@@ -238,59 +327,98 @@ pub(crate) fn runs_in<A: Access + ?Sized>(
     Ok(runs)
 }
 
-const ROW_COLUMNS: &str = "g.run_id, g.gate, g.verdict, g.exit_code, g.duration_ms, g.attempts, \
-     g.cached, g.decided_at";
+const ROW_COLUMNS: &str = "g.id, g.run_id, g.goal_id, g.turn, g.gate, g.verdict, g.exit_code, \
+     g.duration_ms, g.attempts, g.cached, g.decided_at, g.digest_class, g.digest_format, \
+     g.digest_reasons";
 
-type RawRow = (
-    i64,
-    String,
-    String,
-    Option<i32>,
-    Option<i64>,
-    u32,
-    bool,
-    i64,
-);
-
-fn raw_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawRow> {
-    Ok((
-        r.get(0)?,
-        r.get(1)?,
-        r.get(2)?,
-        r.get(3)?,
-        r.get(4)?,
-        r.get(5)?,
-        r.get(6)?,
-        r.get(7)?,
-    ))
+/// A `run_gates` row as SQLite gives it, before its words are checked.
+struct RawRow {
+    id: i64,
+    run: Option<i64>,
+    goal: Option<i64>,
+    turn: Option<u32>,
+    gate: String,
+    verdict: String,
+    exit_code: Option<i32>,
+    duration_ms: Option<i64>,
+    attempts: u32,
+    cached: bool,
+    decided_at: i64,
+    digest_class: Option<String>,
+    digest_format: Option<String>,
+    digest_reasons: Option<String>,
 }
 
-/// Newest first: when it was decided, then the run.
+fn raw_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawRow> {
+    Ok(RawRow {
+        id: r.get(0)?,
+        run: r.get(1)?,
+        goal: r.get(2)?,
+        turn: r.get(3)?,
+        gate: r.get(4)?,
+        verdict: r.get(5)?,
+        exit_code: r.get(6)?,
+        duration_ms: r.get(7)?,
+        attempts: r.get(8)?,
+        cached: r.get(9)?,
+        decided_at: r.get(10)?,
+        digest_class: r.get(11)?,
+        digest_format: r.get(12)?,
+        digest_reasons: r.get(13)?,
+    })
+}
+
+/// Newest first: when it was decided, then the row (unique, so the merge of both keys' answers
+/// keeps each row once).
 fn row_order(raw: &RawRow) -> (i64, i64) {
-    (raw.7, raw.0)
+    (raw.decided_at, raw.id)
 }
 
 fn decode_row<A: Access + ?Sized>(a: &A, raw: RawRow) -> Result<RunGateRow, Error> {
-    let (run, gate, verdict, exit_code, duration_ms, attempts, cached, decided_at) = raw;
     let corrupt = |what, found: String| Error::Corrupt {
         path: a.db_path().to_path_buf(),
         what,
         found,
     };
-    let verdict = GateVerdict::from_name(&verdict)
-        .ok_or_else(|| corrupt("run_gates.verdict", verdict.clone()))?;
-    let duration_ms = duration_ms
+    let verdict = GateVerdict::from_name(&raw.verdict)
+        .ok_or_else(|| corrupt("run_gates.verdict", raw.verdict.clone()))?;
+    let duration_ms = raw
+        .duration_ms
         .map(|ms| u64::try_from(ms).map_err(|_| corrupt("run_gates.duration_ms", ms.to_string())))
         .transpose()?;
+    let source = match (raw.run, raw.goal) {
+        (Some(run), None) => RowSource::Run(RunId(run)),
+        (None, Some(goal)) => RowSource::Goal {
+            goal: GoalId(goal),
+            turn: raw.turn,
+        },
+        (run, goal) => return Err(corrupt("run_gates.run_id", format!("{run:?}/{goal:?}"))),
+    };
+    let digest = match raw.digest_class {
+        None => None,
+        Some(class) => Some(DigestTelemetry {
+            class: DigestClass::from_name(&class)
+                .ok_or_else(|| corrupt("run_gates.digest_class", class.clone()))?,
+            format: raw.digest_format,
+            reasons: raw
+                .digest_reasons
+                .unwrap_or_default()
+                .split(',')
+                .filter(|r| !r.is_empty())
+                .map(str::to_owned)
+                .collect(),
+        }),
+    };
     Ok(RunGateRow {
-        run: RunId(run),
-        gate,
+        source,
+        gate: raw.gate,
         verdict,
-        exit_code,
+        exit_code: raw.exit_code,
         duration_ms,
-        attempts,
-        cached,
-        decided_at,
+        attempts: raw.attempts,
+        cached: raw.cached,
+        decided_at: raw.decided_at,
+        digest,
     })
 }
 
@@ -370,6 +498,7 @@ pub(crate) fn gate_stats<A: Access + ?Sized>(
         let last = decode_row(a, last)?;
         let mut durations = Vec::new();
         let (mut failed, mut flaky) = (0u32, 0u32);
+        let (mut exact, mut partial, mut raw_tail) = (0u32, 0u32, 0u32);
         for raw in newest_rows(a, scope, &gate, true, window)? {
             let row = decode_row(a, raw)?;
             let ms = row
@@ -380,6 +509,15 @@ pub(crate) fn gate_stats<A: Access + ?Sized>(
                 GateVerdict::Fail | GateVerdict::Timeout => failed += 1,
                 GateVerdict::Flaky => flaky += 1,
                 _ => {}
+            }
+            // Evidence is what an agent reads of a gate that did not pass; how a passing
+            // output reads says nothing about how its failures will.
+            let evidence = row.digest.filter(|_| row.verdict != GateVerdict::Pass);
+            match evidence.map(|d| d.class) {
+                Some(DigestClass::Recognised) => exact += 1,
+                Some(DigestClass::Partial) => partial += 1,
+                Some(DigestClass::Unrecognised) => raw_tail += 1,
+                None => {}
             }
         }
         durations.sort_unstable();
@@ -397,6 +535,9 @@ pub(crate) fn gate_stats<A: Access + ?Sized>(
             p99_ms: nearest_rank(&durations, 99),
             failure_rate: rate(failed),
             flaky_rate: rate(flaky),
+            exact,
+            partial,
+            raw: raw_tail,
             samples: n,
             gate,
             last_verdict: last.verdict,
@@ -407,10 +548,12 @@ pub(crate) fn gate_stats<A: Access + ?Sized>(
 }
 
 /// Deletes the gate rows of runs started before `before` (called by `prune_runs` first, since
-/// the rows refer to their run).
+/// the rows refer to their run), and goals' rows decided before it: history keeps one span.
+/// (A goal's own record of its gate runs, `gate_runs`, is kept with the goal.)
 pub(crate) fn prune_rows(tx: &Tx<'_>, before: Millis) -> Result<usize, Error> {
     tx.exec(
-        "DELETE FROM run_gates WHERE run_id IN (SELECT id FROM runs WHERE started_at < ?1)",
+        "DELETE FROM run_gates WHERE run_id IN (SELECT id FROM runs WHERE started_at < ?1) \
+         OR (goal_id IS NOT NULL AND decided_at < ?1)",
         [before],
     )
 }
@@ -437,6 +580,7 @@ mod tests {
             attempts: 1,
             cached: false,
             decided_at: at,
+            digest: None,
         }
     }
 
@@ -626,6 +770,112 @@ mod tests {
                 "{sql}\n{text}"
             );
         }
+    }
+
+    fn read(class: DigestClass, format: Option<&str>, reasons: &[&str]) -> DigestTelemetry {
+        DigestTelemetry {
+            class,
+            format: format.map(str::to_owned),
+            reasons: reasons.iter().map(|r| (*r).to_owned()).collect(),
+        }
+    }
+
+    /// A goal's gate rows are samples beside verify's: the stats and a gate's rows read both,
+    /// say which goal and turn, and count how the digest read each measured output (a replayed
+    /// failure is neither a duration nor a reading).
+    #[test]
+    fn goal_rows_and_digest_readings_are_counted_with_the_runs_of_the_repository() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let mut store = open(&dir.path().join("s.db"));
+        let mut exact = row("unit", GateVerdict::Fail, 10, 100);
+        exact.digest = Some(read(DigestClass::Recognised, Some("pytest"), &[]));
+        let mut partial = row("unit", GateVerdict::Fail, 20, 200);
+        partial.digest = Some(read(
+            DigestClass::Partial,
+            Some("pytest"),
+            &["no-summary", "output-after-summary"],
+        ));
+        run_with(&mut store, Some("/r/.git"), "/r/a", &[exact]);
+        run_with(&mut store, Some("/r/.git"), "/r/a", &[partial]);
+        let goal = store
+            .write(|tx| {
+                tx.create_goal(&crate::NewGoal {
+                    worktree: dir.path().to_path_buf(),
+                    text: "green".into(),
+                    agent: crate::AgentSpec::default(),
+                    judge: None,
+                    max_turns: 3,
+                    retries: 3,
+                    gate_timeout_sec: 60,
+                    gates: Vec::new(),
+                })
+            })
+            .expect("goal");
+        let mut raw = row("unit", GateVerdict::Fail, 30, 300);
+        raw.digest = Some(read(DigestClass::Unrecognised, None, &["no-known-format"]));
+        let mut replayed = row("unit", GateVerdict::Fail, 0, 400);
+        (replayed.duration_ms, replayed.attempts, replayed.cached) = (None, 0, true);
+        // A pass's reading is kept on its row, and is no evidence: not counted.
+        let mut passed = row("unit", GateVerdict::Pass, 40, 500);
+        passed.digest = Some(read(DigestClass::Unrecognised, None, &["empty-output"]));
+        store
+            .write(|tx| {
+                tx.record_goal_run_gate(goal, Some(1), Some(Path::new("/r/.git")), &raw)?;
+                tx.record_goal_run_gate(goal, Some(2), Some(Path::new("/r/.git")), &replayed)?;
+                tx.record_goal_run_gate(goal, Some(3), Some(Path::new("/r/.git")), &passed)
+            })
+            .expect("goal rows");
+
+        let stats = store
+            .gate_stats(&scope(Some("/r/.git"), "/r/a"), 100)
+            .expect("stats");
+        let unit = &stats[0];
+        assert_eq!(
+            (unit.samples, unit.exact, unit.partial, unit.raw),
+            (4, 1, 1, 1)
+        );
+        assert_eq!((unit.last_verdict, unit.last_at), (GateVerdict::Pass, 500));
+        let rows = store
+            .gate_rows(&scope(Some("/r/.git"), "/r/a"), "unit", 10)
+            .expect("rows");
+        let sources: Vec<RowSource> = rows.iter().map(|r| r.source).collect();
+        assert_eq!(
+            &sources[..3],
+            [
+                RowSource::Goal {
+                    goal,
+                    turn: Some(3)
+                },
+                RowSource::Goal {
+                    goal,
+                    turn: Some(2)
+                },
+                RowSource::Goal {
+                    goal,
+                    turn: Some(1)
+                },
+            ]
+        );
+        assert!(matches!(sources[3], RowSource::Run(_)));
+        assert_eq!(rows[1].digest, None);
+        assert_eq!(
+            rows[3].digest,
+            Some(read(
+                DigestClass::Partial,
+                Some("pytest"),
+                &["no-summary", "output-after-summary"]
+            ))
+        );
+        // A goal that does not exist records nothing.
+        let missing = store.write(|tx| {
+            tx.record_goal_run_gate(
+                crate::GoalId(99),
+                None,
+                None,
+                &row("x", GateVerdict::Pass, 1, 1),
+            )
+        });
+        assert!(matches!(missing, Err(Error::NoSuchGoal(_))), "{missing:?}");
     }
 
     #[test]

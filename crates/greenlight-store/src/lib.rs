@@ -64,14 +64,15 @@ pub use frames::{INTERRUPTED, Run, RunId};
 pub use greenlight_stream;
 pub use greenlight_types;
 pub use history::{
-    DEFAULT_STATS_WINDOW, GateStats, HistoryScope, NewRunGate, RunGateRow, nearest_rank,
+    DEFAULT_STATS_WINDOW, DigestTelemetry, GateStats, HistoryScope, NewRunGate, RowSource,
+    RunGateRow, nearest_rank,
 };
 pub use listing::{ARCHIVE_AFTER_MS, Changes, GoalPage};
 pub use model::{
-    AgentEndpoint, AgentSpec, Dispatch, DispatchEnd, DispatchId, DispatchOutcome, DispatchStep,
-    Event, Family, Gate, GateId, GateRun, GateRunId, GateVerdict, Goal, GoalId, GoalState,
-    LastResult, Millis, NewDispatch, NewGate, NewGateRun, NewGoal, NewToolCall, Pause, Recovered,
-    Tokens, ToolCallRecord, ToolCallStatus, Turn,
+    AgentEndpoint, AgentSpec, DigestClass, Dispatch, DispatchEnd, DispatchId, DispatchOutcome,
+    DispatchStep, Event, Family, Gate, GateId, GateRun, GateRunId, GateVerdict, Goal, GoalId,
+    GoalState, LastResult, Millis, NewDispatch, NewGate, NewGateRun, NewGoal, NewToolCall, Pause,
+    Recovered, Tokens, ToolCallRecord, ToolCallStatus, Turn,
 };
 pub use owner::{Liveness, RunOwner};
 pub use read::Reads;

@@ -86,6 +86,20 @@ name_enum!(
     }
 );
 
+name_enum!(
+    /// How the digest read a gate's output (`run_gates.digest_class`), in the digest's own
+    /// words; history calls them exact, partial and raw.
+    DigestClass {
+        /// Read completely: its compact form stands in for the output ("exact").
+        Recognised = "recognised",
+        /// A known format, read in part: the evidence names what was parsed, then the tail
+        /// ("partial").
+        Partial = "partial",
+        /// No known format: the evidence is the output's tail ("raw").
+        Unrecognised = "unrecognised",
+    }
+);
+
 /// Which agent runtime a goal drives.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Default, schemars::JsonSchema)]
 pub struct AgentSpec {

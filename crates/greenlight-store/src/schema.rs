@@ -289,6 +289,50 @@ CREATE INDEX run_gates_by_worktree ON run_gates (worktree, gate, decided_at DESC
 CREATE INDEX goals_live_by_id ON goals (id) WHERE state IN ('active', 'paused');
 CREATE INDEX goals_by_updated ON goals (updated_at);
 "#,
+    // Version 11: observe telemetry and the goal loop's gate runs in history. Each gate row
+    // keeps how the digest read the deciding attempt's output (its classification, format name
+    // and reasons: words, never the command or the output), NULL when no attempt's output was
+    // read now (a skip, a cached or replayed result). A row is a verify or hook run's (`run_id`)
+    // or a goal's (`goal_id`, with its turn), so history reads both from one table. `run_id`
+    // becomes nullable, which SQLite can only do by rebuilding the table; nothing refers to
+    // `run_gates`, so dropping the old one breaks no key.
+    r#"
+CREATE TABLE run_gates_v11 (
+    id             INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id         INTEGER REFERENCES runs (id),
+    goal_id        INTEGER REFERENCES goals (id),
+    turn           INTEGER CHECK (turn IS NULL OR turn >= 1),
+    gate           TEXT    NOT NULL CHECK (gate <> ''),
+    verdict        TEXT    NOT NULL CHECK (verdict IN ('pass', 'fail', 'flaky', 'timeout', 'skip')),
+    exit_code      INTEGER,
+    duration_ms    INTEGER CHECK (duration_ms IS NULL OR duration_ms >= 0),
+    attempts       INTEGER NOT NULL CHECK (attempts >= 0),
+    cached         INTEGER NOT NULL DEFAULT 0 CHECK (cached IN (0, 1)),
+    decided_at     INTEGER NOT NULL,
+    repository     BLOB,
+    worktree       BLOB,
+    digest_class   TEXT    CHECK (digest_class IN ('recognised', 'partial', 'unrecognised')),
+    digest_format  TEXT    CHECK (digest_format <> '' AND digest_format NOT GLOB '*[^a-z0-9-]*'),
+    digest_reasons TEXT    CHECK (digest_reasons NOT GLOB '*[^a-z0-9,-]*'),
+    UNIQUE (run_id, gate),
+    CHECK ((attempts = 0) = (duration_ms IS NULL)),
+    CHECK ((run_id IS NULL) <> (goal_id IS NULL)),
+    CHECK (goal_id IS NOT NULL OR turn IS NULL),
+    CHECK ((digest_class IS NULL) = (digest_reasons IS NULL)),
+    CHECK (digest_class IS NOT NULL OR digest_format IS NULL)
+);
+INSERT INTO run_gates_v11 (id, run_id, gate, verdict, exit_code, duration_ms, attempts, cached,
+    decided_at, repository, worktree)
+    SELECT id, run_id, gate, verdict, exit_code, duration_ms, attempts, cached, decided_at,
+        repository, worktree
+    FROM run_gates;
+DROP TABLE run_gates;
+ALTER TABLE run_gates_v11 RENAME TO run_gates;
+-- Newest first by the row's own id: a goal's rows have no run to break a tie with.
+CREATE INDEX run_gates_by_repository ON run_gates (repository, gate, decided_at DESC, id DESC)
+    WHERE repository IS NOT NULL;
+CREATE INDEX run_gates_by_worktree ON run_gates (worktree, gate, decided_at DESC, id DESC);
+"#,
 ];
 
 /// The schema version this binary writes.
@@ -518,5 +562,103 @@ mod tests {
             )
             .expect("row");
         assert_eq!(copied, (b"/r".to_vec(), b"/w".to_vec(), None));
+    }
+
+    /// A version-10 file keeps every gate row (ids, scope and figures) through the rebuild of
+    /// `run_gates`: the old rows have no telemetry and belong to their run; the new table takes
+    /// a goal's row and refuses a row that is both a run's and a goal's, or a class it does not
+    /// know.
+    #[test]
+    fn a_version_10_file_keeps_its_gate_rows_and_gains_telemetry_and_goal_rows() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("v10.db");
+        let mut conn = Connection::open(&path).expect("open");
+        for step in &MIGRATIONS[..10] {
+            conn.execute_batch(step).expect("old step");
+        }
+        conn.pragma_update(None, "user_version", 10)
+            .expect("version");
+        conn.execute_batch(
+            "INSERT INTO runs (kind, worktree, gates, started_at, repository) \
+             VALUES ('verify', x'2f77', 2, 1, x'2f72');
+             INSERT INTO run_gates (run_id, gate, verdict, exit_code, duration_ms, attempts, \
+             cached, decided_at, repository, worktree) VALUES \
+             (1, 'unit', 'fail', 1, 40, 1, 0, 2, x'2f72', x'2f77'), \
+             (1, 'lint', 'skip', NULL, NULL, 0, 0, 3, x'2f72', x'2f77');
+             INSERT INTO goals (worktree, text, state, agent_family, max_turns, retries, \
+             gate_timeout_sec, created_at, updated_at) VALUES (x'2f77', 'g', 'active', 'command', 3, 2, 300, 1, 1);",
+        )
+        .expect("rows");
+        conn.pragma_update(None, "foreign_keys", true).expect("fk");
+        migrate(&mut conn, &path).expect("migrate");
+        let version: i64 = conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .expect("version");
+        assert_eq!(version, SCHEMA_VERSION);
+        // id, run, gate, duration, classification, worktree
+        type Kept = (i64, i64, String, Option<i64>, Option<String>, Vec<u8>);
+        let rows: Vec<Kept> = conn
+            .prepare(
+                "SELECT id, run_id, gate, duration_ms, digest_class, worktree FROM run_gates \
+                 WHERE goal_id IS NULL ORDER BY id",
+            )
+            .expect("prepare")
+            .query_map([], |r| {
+                Ok((
+                    r.get(0)?,
+                    r.get(1)?,
+                    r.get(2)?,
+                    r.get(3)?,
+                    r.get(4)?,
+                    r.get(5)?,
+                ))
+            })
+            .expect("query")
+            .collect::<Result<_, _>>()
+            .expect("rows");
+        assert_eq!(
+            rows,
+            [
+                (1, 1, "unit".to_owned(), Some(40), None, b"/w".to_vec()),
+                (2, 1, "lint".to_owned(), None, None, b"/w".to_vec()),
+            ]
+        );
+        let fk: i64 = conn
+            .query_row("SELECT COUNT(*) FROM pragma_foreign_key_check", [], |r| {
+                r.get(0)
+            })
+            .expect("fk check");
+        assert_eq!(fk, 0, "every row still refers to its run");
+        conn.execute(
+            "INSERT INTO run_gates (goal_id, turn, gate, verdict, exit_code, duration_ms, \
+             attempts, decided_at, digest_class, digest_format, digest_reasons) \
+             VALUES (1, 1, 'unit', 'pass', 0, 30, 1, 4, 'partial', 'pytest', 'no-summary')",
+            [],
+        )
+        .expect("a goal's row with telemetry");
+        for bad in [
+            // both a run's and a goal's
+            "(1, 1, 1, 'both', 'pass', 0, 1, 1, 5, NULL, NULL, NULL)",
+            // neither
+            "(NULL, NULL, NULL, 'none', 'pass', 0, 1, 1, 5, NULL, NULL, NULL)",
+            // a class the digest does not have
+            "(NULL, 1, 1, 'odd', 'pass', 0, 1, 1, 5, 'exact', NULL, '')",
+            // a class without its reasons
+            "(NULL, 1, 1, 'half', 'pass', 0, 1, 1, 5, 'partial', 'pytest', NULL)",
+            // reasons that are not words (output pasted in)
+            "(NULL, 1, 1, 'text', 'fail', 1, 1, 1, 5, 'partial', 'pytest', 'FAILED test_a.py')",
+            // a format without a classification
+            "(NULL, 1, 1, 'fmt', 'fail', 1, 1, 1, 5, NULL, 'pytest', NULL)",
+        ] {
+            let refused = conn.execute(
+                &format!(
+                    "INSERT INTO run_gates (run_id, goal_id, turn, gate, verdict, exit_code, \
+                     duration_ms, attempts, decided_at, digest_class, digest_format, \
+                     digest_reasons) VALUES {bad}"
+                ),
+                [],
+            );
+            assert!(refused.is_err(), "{bad} must be refused");
+        }
     }
 }

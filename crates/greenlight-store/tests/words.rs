@@ -221,6 +221,7 @@ fn every_verdict_and_run_kind_of_a_recorded_run_is_stored_as_its_name_and_read_b
                             attempts: 0,
                             cached: false,
                             decided_at: 5,
+                            digest: None,
                         },
                     )?;
                 }

@@ -1,5 +1,6 @@
 //! `greenlight history`: the recorded verify and hook runs of this repository and each gate's
-//! figures (runs, p50, p95, failure and flaky rates), or one gate's recent rows.
+//! figures (runs, p50, p95, failure and flaky rates, and how often its evidence was exact,
+//! partial or raw), or one gate's recent rows; a goal's gate runs are among them.
 //!
 //! Rendering only: the scope (every worktree of the repository) comes from
 //! `greenlight_run::record::repository_of`, the rows and figures from the store.
@@ -9,7 +10,8 @@ use std::path::PathBuf;
 use greenlight_run::record::repository_of;
 use greenlight_server::dashboard::{RUNNING, duration, utc};
 use greenlight_store::{
-    DEFAULT_STATS_WINDOW, GateStats, HistoryScope, Reads, Run, RunGateRow, Store,
+    DEFAULT_STATS_WINDOW, DigestClass, DigestTelemetry, GateStats, HistoryScope, Reads, RowSource,
+    Run, RunGateRow, Store,
 };
 use serde_json::{Value, json};
 
@@ -94,11 +96,18 @@ fn show(args: &Args) -> Result<i32, (i32, String)> {
     }
     let failed = |e: greenlight_store::Error| (exit::ERROR, e.to_string());
     let limit = usize::try_from(args.limit).unwrap_or(usize::MAX);
-    let runs = match &store {
-        Some(store) => store.runs_in(&scope, limit).map_err(failed)?,
-        None => Vec::new(),
+    let (runs, stats) = match &store {
+        Some(store) => (
+            store.runs_in(&scope, limit).map_err(failed)?,
+            store
+                .gate_stats(&scope, DEFAULT_STATS_WINDOW)
+                .map_err(failed)?,
+        ),
+        None => (Vec::new(), Vec::new()),
     };
-    let Some(store) = store.filter(|_| !runs.is_empty()) else {
+    // A goal's gate phase writes gate rows without a run: a repository where only goals ran
+    // still has history.
+    let Some(store) = store.filter(|_| !runs.is_empty() || !stats.is_empty()) else {
         if args.json {
             outln!(
                 "{}",
@@ -112,9 +121,6 @@ fn show(args: &Args) -> Result<i32, (i32, String)> {
         }
         return Ok(exit::OK);
     };
-    let stats = store
-        .gate_stats(&scope, DEFAULT_STATS_WINDOW)
-        .map_err(failed)?;
     match &args.gate {
         None => {
             if args.json {
@@ -198,14 +204,41 @@ fn stats_json(s: &GateStats) -> Value {
         "p99_ms": s.p99_ms,
         "failure_rate": s.failure_rate,
         "flaky_rate": s.flaky_rate,
+        "evidence": { "exact": s.exact, "partial": s.partial, "raw": s.raw },
         "last_verdict": s.last_verdict.as_str(),
         "last_at": s.last_at,
     })
 }
 
-fn row_json(r: &RunGateRow) -> Value {
+/// What a user calls a digest's reading: exact (its compact form stood in for the output),
+/// partial (what was parsed, then the tail), raw (the tail alone).
+fn evidence_word(class: DigestClass) -> &'static str {
+    match class {
+        DigestClass::Recognised => "exact",
+        DigestClass::Partial => "partial",
+        DigestClass::Unrecognised => "raw",
+    }
+}
+
+fn digest_json(d: &DigestTelemetry) -> Value {
     json!({
-        "run": r.run.0,
+        "evidence": evidence_word(d.class),
+        "classification": d.class.as_str(),
+        "format": d.format,
+        "reasons": d.reasons,
+    })
+}
+
+fn row_json(r: &RunGateRow) -> Value {
+    let (run, goal, turn) = match r.source {
+        RowSource::Run(run) => (Some(run.0), None, None),
+        RowSource::Goal { goal, turn } => (None, Some(goal.0), turn),
+    };
+    json!({
+        "run": run,
+        "goal": goal,
+        "turn": turn,
+        "digest": r.digest.as_ref().map(digest_json),
         "verdict": r.verdict.as_str(),
         "exit_code": r.exit_code,
         "duration_ms": r.duration_ms,
@@ -287,19 +320,57 @@ fn render_stats(stats: &[GateStats]) {
                 ms(s.p95_ms),
                 percent(s.failure_rate),
                 percent(s.flaky_rate),
+                s.exact.to_string(),
+                s.partial.to_string(),
+                s.raw.to_string(),
                 format!("{} {}", s.last_verdict.as_str(), utc(s.last_at)),
             ]
         })
         .collect();
     table(
-        &["gate", "runs", "p50", "p95", "fail%", "flaky%", "last"],
+        &[
+            "gate", "runs", "p50", "p95", "fail%", "flaky%", "exact", "partial", "raw", "last",
+        ],
         &rows,
     );
+    outln!(
+        "exact: the digest read the whole output; partial: part of it, the rest as a tail; raw: only the tail"
+    );
+}
+
+/// Which run decided a row: `run 12`, or `goal 3 turn 2`.
+fn source(r: &RunGateRow) -> String {
+    match r.source {
+        RowSource::Run(run) => format!("run {}", run.0),
+        RowSource::Goal {
+            goal,
+            turn: Some(turn),
+        } => format!("goal {goal} turn {turn}"),
+        RowSource::Goal { goal, turn: None } => format!("goal {goal}"),
+    }
+}
+
+/// How a row's output was read: `exact pytest`, `partial pytest: no-summary`, `raw`, or `-`
+/// when nothing was read now (a skip, a cached or replayed result).
+fn reading(d: Option<&DigestTelemetry>) -> String {
+    let Some(d) = d else {
+        return "-".to_owned();
+    };
+    let mut text = evidence_word(d.class).to_owned();
+    if let Some(format) = &d.format {
+        text.push(' ');
+        text.push_str(format);
+    }
+    if !d.reasons.is_empty() {
+        text.push_str(": ");
+        text.push_str(&d.reasons.join(", "));
+    }
+    text
 }
 
 fn render_gate(s: &GateStats, rows: &[RunGateRow]) {
     outln!(
-        "gate {}: {} measured runs, p50 {}, p95 {}, p99 {} (nearest rank), fail {}%, flaky {}%, last {} at {}",
+        "gate {}: {} measured runs, p50 {}, p95 {}, p99 {} (nearest rank), fail {}%, flaky {}%, evidence exact {} partial {} raw {}, last {} at {}",
         s.gate,
         s.samples,
         ms(s.p50_ms),
@@ -307,6 +378,9 @@ fn render_gate(s: &GateStats, rows: &[RunGateRow]) {
         ms(s.p99_ms),
         percent(s.failure_rate),
         percent(s.flaky_rate),
+        s.exact,
+        s.partial,
+        s.raw,
         s.last_verdict.as_str(),
         utc(s.last_at)
     );
@@ -315,7 +389,7 @@ fn render_gate(s: &GateStats, rows: &[RunGateRow]) {
         .iter()
         .map(|r| {
             vec![
-                r.run.0.to_string(),
+                source(r),
                 utc(r.decided_at),
                 r.verdict.as_str().to_owned(),
                 r.exit_code
@@ -323,12 +397,13 @@ fn render_gate(s: &GateStats, rows: &[RunGateRow]) {
                 ms(r.duration_ms),
                 r.attempts.to_string(),
                 if r.cached { "yes" } else { "no" }.to_owned(),
+                reading(r.digest.as_ref()),
             ]
         })
         .collect();
     table(
         &[
-            "run", "when", "verdict", "exit", "duration", "attempts", "cached",
+            "from", "when", "verdict", "exit", "duration", "attempts", "cached", "evidence",
         ],
         &table_rows,
     );

@@ -5,7 +5,7 @@
 #![allow(clippy::unwrap_used)] // a test that cannot set up its fixture should stop loudly
 
 use crate::goal_support::{Fixture, GATE, kinds, of_kind};
-use serde_json::json;
+use serde_json::{Value, json};
 
 const FIX: &str = "echo good > value.txt\necho 'fixed value.txt'";
 
@@ -279,6 +279,49 @@ fn an_unchanged_workspace_is_not_regated_the_attempt_advances_and_the_prompt_say
         "{keys:?}"
     );
     assert_eq!(fx.status()["goal"]["pause"]["reason"], "retries-exhausted");
+
+    // In history the replay is no measurement: a cached row with no attempt, no duration and
+    // no reading, left out of the figures (two runs measured, both raw failures).
+    let state = fx.state();
+    let history = fx
+        .repo
+        .greenlight([
+            "history",
+            "--gate",
+            &gate,
+            "--json",
+            "--state",
+            state.to_str().unwrap(),
+        ])
+        .json();
+    let rows: Vec<_> = history["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["turn"].clone(),
+                r["cached"].clone(),
+                r["attempts"].clone(),
+                r["duration_ms"].is_null(),
+                r["digest"]["evidence"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            (json!(3), json!(false), json!(1), false, json!("raw")),
+            (json!(2), json!(true), json!(0), true, Value::Null),
+            (json!(1), json!(false), json!(1), false, json!("raw")),
+        ],
+        "{history}"
+    );
+    assert_eq!(history["stats"]["samples"], 2, "{history}");
+    assert_eq!(
+        history["stats"]["evidence"],
+        json!({ "exact": 0, "partial": 0, "raw": 2 })
+    );
 }
 
 /// hermes removed its unchanged-workspace skip after it replayed a stale failure: its
@@ -605,4 +648,105 @@ fn a_full_temp_dir_pauses_the_goal_at_once_and_charges_no_turn() {
     while std::io::Write::write_all(&mut filler, &chunk).is_ok() {}
     drop(filler);
     a_machine_failure_pauses_at_once(&mount, "No space left on device");
+}
+
+/// `greenlight history` shows the goal loop's gate runs: after a goal that went red then green,
+/// the gate's last result is the goal's pass (not the failing verify before it), and its rows
+/// name the goal and turn, with how the goal's own run of the gate was read.
+#[test]
+fn history_shows_the_goals_gate_runs_and_their_last_pass() {
+    let fx = Fixture::new();
+    fx.repo.verify_yaml(&format!(
+        "version: 1\ngates:\n  - id: test\n    command: {GATE}\n"
+    ));
+    fx.repo.commit_all("the gate");
+    let state = fx.state();
+    let state = state.to_str().unwrap();
+    let verify = fx
+        .repo
+        .cli(["verify", "--skip-work-evidence", "--state", state])
+        .env_remove("GREENLIGHT_NO_RECORD")
+        .run();
+    assert_eq!(verify.code, 20, "{}", verify.render());
+    let before = fx
+        .repo
+        .greenlight(["history", "--json", "--state", state])
+        .json();
+    assert_eq!(before["gates"][0]["last_verdict"], "fail", "{before}");
+
+    let agent = fx.script(
+        "agent.sh",
+        "if [ $N -ge 2 ]; then echo good > value.txt; echo fixed; else echo 'looked around'; fi",
+    );
+    let agent = fx.agent(&agent);
+    let out = fx.goal(&["run", "fix the value", "--agent", &agent]);
+    assert_eq!(out.code, 0, "{}", out.render());
+
+    let doc = fx
+        .repo
+        .greenlight(["history", "--json", "--state", state])
+        .json();
+    let gates = doc["gates"].as_array().unwrap();
+    assert_eq!(
+        gates.len(),
+        1,
+        "the goal's runs are the verify gate's: {doc}"
+    );
+    let test = &gates[0];
+    assert_eq!(
+        (&test["gate"], &test["last_verdict"], &test["samples"]),
+        (&json!("test"), &json!("pass"), &json!(3)),
+        "{doc}"
+    );
+    assert_eq!(test["failure_rate"].as_f64().unwrap(), 2.0 / 3.0);
+    // `expected value good, got bad` is no known tool's output: raw, from verify and the goal.
+    assert_eq!(
+        test["evidence"],
+        json!({ "exact": 0, "partial": 0, "raw": 2 })
+    );
+
+    let rows = fx
+        .repo
+        .greenlight(["history", "--gate", "test", "--json", "--state", state])
+        .json();
+    let sources: Vec<(Value, Value, Value, Value)> = rows["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["run"].clone(),
+                r["goal"].clone(),
+                r["turn"].clone(),
+                r["verdict"].clone(),
+            )
+        })
+        .collect();
+    let run = before["runs"][0]["id"].clone();
+    assert_eq!(
+        sources,
+        [
+            (Value::Null, json!(1), json!(2), json!("pass")),
+            (Value::Null, json!(1), json!(1), json!("fail")),
+            (run, Value::Null, Value::Null, json!("fail")),
+        ]
+    );
+    assert_eq!(rows["rows"][1]["digest"]["evidence"], "raw");
+
+    let text = fx.repo.greenlight(["history", "--state", state]);
+    let last = text
+        .lines()
+        .iter()
+        .find(|l| l.starts_with("test "))
+        .unwrap_or_else(|| panic!("{}", text.stdout))
+        .to_string();
+    assert!(last.contains(" pass "), "{last}");
+    let one = fx
+        .repo
+        .greenlight(["history", "--gate", "test", "--state", state]);
+    assert!(
+        one.lines()[3].starts_with("goal 1 turn 2  "),
+        "{}",
+        one.stdout
+    );
 }

@@ -125,7 +125,9 @@ fn history_lists_the_runs_then_each_gates_figures_and_json_agrees() {
         lines[table_start + 1]
             .split_whitespace()
             .collect::<Vec<_>>(),
-        ["gate", "runs", "p50", "p95", "fail%", "flaky%", "last"]
+        [
+            "gate", "runs", "p50", "p95", "fail%", "flaky%", "exact", "partial", "raw", "last"
+        ]
     );
     let row = |id: &str| {
         lines
@@ -135,10 +137,16 @@ fn history_lists_the_runs_then_each_gates_figures_and_json_agrees() {
             .split_whitespace()
             .collect::<Vec<_>>()
     };
-    // gate, runs, p50 (value and unit), p95 (value and unit), fail%, flaky%, last verdict, …
+    // gate, runs, p50 (value and unit), p95 (value and unit), fail%, flaky%, exact, partial,
+    // raw, last verdict, …; `exit 3` prints nothing, so its evidence was the (empty) tail.
     assert_eq!(
-        (row("bad")[1], row("bad")[6], row("bad")[8]),
-        ("3", "100.0", "fail")
+        (
+            row("bad")[1],
+            row("bad")[6],
+            &row("bad")[8..11],
+            row("bad")[11]
+        ),
+        ("3", "100.0", &["0", "0", "3"][..], "fail")
     );
     assert_eq!((row("wobbly")[6], row("wobbly")[7]), ("0.0", "100.0"));
 }
@@ -178,7 +186,7 @@ fn one_gates_rows_and_an_unknown_gate_is_refused_naming_the_known_ones() {
     );
     assert!(
         text.stdout
-            .contains("fail 100.0%, flaky 0.0%, last fail at "),
+            .contains("fail 100.0%, flaky 0.0%, evidence exact 0 partial 0 raw 2, last fail at "),
         "{}",
         text.stdout
     );
@@ -190,10 +198,11 @@ fn one_gates_rows_and_an_unknown_gate_is_refused_naming_the_known_ones() {
         .collect();
     assert_eq!(rows.len(), 2, "{}", text.stdout);
     for row in rows {
-        // run, date, time, UTC, verdict, exit, duration (2 words), attempts, cached
+        // from (`run N`), date, time, UTC, verdict, exit, duration (2 words), attempts,
+        // cached, evidence
         assert_eq!(
-            (row[4], row[5], row[8], row[9]),
-            ("fail", "3", "1", "no"),
+            (row[0], row[5], row[6], row[9], row[10], &row[11..]),
+            ("run", "fail", "3", "1", "no", &["raw:", "empty-output"][..]),
             "{row:?}"
         );
     }
@@ -279,6 +288,7 @@ fn seed(repo: &TempRepo, gate: &str, durations_ms: &[u64]) {
                         attempts: 1,
                         cached: false,
                         decided_at: tx.now(),
+                        digest: None,
                     },
                 )?;
                 tx.finish_run(run, "passed", 0, ms).map(|_| ())
@@ -476,5 +486,162 @@ fn suggest_timeouts_leaves_a_mutex_gate_alone_and_says_why() {
         1,
         "only unit is proposed: {}",
         out.stdout
+    );
+}
+
+/// pytest's own output of a failing run (a committed fixture of the digest), whole, without its
+/// closing summary line, and a line no tool writes: the evidence is exact, partial and raw.
+fn three_readings(repo: &TempRepo) {
+    let pytest = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../greenlight-digest/tests/fixtures/pytest/fail-q/output.txt"),
+    )
+    .unwrap();
+    let cut = pytest.trim_end().rfind('\n').unwrap();
+    repo.write("full.txt", &pytest);
+    repo.write("part.txt", &pytest[..=cut]);
+    repo.write("raw.txt", "something broke\n");
+    repo.write("show", "cat \"$1\"\nexit 1\n");
+    repo.verify_yaml(
+        "version: 1\ngates:\n  - id: exact\n    command: sh show full.txt\n  - id: partial\n    command: sh show part.txt\n  - id: raw\n    command: sh show raw.txt\n  - id: green\n    command: sh show raw.txt || true\n",
+    );
+}
+
+/// Observe telemetry: each recorded gate keeps how the digest read its output, history counts
+/// the readings of the runs that did not pass per gate (table and JSON), one gate's rows name
+/// format and reasons, and the store holds words only (no command, no output).
+#[test]
+fn history_counts_exact_partial_and_raw_evidence_per_gate_and_the_store_keeps_only_words() {
+    let repo = TempRepo::worktree_with_commit();
+    three_readings(&repo);
+    verify_times(&repo, 2);
+
+    let doc = greenlight(&repo, &["history", "--json"]).json();
+    let evidence = |id: &str| {
+        doc["gates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|g| g["gate"] == id)
+            .unwrap_or_else(|| panic!("no {id} in {doc}"))["evidence"]
+            .clone()
+    };
+    let counts = |exact: u32, partial: u32, raw: u32| serde_json::json!({ "exact": exact, "partial": partial, "raw": raw });
+    assert_eq!(evidence("exact"), counts(2, 0, 0));
+    assert_eq!(evidence("partial"), counts(0, 2, 0));
+    assert_eq!(evidence("raw"), counts(0, 0, 2));
+    // A pass is no evidence, however its output reads.
+    assert_eq!(evidence("green"), counts(0, 0, 0));
+
+    let text = greenlight(&repo, &["history"]);
+    let line = |id: &str| -> Vec<String> {
+        text.lines()
+            .iter()
+            .find(|l| l.split_whitespace().next() == Some(id))
+            .unwrap_or_else(|| panic!("no {id} in {}", text.stdout))
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect()
+    };
+    // gate, runs, p50 (2), p95 (2), fail%, flaky%, exact, partial, raw, …
+    assert_eq!(line("exact")[8..11], ["2", "0", "0"]);
+    assert_eq!(line("partial")[8..11], ["0", "2", "0"]);
+    assert_eq!(line("raw")[8..11], ["0", "0", "2"]);
+    assert!(
+        text.stdout.contains(
+            "exact: the digest read the whole output; partial: part of it, the rest as a tail; raw: only the tail"
+        ),
+        "{}",
+        text.stdout
+    );
+
+    let rows = greenlight(&repo, &["history", "--gate", "partial", "--json"]).json();
+    assert_eq!(
+        rows["rows"][0]["digest"],
+        serde_json::json!({
+            "evidence": "partial",
+            "classification": "partial",
+            "format": "pytest",
+            "reasons": ["no-summary"],
+        })
+    );
+    let one = greenlight(&repo, &["history", "--gate", "raw"]);
+    assert!(
+        one.lines()[3].ends_with("raw: no-known-format"),
+        "{}",
+        one.stdout
+    );
+
+    // The table's columns are the figures and the words, nothing that could hold a command or
+    // its output; and no cell holds either.
+    let db = rusqlite::Connection::open(state_of(&repo)).unwrap();
+    let columns: Vec<String> = db
+        .prepare("SELECT name FROM pragma_table_info('run_gates') ORDER BY cid")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(
+        columns,
+        [
+            "id",
+            "run_id",
+            "goal_id",
+            "turn",
+            "gate",
+            "verdict",
+            "exit_code",
+            "duration_ms",
+            "attempts",
+            "cached",
+            "decided_at",
+            "repository",
+            "worktree",
+            "digest_class",
+            "digest_format",
+            "digest_reasons"
+        ]
+    );
+    // gate, digest_class, digest_format, digest_reasons
+    type Words = (String, Option<String>, Option<String>, Option<String>);
+    let words: Vec<Words> = db
+        .prepare(
+            "SELECT gate, digest_class, digest_format, digest_reasons FROM run_gates ORDER BY id",
+        )
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(words.len(), 8, "{words:?}");
+    for (gate, class, format, reasons) in &words {
+        let cells = format!("{gate} {class:?} {format:?} {reasons:?}");
+        for leak in ["show", "test_math", "something", "broke"] {
+            assert!(!cells.contains(leak), "{leak} stored: {cells}");
+        }
+    }
+    assert_eq!(
+        words[0..4]
+            .iter()
+            .map(|(g, c, f, r)| (g.as_str(), c.as_deref(), f.as_deref(), r.as_deref()))
+            .collect::<Vec<_>>(),
+        [
+            ("exact", Some("recognised"), Some("pytest"), Some("")),
+            (
+                "partial",
+                Some("partial"),
+                Some("pytest"),
+                Some("no-summary")
+            ),
+            ("raw", Some("unrecognised"), None, Some("no-known-format")),
+            // `a || true` is compound: a line no format explains may be a whole inner run.
+            (
+                "green",
+                Some("unrecognised"),
+                None,
+                Some("no-known-format,unclaimed-output")
+            ),
+        ]
     );
 }

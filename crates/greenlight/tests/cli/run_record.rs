@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use greenlight_store::greenlight_stream::{Frame, FrameBody, GateVerdict, RunKind};
-use greenlight_store::{Reads, Run, RunId, Store};
+use greenlight_store::{DigestClass, Reads, Run, RunId, Store};
 use greenlight_testkit::{TempRepo, procs};
 
 const TWO_GATES: &str = "version: 1\ngates:\n  - id: lint\n    command: \"true\"\n  - id: unit\n    command: echo 'assertion failed: 2 + 2 == 5' >&2; exit 3\n";
@@ -205,6 +205,21 @@ fn hook_stop_records_a_hook_run_with_its_decision() {
             ("unit", GateVerdict::Fail, Some(3), 1)
         ]
     );
+    // Each row keeps how the digest read the output, in words: the failing gate's one line of
+    // stderr is no known tool's, and nothing of it is stored.
+    let unit = rows[1].digest.as_ref().unwrap();
+    assert_eq!(
+        (unit.class, unit.format.as_deref()),
+        (DigestClass::Unrecognised, None)
+    );
+    assert!(
+        unit.reasons.contains(&"no-known-format".to_owned()),
+        "{unit:?}"
+    );
+    assert!(
+        rows[0].digest.is_some(),
+        "a pass's reading is kept on its row"
+    );
     let common = repo.git(&["rev-parse", "--git-common-dir"]);
     assert_eq!(
         hook_run.repository.as_deref(),
@@ -272,6 +287,9 @@ fn a_gate_replayed_from_the_cache_is_recorded_as_replayed_and_counted_apart() {
         .map(|r| r["cached"].as_bool().unwrap())
         .collect();
     assert_eq!(cached, [true, false], "{doc:#}");
+    // The replay read no output now: no reading, so the one measurement is not counted twice.
+    let readings: Vec<bool> = rows.iter().map(|r| r["digest"].is_null()).collect();
+    assert_eq!(readings, [true, false], "{doc:#}");
 }
 
 /// A verify killed with SIGKILL in the middle of a gate: its run was begun in `state` and never
