@@ -439,7 +439,7 @@ fn without_gate_flags_or_a_verify_yaml_the_goal_is_refused() {
     assert_eq!(out.code, 2, "{}", out.render());
     assert!(
         out.stderr
-            .contains("no gates: pass --gate CMD, or declare gates in .commandmate/verify.yaml"),
+            .contains("no gates: pass --gate CMD, or declare gates in .greenlight/verify.yaml"),
         "{}",
         out.render()
     );
