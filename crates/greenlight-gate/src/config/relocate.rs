@@ -8,9 +8,9 @@
 
 use std::path::{Path, PathBuf};
 
-use camino::Utf8PathBuf;
+use camino::{Utf8Path, Utf8PathBuf};
 
-use super::{ConfigErrors, Home, is_v2, parse};
+use super::{ConfigErrors, Home, is_v2, parse_reading, read_matcher_file};
 
 /// What a move did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -111,10 +111,18 @@ pub fn move_to_greenlight_home(dir: &Path, any_version: bool) -> Result<Moved, M
         return Err(MoveError::VersionOne(from));
     }
     let target = Utf8PathBuf::from_path_buf(to.clone()).map_err(MoveError::NotUtf8Path)?;
-    let loaded = parse(&target, text).map_err(|errors| MoveError::WouldBreak {
-        target: to.clone(),
-        errors,
-    })?;
+    // `.greenlight/` may not exist yet, and the kernel resolves `.greenlight/../x` only through
+    // a directory that does: the named files are read by their paths with `..` taken lexically,
+    // as they will resolve once the directory is there.
+    let read_lexically = |full: &Utf8Path| {
+        let resolved = lexical(full.as_std_path());
+        read_matcher_file(&resolved, full.as_str())
+    };
+    let loaded =
+        parse_reading(&target, text, &read_lexically).map_err(|errors| MoveError::WouldBreak {
+            target: to.clone(),
+            errors,
+        })?;
     let old_dir = Home::CommandMate.file_in(dir);
     let old_dir = old_dir.parent().unwrap_or(dir);
     let named = loaded
@@ -124,9 +132,9 @@ pub fn move_to_greenlight_home(dir: &Path, any_version: bool) -> Result<Moved, M
         .flat_map(|remote| [&remote.token_file, &remote.ca_file])
         .flatten();
     for moved in named {
-        let moved = moved.as_std_path();
-        let relative = moved.strip_prefix(to.parent().unwrap_or(dir)).ok();
-        let left_behind = relative.map(|r| old_dir.join(r));
+        let moved = &lexical(moved.as_std_path());
+        let relative = moved.strip_prefix(lexical(to.parent().unwrap_or(dir))).ok();
+        let left_behind = relative.map(|r| lexical(old_dir).join(r));
         if let Some(file) = left_behind.filter(|file| !moved.exists() && file.exists()) {
             return Err(MoveError::NamedFileLeftBehind {
                 file,
@@ -149,6 +157,24 @@ pub fn move_to_greenlight_home(dir: &Path, any_version: bool) -> Result<Moved, M
         to,
         bytes: bytes.len(),
     })
+}
+
+/// `path` with each `..` taking away the component before it, without asking the file system.
+fn lexical(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for part in path.components() {
+        match part {
+            Component::ParentDir
+                if matches!(out.components().next_back(), Some(Component::Normal(_))) =>
+            {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out
 }
 
 /// Writes `bytes` to a file that must not exist yet (created exclusively, never through a

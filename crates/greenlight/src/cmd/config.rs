@@ -38,10 +38,12 @@ pub fn run(command: Command) -> i32 {
     let dir = cwd.unwrap_or_else(|| PathBuf::from("."));
     match config::move_to_greenlight_home(&dir, any_version) {
         Ok(moved) => {
+            // From the current directory, the paths read as the user would type them.
+            let shown = |p: &Path| p.strip_prefix(".").unwrap_or(p).display().to_string();
             outln!(
                 "moved {} to {} ({} bytes, unchanged)",
-                moved.from.display(),
-                moved.to.display(),
+                shown(&moved.from),
+                shown(&moved.to),
                 moved.bytes
             );
             outln!("to record the move in git, run in {}:", dir.display());

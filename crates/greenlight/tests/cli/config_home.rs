@@ -6,8 +6,10 @@
 
 use greenlight_testkit::TempRepo;
 
-const OURS_V2: &str = "# greenlight's own\nversion: 2\ngates:\n  - id: ours\n    command: touch ran-ours\n";
-const THEIRS_V1: &str = "version: 1\ngates:\n  - id: theirs\n    command: touch ran-theirs; exit 9\n";
+const OURS_V2: &str =
+    "# greenlight's own\nversion: 2\ngates:\n  - id: ours\n    command: touch ran-ours\n";
+const THEIRS_V1: &str =
+    "version: 1\ngates:\n  - id: theirs\n    command: touch ran-theirs; exit 9\n";
 
 #[test]
 fn greenlight_s_home_is_read_first_from_a_subdirectory_and_the_other_file_is_named_once() {
@@ -70,14 +72,19 @@ fn version_1_in_commandmate_s_file_runs_and_counts_as_commandmate_counts_it() {
         "{}",
         out.render()
     );
-    assert!(!out.stderr.contains("ignores the other"), "{}", out.render());
+    assert!(
+        !out.stderr.contains("ignores the other"),
+        "{}",
+        out.render()
+    );
 }
 
 #[test]
 fn config_move_moves_the_bytes_and_says_the_git_commands_that_record_it() {
     let repo = TempRepo::worktree_with_commit();
     // Odd spacing and a comment: the move keeps bytes, it does not rewrite.
-    let text = "# gates\nversion: 2\ngates:\n  -   id: ours\n      command: touch ran-ours   # here\n";
+    let text =
+        "# gates\nversion: 2\ngates:\n  -   id: ours\n      command: touch ran-ours   # here\n";
     repo.write(".commandmate/verify.yaml", text);
     repo.commit_all("v2 in the wrong home");
     let out = repo.greenlight(["config", "move"]);
@@ -93,7 +100,11 @@ fn config_move_moves_the_bytes_and_says_the_git_commands_that_record_it() {
     );
     let verify = repo.greenlight(["verify"]);
     assert_eq!(verify.code, 0, "{}", verify.render());
-    assert!(verify.stdout.contains("GATE ours PASS"), "{}", verify.render());
+    assert!(
+        verify.stdout.contains("GATE ours PASS"),
+        "{}",
+        verify.render()
+    );
 }
 
 #[test]
@@ -103,19 +114,35 @@ fn config_move_refuses_an_existing_target_and_a_version_1_file_unless_asked() {
     let v1 = repo.greenlight(["config", "move"]);
     assert_eq!(v1.code, 2, "{}", v1.render());
     assert!(v1.stderr.contains("--any-version"), "{}", v1.render());
-    assert_eq!(repo.read(".commandmate/verify.yaml").as_deref(), Some(THEIRS_V1));
+    assert_eq!(
+        repo.read(".commandmate/verify.yaml").as_deref(),
+        Some(THEIRS_V1)
+    );
 
     repo.greenlight_yaml(OURS_V2);
     let taken = repo.greenlight(["config", "move", "--any-version"]);
     assert_eq!(taken.code, 2, "{}", taken.render());
-    assert!(taken.stderr.contains("already exists"), "{}", taken.render());
-    assert_eq!(repo.read(".greenlight/verify.yaml").as_deref(), Some(OURS_V2));
-    assert_eq!(repo.read(".commandmate/verify.yaml").as_deref(), Some(THEIRS_V1));
+    assert!(
+        taken.stderr.contains("already exists"),
+        "{}",
+        taken.render()
+    );
+    assert_eq!(
+        repo.read(".greenlight/verify.yaml").as_deref(),
+        Some(OURS_V2)
+    );
+    assert_eq!(
+        repo.read(".commandmate/verify.yaml").as_deref(),
+        Some(THEIRS_V1)
+    );
 
     std::fs::remove_file(repo.path().join(".greenlight/verify.yaml")).unwrap();
     let moved = repo.greenlight(["config", "move", "--any-version"]);
     assert_eq!(moved.code, 0, "{}", moved.render());
-    assert_eq!(repo.read(".greenlight/verify.yaml").as_deref(), Some(THEIRS_V1));
+    assert_eq!(
+        repo.read(".greenlight/verify.yaml").as_deref(),
+        Some(THEIRS_V1)
+    );
     // Never committed: there is nothing to `git rm`.
     assert!(!moved.stdout.contains("git rm"), "{}", moved.render());
 }
@@ -132,7 +159,11 @@ fn config_move_refuses_a_file_whose_relative_matcher_path_would_break() {
     let out = repo.greenlight(["config", "move"]);
     assert_eq!(out.code, 2, "{}", out.render());
     assert!(out.stderr.contains("m.json"), "{}", out.render());
-    assert!(out.stderr.contains("relative to the file's directory"), "{}", out.render());
+    assert!(
+        out.stderr.contains("relative to the file's directory"),
+        "{}",
+        out.render()
+    );
     assert_eq!(repo.read(".commandmate/verify.yaml").as_deref(), Some(text));
     assert!(!repo.path().join(".greenlight").exists());
 
@@ -141,7 +172,10 @@ fn config_move_refuses_a_file_whose_relative_matcher_path_would_break() {
     repo.write(".commandmate/verify.yaml", &text);
     let out = repo.greenlight(["config", "move"]);
     assert_eq!(out.code, 0, "{}", out.render());
-    assert_eq!(repo.read(".greenlight/verify.yaml").as_deref(), Some(text.as_str()));
+    assert_eq!(
+        repo.read(".greenlight/verify.yaml").as_deref(),
+        Some(text.as_str())
+    );
 }
 
 /// Installing greenlight's hooks, or writing and committing its config, used to count as work,
@@ -179,7 +213,8 @@ fn greenlight_s_own_files_are_not_work_and_a_user_s_edit_beside_them_is() {
     let out = repo.greenlight(["verify"]);
     assert_eq!(out.code, 0, "{}", out.render());
     assert!(
-        out.stdout.starts_with("GATE work-evidence PASS commits=0 uncommitted=1\n"),
+        out.stdout
+            .starts_with("GATE work-evidence PASS commits=0 uncommitted=1\n"),
         "{}",
         out.render()
     );

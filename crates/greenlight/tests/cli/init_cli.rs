@@ -166,15 +166,28 @@ fn init_keeps_commandmate_s_file_where_the_repository_uses_it_and_refuses_v2_the
     write_file(&theirs, mine);
     let npm = FakeNpm::new();
 
-    let v2 = npm.init(["--cwd", &dir, "--v2", "--write", "--force"]).run();
+    let v2 = npm
+        .init(["--cwd", &dir, "--v2", "--write", "--force"])
+        .run();
     assert_eq!(v2.code, 2, "{}", v2.render());
-    assert!(v2.stderr.contains("`greenlight config move`"), "{}", v2.render());
+    assert!(
+        v2.stderr.contains("`greenlight config move`"),
+        "{}",
+        v2.render()
+    );
     assert_eq!(std::fs::read_to_string(&theirs).ok().as_deref(), Some(mine));
 
     let out = npm.init(["--cwd", &dir, "--write", "--force"]).run();
     assert_eq!(out.code, 0, "{}", out.render());
-    assert!(out.stdout.contains(&format!("wrote {}", theirs.display())), "{}", out.render());
-    assert_eq!(std::fs::read_to_string(&theirs).ok().as_deref(), Some(NODE_YAML));
+    assert!(
+        out.stdout.contains(&format!("wrote {}", theirs.display())),
+        "{}",
+        out.render()
+    );
+    assert_eq!(
+        std::fs::read_to_string(&theirs).ok().as_deref(),
+        Some(NODE_YAML)
+    );
     assert!(!repo.path().join(".greenlight").exists());
 }
 
@@ -492,7 +505,7 @@ fn init_v2_drafts_needs_and_package_inputs_that_greenlights_reader_accepts() {
     );
     assert!(!repo.path().join(".commandmate").exists());
     let yaml = printed_yaml(&out.stdout);
-    let loaded = greenlight_gate::config::parse("verify.yaml".into(), yaml)
+    let loaded = greenlight_gate::config::parse(".greenlight/verify.yaml".into(), yaml)
         .unwrap_or_else(|e| panic!("{e}\n{yaml}"));
     assert_eq!(loaded.version(), 2);
     let gate = |command: &str| {
