@@ -62,15 +62,27 @@ pub fn only_greenlight_hooks(top: &Path, path: &str) -> bool {
     let Ok(now) = serde_json::from_slice::<Value>(&now) else {
         return false;
     };
-    let before = match greenlight_proc::git::output(
-        greenlight_proc::git::command(top).args(["show", &format!("HEAD:{path}")]),
-    ) {
-        Ok(text) => match serde_json::from_slice::<Value>(&text) {
-            Ok(before) => before,
-            Err(_) => return false,
-        },
+    let at_head = format!("HEAD:{path}");
+    let git =
+        |args: &[&str]| greenlight_proc::git::output(greenlight_proc::git::command(top).args(args));
+    // Its size first: the committed blob is the repository's, and only a bounded one is read.
+    let size = git(&["cat-file", "-s", &at_head]).ok().map(|out| {
+        String::from_utf8_lossy(&out)
+            .trim()
+            .parse::<u64>()
+            .unwrap_or(u64::MAX)
+    });
+    let before = match size {
         // Not at HEAD: greenlight's handlers alone leave an empty object.
-        Err(_) => Value::Object(serde_json::Map::new()),
+        None => Value::Object(serde_json::Map::new()),
+        Some(size) if size > crate::file::MAX_CONFIG_BYTES => return false,
+        Some(_) => match git(&["show", &at_head])
+            .ok()
+            .and_then(|text| serde_json::from_slice::<Value>(&text).ok())
+        {
+            Some(before) => before,
+            None => return false,
+        },
     };
     without_greenlight_hooks(now) == without_greenlight_hooks(before)
 }
