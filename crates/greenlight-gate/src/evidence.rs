@@ -2,7 +2,8 @@
 //! the checkout is the primary one.
 //!
 //! Paths are read from `-z` output entry by entry: `.commandmate/tasks/` is the orchestrator's
-//! evidence, not the agent's, so it counts on neither side.
+//! evidence, not the agent's, and greenlight's own files ([`crate::own_files`]) are not work
+//! either, so neither counts on either side.
 //!
 //! `git status` trusts the index's `assume-unchanged` and `skip-worktree` bits and never looks
 //! at those files; an agent can set them. So each flagged file is hashed as `git add` would
@@ -15,6 +16,7 @@ use std::path::{Path, PathBuf};
 use greenlight_proc::git::Failure;
 
 use crate::error::Error;
+use crate::own_files;
 use crate::status::SharedStatus;
 
 /// The directory of CommandMate's execution contracts, excluded from work-evidence.
@@ -151,6 +153,7 @@ pub fn work_evidence(
     };
     let range = format!("{merge_base}..HEAD");
     let exclude = format!(":(exclude,top){CONTRACT_DIR}");
+    let [own_dir, own_backups] = own_files::exclude_pathspecs();
     let count = |extra: &[&str]| -> Result<u64, Error> {
         let mut args = vec!["rev-list", "--count", range.as_str()];
         args.extend_from_slice(extra);
@@ -165,7 +168,7 @@ pub fn work_evidence(
     };
     let (commits_all, commits, status, flagged) = std::thread::scope(|s| {
         let all = s.spawn(|| count(&[]));
-        let work = s.spawn(|| count(&["--", ":(top)", &exclude]));
+        let work = s.spawn(|| count(&["--", ":(top)", &exclude, &own_dir, &own_backups]));
         let flagged = s.spawn(|| {
             let listed = status.index().map_err(|failure| failure.to_string())?;
             flagged_changes(cwd, listed)
@@ -193,9 +196,23 @@ pub fn work_evidence(
     });
     let status = status?;
     let flagged = flagged?;
+    // Asked only when a hook settings file changed: most runs have none.
+    let top = std::cell::OnceCell::new();
+    let not_work = |path: &[u8]| {
+        is_not_work(path)
+            || (own_files::is_hook_settings(path)
+                && top
+                    .get_or_init(|| {
+                        git_line(cwd, &["rev-parse", "--show-toplevel"]).map(PathBuf::from)
+                    })
+                    .as_ref()
+                    .is_ok_and(|top| {
+                        own_files::only_greenlight_hooks(top, &String::from_utf8_lossy(path))
+                    }))
+    };
     Ok(WorkEvidence {
         commits: commits?,
-        uncommitted: count_work_entries(status) + flagged,
+        uncommitted: count_work_entries(status, &not_work) + flagged,
         commits_all: commits_all?,
         any_status: !status.is_empty(),
     })
@@ -227,7 +244,7 @@ fn flagged_changes(cwd: &Path, listed: &[u8]) -> Result<u64, String> {
         let (Some(mode), Some(oid)) = (parts.next(), parts.next()) else {
             continue;
         };
-        if path.starts_with(CONTRACT_DIR.as_bytes()) || mode == b"160000" {
+        if is_not_work(path) || mode == b"160000" {
             continue;
         }
         use std::os::unix::ffi::OsStrExt as _;
@@ -288,10 +305,14 @@ fn git_with_input(cwd: &Path, args: &[&str], input: &[u8]) -> Result<Vec<u8>, St
     }
 }
 
-/// Counts `git status --porcelain -z` entries about something other than a contract. A
-/// rename or copy carries its original path as the next NUL field; either path counts.
-pub fn count_work_entries(status: &[u8]) -> u64 {
-    let is_contract = |path: &[u8]| path.starts_with(CONTRACT_DIR.as_bytes());
+/// Whether a path is, by its name alone, not work: a contract or one of greenlight's own files.
+fn is_not_work(path: &[u8]) -> bool {
+    path.starts_with(CONTRACT_DIR.as_bytes()) || own_files::is_own_path(path)
+}
+
+/// Counts `git status --porcelain -z` entries about work: a path `not_work` refuses does not
+/// count. A rename or copy carries its original path as the next NUL field; either path counts.
+pub fn count_work_entries(status: &[u8], not_work: &dyn Fn(&[u8]) -> bool) -> u64 {
     let mut fields = status.split(|&b| b == 0);
     let mut count = 0;
     while let Some(entry) = fields.next() {
@@ -299,7 +320,7 @@ pub fn count_work_entries(status: &[u8]) -> u64 {
             continue;
         }
         let (x, y) = (entry[0], entry[1]);
-        let mut work = !is_contract(&entry[3..]);
+        let mut work = !not_work(&entry[3..]);
         let renamed = matches!(x, b'R' | b'C') || matches!(y, b'R' | b'C');
         // Only a rename or copy has a second field; reading one otherwise would eat an entry.
         if let Some(original) = renamed
@@ -307,7 +328,7 @@ pub fn count_work_entries(status: &[u8]) -> u64 {
             .flatten()
             .filter(|o| !o.is_empty())
         {
-            work |= !is_contract(original);
+            work |= !not_work(original);
         }
         count += u64::from(work);
     }
@@ -319,24 +340,33 @@ mod tests {
     use super::*;
 
     #[test]
+    fn greenlight_s_own_files_do_not_count() {
+        let status = b"?? .greenlight/verify.yaml\0?? .claude/settings.json.greenlight.bak\0 M .commandmate/verify.yaml\0";
+        assert_eq!(count_work_entries(status, &is_not_work), 1);
+    }
+
+    #[test]
     fn contract_only_entries_do_not_count() {
         let status =
             b"?? .commandmate/tasks/a.yaml\0 M src/lib.rs\0?? .commandmate/tasks/b c.yaml\0";
-        assert_eq!(count_work_entries(status), 1);
+        assert_eq!(count_work_entries(status, &is_not_work), 1);
     }
 
     #[test]
     fn a_rename_counts_when_either_path_is_work() {
         assert_eq!(
-            count_work_entries(b"R  src/a.rs\0.commandmate/tasks/t.yaml\0"),
+            count_work_entries(b"R  src/a.rs\0.commandmate/tasks/t.yaml\0", &is_not_work),
             1
         );
         assert_eq!(
-            count_work_entries(b"R  .commandmate/tasks/t.yaml\0src/a.rs\0"),
+            count_work_entries(b"R  .commandmate/tasks/t.yaml\0src/a.rs\0", &is_not_work),
             1
         );
         assert_eq!(
-            count_work_entries(b"R  .commandmate/tasks/u.yaml\0.commandmate/tasks/t.yaml\0"),
+            count_work_entries(
+                b"R  .commandmate/tasks/u.yaml\0.commandmate/tasks/t.yaml\0",
+                &is_not_work
+            ),
             0
         );
     }

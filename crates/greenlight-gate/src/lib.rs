@@ -32,6 +32,7 @@ pub mod file;
 pub mod github;
 pub mod junit;
 pub mod lock;
+pub mod own_files;
 mod plan;
 pub mod remote;
 mod remote_plan;

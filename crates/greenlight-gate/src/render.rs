@@ -472,6 +472,12 @@ pub fn gate_stderr(gate: &GateReport, tail_limit: usize, cwd: &Path) -> String {
     out
 }
 
+/// What work-evidence is, said whenever it stops a run.
+pub const WORK_EVIDENCE_MEANS: &str = "greenlight: work-evidence runs the gates only on work \
+done here: a commit since the base ref, or an uncommitted change, other than CommandMate's \
+contracts and greenlight's own files. Where the tree is clean by design (CI on a fresh checkout, \
+a first try right after committing the config), pass --skip-work-evidence.";
+
 /// The stderr explanation of a failed work-evidence line, if any.
 pub fn work_evidence_stderr(report: &WorkEvidenceReport) -> Option<String> {
     let WorkEvidenceReport::Fail {
@@ -482,13 +488,22 @@ pub fn work_evidence_stderr(report: &WorkEvidenceReport) -> Option<String> {
         return None;
     };
     if evidence.commits == 0 && evidence.uncommitted == 0 {
-        if evidence.any_status || evidence.commits_all > 0 {
-            return Some(format!(
-                "greenlight: the only changes here are execution contracts under {}; they are the orchestrator's evidence, not the agent's, so work-evidence does not count them",
-                crate::evidence::CONTRACT_DIR
-            ));
-        }
-        return Some("greenlight: no commits since the base ref and no uncommitted changes: nothing was done here yet, so no gate ran".to_owned());
+        let what = if evidence.any_status || evidence.commits_all > 0 {
+            format!(
+                "greenlight: the only changes here are execution contracts under {} (the \
+                 orchestrator's evidence, not the agent's) or greenlight's own files ({}, \
+                 *{}, greenlight's hook handlers in {}); none of them is work",
+                crate::evidence::CONTRACT_DIR,
+                crate::own_files::OWN_DIR,
+                crate::own_files::BACKUP_SUFFIX,
+                crate::own_files::HOOK_SETTINGS.join(", ")
+            )
+        } else {
+            "greenlight: no commits since the base ref and no uncommitted changes: nothing was \
+             done here yet, so no gate ran"
+                .to_owned()
+        };
+        return Some(format!("{what}\n{WORK_EVIDENCE_MEANS}"));
     }
     if *require_commit {
         return Some(
@@ -671,7 +686,9 @@ pub fn result_hint(report: &RunReport, config: &Path, cwd: &Path) -> Option<Stri
                 )
             } else if evidence.any_status || evidence.commits_all > 0 {
                 (
-                    format!("only execution contracts changed since {base}"),
+                    format!(
+                        "only execution contracts or greenlight's own files changed since {base}"
+                    ),
                     "change or commit the work itself",
                 )
             } else {

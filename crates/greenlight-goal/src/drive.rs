@@ -270,15 +270,14 @@ pub fn dispatcher_for(
     Ok((Arc::from(dispatcher), family))
 }
 
-/// The worktree's verify.yaml, read once and fixed: the snapshot a goal's gates are run and
+/// The worktree's verify.yaml ([`greenlight_gate::config::locate`]), read once and fixed: the snapshot a goal's gates are run and
 /// keyed by from then on, and what it means. No file: `None`.
 pub fn snapshot_verify_yaml(worktree: &Path) -> Result<Option<(Snapshot, Loaded)>, String> {
-    let path = worktree.join(".commandmate").join("verify.yaml");
-    let path = camino::Utf8PathBuf::from_path_buf(path)
-        .map_err(|p| format!("{}: not a UTF-8 path", p.display()))?;
-    if std::fs::symlink_metadata(&path).is_err() {
+    let Some(found) = greenlight_gate::config::locate(worktree) else {
         return Ok(None);
-    }
+    };
+    let path = camino::Utf8PathBuf::from_path_buf(found.path)
+        .map_err(|p| format!("{}: not a UTF-8 path", p.display()))?;
     Snapshot::take(&path).map(Some).map_err(|e| e.to_string())
 }
 
@@ -361,7 +360,7 @@ pub fn plan_goal(request: GoalRequest, families: &dyn Families) -> Result<Planne
     };
     if gates.is_empty() {
         return Err(
-            "no gates: pass --gate CMD, or declare gates in .commandmate/verify.yaml".into(),
+            "no gates: pass --gate CMD, or declare gates in .greenlight/verify.yaml".into(),
         );
     }
     let gate_timeout = request

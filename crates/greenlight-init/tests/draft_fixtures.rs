@@ -245,7 +245,7 @@ fn every_fixture_renders_a_verify_yaml_v2_that_greenlight_reads_back() {
         let plans = draft::plan_v2(&root, &d.gates);
         let yaml = draft::render_v2(&d.gates, &plans, &draft::DraftOptions::default());
         assert!(yaml.starts_with("version: 2\n"), "{name}:\n{yaml}");
-        let loaded = greenlight_gate::config::parse("verify.yaml".into(), &yaml)
+        let loaded = greenlight_gate::config::parse(".greenlight/verify.yaml".into(), &yaml)
             .unwrap_or_else(|e| panic!("{name}: {e}\n{yaml}"));
         assert_eq!(loaded.version(), 2, "{name}");
         assert_eq!(loaded.gates.len(), d.gates.len(), "{name}");
@@ -287,7 +287,7 @@ fn the_v2_options_block_reads_back_with_the_same_values() {
     };
     let plans = draft::plan_v2(&fixture("go-module"), &d.gates);
     let yaml = draft::render_v2(&d.gates, &plans, &options);
-    let loaded = greenlight_gate::config::parse("verify.yaml".into(), &yaml)
+    let loaded = greenlight_gate::config::parse(".greenlight/verify.yaml".into(), &yaml)
         .unwrap_or_else(|e| panic!("{e}\n{yaml}"));
     assert_eq!(loaded.options.base_ref.as_deref(), Some("origin/main"));
     assert!(!loaded.options.skip_in_primary_checkout);

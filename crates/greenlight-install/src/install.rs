@@ -28,7 +28,6 @@ use crate::settings_file::{self, Rules, Syntax};
 pub use crate::settings_file::{
     Applied, BACKUP_SUFFIX, Backup, Locations, Plan, check_inside_project, project_root,
 };
-use greenlight_proc::shell::{program, words};
 
 /// The hook events greenlight installs into, in both agents: the two that judge a stop, and
 /// the one that records where the session's work began (see `stop::record_session_base`).
@@ -197,14 +196,8 @@ impl HookSpec {
 }
 
 /// True when a handler's command runs a `greenlight` binary with `hook stop` or
-/// `hook session-start`: one of greenlight's own handlers.
-pub fn is_greenlight_command(command: &str) -> bool {
-    let w = words(command);
-    let binary = w.first().map(|p| program(p));
-    matches!(binary, Some("greenlight" | "greenlight.exe"))
-        && w.get(1).map(String::as_str) == Some("hook")
-        && matches!(w.get(2).map(String::as_str), Some("stop" | "session-start"))
-}
+/// `hook session-start` (work-evidence asks the same question, so the answer lives there).
+pub use greenlight_gate::own_files::is_greenlight_command;
 
 /// True when a handler object is one of greenlight's (see [`is_greenlight_command`]).
 pub fn is_greenlight_handler(handler: &Value) -> bool {

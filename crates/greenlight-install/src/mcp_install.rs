@@ -576,7 +576,7 @@ pub fn gates_need(config: &greenlight_gate::config::Config) -> u64 {
 /// [`DEFAULT_TOOL_TIMEOUT_SEC`]. A user-level entry serves every project, so it gets at least
 /// the default even when this project's gates need less.
 pub fn tool_timeout(dir: &Path, scope: Scope) -> ToolTimeout {
-    let basis = match greenlight_gate::config::find_config(dir) {
+    let basis = match greenlight_gate::config::locate(dir).map(|found| found.path) {
         None => TimeoutBasis::NoConfig {
             dir: dir.to_path_buf(),
         },
@@ -637,7 +637,8 @@ impl ToolTimeout {
                 path.display()
             ),
             TimeoutBasis::NoConfig { dir } => format!(
-                "no .commandmate/verify.yaml in {} or above it in the worktree, so Codex's \
+                "no .greenlight/verify.yaml or .commandmate/verify.yaml in {} or above it in the \
+                 worktree, so Codex's \
                  tool_timeout_sec is the default {s} s; run the install again once the gates \
                  are declared (greenlight init --write) to fit it to them",
                 dir.display()

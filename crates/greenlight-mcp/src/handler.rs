@@ -200,7 +200,8 @@ fn tools() -> Vec<Tool> {
     vec![
         tool::<VerifyArgs, VerifyOutput>(
             "verify",
-            "Run the gates declared in the worktree's .commandmate/verify.yaml and judge each by \
+            "Run the gates declared in the worktree's .greenlight/verify.yaml (else \
+             .commandmate/verify.yaml) and judge each by \
              its exit code. A red gate is a normal answer with result \"failed\" and the exact \
              failures (digest_compact) or the output's tail; read a gate's whole output with \
              `evidence`. Sends progress per gate (and every 10 s while one runs) when given a \

@@ -24,8 +24,8 @@ use crate::progress::Progress;
 #[serde(deny_unknown_fields)]
 pub struct VerifyArgs {
     /// The worktree the gates run in (absolute, or relative to the server's directory)
-    /// [default: the server's working directory]. Its `.commandmate/verify.yaml` declares the
-    /// gates.
+    /// [default: the server's working directory]. Its `.greenlight/verify.yaml` (else
+    /// `.commandmate/verify.yaml`), there or above it, declares the gates.
     #[serde(default)]
     pub cwd: Option<String>,
     /// Run only these gate ids (in the config's order).
@@ -164,19 +164,24 @@ pub async fn run_on_thread(
 }
 
 /// Runs the gates. `Err` when verify could not run at all.
-async fn run(args: &VerifyArgs, ctx: VerifyContext) -> Result<VerifyOutput, CannotRun> {
-    let config_path = ctx.cwd.join(".commandmate").join("verify.yaml");
-    let config_path = Utf8PathBuf::from_path_buf(config_path).map_err(|p| {
+async fn run(args: &VerifyArgs, mut ctx: VerifyContext) -> Result<VerifyOutput, CannotRun> {
+    let Some(found) = config::locate(&ctx.cwd) else {
+        return Err(CannotRun(vec![format!(
+            "no {} or {} in {} or above it in the worktree; write one (`greenlight init --write` drafts it) or pass the worktree that has one as `cwd`",
+            config::Home::Greenlight.relative().display(),
+            config::Home::CommandMate.relative().display(),
+            ctx.cwd.display()
+        )]));
+    };
+    let shadowed = found.shadow_warning();
+    // The gates run where their file belongs, as `greenlight verify` runs them.
+    ctx.cwd = found.root();
+    let config_path = Utf8PathBuf::from_path_buf(found.path).map_err(|p| {
         CannotRun(vec![format!(
             "{}: the config path is not valid UTF-8; run verify in a worktree with a UTF-8 path",
             p.display()
         )])
     })?;
-    if !config_path.exists() {
-        return Err(CannotRun(vec![format!(
-            "{config_path}: no verify.yaml here; write one (`greenlight init --write` drafts it) or pass the worktree that has one as `cwd`"
-        )]));
-    }
     let config = config::load_any(&config_path).map_err(|errors| {
         let mut lines: Vec<String> = errors.0.iter().map(|e| e.to_string()).collect();
         lines.push(format!(
@@ -211,7 +216,7 @@ async fn run(args: &VerifyArgs, ctx: VerifyContext) -> Result<VerifyOutput, Cann
         .map(|g| g.id.clone())
         .collect();
     let total = ids.len();
-    let mut warnings = Vec::new();
+    let mut warnings: Vec<String> = shadowed.into_iter().collect();
     let mut spool = match &ctx.evidence_root {
         Some(root) => match Spool::start(root, &ids) {
             Ok(spool) => Some(spool),

@@ -399,10 +399,6 @@ impl StopOutcome {
     }
 }
 
-/// Finds the worktree's `.commandmate/verify.yaml` (kept beside the installers, which ask the
-/// same question).
-pub use greenlight_gate::config::find_config;
-
 /// Runs the hook: config, gates, cap. Never fails: every problem becomes an allowed stop that
 /// says what is wrong.
 pub async fn run(
@@ -651,20 +647,24 @@ fn session_config(
             )),
         }
     }
-    let Some(config_path) = find_config(cwd) else {
+    let Some(found) = config::locate(cwd) else {
         // Silent: a user-level hook fires in every repository, and most have no gates to run.
         return Err(StopOutcome {
             decision: Decision::Allow {
                 system_message: None,
             },
             notes: vec![format!(
-                "greenlight: no .commandmate/verify.yaml in {} or above it in the worktree, so no \
-                 gate ran (`greenlight init --write` drafts one)",
+                "greenlight: no {} or {} in {} or above it in the worktree, so no gate ran \
+                 (`greenlight init --write` drafts one)",
+                config::Home::Greenlight.relative().display(),
+                config::Home::CommandMate.relative().display(),
                 cwd.display()
             )],
         });
     };
-    let root = root_of(&config_path, cwd);
+    notes.extend(found.shadow_warning());
+    let root = found.root();
+    let config_path = found.path;
     let config_path = Utf8PathBuf::from_path_buf(config_path).map_err(|p| {
         StopOutcome::allow_saying(format!(
             "greenlight: {}: the path is not valid UTF-8, so the gates cannot be read; no gate ran",
@@ -710,12 +710,10 @@ fn session_config(
     Ok((root, config))
 }
 
-/// The worktree a `.commandmate/verify.yaml` belongs to.
+/// The worktree a verify.yaml belongs to (`cwd` for a path with no parent to speak of).
 fn root_of(config_path: &Path, cwd: &Path) -> PathBuf {
-    config_path
-        .parent()
-        .and_then(Path::parent)
-        .map(Path::to_path_buf)
+    Some(config::root_of(config_path))
+        .filter(|root| !root.as_os_str().is_empty())
         .unwrap_or_else(|| cwd.to_path_buf())
 }
 
@@ -753,8 +751,8 @@ pub fn record_session_start(payload: &Payload, options: &StopOptions) -> Vec<Str
     // The config as it is now, when there is a readable one: the session is judged by it (an
     // agent that rewrites it later changes nothing), and its baseRef (else origin/HEAD) says
     // where the session's work is counted from.
-    let snapshot = find_config(&cwd)
-        .and_then(|p| Utf8PathBuf::from_path_buf(p).ok())
+    let snapshot = config::locate(&cwd)
+        .and_then(|found| Utf8PathBuf::from_path_buf(found.path).ok())
         .and_then(|p| Snapshot::take(&p).ok());
     let base_ref = snapshot
         .as_ref()

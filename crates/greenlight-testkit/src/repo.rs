@@ -156,9 +156,21 @@ impl TempRepo {
         self.git(&["commit", "-q", "--allow-empty", "-m", message]);
     }
 
-    /// Writes `.commandmate/verify.yaml` (left uncommitted: it counts as one uncommitted entry).
+    /// Writes the config where greenlight reads a file of its version: a `version: 2` file in
+    /// greenlight's home, `.greenlight/verify.yaml` (greenlight's own file: not work), anything
+    /// else in CommandMate's, `.commandmate/verify.yaml` (left uncommitted: it counts as one
+    /// uncommitted entry, as CommandMate counts it).
     pub fn verify_yaml(&self, text: &str) {
-        self.write(".commandmate/verify.yaml", text);
+        if greenlight_gate::config::is_v2(text) {
+            self.greenlight_yaml(text);
+        } else {
+            self.write(".commandmate/verify.yaml", text);
+        }
+    }
+
+    /// Writes `.greenlight/verify.yaml`, whatever its version.
+    pub fn greenlight_yaml(&self, text: &str) {
+        self.write(".greenlight/verify.yaml", text);
     }
 
     /// Runs the real `greenlight` binary in the checkout with an isolated HOME and lock root.

@@ -43,6 +43,9 @@ enum Command {
     DemoAgent(cmd::demo::AgentArgs),
     /// Draft a verify.yaml from what the repository already runs.
     Init(cmd::init::Args),
+    /// greenlight's config home: move CommandMate's verify.yaml into .greenlight/.
+    #[command(subcommand)]
+    Config(cmd::config::Command),
     /// Agent Stop hooks: install, uninstall, and the hook itself.
     #[command(subcommand)]
     Hook(cmd::hook::Command),
@@ -97,6 +100,7 @@ fn main() {
         Command::Demo(args) => cmd::demo::run(args),
         Command::DemoAgent(args) => cmd::demo::agent(args),
         Command::Init(args) => cmd::init::run(args),
+        Command::Config(command) => cmd::config::run(command),
         Command::Hook(command) => cmd::hook::run(command),
         Command::History(args) => cmd::history::run(args),
         Command::Serve(args) => cmd::serve::run(args),

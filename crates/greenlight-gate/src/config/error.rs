@@ -172,6 +172,12 @@ pub enum ConfigErrorKind {
         /// The value as written.
         found: String,
     },
+    /// `version: 2` in CommandMate's home (or any file outside `.greenlight/`), which CommandMate
+    /// refuses: version 2 is greenlight's format and lives in greenlight's own home.
+    #[error(
+        "`version` must be 1, found `2`: this file is read as CommandMate reads it, and version 2 is greenlight's own format, read only from .greenlight/verify.yaml; run `greenlight config move` to move .commandmate/verify.yaml there (or put a version 2 file in a .greenlight directory)"
+    )]
+    VersionTwoOutsideGreenlightHome,
     /// `version` is 2 but not the file's first key, so the file was read as version 1.
     #[error(
         "`version: 2` is read only as the file's first key (comments may precede it); this file was read as version 1: move `version: 2` to the top"

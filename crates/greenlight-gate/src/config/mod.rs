@@ -18,20 +18,25 @@
 
 pub mod edit;
 mod error;
+mod home;
 mod lines;
 mod matcher_file;
+mod relocate;
 mod snapshot;
 pub(crate) mod v2;
 mod validate;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 
 use camino::{Utf8Path, Utf8PathBuf};
 use serde::Serialize;
 
 pub use error::{ConfigError, ConfigErrorKind, ConfigErrors};
+pub use home::{
+    COMMANDMATE_DIR, FILE_NAME, GREENLIGHT_DIR, Home, Located, MOVE_COMMAND, locate, root_of,
+};
 pub use matcher_file::{MatcherFileError, read_matcher_file};
+pub use relocate::{MoveError, Moved, move_to_greenlight_home};
 pub use snapshot::Snapshot;
 pub use v2::{GATE_KEYS_V2, MAX_JOBS, OPTIONS_KEYS_V2};
 
@@ -310,26 +315,29 @@ pub fn is_v2(text: &str) -> bool {
     false
 }
 
-/// The v1 reader knows only version 1 (its errors are CommandMate's contract); a reader of
-/// either version says what else there is, and why a `version: 2` further down was not seen.
-fn name_the_versions(mut errors: ConfigErrors) -> ConfigErrors {
+/// The v1 reader knows only version 1 (its errors are CommandMate's contract); greenlight's
+/// home also reads version 2, so there the message says why a `version: 2` further down was
+/// not seen, and in CommandMate's it says where version 2 belongs.
+fn name_the_versions(home: Home, mut errors: ConfigErrors) -> ConfigErrors {
     for error in &mut errors.0 {
         if let ConfigErrorKind::BadVersion { found } = &error.kind {
-            let value = found.trim_matches(['"', '\'']);
-            error.kind = if value == "2" {
-                ConfigErrorKind::VersionTwoNotFirst
-            } else {
-                ConfigErrorKind::UnknownVersion {
+            let two = found.trim_matches(['"', '\'']) == "2";
+            error.kind = match (home, two) {
+                (Home::CommandMate, true) => ConfigErrorKind::VersionTwoOutsideGreenlightHome,
+                (Home::CommandMate, false) => continue,
+                (Home::Greenlight, true) => ConfigErrorKind::VersionTwoNotFirst,
+                (Home::Greenlight, false) => ConfigErrorKind::UnknownVersion {
                     found: found.clone(),
-                }
+                },
             };
         }
     }
     errors
 }
 
-/// Parses the text of a verify.yaml of either version (`version: 2` as the first key selects
-/// v2; anything else is read as v1, exactly as CommandMate reads it).
+/// Parses the text of a verify.yaml by the rules of its home ([`Home::of`] its path): in
+/// greenlight's home `version: 2` as the first key selects v2 and anything else is read as v1;
+/// everywhere else the file is read exactly as CommandMate reads it, version 1 only.
 pub fn parse(path: &Utf8Path, text: &str) -> Result<Loaded, ConfigErrors> {
     parse_reading(path, text, &|full: &Utf8Path| {
         read_matcher_file(full.as_std_path(), full.as_str())
@@ -343,10 +351,19 @@ fn parse_reading(
     text: &str,
     read_matchers: v2::MatcherReader<'_>,
 ) -> Result<Loaded, ConfigErrors> {
-    if !is_v2(text) {
+    let home = Home::of(path.as_std_path());
+    if !(home.reads_v2() && is_v2(text)) {
+        if home == Home::CommandMate && is_v2(text) {
+            // The rest of a v2 file is not v1; CommandMate stops at the version, and so does this.
+            return Err(ConfigErrors(vec![ConfigError {
+                path: path.to_owned(),
+                line: first_key_line(text),
+                kind: ConfigErrorKind::VersionTwoOutsideGreenlightHome,
+            }]));
+        }
         return parse_v1(path, text)
             .map(|config| Loaded { config, v2: None })
-            .map_err(name_the_versions);
+            .map_err(|errors| name_the_versions(home, errors));
     }
     match v2::parse(path, text, read_matchers) {
         Ok((config, v2)) => Ok(Loaded {
@@ -364,6 +381,17 @@ fn parse_reading(
                 .collect(),
         )),
     }
+}
+
+/// The 1-based line of the first key (what [`is_v2`] reads).
+fn first_key_line(text: &str) -> Option<usize> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    text.lines()
+        .position(|line| {
+            let trimmed = line.trim();
+            !(trimmed.is_empty() || trimmed.starts_with('#') || trimmed == "---")
+        })
+        .map(|index| index + 1)
 }
 
 fn serialize_path<S: serde::Serializer>(
@@ -400,24 +428,6 @@ pub fn parse_v1(path: &Utf8Path, text: &str) -> Result<Config, ConfigErrors> {
     ))
 }
 
-/// Finds `.commandmate/verify.yaml` in `cwd` or the nearest directory above it, stopping at the
-/// worktree's top (the first directory holding `.git`), so a session started in a subdirectory
-/// still finds its worktree's gates.
-pub fn find_config(cwd: &Path) -> Option<PathBuf> {
-    for dir in cwd.ancestors() {
-        let candidate = dir.join(".commandmate").join("verify.yaml");
-        // Anything at the path counts, not only a regular file: a FIFO or a device there is a
-        // broken config to report, not a missing one to be silent about.
-        if std::fs::symlink_metadata(&candidate).is_ok() {
-            return Some(candidate);
-        }
-        if dir.join(".git").exists() {
-            return None;
-        }
-    }
-    None
-}
-
 /// Reads and parses a v1 verify.yaml, exactly as CommandMate does (a `version: 2` file is
 /// refused here; [`load_any`] reads both). A missing, unreadable or non-UTF-8 file is one
 /// [`ConfigError`] naming the path.
@@ -426,8 +436,8 @@ pub fn load(path: &Utf8Path) -> Result<Config, ConfigErrors> {
     parse_v1(path, &text)
 }
 
-/// Reads and parses a verify.yaml of either version ([`parse`]): what `greenlight verify`,
-/// the hook, the goal loop and the MCP server read.
+/// Reads and parses a verify.yaml by the rules of its home ([`parse`]): what `greenlight
+/// verify`, the hook, the goal loop and the MCP server read.
 pub fn load_any(path: &Utf8Path) -> Result<Loaded, ConfigErrors> {
     let text = read_text(path)?;
     parse(path, &text)
@@ -469,35 +479,4 @@ pub fn read_text(path: &Utf8Path) -> Result<String, ConfigErrors> {
         }
     };
     Ok(text)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn find_config_looks_up_to_the_worktree_top_and_no_further() {
-        let outer = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        let mkdir = |p: &Path| std::fs::create_dir_all(p).unwrap_or_else(|e| panic!("{e}"));
-        // A verify.yaml above the worktree belongs to another project.
-        mkdir(&outer.path().join(".commandmate"));
-        std::fs::write(
-            outer.path().join(".commandmate/verify.yaml"),
-            "version: 1\n",
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
-        let top = outer.path().join("repo");
-        let deep = top.join("src/a");
-        mkdir(&deep);
-        mkdir(&top.join(".git"));
-        assert_eq!(find_config(&deep), None);
-
-        // Anything at the path is found, from any directory below it, even a dangling symlink.
-        mkdir(&top.join(".commandmate"));
-        let path = top.join(".commandmate/verify.yaml");
-        std::os::unix::fs::symlink("/nonexistent/verify.yaml", &path)
-            .unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(find_config(&deep), Some(path.clone()));
-        assert_eq!(find_config(&top), Some(path));
-    }
 }

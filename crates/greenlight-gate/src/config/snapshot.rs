@@ -17,7 +17,8 @@ use super::{ConfigErrors, Loaded, MatcherFileError, parse, parse_reading, read_t
 /// A verify.yaml and the files it names, as they were when it was taken.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Snapshot {
-    /// Where the file was read from (its directory resolves relative paths, as it did then).
+    /// Where the file was read from (its directory resolves relative paths, and its home decides
+    /// the versions it may declare, as they did then).
     pub path: String,
     /// The file's text.
     pub text: String,
@@ -82,7 +83,8 @@ mod tests {
     #[test]
     fn a_snapshot_reads_as_the_file_did_after_the_files_change() {
         let dir = tempfile::tempdir().unwrap();
-        let root = Utf8PathBuf::from_path_buf(dir.path().to_path_buf()).unwrap();
+        let root = Utf8PathBuf::from_path_buf(dir.path().join(".greenlight")).unwrap();
+        std::fs::create_dir(&root).unwrap();
         let yaml = root.join("verify.yaml");
         std::fs::write(root.join("m.json"), MATCHER).unwrap();
         std::fs::write(
@@ -114,7 +116,7 @@ mod tests {
     #[test]
     fn a_file_missing_from_the_snapshot_is_a_problem_not_a_disk_read() {
         let snapshot = Snapshot {
-            path: "/nowhere/verify.yaml".into(),
+            path: "/nowhere/.greenlight/verify.yaml".into(),
             text: "version: 2\ngates:\n  - id: a\n    command: make\n    matchers: [m.json]\n"
                 .into(),
             files: BTreeMap::new(),

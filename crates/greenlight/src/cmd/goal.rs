@@ -108,7 +108,8 @@ pub struct RunArgs {
     /// For --agent openai: native, tags or auto [default: auto].
     #[arg(long, value_name = "FORMAT")]
     pub tool_format: Option<String>,
-    /// A gate command; repeat for several, run in order [default: the gates of .commandmate/verify.yaml].
+    /// A gate command; repeat for several, run in order [default: the gates of
+    /// .greenlight/verify.yaml, else .commandmate/verify.yaml].
     #[arg(long = "gate", value_name = "CMD")]
     pub gates: Vec<String>,
     /// Turns before the goal pauses.

@@ -19,8 +19,18 @@ pub mod exit {
     pub const REFUSED: i32 = 2;
 }
 
-/// Where verify.yaml lives, relative to the worktree (CommandMate's default).
-const CONFIG_PATH: &str = ".commandmate/verify.yaml";
+use greenlight_gate::config::{self, Home};
+
+/// Where init writes: greenlight's own `.greenlight/verify.yaml`, unless the repository already
+/// uses CommandMate's `.commandmate/verify.yaml` (and not greenlight's), which is kept.
+fn target_home(dir: &Path) -> Home {
+    let uses_commandmate = Home::CommandMate.file_in(dir).exists();
+    if uses_commandmate && !Home::Greenlight.file_in(dir).exists() {
+        Home::CommandMate
+    } else {
+        Home::Greenlight
+    }
+}
 
 /// Arguments of `greenlight init`.
 #[derive(Debug, clap::Args)]
@@ -33,10 +43,11 @@ pub struct Args {
     /// Repository to scan [default: the current directory].
     #[arg(long, value_name = "DIR")]
     pub cwd: Option<PathBuf>,
-    /// Write .commandmate/verify.yaml, then run `greenlight verify` once.
+    /// Write .greenlight/verify.yaml (or the repository's existing .commandmate/verify.yaml),
+    /// then run `greenlight verify` once.
     #[arg(long)]
     pub write: bool,
-    /// With --write: replace an existing .commandmate/verify.yaml (the old one is kept as
+    /// With --write: replace an existing verify.yaml (the old one is kept as
     /// verify.yaml.greenlight.bak).
     #[arg(long, requires = "write")]
     pub force: bool,
@@ -50,6 +61,19 @@ pub struct Args {
 /// Runs the subcommand and returns the process exit code.
 pub fn run(args: Args) -> i32 {
     let dir = args.cwd.clone().unwrap_or_else(|| PathBuf::from("."));
+    let home = target_home(&dir);
+    let config_path = home.relative();
+    let config_path = config_path.display();
+    if args.v2 && !home.reads_v2() {
+        errln!(
+            "greenlight init: this repository uses CommandMate's {config_path}, which is version 1 \
+             only (CommandMate refuses version 2); nothing was drafted. Run `{}` to move it to \
+             {} first, then `greenlight init --v2` drafts greenlight's version 2 there",
+            config::MOVE_COMMAND,
+            Home::Greenlight.relative().display()
+        );
+        return exit::REFUSED;
+    }
     let path = crate::environment::get().vars.var("PATH");
     let drafted = match draft::draft(&dir, &draft::Programs::Path(path)) {
         Ok(d) => d,
@@ -63,7 +87,7 @@ pub fn run(args: Args) -> i32 {
         errln!(
             "greenlight init: found nothing to gate in {} (no CI run steps, package.json \
              scripts, Makefile or justfile targets, tox/nox, Cargo.toml, pyproject.toml or \
-             go.mod); write {CONFIG_PATH} by hand",
+             go.mod); write {config_path} by hand",
             dir.display()
         );
         return exit::NOTHING_FOUND;
@@ -80,11 +104,11 @@ pub fn run(args: Args) -> i32 {
         let v2 = if args.v2 { " --v2" } else { "" };
         outln!(
             "Not written. Review the gates above, then run `greenlight init{v2} --write` to \
-             write {CONFIG_PATH} and run it once."
+             write {config_path} and run it once."
         );
         return exit::DRAFTED;
     }
-    match write_config(&dir, &yaml, args.force) {
+    match write_config(&home.file_in(&dir), &yaml, args.force) {
         Ok(path) => outln!("\nwrote {}", path.display()),
         Err(code) => return code,
     }
@@ -136,8 +160,8 @@ fn print_draft(d: &Draft) {
 
 /// Writes verify.yaml; refuses to replace one without `--force`. Returns the written path or
 /// the exit code to end with.
-fn write_config(dir: &Path, yaml: &str, force: bool) -> Result<PathBuf, i32> {
-    let path = dir.join(CONFIG_PATH);
+fn write_config(path: &Path, yaml: &str, force: bool) -> Result<PathBuf, i32> {
+    let path = path.to_path_buf();
     if path.exists() {
         if !force {
             errln!(
@@ -175,8 +199,10 @@ fn write_config(dir: &Path, yaml: &str, force: bool) -> Result<PathBuf, i32> {
     }
 }
 
-/// Runs `greenlight verify --cwd DIR` with this very binary, in the foreground, and reports
-/// its verdict.
+/// Runs `greenlight verify --cwd DIR --skip-work-evidence` with this very binary, in the
+/// foreground, and reports its verdict. The run tries the gates, it does not judge work: the
+/// config just written is greenlight's own file, never work, so in a clean checkout
+/// work-evidence alone would stop the trial before any gate ran.
 fn run_once(dir: &Path) {
     let exe = match std::env::current_exe() {
         Ok(exe) => exe,
@@ -186,10 +212,15 @@ fn run_once(dir: &Path) {
         }
     };
     outln!(
-        "running it once: greenlight verify --cwd {}\n",
+        "running it once: greenlight verify --cwd {} --skip-work-evidence\n",
         dir.display()
     );
-    let args = ["verify".into(), "--cwd".into(), dir.as_os_str().to_owned()];
+    let args = [
+        "verify".into(),
+        "--cwd".into(),
+        dir.as_os_str().to_owned(),
+        "--skip-work-evidence".into(),
+    ];
     match foreground::run(&exe, &args, Path::new(".")) {
         Ok(code) => {
             let meaning = match code {

@@ -59,7 +59,8 @@ pub struct InstallArgs {
     #[arg(long, value_name = "CMD")]
     pub command: Option<String>,
     /// Codex's limit for one tool call, in seconds [default: what the gates of
-    /// .commandmate/verify.yaml can take, retries included, plus a margin; 1800 without one].
+    /// .greenlight/verify.yaml (else .commandmate/verify.yaml) can take, retries included, plus
+    /// a margin; 1800 without one].
     #[arg(long, value_name = "SECS")]
     pub timeout: Option<u64>,
 }

@@ -2,6 +2,7 @@
 
 pub mod agent;
 pub mod cache;
+pub mod config;
 pub mod demo;
 pub mod digest;
 pub mod goal;

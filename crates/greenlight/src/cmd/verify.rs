@@ -29,7 +29,8 @@ pub enum OutputFormat {
 /// Arguments of `greenlight verify`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The verify.yaml to read [default: <cwd>/.commandmate/verify.yaml].
+    /// The verify.yaml to read [default: .greenlight/verify.yaml, else .commandmate/verify.yaml,
+    /// in the worktree or above]. Version 2 is read only from a .greenlight directory.
     #[arg(long, value_name = "PATH")]
     pub config: Option<PathBuf>,
     /// The worktree the gates run in [default: the current directory].
@@ -97,14 +98,26 @@ pub fn run(args: Args) -> i32 {
     }
 }
 
-/// The worktree (absolute) and the config file verify reads.
+/// The worktree (absolute) and the config file verify reads. Without `--config`: the one
+/// [`config::locate`] finds from `--cwd`, whose gates run where it belongs (none found:
+/// greenlight's own path, so the error names where one goes); with it: that file, run in
+/// `--cwd` (CommandMate's contract).
 fn paths(args: &Args) -> Result<(PathBuf, Utf8PathBuf), i32> {
     let cwd = args.cwd.clone().unwrap_or_else(|| PathBuf::from("."));
     let cwd = std::path::absolute(&cwd).unwrap_or(cwd);
-    let config_path = args
-        .config
-        .clone()
-        .unwrap_or_else(|| cwd.join(".commandmate").join("verify.yaml"));
+    let (cwd, config_path) = match &args.config {
+        Some(path) => (cwd, path.clone()),
+        None => match config::locate(&cwd) {
+            Some(found) => {
+                if let Some(warning) = found.shadow_warning() {
+                    errln!("{warning}");
+                }
+                (found.root(), found.path)
+            }
+            // Neither home has one: reading greenlight's says "not found" where it belongs.
+            None => (cwd.clone(), config::Home::Greenlight.file_in(&cwd)),
+        },
+    };
     match Utf8PathBuf::from_path_buf(config_path) {
         Ok(p) => Ok((cwd, p)),
         Err(p) => {

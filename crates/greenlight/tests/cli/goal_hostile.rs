@@ -19,11 +19,11 @@ fn an_agent_written_verify_yaml_cannot_key_the_goal_gate_onto_a_planted_pass() {
     let planted = "version: 2\\ngates:\\n  - id: check\\n    command: sh check.sh\\n    timeoutSec: 300\\n    inputs: [\\\"no-such-file\\\"]\\n";
     let scratch_yaml = "version: 2\\noptions:\\n  skipInPrimaryCheckout: false\\ngates:\\n  - id: check\\n    command: sh check.sh\\n    timeoutSec: 300\\n    inputs: [\\\"no-such-file\\\"]\\n";
     let body = format!(
-        "mkdir -p .commandmate\n\
-         printf '{planted}' > .commandmate/verify.yaml\n\
-         R=\"$S/own-repo\"; rm -rf \"$R\"; git init -q \"$R\"; mkdir -p \"$R/.commandmate\"\n\
+        "mkdir -p .greenlight\n\
+         printf '{planted}' > .greenlight/verify.yaml\n\
+         R=\"$S/own-repo\"; rm -rf \"$R\"; git init -q \"$R\"; mkdir -p \"$R/.greenlight\"\n\
          cp check.sh \"$R/\"; echo good > \"$R/value.txt\"\n\
-         printf '{scratch_yaml}' > \"$R/.commandmate/verify.yaml\"\n\
+         printf '{scratch_yaml}' > \"$R/.greenlight/verify.yaml\"\n\
          (cd \"$R\" && git add -A && git -c user.email=a@b -c user.name=a commit -qm own && \
           GREENLIGHT_STATE=\"$S/state.db\" '{bin}' verify --skip-work-evidence --no-cache --base-ref HEAD > \"$S/planted.out\" 2>&1)\n\
          echo planted",
@@ -61,9 +61,8 @@ fn an_agent_written_remote_endpoint_is_never_used_by_the_goal() {
     let planted = format!(
         "version: 2\\noptions:\\n  remote:\\n    endpoint: http://127.0.0.1:{port}\\ngates:\\n  - id: check\\n    command: sh check.sh\\n    timeoutSec: 300\\n    run: remote\\n"
     );
-    let body = format!(
-        "mkdir -p .commandmate\nprintf '{planted}' > .commandmate/verify.yaml\necho planted"
-    );
+    let body =
+        format!("mkdir -p .greenlight\nprintf '{planted}' > .greenlight/verify.yaml\necho planted");
     let agent = fx.script("agent.sh", &body);
     let out = fx.run_goal("fix the value", &agent, GATE, &["--max-turns", "1"]);
     assert_eq!(out.code, 75, "{}", out.render());
@@ -85,17 +84,17 @@ fn an_agent_written_remote_endpoint_is_never_used_by_the_goal() {
 fn a_goal_from_verify_yaml_keeps_its_snapshot_through_a_resume() {
     let fx = Fixture::new();
     fx.repo.write(
-        ".commandmate/verify.yaml",
+        ".greenlight/verify.yaml",
         "version: 2\ngates:\n  - id: check\n    command: sh check.sh\n    timeoutSec: 30\n    inputs: [\"check.sh\", \"value.txt\"]\n",
     );
     fx.repo.commit_all("gates");
     let planted = "version: 2\\ngates:\\n  - id: check\\n    command: sh check.sh\\n    timeoutSec: 30\\n    inputs: [\\\"no-such-file\\\"]\\n";
     let scratch_yaml = "version: 2\\noptions:\\n  skipInPrimaryCheckout: false\\ngates:\\n  - id: check\\n    command: sh check.sh\\n    timeoutSec: 30\\n    inputs: [\\\"no-such-file\\\"]\\n";
     let body = format!(
-        "printf '{planted}' > .commandmate/verify.yaml\n\
-         R=\"$S/own-repo\"; rm -rf \"$R\"; git init -q \"$R\"; mkdir -p \"$R/.commandmate\"\n\
+        "printf '{planted}' > .greenlight/verify.yaml\n\
+         R=\"$S/own-repo\"; rm -rf \"$R\"; git init -q \"$R\"; mkdir -p \"$R/.greenlight\"\n\
          cp check.sh \"$R/\"; echo good > \"$R/value.txt\"\n\
-         printf '{scratch_yaml}' > \"$R/.commandmate/verify.yaml\"\n\
+         printf '{scratch_yaml}' > \"$R/.greenlight/verify.yaml\"\n\
          (cd \"$R\" && git add -A && git -c user.email=a@b -c user.name=a commit -qm own && \
           GREENLIGHT_STATE=\"$S/state.db\" '{bin}' verify --skip-work-evidence --no-cache --base-ref HEAD > \"$S/planted.out\" 2>&1)\n\
          echo \"turn $N\" >> notes.txt\n\
@@ -181,7 +180,7 @@ fn a_persons_gate_add_takes_verify_yaml_as_it_is_then() {
     // The person fixes the tree, declares the gate, and lets verify store its PASS.
     fx.repo.write("value.txt", "good\n");
     fx.repo.write(
-        ".commandmate/verify.yaml",
+        ".greenlight/verify.yaml",
         "version: 2\ngates:\n  - id: check\n    command: sh check.sh\n    timeoutSec: 300\n    inputs: [\"check.sh\", \"value.txt\"]\n",
     );
     let state = fx.state();

@@ -474,6 +474,30 @@ fn without_gate_flags_the_gates_of_the_worktrees_verify_yaml_are_used() {
     );
 }
 
+/// greenlight's own `.greenlight/verify.yaml` is the goal's gates, before CommandMate's file.
+#[test]
+fn without_gate_flags_the_gates_of_greenlight_s_own_config_home_come_first() {
+    let fx = Fixture::new();
+    fx.repo.write(
+        ".commandmate/verify.yaml",
+        "version: 1\ngates:\n  - id: theirs\n    command: exit 9\n",
+    );
+    fx.repo.greenlight_yaml(
+        "version: 2\ngates:\n  - id: check\n    command: sh check.sh\n  - id: lint\n    command: test -s value.txt\n    needs: [check]\n",
+    );
+    let agent = fx.script("agent.sh", FIX);
+    let out = fx.goal(&["run", "fix the value", "--agent", &fx.agent(&agent)]);
+    assert_eq!(out.code, 0, "{}", out.render());
+    let status = fx.status();
+    let commands: Vec<&str> = status["gates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["command"].as_str().unwrap())
+        .collect();
+    assert_eq!(commands, ["sh check.sh", "test -s value.txt"]);
+}
+
 #[test]
 fn without_gate_flags_or_a_verify_yaml_the_goal_is_refused() {
     let fx = Fixture::new();
@@ -482,7 +506,7 @@ fn without_gate_flags_or_a_verify_yaml_the_goal_is_refused() {
     assert_eq!(out.code, 2, "{}", out.render());
     assert!(
         out.stderr
-            .contains("no gates: pass --gate CMD, or declare gates in .commandmate/verify.yaml"),
+            .contains("no gates: pass --gate CMD, or declare gates in .greenlight/verify.yaml"),
         "{}",
         out.render()
     );

@@ -411,8 +411,9 @@ fn suggest_timeouts_edits_a_v2_file_in_place_and_it_still_reads_as_v2() {
     let patch = repo.home().join("timeouts.diff");
     std::fs::write(&patch, &out.stdout).unwrap();
     repo.git(&["apply", patch.to_str().unwrap()]);
-    let text = repo.read(".commandmate/verify.yaml").unwrap();
-    let loaded = greenlight_gate::config::parse(Utf8Path::new("verify.yaml"), &text).unwrap();
+    let text = repo.read(".greenlight/verify.yaml").unwrap();
+    let loaded =
+        greenlight_gate::config::parse(Utf8Path::new(".greenlight/verify.yaml"), &text).unwrap();
     assert_eq!(loaded.version(), 2);
     let timeouts: Vec<(&str, u32)> = loaded
         .gates

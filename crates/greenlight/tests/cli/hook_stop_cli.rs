@@ -261,7 +261,8 @@ fn a_missing_config_allows_silently_so_a_user_hook_is_quiet_elsewhere() {
         let run = hook(&repo, &p, &[]);
         assert_allows_silently(&run);
         assert!(
-            run.stderr.contains("no .commandmate/verify.yaml"),
+            run.stderr
+                .contains("no .greenlight/verify.yaml or .commandmate/verify.yaml"),
             "{}",
             run.stderr
         );
@@ -618,4 +619,25 @@ fn a_verify_yaml_rewritten_after_the_first_stop_does_not_judge_the_session() {
     repo.verify_yaml(GREEN);
     let reason = assert_blocks(&hook(&repo, &p, &[]));
     assert!(reason.contains("gate unit: FAIL exit=3"), "{reason}");
+}
+
+/// The hook reads greenlight's own `.greenlight/verify.yaml` (version 2 is allowed there), found
+/// from a subdirectory, before CommandMate's file beside it, and says once that it did.
+#[test]
+fn the_hook_reads_greenlight_s_own_config_first_from_a_subdirectory() {
+    let repo = TempRepo::worktree_with_commit();
+    repo.write(".commandmate/verify.yaml", GREEN);
+    repo.greenlight_yaml(
+        "version: 2\ngates:\n  - id: unit\n    command: echo 'red in the v2 file' >&2; exit 3\n",
+    );
+    repo.write("sub/x.txt", "x\n");
+    let p = payload(Agent::Claude, "Stop", false, "s", &repo.path().join("sub"));
+    let run = hook(&repo, &p, &[]);
+    let reason = assert_blocks(&run);
+    assert!(reason.contains("red in the v2 file"), "{reason}");
+    assert!(
+        run.stderr.contains("greenlight reads") && run.stderr.contains("ignores the other"),
+        "{}",
+        run.stderr
+    );
 }

@@ -102,7 +102,7 @@ fn init_prints_each_gate_with_its_source_and_writes_nothing() {
 fn init_write_writes_the_config_runs_it_once_and_refuses_to_overwrite() {
     let repo = node_repo();
     let dir = repo.path().to_string_lossy().into_owned();
-    let config = repo.path().join(".commandmate/verify.yaml");
+    let config = repo.path().join(".greenlight/verify.yaml");
     let npm = FakeNpm::new();
 
     let out = npm.init(["--cwd", &dir, "--write"]).run();
@@ -148,11 +148,47 @@ fn init_write_writes_the_config_runs_it_once_and_refuses_to_overwrite() {
         std::fs::read_to_string(&config).ok().as_deref(),
         Some(NODE_YAML)
     );
-    let backup = repo.path().join(".commandmate/verify.yaml.greenlight.bak");
+    let backup = repo.path().join(".greenlight/verify.yaml.greenlight.bak");
     assert_eq!(
         std::fs::read_to_string(backup).ok().as_deref(),
         Some("version: 1\ngates:\n  - id: mine\n    command: \"true\"\n")
     );
+}
+
+/// A repository that already uses CommandMate's `.commandmate/verify.yaml` keeps it: init
+/// writes there (version 1, CommandMate's), and `--v2` is refused with the way to move it.
+#[test]
+fn init_keeps_commandmate_s_file_where_the_repository_uses_it_and_refuses_v2_there() {
+    let repo = node_repo();
+    let dir = repo.path().to_string_lossy().into_owned();
+    let theirs = repo.path().join(".commandmate/verify.yaml");
+    let mine = "version: 1\ngates:\n  - id: mine\n    command: \"true\"\n";
+    write_file(&theirs, mine);
+    let npm = FakeNpm::new();
+
+    let v2 = npm
+        .init(["--cwd", &dir, "--v2", "--write", "--force"])
+        .run();
+    assert_eq!(v2.code, 2, "{}", v2.render());
+    assert!(
+        v2.stderr.contains("`greenlight config move`"),
+        "{}",
+        v2.render()
+    );
+    assert_eq!(std::fs::read_to_string(&theirs).ok().as_deref(), Some(mine));
+
+    let out = npm.init(["--cwd", &dir, "--write", "--force"]).run();
+    assert_eq!(out.code, 0, "{}", out.render());
+    assert!(
+        out.stdout.contains(&format!("wrote {}", theirs.display())),
+        "{}",
+        out.render()
+    );
+    assert_eq!(
+        std::fs::read_to_string(&theirs).ok().as_deref(),
+        Some(NODE_YAML)
+    );
+    assert!(!repo.path().join(".greenlight").exists());
 }
 
 #[test]
@@ -233,7 +269,7 @@ fn init_then_verify(repo: &greenlight_testkit::TempRepo) -> (String, greenlight_
         "init's own first run judges: {}",
         init.render()
     );
-    let yaml = repo.read(".commandmate/verify.yaml").unwrap_or_default();
+    let yaml = repo.read(".greenlight/verify.yaml").unwrap_or_default();
     let verify = repo.greenlight(["verify"]);
     assert_eq!(verify.code, 0, "{yaml}\n{}", verify.render());
     assert!(
@@ -469,7 +505,7 @@ fn init_v2_drafts_needs_and_package_inputs_that_greenlights_reader_accepts() {
     );
     assert!(!repo.path().join(".commandmate").exists());
     let yaml = printed_yaml(&out.stdout);
-    let loaded = greenlight_gate::config::parse("verify.yaml".into(), yaml)
+    let loaded = greenlight_gate::config::parse(".greenlight/verify.yaml".into(), yaml)
         .unwrap_or_else(|e| panic!("{e}\n{yaml}"));
     assert_eq!(loaded.version(), 2);
     let gate = |command: &str| {
@@ -517,7 +553,7 @@ fn init_v2_write_writes_a_config_that_verify_runs_in_order() {
         .env("PATH", bin.path())
         .run();
     assert_eq!(init.code, 0, "{}", init.render());
-    let yaml = repo.read(".commandmate/verify.yaml").unwrap_or_default();
+    let yaml = repo.read(".greenlight/verify.yaml").unwrap_or_default();
     assert!(yaml.starts_with("version: 2\n"), "{yaml}");
     assert!(
         init.stdout.contains("first run: exit 0 (passed"),

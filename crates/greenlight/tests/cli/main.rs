@@ -5,6 +5,7 @@ mod agent_openai_cli;
 mod browser;
 mod cli_output;
 mod cli_wording;
+mod config_home;
 mod digest_cli;
 mod front_ends;
 mod fuzz_cache;

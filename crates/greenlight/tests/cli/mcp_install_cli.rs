@@ -755,7 +755,7 @@ fn without_gates_the_timeout_is_the_default_and_a_note_says_why() {
     assert!(read_file(&config).contains("tool_timeout_sec = 1800\n"));
     assert!(
         out.stderr.starts_with(&format!(
-            "note: no .commandmate/verify.yaml in {} or above it in the worktree, so Codex's tool_timeout_sec is the default 1800 s",
+            "note: no .greenlight/verify.yaml or .commandmate/verify.yaml in {} or above it in the worktree, so Codex's tool_timeout_sec is the default 1800 s",
             std::fs::canonicalize(repo.path()).unwrap_or_default().display()
         )),
         "{}",

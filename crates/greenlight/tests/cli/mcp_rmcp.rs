@@ -210,7 +210,7 @@ fn lists_seven_tools_and_verifies_a_green_and_a_red_repository() {
         .await;
         assert_eq!(result.is_error, Some(true));
         assert!(
-            text_of(&result).contains("no verify.yaml here"),
+            text_of(&result).contains("no .greenlight/verify.yaml or .commandmate/verify.yaml in"),
             "{}",
             text_of(&result)
         );

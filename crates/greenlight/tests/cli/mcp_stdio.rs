@@ -337,3 +337,18 @@ fn a_request_refused_without_its_id_does_not_hold_the_server_at_the_end_of_input
         "{verify}"
     );
 }
+
+/// The `verify` tool reads greenlight's own `.greenlight/verify.yaml` (version 2 is allowed
+/// there), as `greenlight verify` does.
+#[test]
+fn verify_reads_greenlight_s_own_config_home() {
+    let repo = TempRepo::worktree_with_commit();
+    repo.greenlight_yaml("version: 2\ngates:\n  - id: own\n    command: echo ours\n");
+    let mut server = Server::start(&repo);
+    server.initialize();
+    server.send(&call(1, "verify", &json!({})));
+    let answer = server.answer();
+    let result = &answer["result"]["structuredContent"];
+    assert_eq!(result["result"], "passed", "{answer}");
+    assert_eq!(result["gates"][0]["id"], "own", "{answer}");
+}

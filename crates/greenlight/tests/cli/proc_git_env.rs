@@ -144,7 +144,7 @@ fn init_runs_its_first_verify_on_the_worktree_whatever_git_variables_point_elsew
             stderr,
             ..
         } = Cli::from_command(cmd).stdin("").run();
-        let config = repo.read(".commandmate/verify.yaml").unwrap_or_default();
+        let config = repo.read(".greenlight/verify.yaml").unwrap_or_default();
         assert!(
             config.contains("make test"),
             "{var}: {config}{stdout}{stderr}"

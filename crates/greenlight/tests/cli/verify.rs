@@ -527,7 +527,8 @@ fn a_missing_config_is_a_config_error_naming_the_path() {
     assert_eq!(out.code, 2);
     assert_eq!(out.stdout, "");
     assert!(
-        out.stderr.contains(".commandmate/verify.yaml"),
+        out.stderr
+            .contains(".greenlight/verify.yaml: config file not found"),
         "{}",
         out.stderr
     );

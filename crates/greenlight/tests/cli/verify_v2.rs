@@ -283,7 +283,7 @@ fn every_problem_of_a_file_is_reported_at_once() {
 #[test]
 fn a_version_2_below_the_first_key_or_an_unknown_version_says_what_to_change() {
     let repo = TempRepo::worktree_with_commit();
-    repo.verify_yaml("gates:\n  - id: a\n    command: touch ran\nversion: 2\n");
+    repo.greenlight_yaml("gates:\n  - id: a\n    command: touch ran\nversion: 2\n");
     let out = repo.greenlight(["verify"]);
     assert_eq!(out.code, 2, "{}", out.render());
     assert!(
@@ -294,7 +294,7 @@ fn a_version_2_below_the_first_key_or_an_unknown_version_says_what_to_change() {
         out.render()
     );
 
-    repo.verify_yaml("version: 3\ngates:\n  - id: a\n    command: touch ran\n");
+    repo.greenlight_yaml("version: 3\ngates:\n  - id: a\n    command: touch ran\n");
     let out = repo.greenlight(["verify"]);
     assert_eq!(out.code, 2, "{}", out.render());
     assert!(
@@ -310,7 +310,7 @@ fn a_version_2_below_the_first_key_or_an_unknown_version_says_what_to_change() {
 #[test]
 fn every_v2_key_is_accepted_and_means_what_it_says() {
     let repo = TempRepo::worktree_with_commit();
-    repo.write(".commandmate/tsc.json", MATCHER);
+    repo.write(".greenlight/tsc.json", MATCHER);
     repo.verify_yaml(
         "# every key\nversion: 2\noptions:\n  baseRef: main\n  skipInPrimaryCheckout: true\n  maxLogTailBytes: 4096\n  requireCommit: false\n  requireEnvClean: false\n  jobs: 2\n  cache: off\n  keys: [\"echo v1\"]\ngates:\n  - id: build\n    command: echo built > built.txt\n    timeoutSec: 30\n    mutex: cargo\n    retryOnFail: 1\n    flakyIsPass: true\n    inputs: [src, \"!src/gen/**\", \"*.toml\"]\n    env: [GREENLIGHT_TEST_FLAVOUR]\n    keys: [\"echo k\"]\n    cache: false\n    matchers: [tsc.json]\n  - id: check\n    command: test \"$GREENLIGHT_TEST_FLAVOUR\" = plain && test -f built.txt\n    needs: [build]\n",
     );
@@ -479,7 +479,7 @@ const MATCHER: &str = r#"{
 #[test]
 fn a_gate_with_matchers_gets_exact_diagnostics_from_output_greenlight_has_no_parser_for() {
     let repo = TempRepo::worktree_with_commit();
-    repo.write(".commandmate/lint.json", MATCHER);
+    repo.write(".greenlight/lint.json", MATCHER);
     // A home-grown checker that prints tsc-shaped lines among noise greenlight cannot read.
     repo.verify_yaml(&v2(
         "  - id: check\n    command: \"echo 'checking 3 files'; echo 'src/app.ts(12,5): error TS2322: Type string is not assignable to type number.'; echo '=== done ==='; exit 2\"\n    matchers: [lint.json]\n",
@@ -504,7 +504,7 @@ fn a_gate_with_matchers_gets_exact_diagnostics_from_output_greenlight_has_no_par
 fn a_matcher_file_that_is_not_a_matcher_is_a_config_error_at_its_entry() {
     let repo = TempRepo::worktree_with_commit();
     repo.write(
-        ".commandmate/bad.json",
+        ".greenlight/bad.json",
         r#"{"problemMatcher": [{"pattern": [{"regexp": "x", "message": 0}]}]}"#,
     );
     repo.verify_yaml(&v2(
