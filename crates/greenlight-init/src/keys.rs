@@ -1,9 +1,12 @@
 //! What a command runs, as comparable keys (`cargo:test`, `script:lint`, `make:check`), so that
 //! a lower source never adds a gate that a higher one already runs.
 //!
-//! The one rule: a task-runner call (`make test`, `npm run lint`) is expanded one level into
-//! the commands of its recipe, so `make test` and a CI step `cargo test` are seen as the same
-//! work. Expansion follows at most [`MAX_DEPTH`] levels, so a recipe that calls itself ends.
+//! The one rule: a task-runner call (`make test`, `npm run lint`) is expanded into the commands
+//! of its recipe (a make target's prerequisites first), so `make test` and a CI step `cargo
+//! test` are seen as the same work, and what a task finally runs ([`Context::leaves`]) decides
+//! whether it installs. Expansion follows at most [`MAX_DEPTH`] levels, so a recipe that calls
+//! itself ends. Coverage wrappers are seen through: `coverage run -m unittest` runs the
+//! `unittest` suite, as `python -m unittest` does.
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
@@ -53,6 +56,15 @@ impl Keys {
     }
 }
 
+/// One command a task finally runs, and the task-runner calls that lead to it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Leaf {
+    /// The calls from the outside in (`make check`, `make requirements`); empty when the
+    /// command itself runs it.
+    pub via: Vec<String>,
+    pub command: String,
+}
+
 /// The package manager that runs a Node project's scripts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum PackageManager {
@@ -83,8 +95,9 @@ pub(crate) struct Context {
     /// The root `package.json` itself (for `workspaces`, `packageManager`).
     pub package_json: Option<serde_json::Value>,
     pub package_manager: Option<PackageManager>,
-    /// Makefile targets in file order with their recipe lines, and the file's name.
-    pub make_targets: Vec<(String, Vec<String>)>,
+    /// Makefile targets in file order with their prerequisites and recipe lines, and the
+    /// file's name.
+    pub make_targets: Vec<super::make::MakeTarget>,
     pub makefile_name: Option<String>,
     /// justfile recipes in file order: name, required-parameter flag, body lines.
     pub just_recipes: Vec<(String, bool, Vec<String>)>,
@@ -193,6 +206,34 @@ impl Context {
         }
     }
 
+    /// Every command `command` finally runs, task-runner calls followed into their recipes
+    /// (a make target's prerequisites first), each with the calls that led to it.
+    pub(crate) fn leaves(&self, command: &str) -> Vec<Leaf> {
+        let mut out = Vec::new();
+        self.walk(command, &mut Vec::new(), &mut out);
+        out
+    }
+
+    fn walk(&self, command: &str, via: &mut Vec<String>, out: &mut Vec<Leaf>) {
+        for seg in segments(command) {
+            let expansion = self
+                .key_of_words(&words(&seg))
+                .and_then(|(_, body)| body)
+                .filter(|_| via.len() < MAX_DEPTH && !via.contains(&seg));
+            match expansion {
+                Some(body) => {
+                    via.push(seg);
+                    self.walk(&body, via, out);
+                    via.pop();
+                }
+                None => out.push(Leaf {
+                    via: via.clone(),
+                    command: seg,
+                }),
+            }
+        }
+    }
+
     /// The key of one segment and, for a task-runner call, the recipe it runs.
     fn key_of_words(&self, w: &[String]) -> Option<(String, Option<String>)> {
         let first = program(w.first()?).to_string();
@@ -242,9 +283,14 @@ impl Context {
                 let body = self
                     .make_targets
                     .iter()
-                    .find(|(n, _)| n == target)
-                    .map(|(_, lines)| {
-                        lines
+                    .find(|t| t.name == **target)
+                    .map(|t| {
+                        t.prerequisites
+                            .iter()
+                            .filter(|p| self.make_targets.iter().any(|t| t.name == **p))
+                            .map(|p| format!("make {p}"))
+                            .chain(t.recipe.iter().cloned())
+                            .collect::<Vec<_>>()
                             .join(" && ")
                             .replace("$(MAKE)", "make")
                             .replace("${MAKE}", "make")
@@ -262,7 +308,7 @@ impl Context {
             }
             "cargo" => {
                 let sub = match *rest.first()? {
-                    "nextest" | "t" => "test",
+                    "nextest" | "t" | "llvm-cov" | "tarpaulin" => "test",
                     "b" => "build",
                     "c" => "check",
                     other => other,
@@ -296,7 +342,18 @@ impl Context {
                 self.key_of_words(&inner)
             }
             "python" | "python3" if w.get(1).map(String::as_str) == Some("-m") => {
+                if w.get(2).map(String::as_str) == Some("coverage") {
+                    return self.key_of_words(&w[2..]);
+                }
                 w.get(2).map(|m| (format!("py:{m}"), None))
+            }
+            // `coverage run -m unittest` runs the suite `python -m unittest` runs.
+            "coverage" if rest.first() == Some(&"run") => {
+                let module = w.iter().position(|x| x == "-m").and_then(|i| w.get(i + 1));
+                match module {
+                    Some(m) => Some((format!("py:{m}"), None)),
+                    None => Some((format!("cmd:{}", w.join(" ")), None)),
+                }
             }
             "pytest" | "ruff" | "mypy" | "pyright" | "flake8" | "pylint" | "black" | "isort" => {
                 Some((format!("py:{first}"), None))
@@ -305,6 +362,35 @@ impl Context {
             _ => Some((format!("cmd:{}", w.join(" ")), None)),
         }
     }
+}
+
+/// A command written the way its twins are, for telling two gates that run the same thing
+/// apart from two that do not: words joined by one space, and a package manager's spellings
+/// of one script (`npm test`, `npm t`, `npm run-script test`) as `npm run test`. Only a
+/// one-segment command is respelled; a chain is compared as written.
+pub(crate) fn canonical(command: &str) -> String {
+    let segs = segments(command);
+    let [only] = segs.as_slice() else {
+        return command.split_whitespace().collect::<Vec<_>>().join(" ");
+    };
+    let w = words(only);
+    let respelled = match w.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
+        [
+            pm @ ("npm" | "pnpm" | "yarn" | "bun"),
+            "test" | "t",
+            rest @ ..,
+        ] => Some(format!("{pm} run test {}", rest.join(" "))),
+        [
+            pm @ ("npm" | "pnpm" | "yarn" | "bun"),
+            "run-script",
+            rest @ ..,
+        ] => Some(format!("{pm} run {}", rest.join(" "))),
+        _ => None,
+    };
+    respelled.map_or_else(
+        || command.split_whitespace().collect::<Vec<_>>().join(" "),
+        |r| r.trim_end().to_string(),
+    )
 }
 
 fn detect_package_manager(root: &Path, package_json: &serde_json::Value) -> PackageManager {

@@ -7,8 +7,10 @@
 //! only when nothing above already runs the same thing, and a manifest's defaults are used
 //! only for an ecosystem no explicit command covers: the repository's own words beat guesses.
 //!
-//! The one rule that keeps it simple: nothing that might change the outside world becomes a
-//! gate ([`classify`]), and every gate says where it came from.
+//! The one rule that keeps it simple: nothing that might change the outside world, install or
+//! fetch becomes a gate ([`classify`], followed through recipes and prerequisites), no gate
+//! repeats what another runs, and every gate says where it came from; what is left out says
+//! why.
 
 mod classify;
 mod error;
@@ -22,6 +24,7 @@ mod plan;
 mod python;
 mod render;
 mod runnable;
+mod setup;
 mod workflow;
 
 use std::collections::{HashMap, HashSet};
@@ -47,6 +50,17 @@ pub struct DraftGate {
     pub timeout_sec: Option<u32>,
     /// Where the gate came from, e.g. `.github/workflows/ci.yml job test step 3`.
     pub source: String,
+    /// The setup the gate needs before it can pass here, when it is missing.
+    pub setup: Option<Setup>,
+}
+
+/// A setup step a gate needs first, because what it prepares is missing here.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Setup {
+    /// The command that prepares it (`npm ci`, `make requirements`).
+    pub command: String,
+    /// What is missing (`node_modules is absent here`).
+    pub why: String,
 }
 
 /// A command the scan found but did not turn into a gate, with the reason.
@@ -173,81 +187,94 @@ pub fn draft(root: &Path, programs: &Programs) -> Result<Draft, Error> {
 
 /// Drops what is redundant or unsafe to write, orders by kind, and assigns unique ids.
 fn assemble(found: Found, ctx: &keys::Context, root: &Path, programs: &Programs) -> Draft {
+    let setups = setup::Setups::find(root, ctx, &found);
     let Found {
         candidates,
         mut skipped,
     } = found;
-    // Each key with the strongest tier that runs it.
-    let mut covered: HashMap<String, u8> = HashMap::new();
-    let mut commands: HashSet<String> = HashSet::new();
-    let mut accepted: Vec<(Kind, Candidate)> = Vec::new();
+    // Each key with the strongest tier that runs it, and the command of that gate.
+    let mut covered: HashMap<String, (u8, String)> = HashMap::new();
+    let mut commands: HashMap<String, String> = HashMap::new();
+    let mut accepted: Vec<Accepted> = Vec::new();
 
     let (explicit, fallbacks): (Vec<_>, Vec<_>) = candidates.into_iter().partition(|c| !c.fallback);
-    let mut take = |c: Candidate, covered: &mut HashMap<String, u8>, skipped: &mut Vec<Skipped>| {
-        let command = match render::one_line_safe(&c.command) {
-            Ok(command) => command,
-            Err(reason) => {
+    let mut take =
+        |c: Candidate, covered: &mut HashMap<String, (u8, String)>, skipped: &mut Vec<Skipped>| {
+            let mut skip = |source: String, command: String, reason: String| {
                 skipped.push(Skipped {
-                    source: c.source,
-                    command: c.command,
+                    source,
+                    command,
                     reason,
                 });
-                return;
-            }
-        };
-        if classify::has_pipe(&command) {
-            skipped.push(Skipped {
-                source: c.source,
-                command,
-                reason: "pipes its output into another command, so the exit code judged would \
-                         be the last command's, not the check's"
-                    .to_string(),
-            });
-            return;
-        }
-        let kind = match classify::classify(&command) {
-            CommandClass::Check(kind) => kind,
-            CommandClass::Setup(r) | CommandClass::Writes(r) => {
-                skipped.push(Skipped {
-                    source: c.source,
+            };
+            let command = match render::one_line_safe(&c.command) {
+                Ok(command) => command,
+                Err(reason) => return skip(c.source, c.command, reason),
+            };
+            if classify::has_pipe(&command) {
+                return skip(
+                    c.source,
                     command,
-                    reason: r.to_string(),
-                });
-                return;
+                    "pipes its output into another command, so the exit code judged would be the \
+                 last command's, not the check's"
+                        .to_string(),
+                );
             }
-            CommandClass::Refused(r) => {
-                skipped.push(Skipped {
-                    source: c.source,
-                    command,
-                    reason: r,
-                });
-                return;
+            let kind = match deep_class(ctx, &command) {
+                Ok(kind) => kind,
+                Err(reason) => return skip(c.source, command, reason),
+            };
+            let setup = setups.needed(ctx, &command, programs);
+            let provided = |name: &str| setup.is_some() && setups.provides(name);
+            if let Some(reason) = runnable::cannot_run(&command, root, programs, &provided) {
+                return skip(c.source, command, reason);
             }
-        };
-        if let Some(reason) = runnable::cannot_run(&command, root, programs) {
-            skipped.push(Skipped {
-                source: c.source,
-                command,
-                reason,
+            let canonical = keys::canonical(&command);
+            if let Some(same) = commands.get(&canonical) {
+                let reason = format!("runs the same as the gate `{same}`, which is kept");
+                return skip(c.source, command, reason);
+            }
+            let k = ctx.keys_of(&command);
+            let stronger = |key: &String| {
+                covered
+                    .get(key)
+                    .filter(|(tier, _)| *tier < c.tier)
+                    .map(|(_, by)| by.clone())
+            };
+            let leaves: Vec<Option<String>> = k.leaves.iter().map(stronger).collect();
+            let mut by: Vec<String> = match k.primary.as_ref().and_then(stronger) {
+                Some(by) => vec![by],
+                None if !leaves.is_empty() && leaves.iter().all(Option::is_some) => {
+                    leaves.into_iter().flatten().collect()
+                }
+                None => Vec::new(),
+            };
+            by.dedup();
+            if !by.is_empty() {
+                let by: Vec<String> = by.iter().map(|b| format!("`{b}`")).collect();
+                let reason = format!(
+                    "already run by {}, from a source that says more (CI, then package.json, then \
+                 Makefile)",
+                    by.join(", ")
+                );
+                return skip(c.source, command, reason);
+            }
+            commands.insert(canonical, command.clone());
+            for key in &k.all {
+                let entry = covered
+                    .entry(key.clone())
+                    .or_insert((c.tier, command.clone()));
+                if c.tier < entry.0 {
+                    *entry = (c.tier, command.clone());
+                }
+            }
+            accepted.push(Accepted {
+                kind,
+                keys: k,
+                setup,
+                candidate: Candidate { command, ..c },
             });
-            return;
-        }
-        let normalized = command.split_whitespace().collect::<Vec<_>>().join(" ");
-        let k = ctx.keys_of(&command);
-        let stronger = |key: &String| covered.get(key).is_some_and(|tier| *tier < c.tier);
-        let redundant = commands.contains(&normalized)
-            || k.primary.as_ref().is_some_and(stronger)
-            || (!k.leaves.is_empty() && k.leaves.iter().all(stronger));
-        if redundant {
-            return;
-        }
-        commands.insert(normalized);
-        for key in k.all {
-            let tier = covered.entry(key).or_insert(c.tier);
-            *tier = (*tier).min(c.tier);
-        }
-        accepted.push((kind, Candidate { command, ..c }));
-    };
+        };
     for c in explicit {
         take(c, &mut covered, &mut skipped);
     }
@@ -262,12 +289,15 @@ fn assemble(found: Found, ctx: &keys::Context, root: &Path, programs: &Programs)
             take(c, &mut covered, &mut skipped);
         }
     }
-    accepted.sort_by_key(|(kind, _)| *kind);
+    drop_aggregates(&mut accepted, &mut skipped);
+    // Cheap kinds first; within a kind, the order found (CI's own order first).
+    accepted.sort_by_key(|a| a.kind);
 
     let mut ids: HashSet<String> = HashSet::new();
     let gates = accepted
         .into_iter()
-        .map(|(_, c)| {
+        .map(|a| {
+            let c = a.candidate;
             let id = render::unique_id(&c.hint, &ids);
             ids.insert(id.clone());
             DraftGate {
@@ -275,6 +305,7 @@ fn assemble(found: Found, ctx: &keys::Context, root: &Path, programs: &Programs)
                 command: c.command,
                 timeout_sec: c.timeout_sec.map(|t| t.clamp(1, MAX_TIMEOUT_SEC)),
                 source: c.source,
+                setup: a.setup,
             }
         })
         .collect();
@@ -283,6 +314,82 @@ fn assemble(found: Found, ctx: &keys::Context, root: &Path, programs: &Programs)
     let mut seen: HashSet<(String, String, String)> = HashSet::new();
     skipped.retain(|s| seen.insert((s.source.clone(), s.command.clone(), s.reason.clone())));
     Draft { gates, skipped }
+}
+
+/// A candidate taken as a gate, with what it runs.
+struct Accepted {
+    kind: Kind,
+    keys: keys::Keys,
+    setup: Option<Setup>,
+    candidate: Candidate,
+}
+
+/// The kind of check `command` is, judged by everything it finally runs (a make target's
+/// recipe and prerequisites, a script's body); `Err` says why it is no gate: a line it runs
+/// installs, fetches, rewrites files or reaches outside the worktree.
+fn deep_class(ctx: &keys::Context, command: &str) -> Result<Kind, String> {
+    let mut kind = match classify::classify(command) {
+        CommandClass::Check(kind) => kind,
+        CommandClass::Setup(r) | CommandClass::Installs(r) | CommandClass::Writes(r) => {
+            return Err(r.to_string());
+        }
+        CommandClass::Refused(r) => return Err(r),
+    };
+    for leaf in ctx.leaves(command).iter().filter(|l| !l.via.is_empty()) {
+        let through = || format!("runs `{}` (through {})", leaf.command, leaf.via.join(" → "));
+        match classify::classify(&leaf.command) {
+            CommandClass::Check(k) => kind = kind.max(k),
+            CommandClass::Setup(_) => {}
+            CommandClass::Installs(r) | CommandClass::Writes(r) => {
+                return Err(format!("{}, which {r}", through()));
+            }
+            CommandClass::Refused(r) => return Err(format!("{}: {r}", through())),
+        }
+    }
+    Ok(kind)
+}
+
+/// Drops a task that only runs other drafted gates (`check: lint typecheck`, a `ci` script
+/// running `npm run lint && npm test`): the gates it calls say more, one verdict each.
+fn drop_aggregates(accepted: &mut Vec<Accepted>, skipped: &mut Vec<Skipped>) {
+    loop {
+        let found = (0..accepted.len()).find_map(|i| {
+            let me = &accepted[i];
+            let others: Vec<&Accepted> = accepted
+                .iter()
+                .enumerate()
+                .filter(|(j, other)| {
+                    *j != i
+                        && other.keys.primary.as_ref().is_some_and(|p| {
+                            me.keys.all.contains(p) && me.keys.primary.as_ref() != Some(p)
+                        })
+                })
+                .map(|(_, other)| other)
+                .collect();
+            let covered = !others.is_empty()
+                && me
+                    .keys
+                    .leaves
+                    .iter()
+                    .all(|leaf| others.iter().any(|o| o.keys.all.contains(leaf)));
+            covered.then(|| {
+                let names: Vec<String> = others
+                    .iter()
+                    .map(|o| format!("`{}`", o.candidate.command))
+                    .collect();
+                (i, names.join(", "))
+            })
+        });
+        let Some((i, names)) = found else {
+            return;
+        };
+        let me = accepted.remove(i);
+        skipped.push(Skipped {
+            source: me.candidate.source,
+            command: me.candidate.command,
+            reason: format!("it only runs what the gates {names} run, one verdict each"),
+        });
+    }
 }
 
 /// A short id hint for a command: the script, target or subcommand of the segment that does

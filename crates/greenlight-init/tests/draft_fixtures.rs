@@ -114,7 +114,7 @@ test = make test  <- Makefile target \"test\"
 fn polyglot_ci_matrix_expands_only_the_dimensions_its_commands_use() {
     // `os` is not in any command: one local gate. `features` is: one gate per value, the
     // `include` entry's value too. The Makefile's `check` and package.json's scripts add
-    // nothing: CI already runs cargo test, pytest, pnpm lint/build/test. The docs step's two
+    // nothing, and say so: CI already runs cargo test, pytest, pnpm lint/build/test. The docs step's two
     // check lines are two gates, never one `&&` chain.
     assert_eq!(
         drafted("polyglot-matrix"),
@@ -140,6 +140,10 @@ test = cd web && pnpm test -- --reporter=dot  <- .github/workflows/ci.yml job do
 .github/workflows/ci.yml job docs step 2 | ./scripts/check-links.sh | CI lets this step fail (continue-on-error)
 .github/workflows/ci.yml job deploy-preview |  | the job's name mentions `deploy`: not a check
 .github/workflows/release.yml |  | the workflow's name mentions `release`: not a check
+package.json script \"lint\" | pnpm run lint | already run by `pnpm lint`, from a source that says more (CI, then package.json, then Makefile)
+package.json script \"test\" | pnpm run test | already run by `cd web && pnpm test -- --reporter=dot`, from a source that says more (CI, then package.json, then Makefile)
+package.json script \"build\" | pnpm run build | already run by `cd web && pnpm build`, from a source that says more (CI, then package.json, then Makefile)
+Makefile target \"check\" | make check | already run by `cargo test --features default`, `cd py && pytest -q -k 'not slow'`, from a source that says more (CI, then package.json, then Makefile)
 "
     );
 }
@@ -446,6 +450,7 @@ fn v2_inputs_are_left_out_wherever_a_narrower_list_could_miss_a_file() {
         command: command.to_owned(),
         timeout_sec: None,
         source: "test".to_owned(),
+        setup: None,
     };
     let gates = [
         gate("a", "cargo test -p a"),

@@ -1,0 +1,214 @@
+//! The setup a drafted gate needs before it can pass here: a Node project whose dependencies
+//! are not installed (`node_modules` absent), a Python tool the project installs not on PATH.
+//!
+//! The one rule: a gate whose setup is missing is still drafted (it is the project's own
+//! check), with the one command that prepares it — the install step CI runs where CI has one,
+//! else the one the lockfile names — so the user runs that once instead of reading exit 127
+//! from every gate.
+
+use std::path::Path;
+
+use super::classify::{self, CommandClass};
+use super::keys::{Context, PackageManager};
+use super::{Found, Programs, Setup};
+use greenlight_proc::shell::{program, segments, words};
+
+/// Programs a Python project's own setup (requirements, an editable install, `uv sync`)
+/// puts on PATH; the usual gate tools.
+const PYTHON_TOOLS: &[&str] = &[
+    "pytest",
+    "ruff",
+    "mypy",
+    "flake8",
+    "black",
+    "isort",
+    "pylint",
+    "pyright",
+    "coverage",
+    "sphinx-build",
+    "tox",
+    "nox",
+    "stubtest",
+    "pre-commit",
+];
+
+/// Names of a task that prepares a Python environment (`make requirements`).
+const PYTHON_SETUP_TASKS: &[&str] = &[
+    "requirements",
+    "install",
+    "deps",
+    "dependencies",
+    "setup",
+    "venv",
+    "dev",
+    "bootstrap",
+];
+
+/// The setup commands this repository offers, found once per draft.
+#[derive(Debug, Default)]
+pub(crate) struct Setups {
+    /// Installs the Node dependencies, when `node_modules` is absent here.
+    node: Option<String>,
+    /// Installs the Python project and its tools, when the repository says how.
+    python: Option<String>,
+}
+
+impl Setups {
+    /// Reads the repository at `root`: its CI's install steps (already in `found`), its
+    /// Makefile, its lockfiles.
+    pub(crate) fn find(root: &Path, ctx: &Context, found: &Found) -> Setups {
+        // CI's own install steps, in file order: skipped setup lines and `make requirements`
+        // style steps (candidates whose recipe installs).
+        let ci_installs: Vec<&str> = found
+            .skipped
+            .iter()
+            .filter(|s| s.source.starts_with(".github/"))
+            .map(|s| s.command.as_str())
+            .chain(
+                found
+                    .candidates
+                    .iter()
+                    .filter(|c| c.tier == 0)
+                    .map(|c| c.command.as_str()),
+            )
+            .filter(|c| !c.contains('\n'))
+            .filter(|c| installs(ctx, c))
+            .collect();
+        // A workspace's packages have dependencies of their own even when the root has none.
+        let has_dependencies = root.join("pnpm-workspace.yaml").is_file()
+            || ctx.package_json.as_ref().is_some_and(|p| {
+                p.get("workspaces").is_some()
+                    || ["dependencies", "devDependencies"].iter().any(|k| {
+                        p.get(k)
+                            .and_then(|d| d.as_object())
+                            .is_some_and(|d| !d.is_empty())
+                    })
+            });
+        let node = ctx
+            .package_manager
+            .filter(|_| has_dependencies && !root.join("node_modules").exists())
+            .map(|pm| {
+                ci_installs
+                    .iter()
+                    .find(|c| runs_program(c, &["npm", "pnpm", "yarn", "bun"]))
+                    .map_or_else(|| lockfile_install(root, pm), |c| (*c).to_string())
+            });
+        let python_installers = [
+            "pip", "pip3", "python", "python3", "uv", "poetry", "pdm", "hatch", "pipenv",
+        ];
+        let python = ci_installs
+            .iter()
+            .find(|c| {
+                ctx.leaves(c)
+                    .iter()
+                    .any(|l| runs_program(&l.command, &python_installers))
+            })
+            .map(|c| (*c).to_string())
+            .or_else(|| {
+                ctx.make_targets
+                    .iter()
+                    .filter(|t| PYTHON_SETUP_TASKS.contains(&t.name.as_str()))
+                    .find(|t| {
+                        t.recipe.iter().any(|line| {
+                            matches!(classify::classify(line), CommandClass::Installs(_))
+                                && runs_program(line, &python_installers)
+                        })
+                    })
+                    .map(|t| format!("make {}", t.name))
+            })
+            .or_else(|| python_lockfile_install(root));
+        Setups { node, python }
+    }
+
+    /// True when a missing program `name` is one this repository's setup installs.
+    pub(crate) fn provides(&self, name: &str) -> bool {
+        self.python.is_some() && PYTHON_TOOLS.contains(&name)
+    }
+
+    /// The setup `command` needs before it can pass here, if it needs one.
+    pub(crate) fn needed(
+        &self,
+        ctx: &Context,
+        command: &str,
+        programs: &Programs,
+    ) -> Option<Setup> {
+        let leaves = ctx.leaves(command);
+        if let Some(node) = &self.node {
+            let runs_node = leaves
+                .iter()
+                .map(|l| &l.command)
+                .chain([&command.to_string()])
+                .any(|c| runs_program(c, &["npm", "pnpm", "yarn", "bun", "npx", "pnpx", "bunx"]));
+            if runs_node {
+                return Some(Setup {
+                    command: node.clone(),
+                    why: "node_modules is absent here".to_string(),
+                });
+            }
+        }
+        let python = self.python.as_ref()?;
+        let missing = leaves.iter().find_map(|l| {
+            let w: Vec<String> = words(&l.command)
+                .into_iter()
+                .skip_while(|x| x == "!")
+                .collect();
+            let name = program(w.first()?).to_string();
+            (PYTHON_TOOLS.contains(&name.as_str()) && !programs.has(&name)).then_some(name)
+        })?;
+        Some(Setup {
+            command: python.clone(),
+            why: format!("`{missing}` is not on PATH here"),
+        })
+    }
+}
+
+/// True when `command` installs or fetches, itself or through the tasks it runs.
+pub(crate) fn installs(ctx: &Context, command: &str) -> bool {
+    matches!(classify::classify(command), CommandClass::Installs(_))
+        || ctx
+            .leaves(command)
+            .iter()
+            .any(|l| matches!(classify::classify(&l.command), CommandClass::Installs(_)))
+}
+
+/// True when a segment of `command` runs one of `programs` (after `cd …&&`).
+fn runs_program(command: &str, programs: &[&str]) -> bool {
+    segments(command).iter().any(|s| {
+        words(s)
+            .first()
+            .is_some_and(|p| programs.contains(&program(p)))
+    })
+}
+
+/// The install command a Node lockfile asks for.
+fn lockfile_install(root: &Path, pm: PackageManager) -> String {
+    let has = |f: &str| root.join(f).is_file();
+    match pm {
+        PackageManager::Pnpm => "pnpm install --frozen-lockfile".to_string(),
+        PackageManager::Yarn => "yarn install --frozen-lockfile".to_string(),
+        PackageManager::Bun => "bun install --frozen-lockfile".to_string(),
+        PackageManager::Npm if has("package-lock.json") || has("npm-shrinkwrap.json") => {
+            "npm ci".to_string()
+        }
+        PackageManager::Npm => "npm install".to_string(),
+    }
+}
+
+/// The install command a Python project's files ask for, if it has any.
+fn python_lockfile_install(root: &Path) -> Option<String> {
+    let has = |f: &str| root.join(f).is_file();
+    let command = if has("uv.lock") {
+        "uv sync"
+    } else if has("poetry.lock") {
+        "poetry install"
+    } else if has("requirements-dev.txt") {
+        "pip install -r requirements-dev.txt"
+    } else if has("requirements.txt") {
+        "pip install -r requirements.txt"
+    } else if has("pyproject.toml") || has("setup.py") {
+        "pip install -e ."
+    } else {
+        return None;
+    };
+    Some(command.to_string())
+}
