@@ -350,14 +350,15 @@ fn refused(prog: &str, sub: &str, w: &[String]) -> Option<String> {
     None
 }
 
-/// The kind of check the words perform, from the tool and subcommand names they mention.
+/// The kind of check the words perform, from the first tool or subcommand name they mention:
+/// `ruff check src tests` is a lint whatever its paths are called.
 fn kind_of(w: &[String]) -> Kind {
-    let mut best: Option<Kind> = None;
-    let mut bump = |k: Kind| best = Some(best.map_or(k, |b| b.max(k)));
     let has_check_flag = w
         .iter()
         .any(|x| x == "--check" || x == "-l" || x == "--check-only");
     for word in w.iter().filter(|x| !x.starts_with('-')) {
+        let mut best: Option<Kind> = None;
+        let mut bump = |k: Kind| best = Some(best.map_or(k, |b| b.max(k)));
         let lower = program(word).to_ascii_lowercase();
         for part in lower.split(|c: char| !c.is_ascii_alphanumeric()) {
             match part {
@@ -379,8 +380,11 @@ fn kind_of(w: &[String]) -> Kind {
                 _ => {}
             }
         }
+        if let Some(kind) = best {
+            return kind;
+        }
     }
-    best.unwrap_or(Kind::Other)
+    Kind::Other
 }
 
 /// True when the command pipes one program into another (`a | b`, not `a || b`) outside
@@ -535,6 +539,11 @@ mod tests {
         assert_eq!(
             classify("./scripts/verify-links.sh"),
             CommandClass::Check(Kind::Other)
+        );
+        // Paths named `tests` do not make a linter a test run.
+        assert_eq!(
+            classify("ruff check more_itertools tests"),
+            CommandClass::Check(Kind::Lint)
         );
     }
 }

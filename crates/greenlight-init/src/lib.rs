@@ -36,7 +36,7 @@ use greenlight_proc::shell;
 pub use error::Error;
 pub use options::{DraftOptions, options_for};
 pub use plan::{GatePlan, plan_v2};
-pub use render::{render_v1, render_v1_with, render_v2, validate_id};
+pub use render::{render_v1, render_v1_with, render_v2, setup_note, validate_id};
 
 /// One drafted gate, ready to be written into a verify.yaml.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -429,6 +429,19 @@ pub(crate) fn hint_from_command(command: &str) -> String {
 }
 
 fn hint_from_words(w: &[String]) -> String {
+    let w: Vec<String> = w.iter().skip_while(|x| *x == "!").cloned().collect();
+    // `[ -s diff.txt ]` and `test -f x` check a file: the file names the gate.
+    if matches!(w.first().map(String::as_str), Some("[" | "[[" | "test"))
+        && let Some(file) = w
+            .iter()
+            .skip(1)
+            .rev()
+            .find(|x| !x.starts_with('-') && !x.starts_with(']'))
+    {
+        let name = shell::program(file);
+        return name.split('.').next().unwrap_or(name).to_string();
+    }
+    let w = w.as_slice();
     let non_flags: Vec<&str> = w
         .iter()
         .map(String::as_str)
@@ -519,5 +532,9 @@ mod tests {
             "lint_docs"
         );
         assert_eq!(hint_from_command("exit 0"), "check");
+        assert_eq!(
+            hint_from_command("cat diff.txt && ! [ -s diff.txt ]"),
+            "diff"
+        );
     }
 }
