@@ -1,11 +1,15 @@
 //! `greenlight init`: draft a verify.yaml (version 1, or 2 with `--v2`) from what the
 //! repository already runs, show where each gate came from, and with `--write` write it and
 //! run it once.
+//!
+//! The one rule for that first run: it judges the drafted gates, not the user's work. Nothing
+//! was changed yet, so a gate red there is reported as suspect (the gate or its setup is wrong),
+//! and a gate whose setup is missing is not run at all; the setup command is named instead.
 
 use std::path::{Path, PathBuf};
 
-use greenlight_init::{self as draft, Draft};
-use greenlight_proc::foreground;
+use greenlight_init::{self as draft, Draft, DraftGate};
+use greenlight_proc::{Observer, Stream, foreground};
 
 /// Exit codes of `greenlight init`: init's own outcome only. The first verify run after
 /// `--write` is a trial whose result is printed (`first run: exit N (…)`), never returned: the
@@ -27,7 +31,9 @@ const CONFIG_PATH: &str = ".commandmate/verify.yaml";
 #[command(
     after_help = "Exit codes: 0 drafted (with --write: written and run once; the first \
 run's own verdict is printed, not returned), 1 nothing found to gate, 2 refused (unreadable \
-directory, verify.yaml exists without --force, or it cannot be written)."
+directory, verify.yaml exists without --force, or it cannot be written). A gate red on that \
+first run is reported as suspect: nothing was changed yet, so the gate or its setup is wrong; \
+a gate whose setup is missing is not run, and the setup command is named."
 )]
 pub struct Args {
     /// Repository to scan [default: the current directory].
@@ -84,10 +90,11 @@ pub fn run(args: Args) -> i32 {
         );
         return exit::DRAFTED;
     }
-    match write_config(&dir, &yaml, args.force) {
-        Ok(path) => outln!("\nwrote {}", path.display()),
+    let written = match write_config(&dir, &yaml, args.force) {
+        Ok(path) => path,
         Err(code) => return code,
-    }
+    };
+    outln!("\nwrote {}", written.display());
     if let Some((base, _)) = &options.base_ref {
         outln!("options: baseRef {base} (the comment above it in the file says why)");
     }
@@ -97,7 +104,7 @@ pub fn run(args: Args) -> i32 {
              gate would be skipped here)"
         );
     }
-    run_once(&dir);
+    run_once(&dir, &drafted.gates);
     exit::DRAFTED
 }
 
@@ -116,6 +123,9 @@ fn print_draft(d: &Draft) {
             .map(|t| format!(", timeoutSec {t}"))
             .unwrap_or_default();
         outln!("  {:<width$}  from {}{timeout}", "", g.source);
+        if let Some(setup) = &g.setup {
+            outln!("  {:<width$}  {}", "", draft::setup_note(setup));
+        }
     }
     if !d.skipped.is_empty() {
         let gap = if d.gates.is_empty() { "" } else { "\n" };
@@ -175,9 +185,29 @@ fn write_config(dir: &Path, yaml: &str, force: bool) -> Result<PathBuf, i32> {
     }
 }
 
-/// Runs `greenlight verify --cwd DIR` with this very binary, in the foreground, and reports
-/// its verdict.
-fn run_once(dir: &Path) {
+/// Runs `greenlight verify --cwd DIR` with this very binary, in the foreground, on the gates
+/// whose setup is there, and reports its verdict: a red gate there is suspect, since the tree is
+/// as the user left it.
+fn run_once(dir: &Path, gates: &[DraftGate]) {
+    let (waiting, ready): (Vec<&DraftGate>, Vec<&DraftGate>) =
+        gates.iter().partition(|g| g.setup.is_some());
+    if !waiting.is_empty() {
+        let mut setups: Vec<&str> = waiting
+            .iter()
+            .filter_map(|g| g.setup.as_ref().map(|s| s.command.as_str()))
+            .collect();
+        setups.dedup();
+        let ids: Vec<&str> = waiting.iter().map(|g| g.id.as_str()).collect();
+        let setups: Vec<String> = setups.iter().map(|s| format!("`{s}`")).collect();
+        outln!(
+            "not run now, their setup is missing: {}; run {} first, then `greenlight verify`",
+            ids.join(", "),
+            setups.join(" and ")
+        );
+    }
+    if ready.is_empty() {
+        return;
+    }
     let exe = match std::env::current_exe() {
         Ok(exe) => exe,
         Err(e) => {
@@ -185,23 +215,107 @@ fn run_once(dir: &Path) {
             return;
         }
     };
-    outln!(
-        "running it once: greenlight verify --cwd {}\n",
-        dir.display()
-    );
-    let args = ["verify".into(), "--cwd".into(), dir.as_os_str().to_owned()];
-    match foreground::run(&exe, &args, Path::new(".")) {
+    let mut args = vec!["verify".into(), "--cwd".into(), dir.as_os_str().to_owned()];
+    let mut shown = format!("greenlight verify --cwd {}", dir.display());
+    if !waiting.is_empty() {
+        let ids: Vec<&str> = ready.iter().map(|g| g.id.as_str()).collect();
+        shown.push_str(&format!(" --gates {}", ids.join(",")));
+        args.extend(["--gates".into(), ids.join(",").into()]);
+    }
+    outln!("running it once: {shown}\n");
+    let mut first = FirstRun::default();
+    let code = foreground::run_observed(&exe, &args, Path::new("."), &mut first);
+    first.finish();
+    match code {
         Ok(code) => {
+            let red = &first.red;
             let meaning = match code {
-                0 => "passed: the drafted gates are green",
-                2 => "no verdict: verify could not read or run the config",
-                20 => "failed: a gate is red; fix the code or the gate",
-                21 => "not started: no work found yet (commit or change something)",
-                22 => "skipped: nothing was judged (a primary checkout, or a mutex wait)",
-                _ => "see the output above",
+                0 => "passed: the drafted gates are green".to_string(),
+                2 => "no verdict: verify could not read or run the config".to_string(),
+                20 if !red.is_empty() => {
+                    let n = red.len();
+                    let (gates, fail) = if n == 1 {
+                        ("gate is", "fails")
+                    } else {
+                        ("gates are", "fail")
+                    };
+                    format!(
+                        "written, but {n} {gates} suspect: {} {fail} on the untouched tree",
+                        red.join(", ")
+                    )
+                }
+                20 => "failed: a gate is red on the untouched tree, so it is suspect".to_string(),
+                21 => "not started: no work found yet (commit or change something)".to_string(),
+                22 => {
+                    "skipped: nothing was judged (a primary checkout, or a mutex wait)".to_string()
+                }
+                _ => "see the output above".to_string(),
             };
             outln!("\nfirst run: exit {code} ({meaning})");
+            if code == 20 {
+                outln!(
+                    "suspect: nothing has been changed yet, so a red gate here is not a failure of \
+                     your work; fix the gate or the setup it needs (or remove it) before judging \
+                     work with it"
+                );
+            }
         }
         Err(e) => errln!("greenlight init: wrote the config but could not run it: {e}"),
+    }
+}
+
+/// Shows verify's output line by line as it arrives and keeps the ids of the gates it reports
+/// red (`GATE <id> FAIL …`, `GATE <id> TIMEOUT …`).
+#[derive(Default)]
+struct FirstRun {
+    out: Vec<u8>,
+    err: Vec<u8>,
+    red: Vec<String>,
+}
+
+impl FirstRun {
+    fn line(&mut self, stream: Stream, line: &[u8]) {
+        let text = String::from_utf8_lossy(line);
+        match stream {
+            Stream::Out => {
+                let words: Vec<&str> = text.split_whitespace().collect();
+                if let ["GATE", id, verdict, ..] = words.as_slice()
+                    && matches!(*verdict, "FAIL" | "TIMEOUT")
+                    && !matches!(*id, "work-evidence" | "env-clean" | "scope")
+                {
+                    self.red.push((*id).to_string());
+                }
+                outln!("{text}");
+            }
+            Stream::Err => errln!("{text}"),
+        }
+    }
+
+    fn buffer(&mut self, stream: Stream) -> &mut Vec<u8> {
+        match stream {
+            Stream::Out => &mut self.out,
+            Stream::Err => &mut self.err,
+        }
+    }
+
+    /// Shows what is left after the last newline.
+    fn finish(&mut self) {
+        for stream in [Stream::Out, Stream::Err] {
+            let rest = std::mem::take(self.buffer(stream));
+            if !rest.is_empty() {
+                self.line(stream, &rest);
+            }
+        }
+    }
+}
+
+impl Observer for FirstRun {
+    fn chunk(&mut self, stream: Stream, bytes: &[u8]) {
+        self.buffer(stream).extend_from_slice(bytes);
+        while let Some(end) = self.buffer(stream).iter().position(|b| *b == b'\n') {
+            let mut line: Vec<u8> = self.buffer(stream).drain(..=end).collect();
+            line.pop();
+            self.line(stream, &line);
+        }
     }
 }
