@@ -418,3 +418,61 @@ fn detect_package_manager(root: &Path, package_json: &serde_json::Value) -> Pack
         .find(|(file, _)| root.join(file).is_file())
         .map_or(PackageManager::Npm, |(_, pm)| *pm)
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn context(makefile: &str) -> Context {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("Makefile"), makefile).unwrap();
+        Context::load(dir.path())
+    }
+
+    /// `check: requirements` runs `requirements` first: its pip line is one of check's leaves,
+    /// reached through both targets.
+    #[test]
+    fn leaves_follow_prerequisites_and_recipes_and_say_the_way_there() {
+        let ctx = context(
+            "requirements:\n\tpython -m pip install -e .\ncheck: requirements\n\truff check .\n",
+        );
+        let leaves = ctx.leaves("make check");
+        let pip = leaves
+            .iter()
+            .find(|l| l.command == "python -m pip install -e .")
+            .unwrap();
+        assert_eq!(pip.via, ["make check", "make requirements"]);
+        assert!(
+            leaves
+                .iter()
+                .any(|l| l.command == "ruff check ." && l.via == ["make check"])
+        );
+        // A target that names itself ends.
+        let ctx = context("loop: loop\n\tmake loop\n");
+        assert!(!ctx.leaves("make loop").is_empty());
+    }
+
+    #[test]
+    fn coverage_runs_the_suite_it_wraps() {
+        let ctx = Context::default();
+        let key = |c: &str| ctx.keys_of(c).primary.unwrap();
+        assert_eq!(
+            key("coverage run --include=x/*.py -m unittest"),
+            "py:unittest"
+        );
+        assert_eq!(key("python -m coverage run -m pytest"), "py:pytest");
+        assert_eq!(key("python -m unittest -v"), "py:unittest");
+        assert_eq!(key("cargo llvm-cov"), "cargo:test");
+    }
+
+    #[test]
+    fn one_script_spelled_three_ways_is_one_command() {
+        for spelling in ["npm test", "npm t", "npm run test", "npm run-script test"] {
+            assert_eq!(canonical(spelling), "npm run test", "{spelling}");
+        }
+        assert_eq!(canonical("npm test -- --ci"), "npm run test -- --ci");
+        assert_ne!(canonical("FOO=1 cargo test"), canonical("cargo test"));
+        assert_eq!(canonical("cargo  test"), "cargo test");
+    }
+}

@@ -511,7 +511,58 @@ fn hint_from_words(w: &[String]) -> String {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
+
+    fn draft_of(files: &[(&str, &str)]) -> Draft {
+        let dir = tempfile::tempdir().unwrap();
+        for (path, text) in files {
+            let full = dir.path().join(path);
+            std::fs::create_dir_all(full.parent().unwrap()).unwrap();
+            std::fs::write(full, text).unwrap();
+        }
+        draft(dir.path(), &Programs::All).unwrap()
+    }
+
+    /// `check: lint typecheck` ran both again after their own gates.
+    #[test]
+    fn a_target_that_only_runs_other_gates_is_dropped_for_them() {
+        let d = draft_of(&[(
+            "Makefile",
+            "check: lint typecheck\nlint:\n\truff check .\ntypecheck:\n\tmypy src\n",
+        )]);
+        let commands: Vec<&str> = d.gates.iter().map(|g| g.command.as_str()).collect();
+        assert_eq!(commands, ["make lint", "make typecheck"]);
+        let dropped = d
+            .skipped
+            .iter()
+            .find(|s| s.command == "make check")
+            .unwrap();
+        assert_eq!(
+            dropped.reason,
+            "it only runs what the gates `make lint`, `make typecheck` run, one verdict each"
+        );
+        // With a line of its own, it checks more than they do, and stays.
+        let d = draft_of(&[("Makefile", "check: lint\n\tpytest\nlint:\n\truff check .\n")]);
+        assert!(d.gates.iter().any(|g| g.command == "make check"), "{d:?}");
+    }
+
+    /// A make prerequisite that installs leaves the target out, whatever source proposed it;
+    /// a target that only `cd`s and `echo`s around its check stays a gate.
+    #[test]
+    fn installing_through_a_prerequisite_leaves_the_target_out() {
+        let d = draft_of(&[(
+            "Makefile",
+            "deps:\n\tpip install -r requirements.txt\ntest: deps\n\tpytest\nlint:\n\techo linting\n\tcd src && ruff check .\n",
+        )]);
+        let commands: Vec<&str> = d.gates.iter().map(|g| g.command.as_str()).collect();
+        assert_eq!(commands, ["make lint"]);
+        let test = d.skipped.iter().find(|s| s.command == "make test").unwrap();
+        assert_eq!(
+            test.reason,
+            "runs `pip install -r requirements.txt` (through make test → make deps), which installs packages"
+        );
+    }
 
     #[test]
     fn hints_name_the_script_target_or_subcommand() {

@@ -212,3 +212,87 @@ fn python_lockfile_install(root: &Path) -> Option<String> {
     };
     Some(command.to_string())
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::{Candidate, Skipped};
+
+    fn repo(files: &[(&str, &str)]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        for (path, text) in files {
+            let full = dir.path().join(path);
+            std::fs::create_dir_all(full.parent().unwrap()).unwrap();
+            std::fs::write(full, text).unwrap();
+        }
+        dir
+    }
+
+    const PACKAGE: &str =
+        r#"{"scripts": {"lint": "eslint ."}, "devDependencies": {"eslint": "9"}}"#;
+
+    #[test]
+    fn node_setup_is_the_lockfiles_install_unless_ci_runs_its_own() {
+        let none = Programs::All;
+        for (lock, install) in [
+            ("package-lock.json", "npm ci"),
+            ("pnpm-lock.yaml", "pnpm install --frozen-lockfile"),
+            ("yarn.lock", "yarn install --frozen-lockfile"),
+        ] {
+            let dir = repo(&[("package.json", PACKAGE), (lock, "")]);
+            let ctx = Context::load(dir.path());
+            let setups = Setups::find(dir.path(), &ctx, &Found::default());
+            let setup = setups.needed(&ctx, "npm run lint", &none).unwrap();
+            assert_eq!(setup.command, install, "{lock}");
+            assert_eq!(setup.why, "node_modules is absent here");
+        }
+        let dir = repo(&[("package.json", PACKAGE), ("package-lock.json", "")]);
+        let ctx = Context::load(dir.path());
+        let mut found = Found::default();
+        found.skipped.push(Skipped {
+            source: ".github/workflows/ci.yml job test step 2".to_string(),
+            command: "npm ci --ignore-scripts".to_string(),
+            reason: "installs dependencies".to_string(),
+        });
+        let setups = Setups::find(dir.path(), &ctx, &found);
+        let setup = setups.needed(&ctx, "npm run lint", &none).unwrap();
+        assert_eq!(setup.command, "npm ci --ignore-scripts");
+        // Installed: nothing to name.
+        std::fs::create_dir(dir.path().join("node_modules")).unwrap();
+        let setups = Setups::find(dir.path(), &ctx, &found);
+        assert_eq!(setups.needed(&ctx, "npm run lint", &none), None);
+    }
+
+    #[test]
+    fn a_python_tool_not_on_path_names_the_projects_install() {
+        let dir = repo(&[
+            (
+                "Makefile",
+                "requirements:\n\tpython -m pip install -e .\nlint:\n\truff check .\n",
+            ),
+            ("pyproject.toml", "[project]\nname = \"x\"\n"),
+        ]);
+        let ctx = Context::load(dir.path());
+        let nothing = Programs::Path(Some(dir.path().join("no-bin").into_os_string()));
+        let setups = Setups::find(dir.path(), &ctx, &Found::default());
+        let setup = setups.needed(&ctx, "make lint", &nothing).unwrap();
+        assert_eq!(setup.command, "make requirements");
+        assert_eq!(setup.why, "`ruff` is not on PATH here");
+        assert!(setups.provides("ruff") && !setups.provides("uv"));
+        // CI's own install step wins over the Makefile's.
+        let mut found = Found::default();
+        found.candidates.push(Candidate {
+            hint: "install".to_string(),
+            command: "pip install -r requirements/dev.txt".to_string(),
+            timeout_sec: None,
+            source: ".github/workflows/ci.yml job test step 2".to_string(),
+            fallback: false,
+            tier: 0,
+        });
+        let setups = Setups::find(dir.path(), &ctx, &found);
+        let setup = setups.needed(&ctx, "make lint", &nothing).unwrap();
+        assert_eq!(setup.command, "pip install -r requirements/dev.txt");
+        assert_eq!(setups.needed(&ctx, "make lint", &Programs::All), None);
+    }
+}
