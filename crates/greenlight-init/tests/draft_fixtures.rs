@@ -199,6 +199,25 @@ package.json script \"test\" | npm run test | runs the same as the gate `npm tes
     );
 }
 
+/// google/uuid: CI fetches modules, installs staticcheck and fetches a file before its checks,
+/// and tests before it builds and vets.
+#[test]
+fn go_ci_leaves_out_fetches_and_installs_and_orders_cheap_gates_first() {
+    assert_eq!(
+        drafted("go-uuid-ci"),
+        "\
+vet = go vet ./...  <- .github/workflows/go.yml job build step 7
+staticcheck = staticcheck ./...  <- .github/workflows/go.yml job build step 8
+build = go build -v ./...  <- .github/workflows/go.yml job build step 6
+test = go test -v ./...  <- .github/workflows/go.yml job build step 5
+--- skipped
+.github/workflows/go.yml job build step 3 | go get -v -t -d ./... | installs or fetches Go modules
+.github/workflows/go.yml job build step 4 | go install honnef.co/go/tools/cmd/staticcheck@latest | installs or fetches Go modules
+.github/workflows/go.yml job build step 9 | curl -sSfLo rfc9562.txt https://www.rfc-editor.org/rfc/rfc9562.txt | fetches from the network
+"
+    );
+}
+
 #[test]
 fn every_fixture_renders_a_verify_yaml_v1_in_the_strict_subset() {
     for name in FIXTURES {
@@ -354,8 +373,9 @@ fn the_v2_options_block_reads_back_with_the_same_values() {
     );
 }
 
-const FIXTURES: [&str; 7] = [
+const FIXTURES: [&str; 8] = [
     "python-make-ci",
+    "go-uuid-ci",
     "npm-workspaces",
     "rust-workspace",
     "node-pnpm-monorepo",
