@@ -190,105 +190,39 @@ fn assemble(found: Found, ctx: &keys::Context, root: &Path, programs: &Programs)
     let setups = setup::Setups::find(root, ctx, &found);
     let Found {
         candidates,
-        mut skipped,
+        skipped,
     } = found;
-    // Each key with the strongest tier that runs it, and the command of that gate.
-    let mut covered: HashMap<String, (u8, String)> = HashMap::new();
-    let mut commands: HashMap<String, String> = HashMap::new();
-    let mut accepted: Vec<Accepted> = Vec::new();
-
+    let mut chosen = Selection {
+        skipped,
+        ..Selection::default()
+    };
     let (explicit, fallbacks): (Vec<_>, Vec<_>) = candidates.into_iter().partition(|c| !c.fallback);
-    let mut take =
-        |c: Candidate, covered: &mut HashMap<String, (u8, String)>, skipped: &mut Vec<Skipped>| {
-            let mut skip = |source: String, command: String, reason: String| {
-                skipped.push(Skipped {
-                    source,
-                    command,
-                    reason,
-                });
-            };
-            let command = match render::one_line_safe(&c.command) {
-                Ok(command) => command,
-                Err(reason) => return skip(c.source, c.command, reason),
-            };
-            if classify::has_pipe(&command) {
-                return skip(
-                    c.source,
-                    command,
-                    "pipes its output into another command, so the exit code judged would be the \
-                 last command's, not the check's"
-                        .to_string(),
-                );
-            }
-            let kind = match deep_class(ctx, &command) {
-                Ok(kind) => kind,
-                Err(reason) => return skip(c.source, command, reason),
-            };
-            let setup = setups.needed(ctx, &command, programs);
-            let provided = |name: &str| setup.is_some() && setups.provides(name);
-            if let Some(reason) = runnable::cannot_run(&command, root, programs, &provided) {
-                return skip(c.source, command, reason);
-            }
-            let canonical = keys::canonical(&command);
-            if let Some(same) = commands.get(&canonical) {
-                let reason = format!("runs the same as the gate `{same}`, which is kept");
-                return skip(c.source, command, reason);
-            }
-            let k = ctx.keys_of(&command);
-            let stronger = |key: &String| {
-                covered
-                    .get(key)
-                    .filter(|(tier, _)| *tier < c.tier)
-                    .map(|(_, by)| by.clone())
-            };
-            let leaves: Vec<Option<String>> = k.leaves.iter().map(stronger).collect();
-            let mut by: Vec<String> = match k.primary.as_ref().and_then(stronger) {
-                Some(by) => vec![by],
-                None if !leaves.is_empty() && leaves.iter().all(Option::is_some) => {
-                    leaves.into_iter().flatten().collect()
-                }
-                None => Vec::new(),
-            };
-            by.dedup();
-            if !by.is_empty() {
-                let by: Vec<String> = by.iter().map(|b| format!("`{b}`")).collect();
-                let reason = format!(
-                    "already run by {}, from a source that says more (CI, then package.json, then \
-                 Makefile)",
-                    by.join(", ")
-                );
-                return skip(c.source, command, reason);
-            }
-            commands.insert(canonical, command.clone());
-            for key in &k.all {
-                let entry = covered
-                    .entry(key.clone())
-                    .or_insert((c.tier, command.clone()));
-                if c.tier < entry.0 {
-                    *entry = (c.tier, command.clone());
-                }
-            }
-            accepted.push(Accepted {
-                kind,
-                keys: k,
-                setup,
-                candidate: Candidate { command, ..c },
-            });
-        };
     for c in explicit {
-        take(c, &mut covered, &mut skipped);
+        match judge(c, ctx, root, programs, &setups) {
+            Ok(gate) => chosen.offer(gate),
+            Err(skip) => chosen.skipped.push(skip),
+        }
     }
     // Snapshot before any default is taken, so two defaults of one manifest both stay.
-    let explicit_ecosystems: HashSet<keys::Ecosystem> = covered
+    let explicit_ecosystems: HashSet<keys::Ecosystem> = chosen
+        .covered
         .keys()
         .filter_map(|k| keys::ecosystem_of(k))
         .collect();
     for c in fallbacks {
         let eco = ctx.keys_of(&c.command).ecosystems();
         if !eco.iter().any(|e| explicit_ecosystems.contains(e)) {
-            take(c, &mut covered, &mut skipped);
+            match judge(c, ctx, root, programs, &setups) {
+                Ok(gate) => chosen.offer(gate),
+                Err(skip) => chosen.skipped.push(skip),
+            }
         }
     }
+    let Selection {
+        mut accepted,
+        mut skipped,
+        ..
+    } = chosen;
     drop_aggregates(&mut accepted, &mut skipped);
     // Cheap kinds first; within a kind, the order found (CI's own order first).
     accepted.sort_by_key(|a| a.kind);
@@ -314,6 +248,119 @@ fn assemble(found: Found, ctx: &keys::Context, root: &Path, programs: &Programs)
     let mut seen: HashSet<(String, String, String)> = HashSet::new();
     skipped.retain(|s| seen.insert((s.source.clone(), s.command.clone(), s.reason.clone())));
     Draft { gates, skipped }
+}
+
+/// Whether one candidate can be a gate at all, on its own: writable in verify.yaml, judged by
+/// its own exit code, safe to repeat (through everything it runs), and runnable here (or with
+/// its setup named). `Err` is the line for "not drafted".
+fn judge(
+    c: Candidate,
+    ctx: &keys::Context,
+    root: &Path,
+    programs: &Programs,
+    setups: &setup::Setups,
+) -> Result<Accepted, Skipped> {
+    let command = match render::one_line_safe(&c.command) {
+        Ok(command) => command,
+        Err(reason) => return Err(c.skipped(c.command.clone(), reason)),
+    };
+    if classify::has_pipe(&command) {
+        let reason = "pipes its output into another command, so the exit code judged would be \
+                      the last command's, not the check's";
+        return Err(c.skipped(command, reason.to_string()));
+    }
+    let kind = match deep_class(ctx, &command) {
+        Ok(kind) => kind,
+        Err(reason) => return Err(c.skipped(command, reason)),
+    };
+    let setup = setups.needed(ctx, &command, programs);
+    let provided = |name: &str| setup.is_some() && setups.provides(name);
+    if let Some(reason) = runnable::cannot_run(&command, root, programs, &provided) {
+        return Err(c.skipped(command, reason));
+    }
+    Ok(Accepted {
+        kind,
+        keys: ctx.keys_of(&command),
+        setup,
+        candidate: Candidate { command, ..c },
+    })
+}
+
+impl Candidate {
+    fn skipped(&self, command: String, reason: String) -> Skipped {
+        Skipped {
+            source: self.source.clone(),
+            command,
+            reason,
+        }
+    }
+}
+
+/// The gates taken so far and what they run, so that a later candidate that repeats them is
+/// dropped with the name of the gate that is kept.
+#[derive(Default)]
+struct Selection {
+    accepted: Vec<Accepted>,
+    skipped: Vec<Skipped>,
+    /// Each key with the strongest tier that runs it, and the command of that gate.
+    covered: HashMap<String, (u8, String)>,
+    /// Each gate's [`keys::canonical`] command, and the command as kept.
+    commands: HashMap<String, String>,
+}
+
+impl Selection {
+    fn offer(&mut self, gate: Accepted) {
+        let c = &gate.candidate;
+        let canonical = keys::canonical(&c.command);
+        if let Some(same) = self.commands.get(&canonical) {
+            let reason = format!("runs the same as the gate `{same}`, which is kept");
+            self.skipped.push(c.skipped(c.command.clone(), reason));
+            return;
+        }
+        let by = self.already_run_by(&gate.keys, c.tier);
+        if !by.is_empty() {
+            let by: Vec<String> = by.iter().map(|b| format!("`{b}`")).collect();
+            let reason = format!(
+                "already run by {}, from a source that says more (CI, then package.json, then \
+                 Makefile)",
+                by.join(", ")
+            );
+            self.skipped.push(c.skipped(c.command.clone(), reason));
+            return;
+        }
+        self.commands.insert(canonical, c.command.clone());
+        for key in &gate.keys.all {
+            let entry = self
+                .covered
+                .entry(key.clone())
+                .or_insert((c.tier, c.command.clone()));
+            if c.tier < entry.0 {
+                *entry = (c.tier, c.command.clone());
+            }
+        }
+        self.accepted.push(gate);
+    }
+
+    /// The gates of a stronger tier that already run what `keys` runs: the one running the
+    /// command itself, else those that together run every leaf; empty when something is new.
+    fn already_run_by(&self, keys: &keys::Keys, tier: u8) -> Vec<String> {
+        let stronger = |key: &String| {
+            self.covered
+                .get(key)
+                .filter(|(t, _)| *t < tier)
+                .map(|(_, by)| by.clone())
+        };
+        if let Some(by) = keys.primary.as_ref().and_then(stronger) {
+            return vec![by];
+        }
+        let leaves: Vec<Option<String>> = keys.leaves.iter().map(stronger).collect();
+        if leaves.is_empty() || leaves.iter().any(Option::is_none) {
+            return Vec::new();
+        }
+        let mut by: Vec<String> = leaves.into_iter().flatten().collect();
+        by.dedup();
+        by
+    }
 }
 
 /// A candidate taken as a gate, with what it runs.
