@@ -230,7 +230,8 @@ fn run_once(dir: &Path, gates: &[DraftGate]) {
         Ok(code) => {
             let red = &first.red;
             let meaning = match code {
-                0 => "passed: the drafted gates are green".to_string(),
+                0 if waiting.is_empty() => "passed: the drafted gates are green".to_string(),
+                0 => "passed: the gates that ran are green".to_string(),
                 2 => "no verdict: verify could not read or run the config".to_string(),
                 20 if !red.is_empty() => {
                     let n = red.len();
@@ -278,7 +279,9 @@ impl FirstRun {
         let text = String::from_utf8_lossy(line);
         match stream {
             Stream::Out => {
-                let words: Vec<&str> = text.split_whitespace().collect();
+                // Read the words without colour, should the line carry any.
+                let plain = strip_colour(&text);
+                let words: Vec<&str> = plain.split_whitespace().collect();
                 if let ["GATE", id, verdict, ..] = words.as_slice()
                     && matches!(*verdict, "FAIL" | "TIMEOUT")
                     && !matches!(*id, "work-evidence" | "env-clean" | "scope")
@@ -317,5 +320,44 @@ impl Observer for FirstRun {
             line.pop();
             self.line(stream, &line);
         }
+    }
+}
+
+/// `text` without ANSI colour sequences (`ESC [ … m`).
+fn strip_colour(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for end in chars.by_ref() {
+                if end.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn red_gates_are_read_from_verify_lines_split_anywhere_and_coloured_or_not() {
+        let mut run = FirstRun::default();
+        run.chunk(Stream::Out, b"GATE work-evidence FAIL commits=0\nGATE li");
+        run.chunk(
+            Stream::Out,
+            b"nt FAIL exit=1 duration=0s\nGATE a PASS exit=0\n",
+        );
+        run.chunk(
+            Stream::Out,
+            b"GATE \x1b[31mslow\x1b[0m TIMEOUT exit=124\nGATE b SKIP reason=needs",
+        );
+        run.finish();
+        assert_eq!(run.red, ["lint", "slow"]);
     }
 }
