@@ -393,7 +393,12 @@ pub(crate) fn canonical(command: &str) -> String {
     )
 }
 
-fn detect_package_manager(root: &Path, package_json: &serde_json::Value) -> PackageManager {
+/// The package manager a package at `root` uses: its `packageManager` field, else its lockfile,
+/// else npm.
+pub(crate) fn detect_package_manager(
+    root: &Path,
+    package_json: &serde_json::Value,
+) -> PackageManager {
     if let Some(pm) = package_json.get("packageManager").and_then(|v| v.as_str()) {
         let name = pm.split('@').next().unwrap_or("");
         match name {

@@ -6,10 +6,10 @@
 //! else the one the lockfile names — so the user runs that once instead of reading exit 127
 //! from every gate.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::classify::{self, CommandClass};
-use super::keys::{Context, PackageManager};
+use super::keys::{Context, PackageManager, detect_package_manager};
 use super::{Found, Programs, Setup};
 use greenlight_proc::shell::{program, segments, words};
 
@@ -47,8 +47,9 @@ const PYTHON_SETUP_TASKS: &[&str] = &[
 /// The setup commands this repository offers, found once per draft.
 #[derive(Debug, Default)]
 pub(crate) struct Setups {
-    /// Installs the Node dependencies, when `node_modules` is absent here.
-    node: Option<String>,
+    root: PathBuf,
+    /// CI's own install steps, in file order (`npm ci`, `cd web && pnpm install`).
+    ci_installs: Vec<String>,
     /// Installs the Python project and its tools, when the repository says how.
     python: Option<String>,
 }
@@ -74,25 +75,6 @@ impl Setups {
             .filter(|c| !c.contains('\n'))
             .filter(|c| installs(ctx, c))
             .collect();
-        // A workspace's packages have dependencies of their own even when the root has none.
-        let has_dependencies = root.join("pnpm-workspace.yaml").is_file()
-            || ctx.package_json.as_ref().is_some_and(|p| {
-                p.get("workspaces").is_some()
-                    || ["dependencies", "devDependencies"].iter().any(|k| {
-                        p.get(k)
-                            .and_then(|d| d.as_object())
-                            .is_some_and(|d| !d.is_empty())
-                    })
-            });
-        let node = ctx
-            .package_manager
-            .filter(|_| has_dependencies && !root.join("node_modules").exists())
-            .map(|pm| {
-                ci_installs
-                    .iter()
-                    .find(|c| runs_program(c, &["npm", "pnpm", "yarn", "bun"]))
-                    .map_or_else(|| lockfile_install(root, pm), |c| (*c).to_string())
-            });
         let python_installers = [
             "pip", "pip3", "python", "python3", "uv", "poetry", "pdm", "hatch", "pipenv",
         ];
@@ -117,7 +99,11 @@ impl Setups {
                     .map(|t| format!("make {}", t.name))
             })
             .or_else(|| python_lockfile_install(root));
-        Setups { node, python }
+        Setups {
+            root: root.to_path_buf(),
+            ci_installs: ci_installs.into_iter().map(str::to_string).collect(),
+            python,
+        }
     }
 
     /// True when a missing program `name` is one this repository's setup installs.
@@ -133,18 +119,16 @@ impl Setups {
         programs: &Programs,
     ) -> Option<Setup> {
         let leaves = ctx.leaves(command);
-        if let Some(node) = &self.node {
-            let runs_node = leaves
-                .iter()
-                .map(|l| &l.command)
-                .chain([&command.to_string()])
-                .any(|c| runs_program(c, &["npm", "pnpm", "yarn", "bun", "npx", "pnpx", "bunx"]));
-            if runs_node {
-                return Some(Setup {
-                    command: node.clone(),
-                    why: "node_modules is absent here".to_string(),
-                });
-            }
+        let runs_node = leaves
+            .iter()
+            .map(|l| l.command.as_str())
+            .chain([command])
+            .any(|c| runs_program(c, NODE_RUNNERS));
+        if runs_node && let Some(node) = self.node_install(leading_cd(command).as_deref()) {
+            return Some(Setup {
+                command: node,
+                why: "node_modules is absent here".to_string(),
+            });
         }
         let python = self.python.as_ref()?;
         let missing = leaves.iter().find_map(|l| {
@@ -159,6 +143,55 @@ impl Setups {
             command: python.clone(),
             why: format!("`{missing}` is not on PATH here"),
         })
+    }
+}
+
+/// Programs that run a Node package's scripts or its installed binaries.
+const NODE_RUNNERS: &[&str] = &["npm", "pnpm", "yarn", "bun", "npx", "pnpx", "bunx"];
+
+impl Setups {
+    /// The install a Node package in `dir` (the root when `None`) needs, when it has
+    /// dependencies and no `node_modules` (its own or the workspace root's): CI's own install
+    /// step for that directory, else the one its lockfile names.
+    fn node_install(&self, dir: Option<&str>) -> Option<String> {
+        let here = dir.map_or_else(|| self.root.clone(), |d| self.root.join(d));
+        let text = super::read_source(&here.join("package.json")).ok()??;
+        let package: serde_json::Value = serde_json::from_str(&text).ok()?;
+        // A workspace's packages have dependencies of their own even when the root has none.
+        let has_dependencies = here.join("pnpm-workspace.yaml").is_file()
+            || package.get("workspaces").is_some()
+            || ["dependencies", "devDependencies"].iter().any(|k| {
+                package
+                    .get(k)
+                    .and_then(|d| d.as_object())
+                    .is_some_and(|d| !d.is_empty())
+            });
+        if !has_dependencies
+            || here.join("node_modules").exists()
+            || self.root.join("node_modules").exists()
+        {
+            return None;
+        }
+        let from_ci = self.ci_installs.iter().find(|c| {
+            runs_program(c, &["npm", "pnpm", "yarn", "bun"]) && leading_cd(c).as_deref() == dir
+        });
+        if let Some(c) = from_ci {
+            return Some(c.clone());
+        }
+        let install = lockfile_install(&here, detect_package_manager(&here, &package));
+        Some(match dir {
+            Some(d) => format!("cd {d} && {install}"),
+            None => install,
+        })
+    }
+}
+
+/// The directory of a leading `cd DIR &&`, if the command starts with one.
+fn leading_cd(command: &str) -> Option<String> {
+    let first = segments(command).into_iter().next()?;
+    match words(&first).as_slice() {
+        [cd, dir] if cd == "cd" => Some(dir.clone()),
+        _ => None,
     }
 }
 
@@ -262,6 +295,28 @@ mod tests {
         std::fs::create_dir(dir.path().join("node_modules")).unwrap();
         let setups = Setups::find(dir.path(), &ctx, &found);
         assert_eq!(setups.needed(&ctx, "npm run lint", &none), None);
+    }
+
+    /// A CI step with `working-directory: web` runs `cd web && pnpm test`: web's own
+    /// dependencies, web's own lockfile.
+    #[test]
+    fn a_package_in_a_subdirectory_names_its_own_install() {
+        let dir = repo(&[("web/package.json", PACKAGE), ("web/pnpm-lock.yaml", "")]);
+        let ctx = Context::load(dir.path());
+        let setups = Setups::find(dir.path(), &ctx, &Found::default());
+        let setup = setups
+            .needed(&ctx, "cd web && pnpm test", &Programs::All)
+            .unwrap();
+        assert_eq!(setup.command, "cd web && pnpm install --frozen-lockfile");
+        assert_eq!(
+            setups.needed(&ctx, "cd web && make test", &Programs::All),
+            None
+        );
+        std::fs::create_dir(dir.path().join("web/node_modules")).unwrap();
+        assert_eq!(
+            setups.needed(&ctx, "cd web && pnpm test", &Programs::All),
+            None
+        );
     }
 
     #[test]
