@@ -271,10 +271,21 @@ impl Context {
                 if recursive {
                     Some((format!("workspace-script:{name}"), None))
                 } else {
-                    Some((
-                        format!("script:{name}"),
-                        self.script(name).map(str::to_string),
-                    ))
+                    // npm runs `preX` before and `postX` after `X` on its own.
+                    let body = self.script(name).map(|body| {
+                        let hook = |h: &str| {
+                            self.script(&format!("{h}{name}"))
+                                .filter(|_| first == "npm")
+                                .map(str::to_string)
+                        };
+                        hook("pre")
+                            .into_iter()
+                            .chain([body.to_string()])
+                            .chain(hook("post"))
+                            .collect::<Vec<_>>()
+                            .join(" && ")
+                    });
+                    Some((format!("script:{name}"), body))
                 }
             }
             "npx" | "pnpx" | "bunx" => rest.first().map(|t| (format!("tool:{}", program(t)), None)),
@@ -456,6 +467,24 @@ mod tests {
         // A target that names itself ends.
         let ctx = context("loop: loop\n\tmake loop\n");
         assert!(!ctx.leaves("make loop").is_empty());
+    }
+
+    /// npm runs `pretest` on its own before `test`: an install there is an install of `npm test`.
+    #[test]
+    fn npm_scripts_run_their_pre_and_post_hooks() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("package.json"),
+            r#"{"scripts": {"pretest": "npm ci", "test": "jest", "posttest": "echo done"}}"#,
+        )
+        .unwrap();
+        let ctx = Context::load(dir.path());
+        let leaves: Vec<String> = ctx
+            .leaves("npm test")
+            .into_iter()
+            .map(|l| l.command)
+            .collect();
+        assert_eq!(leaves, ["npm ci", "jest", "echo done"]);
     }
 
     #[test]
