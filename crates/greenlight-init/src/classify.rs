@@ -220,6 +220,10 @@ fn classify_words(w: &[String]) -> CommandClass {
             ) {
                 return CommandClass::Installs("installs dependencies");
             }
+            // A bare `yarn` or `bun` installs, as `yarn install` does.
+            if sub.is_empty() && matches!(prog.as_str(), "yarn" | "bun") {
+                return CommandClass::Installs("installs dependencies");
+            }
             if matches!(sub.as_str(), "" | "audit" | "config" | "cache" | "set") {
                 return CommandClass::Setup("configures the package manager");
             }
@@ -282,6 +286,9 @@ fn classify_words(w: &[String]) -> CommandClass {
             return CommandClass::Installs("installs browsers");
         }
         _ => {}
+    }
+    if matches!(prog.as_str(), "pip" | "pip3") && sub == "download" {
+        return CommandClass::Installs("fetches from the network");
     }
     if INSTALL_PROGRAMS.contains(&prog.as_str()) {
         return CommandClass::Installs("installs packages");
@@ -500,6 +507,7 @@ mod tests {
             "git clone https://example.com/x",
             "git pull",
             "pip download x",
+            "yarn",
             "npm ci && npm test",
         ] {
             assert!(
