@@ -290,11 +290,27 @@ impl Context {
             }
             "npx" | "pnpx" | "bunx" => rest.first().map(|t| (format!("tool:{}", program(t)), None)),
             "make" | "gmake" => {
-                let target = rest.iter().find(|t| !t.contains('='))?;
+                // `make -C docs html` and `make -f other.mk x` run another Makefile's target:
+                // its recipe is not this Makefile's.
+                let mut other_makefile = false;
+                let mut target = None;
+                let mut args = w[1..].iter();
+                while let Some(arg) = args.next() {
+                    if matches!(arg.as_str(), "-C" | "-f" | "--directory" | "--file") {
+                        other_makefile = true;
+                        args.next();
+                    } else if arg.starts_with("-C") || arg.starts_with("--directory=") {
+                        other_makefile = true;
+                    } else if !arg.starts_with('-') && !arg.contains('=') && target.is_none() {
+                        target = Some(arg.as_str());
+                    }
+                }
+                let target = target?;
                 let body = self
                     .make_targets
                     .iter()
-                    .find(|t| t.name == **target)
+                    .filter(|_| !other_makefile)
+                    .find(|t| t.name == target)
                     .map(|t| {
                         t.prerequisites
                             .iter()
@@ -306,6 +322,9 @@ impl Context {
                             .replace("$(MAKE)", "make")
                             .replace("${MAKE}", "make")
                     });
+                if other_makefile {
+                    return Some((format!("cmd:{}", w.join(" ")), None));
+                }
                 Some((format!("make:{target}"), body))
             }
             "just" => {
@@ -485,6 +504,27 @@ mod tests {
             .map(|l| l.command)
             .collect();
         assert_eq!(leaves, ["npm ci", "jest", "echo done"]);
+    }
+
+    #[test]
+    fn make_in_another_directory_is_not_this_makefiles_target() {
+        let ctx = context("html:\n\tpip install sphinx\n");
+        assert_eq!(ctx.leaves("make html").len(), 1);
+        assert_eq!(ctx.leaves("make html")[0].command, "pip install sphinx");
+        for other in [
+            "make -C docs html",
+            "make -Cdocs html",
+            "make -f docs.mk html",
+        ] {
+            let leaves = ctx.leaves(other);
+            assert_eq!(leaves.len(), 1, "{other}");
+            assert_eq!(leaves[0].command, other);
+            assert_eq!(
+                ctx.keys_of(other).primary,
+                Some(format!("cmd:{other}")),
+                "not the same work as this Makefile's `make html`"
+            );
+        }
     }
 
     #[test]
