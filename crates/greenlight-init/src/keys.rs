@@ -16,6 +16,10 @@ use greenlight_proc::shell::{program, segments, words};
 /// How deep task-runner calls are followed (a recipe calling a script calling a target).
 const MAX_DEPTH: usize = 3;
 
+/// Most commands one task is followed into: a Makefile whose targets each name dozens of
+/// prerequisites would otherwise multiply at every level.
+const MAX_LEAVES: usize = 1000;
+
 /// The toolchain a key belongs to; a manifest's defaults are skipped for an ecosystem that an
 /// explicit command already exercises.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -216,6 +220,9 @@ impl Context {
 
     fn walk(&self, command: &str, via: &mut Vec<String>, out: &mut Vec<Leaf>) {
         for seg in segments(command) {
+            if out.len() >= MAX_LEAVES {
+                return;
+            }
             let expansion = self
                 .key_of_words(&words(&seg))
                 .and_then(|(_, body)| body)
@@ -486,6 +493,16 @@ mod tests {
         // A target that names itself ends.
         let ctx = context("loop: loop\n\tmake loop\n");
         assert!(!ctx.leaves("make loop").is_empty());
+        // Wide prerequisites at every level end too, at a bound.
+        let mut mk = String::new();
+        for level in 0..4 {
+            for i in 0..40 {
+                let prereqs: Vec<String> = (0..40).map(|j| format!("t{}-{j}", level + 1)).collect();
+                mk.push_str(&format!("t{level}-{i}: {}\n\ttrue\n", prereqs.join(" ")));
+            }
+        }
+        let ctx = context(&mk);
+        assert_eq!(ctx.leaves("make t0-0").len(), MAX_LEAVES);
     }
 
     /// npm runs `pretest` on its own before `test`: an install there is an install of `npm test`.
