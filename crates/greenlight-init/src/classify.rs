@@ -1,9 +1,10 @@
-//! What a shell command would do if a gate ran it: check, prepare the machine, rewrite files,
-//! or reach the outside world.
+//! What a shell command would do if a gate ran it: check, prepare the shell, install or fetch,
+//! rewrite files, or reach the outside world.
 //!
 //! The one rule: when a command might change anything outside the worktree (publish, deploy,
 //! push, upload, talk to a cloud), it is never a gate, even at the cost of refusing a harmless
-//! one. A gate must be safe to run again and again.
+//! one; and a command that installs or fetches is never a gate either, because a gate must be
+//! safe and cheap to run again and again.
 
 use greenlight_proc::shell::{program, segments, words};
 
@@ -24,8 +25,12 @@ pub(crate) enum Kind {
 pub(crate) enum CommandClass {
     /// A repeatable check: a gate candidate.
     Check(Kind),
-    /// Prepares the environment (installs, downloads, prints); not a gate, not dangerous.
+    /// Prepares the shell or prints (`cd`, `export`, `echo`, `mkdir`); harmless inside a task.
     Setup(&'static str),
+    /// Installs packages or fetches from the network (`pip install`, `npm ci`, `curl -o`,
+    /// `git pull`): not a gate, and a task that runs it (through a recipe line, a make
+    /// prerequisite or a script) is not a gate either.
+    Installs(&'static str),
     /// Rewrites files in the worktree (formatters without `--check`, `--fix`); not a gate.
     Writes(&'static str),
     /// Changes the outside world or needs CI-only secrets; never a gate.
@@ -64,24 +69,14 @@ const REFUSED_PROGRAMS: &[&str] = &[
 /// `cargo build --release` stays a build.
 const REFUSED_STEMS: &[&str] = &["deploy", "publish", "release", "upload"];
 
+/// Package managers of the machine and of languages whose every use installs or fetches.
+const INSTALL_PROGRAMS: &[&str] = &[
+    "apt", "apt-get", "brew", "yum", "dnf", "apk", "choco", "pacman", "snap", "pip", "pip3",
+    "pipx", "rustup", "nvm", "corepack", "curl", "wget", "gem", "bundle", "composer",
+];
+
 /// Programs that only prepare or inspect the environment.
 const SETUP_PROGRAMS: &[&str] = &[
-    "apt",
-    "apt-get",
-    "brew",
-    "yum",
-    "dnf",
-    "apk",
-    "choco",
-    "pacman",
-    "snap",
-    "pip",
-    "pip3",
-    "pipx",
-    "rustup",
-    "nvm",
-    "corepack",
-    "sudo",
     "echo",
     "printf",
     "mkdir",
@@ -121,8 +116,8 @@ const SETUP_PROGRAMS: &[&str] = &[
 ];
 
 /// Classifies a whole one-line command: the most dangerous segment decides, then any segment
-/// that rewrites files, then checks (the slowest kind wins); a command made only of setup is
-/// setup.
+/// that rewrites files, then any that installs or fetches, then checks (the slowest kind
+/// wins); a command made only of setup is setup.
 pub(crate) fn classify(command: &str) -> CommandClass {
     if command.contains("${{") && command.contains("secrets.") {
         return CommandClass::Refused("uses CI secrets".to_string());
@@ -143,6 +138,12 @@ pub(crate) fn classify(command: &str) -> CommandClass {
     {
         return verdicts.swap_remove(pos);
     }
+    if let Some(pos) = verdicts
+        .iter()
+        .position(|v| matches!(v, CommandClass::Installs(_)))
+    {
+        return verdicts.swap_remove(pos);
+    }
     let kind = verdicts
         .iter()
         .filter_map(|v| match v {
@@ -160,20 +161,27 @@ pub(crate) fn classify(command: &str) -> CommandClass {
 }
 
 fn classify_segment(segment: &str) -> CommandClass {
-    let w = words(segment);
+    classify_words(&words(segment))
+}
+
+fn classify_words(w: &[String]) -> CommandClass {
     let Some(first) = w.first() else {
         return CommandClass::Setup("only sets variables");
     };
     let prog = program(first).to_ascii_lowercase();
+    // `sudo apt-get install x` and `! grep x` are judged by what they run.
+    if matches!(prog.as_str(), "sudo" | "!" | "time" | "nice") && w.len() > 1 {
+        return classify_words(&w[1..]);
+    }
     let arg = |i: usize| w.get(i).map(|s| s.to_ascii_lowercase()).unwrap_or_default();
     let has = |flag: &str| w.iter().any(|x| x == flag);
     let sub = arg(1);
 
-    if let Some(reason) = refused(&prog, &sub, &w) {
+    if let Some(reason) = refused(&prog, &sub, w) {
         return CommandClass::Refused(reason);
     }
     if prog == "curl" || prog == "wget" {
-        return CommandClass::Setup("reaches the network");
+        return CommandClass::Installs("fetches from the network");
     }
     if w.iter().any(|x| {
         x == "--fix"
@@ -187,6 +195,11 @@ fn classify_segment(segment: &str) -> CommandClass {
         "git" => {
             return if sub == "diff" && (has("--exit-code") || has("--quiet")) {
                 CommandClass::Check(Kind::Other)
+            } else if matches!(
+                sub.as_str(),
+                "clone" | "pull" | "fetch" | "submodule" | "lfs"
+            ) {
+                CommandClass::Installs("fetches from the network (git)")
             } else {
                 CommandClass::Setup("prepares the git checkout")
             };
@@ -194,25 +207,30 @@ fn classify_segment(segment: &str) -> CommandClass {
         "npm" | "pnpm" | "yarn" | "bun" => {
             if matches!(
                 sub.as_str(),
-                "" | "install"
+                "install"
                     | "i"
                     | "ci"
                     | "add"
-                    | "audit"
-                    | "config"
-                    | "cache"
-                    | "set"
                     | "fetch"
                     | "dlx"
                     | "link"
                     | "rebuild"
+                    | "update"
+                    | "upgrade"
             ) {
-                return CommandClass::Setup("installs dependencies");
+                return CommandClass::Installs("installs dependencies");
+            }
+            // A bare `yarn` or `bun` installs, as `yarn install` does.
+            if sub.is_empty() && matches!(prog.as_str(), "yarn" | "bun") {
+                return CommandClass::Installs("installs dependencies");
+            }
+            if matches!(sub.as_str(), "" | "audit" | "config" | "cache" | "set") {
+                return CommandClass::Setup("configures the package manager");
             }
         }
         "cargo" => match sub.as_str() {
             "install" | "fetch" | "binstall" | "update" | "generate-lockfile" | "audit" => {
-                return CommandClass::Setup("installs or fetches");
+                return CommandClass::Installs("installs or fetches");
             }
             "fmt" if !has("--check") => {
                 return CommandClass::Writes("rewrites files (cargo fmt without --check)");
@@ -221,8 +239,11 @@ fn classify_segment(segment: &str) -> CommandClass {
             _ => {}
         },
         "go" => match sub.as_str() {
-            "mod" | "get" | "install" | "env" | "version" | "work" => {
-                return CommandClass::Setup("installs or inspects the Go toolchain");
+            "mod" | "get" | "install" => {
+                return CommandClass::Installs("installs or fetches Go modules");
+            }
+            "env" | "version" | "work" => {
+                return CommandClass::Setup("inspects the Go toolchain");
             }
             "generate" | "fmt" => {
                 return CommandClass::Writes("rewrites files (go generate/go fmt)");
@@ -230,21 +251,24 @@ fn classify_segment(segment: &str) -> CommandClass {
             _ => {}
         },
         "python" | "python3" | "py"
-            if sub == "-m" && matches!(arg(2).as_str(), "pip" | "venv" | "build") =>
+            if sub == "-m" && matches!(arg(2).as_str(), "pip" | "venv" | "build" | "ensurepip") =>
         {
-            return CommandClass::Setup("installs dependencies");
+            return CommandClass::Installs("installs dependencies");
         }
         "uv" if matches!(
             sub.as_str(),
             "sync" | "pip" | "venv" | "lock" | "tool" | "python" | "add" | "build"
         ) =>
         {
-            return CommandClass::Setup("installs dependencies");
+            return CommandClass::Installs("installs dependencies");
         }
-        "poetry" | "pdm" | "hatch"
-            if matches!(sub.as_str(), "install" | "lock" | "self" | "add" | "build") =>
+        "poetry" | "pdm" | "hatch" | "pipenv"
+            if matches!(
+                sub.as_str(),
+                "install" | "lock" | "self" | "add" | "build" | "sync"
+            ) =>
         {
-            return CommandClass::Setup("installs dependencies");
+            return CommandClass::Installs("installs dependencies");
         }
         "black" | "isort" if !has("--check") && !has("--check-only") => {
             return CommandClass::Writes("rewrites files (formatter without --check)");
@@ -259,9 +283,15 @@ fn classify_segment(segment: &str) -> CommandClass {
             return CommandClass::Writes("rewrites files or only prints");
         }
         "npx" | "pnpx" if matches!(arg(1).as_str(), "playwright") && arg(2) == "install" => {
-            return CommandClass::Setup("installs browsers");
+            return CommandClass::Installs("installs browsers");
         }
         _ => {}
+    }
+    if matches!(prog.as_str(), "pip" | "pip3") && sub == "download" {
+        return CommandClass::Installs("fetches from the network");
+    }
+    if INSTALL_PROGRAMS.contains(&prog.as_str()) {
+        return CommandClass::Installs("installs packages");
     }
     if SETUP_PROGRAMS.contains(&prog.as_str()) {
         return CommandClass::Setup("prepares the environment");
@@ -278,7 +308,7 @@ fn classify_segment(segment: &str) -> CommandClass {
             Some(kind) => kind,
         });
     }
-    CommandClass::Check(kind_of(&w))
+    CommandClass::Check(kind_of(w))
 }
 
 /// Why a segment is refused, if it is.
@@ -327,14 +357,15 @@ fn refused(prog: &str, sub: &str, w: &[String]) -> Option<String> {
     None
 }
 
-/// The kind of check the words perform, from the tool and subcommand names they mention.
+/// The kind of check the words perform, from the first tool or subcommand name they mention:
+/// `ruff check src tests` is a lint whatever its paths are called.
 fn kind_of(w: &[String]) -> Kind {
-    let mut best: Option<Kind> = None;
-    let mut bump = |k: Kind| best = Some(best.map_or(k, |b| b.max(k)));
     let has_check_flag = w
         .iter()
         .any(|x| x == "--check" || x == "-l" || x == "--check-only");
     for word in w.iter().filter(|x| !x.starts_with('-')) {
+        let mut best: Option<Kind> = None;
+        let mut bump = |k: Kind| best = Some(best.map_or(k, |b| b.max(k)));
         let lower = program(word).to_ascii_lowercase();
         for part in lower.split(|c: char| !c.is_ascii_alphanumeric()) {
             match part {
@@ -356,8 +387,11 @@ fn kind_of(w: &[String]) -> Kind {
                 _ => {}
             }
         }
+        if let Some(kind) = best {
+            return kind;
+        }
     }
-    best.unwrap_or(Kind::Other)
+    Kind::Other
 }
 
 /// True when the command pipes one program into another (`a | b`, not `a || b`) outside
@@ -436,12 +470,13 @@ mod tests {
     fn setup_and_writers_are_not_gates() {
         assert!(matches!(
             classify("pnpm install --frozen-lockfile"),
-            CommandClass::Setup(_)
+            CommandClass::Installs(_)
         ));
         assert!(matches!(
             classify("pip install -e .[dev]"),
-            CommandClass::Setup(_)
+            CommandClass::Installs(_)
         ));
+        assert!(matches!(classify("mkdir -p out"), CommandClass::Setup(_)));
         assert!(matches!(classify("cargo fmt"), CommandClass::Writes(_)));
         assert!(matches!(
             classify("eslint . --fix"),
@@ -451,6 +486,48 @@ mod tests {
             classify("cargo fmt --all -- --check"),
             CommandClass::Check(Kind::Format)
         );
+    }
+
+    /// Installing, publishing and fetching are never gates, whatever wraps them: more-itertools'
+    /// `make requirements` ran `pip install --upgrade` on every verify.
+    #[test]
+    fn installs_publishes_and_fetches_are_never_checks() {
+        for installs in [
+            "python -m pip install --upgrade pip",
+            "pip install --editable .",
+            "npm ci",
+            "uv sync",
+            "poetry install",
+            "go install ./cmd/x",
+            "cargo install cargo-nextest",
+            "sudo apt-get install -y jq",
+            "brew install jq",
+            "curl -sSfLo tool.tgz https://example.com/tool.tgz",
+            "wget https://example.com/x",
+            "git clone https://example.com/x",
+            "git pull",
+            "pip download x",
+            "yarn",
+            "npm ci && npm test",
+        ] {
+            assert!(
+                matches!(classify(installs), CommandClass::Installs(_)),
+                "{installs}: {:?}",
+                classify(installs)
+            );
+        }
+        for publishes in [
+            "twine upload dist/*",
+            "npm publish",
+            "cargo publish",
+            "docker push x",
+            "gh release create v1",
+        ] {
+            assert!(
+                matches!(classify(publishes), CommandClass::Refused(_)),
+                "{publishes}"
+            );
+        }
     }
 
     #[test]
@@ -470,6 +547,11 @@ mod tests {
         assert_eq!(
             classify("./scripts/verify-links.sh"),
             CommandClass::Check(Kind::Other)
+        );
+        // Paths named `tests` do not make a linter a test run.
+        assert_eq!(
+            classify("ruff check more_itertools tests"),
+            CommandClass::Check(Kind::Lint)
         );
     }
 }

@@ -1,9 +1,12 @@
 //! What a command runs, as comparable keys (`cargo:test`, `script:lint`, `make:check`), so that
 //! a lower source never adds a gate that a higher one already runs.
 //!
-//! The one rule: a task-runner call (`make test`, `npm run lint`) is expanded one level into
-//! the commands of its recipe, so `make test` and a CI step `cargo test` are seen as the same
-//! work. Expansion follows at most [`MAX_DEPTH`] levels, so a recipe that calls itself ends.
+//! The one rule: a task-runner call (`make test`, `npm run lint`) is expanded into the commands
+//! of its recipe (a make target's prerequisites first), so `make test` and a CI step `cargo
+//! test` are seen as the same work, and what a task finally runs ([`Context::leaves`]) decides
+//! whether it installs. Expansion follows at most [`MAX_DEPTH`] levels, so a recipe that calls
+//! itself ends. Coverage wrappers are seen through: `coverage run -m unittest` runs the
+//! `unittest` suite, as `python -m unittest` does.
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
@@ -12,6 +15,10 @@ use greenlight_proc::shell::{program, segments, words};
 
 /// How deep task-runner calls are followed (a recipe calling a script calling a target).
 const MAX_DEPTH: usize = 3;
+
+/// Most commands one task is followed into: a Makefile whose targets each name dozens of
+/// prerequisites would otherwise multiply at every level.
+const MAX_LEAVES: usize = 1000;
 
 /// The toolchain a key belongs to; a manifest's defaults are skipped for an ecosystem that an
 /// explicit command already exercises.
@@ -53,6 +60,15 @@ impl Keys {
     }
 }
 
+/// One command a task finally runs, and the task-runner calls that lead to it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Leaf {
+    /// The calls from the outside in (`make check`, `make requirements`); empty when the
+    /// command itself runs it.
+    pub via: Vec<String>,
+    pub command: String,
+}
+
 /// The package manager that runs a Node project's scripts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum PackageManager {
@@ -83,8 +99,9 @@ pub(crate) struct Context {
     /// The root `package.json` itself (for `workspaces`, `packageManager`).
     pub package_json: Option<serde_json::Value>,
     pub package_manager: Option<PackageManager>,
-    /// Makefile targets in file order with their recipe lines, and the file's name.
-    pub make_targets: Vec<(String, Vec<String>)>,
+    /// Makefile targets in file order with their prerequisites and recipe lines, and the
+    /// file's name.
+    pub make_targets: Vec<super::make::MakeTarget>,
     pub makefile_name: Option<String>,
     /// justfile recipes in file order: name, required-parameter flag, body lines.
     pub just_recipes: Vec<(String, bool, Vec<String>)>,
@@ -193,6 +210,37 @@ impl Context {
         }
     }
 
+    /// Every command `command` finally runs, task-runner calls followed into their recipes
+    /// (a make target's prerequisites first), each with the calls that led to it.
+    pub(crate) fn leaves(&self, command: &str) -> Vec<Leaf> {
+        let mut out = Vec::new();
+        self.walk(command, &mut Vec::new(), &mut out);
+        out
+    }
+
+    fn walk(&self, command: &str, via: &mut Vec<String>, out: &mut Vec<Leaf>) {
+        for seg in segments(command) {
+            if out.len() >= MAX_LEAVES {
+                return;
+            }
+            let expansion = self
+                .key_of_words(&words(&seg))
+                .and_then(|(_, body)| body)
+                .filter(|_| via.len() < MAX_DEPTH && !via.contains(&seg));
+            match expansion {
+                Some(body) => {
+                    via.push(seg);
+                    self.walk(&body, via, out);
+                    via.pop();
+                }
+                None => out.push(Leaf {
+                    via: via.clone(),
+                    command: seg,
+                }),
+            }
+        }
+    }
+
     /// The key of one segment and, for a task-runner call, the recipe it runs.
     fn key_of_words(&self, w: &[String]) -> Option<(String, Option<String>)> {
         let first = program(w.first()?).to_string();
@@ -230,25 +278,60 @@ impl Context {
                 if recursive {
                     Some((format!("workspace-script:{name}"), None))
                 } else {
-                    Some((
-                        format!("script:{name}"),
-                        self.script(name).map(str::to_string),
-                    ))
+                    // npm runs `preX` before and `postX` after `X` on its own.
+                    let body = self.script(name).map(|body| {
+                        let hook = |h: &str| {
+                            self.script(&format!("{h}{name}"))
+                                .filter(|_| first == "npm")
+                                .map(str::to_string)
+                        };
+                        hook("pre")
+                            .into_iter()
+                            .chain([body.to_string()])
+                            .chain(hook("post"))
+                            .collect::<Vec<_>>()
+                            .join(" && ")
+                    });
+                    Some((format!("script:{name}"), body))
                 }
             }
             "npx" | "pnpx" | "bunx" => rest.first().map(|t| (format!("tool:{}", program(t)), None)),
             "make" | "gmake" => {
-                let target = rest.iter().find(|t| !t.contains('='))?;
+                // `make -C docs html` and `make -f other.mk x` run another Makefile's target:
+                // its recipe is not this Makefile's.
+                let mut other_makefile = false;
+                let mut target = None;
+                let mut args = w[1..].iter();
+                while let Some(arg) = args.next() {
+                    if matches!(arg.as_str(), "-C" | "-f" | "--directory" | "--file") {
+                        other_makefile = true;
+                        args.next();
+                    } else if arg.starts_with("-C") || arg.starts_with("--directory=") {
+                        other_makefile = true;
+                    } else if !arg.starts_with('-') && !arg.contains('=') && target.is_none() {
+                        target = Some(arg.as_str());
+                    }
+                }
+                let target = target?;
                 let body = self
                     .make_targets
                     .iter()
-                    .find(|(n, _)| n == target)
-                    .map(|(_, lines)| {
-                        lines
+                    .filter(|_| !other_makefile)
+                    .find(|t| t.name == target)
+                    .map(|t| {
+                        t.prerequisites
+                            .iter()
+                            .filter(|p| self.make_targets.iter().any(|t| t.name == **p))
+                            .map(|p| format!("make {p}"))
+                            .chain(t.recipe.iter().cloned())
+                            .collect::<Vec<_>>()
                             .join(" && ")
                             .replace("$(MAKE)", "make")
                             .replace("${MAKE}", "make")
                     });
+                if other_makefile {
+                    return Some((format!("cmd:{}", w.join(" ")), None));
+                }
                 Some((format!("make:{target}"), body))
             }
             "just" => {
@@ -262,7 +345,7 @@ impl Context {
             }
             "cargo" => {
                 let sub = match *rest.first()? {
-                    "nextest" | "t" => "test",
+                    "nextest" | "t" | "llvm-cov" | "tarpaulin" => "test",
                     "b" => "build",
                     "c" => "check",
                     other => other,
@@ -296,7 +379,18 @@ impl Context {
                 self.key_of_words(&inner)
             }
             "python" | "python3" if w.get(1).map(String::as_str) == Some("-m") => {
+                if w.get(2).map(String::as_str) == Some("coverage") {
+                    return self.key_of_words(&w[2..]);
+                }
                 w.get(2).map(|m| (format!("py:{m}"), None))
+            }
+            // `coverage run -m unittest` runs the suite `python -m unittest` runs.
+            "coverage" if rest.first() == Some(&"run") => {
+                let module = w.iter().position(|x| x == "-m").and_then(|i| w.get(i + 1));
+                match module {
+                    Some(m) => Some((format!("py:{m}"), None)),
+                    None => Some((format!("cmd:{}", w.join(" ")), None)),
+                }
             }
             "pytest" | "ruff" | "mypy" | "pyright" | "flake8" | "pylint" | "black" | "isort" => {
                 Some((format!("py:{first}"), None))
@@ -307,7 +401,41 @@ impl Context {
     }
 }
 
-fn detect_package_manager(root: &Path, package_json: &serde_json::Value) -> PackageManager {
+/// A command written the way its twins are, for telling two gates that run the same thing
+/// apart from two that do not: words joined by one space, and a package manager's spellings
+/// of one script (`npm test`, `npm t`, `npm run-script test`) as `npm run test`. Only a
+/// one-segment command is respelled; a chain is compared as written.
+pub(crate) fn canonical(command: &str) -> String {
+    let segs = segments(command);
+    let [only] = segs.as_slice() else {
+        return command.split_whitespace().collect::<Vec<_>>().join(" ");
+    };
+    let w = words(only);
+    let respelled = match w.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
+        [
+            pm @ ("npm" | "pnpm" | "yarn" | "bun"),
+            "test" | "t",
+            rest @ ..,
+        ] => Some(format!("{pm} run test {}", rest.join(" "))),
+        [
+            pm @ ("npm" | "pnpm" | "yarn" | "bun"),
+            "run-script",
+            rest @ ..,
+        ] => Some(format!("{pm} run {}", rest.join(" "))),
+        _ => None,
+    };
+    respelled.map_or_else(
+        || command.split_whitespace().collect::<Vec<_>>().join(" "),
+        |r| r.trim_end().to_string(),
+    )
+}
+
+/// The package manager a package at `root` uses: its `packageManager` field, else its lockfile,
+/// else npm.
+pub(crate) fn detect_package_manager(
+    root: &Path,
+    package_json: &serde_json::Value,
+) -> PackageManager {
     if let Some(pm) = package_json.get("packageManager").and_then(|v| v.as_str()) {
         let name = pm.split('@').next().unwrap_or("");
         match name {
@@ -331,4 +459,111 @@ fn detect_package_manager(root: &Path, package_json: &serde_json::Value) -> Pack
         .iter()
         .find(|(file, _)| root.join(file).is_file())
         .map_or(PackageManager::Npm, |(_, pm)| *pm)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn context(makefile: &str) -> Context {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("Makefile"), makefile).unwrap();
+        Context::load(dir.path())
+    }
+
+    /// `check: requirements` runs `requirements` first: its pip line is one of check's leaves,
+    /// reached through both targets.
+    #[test]
+    fn leaves_follow_prerequisites_and_recipes_and_say_the_way_there() {
+        let ctx = context(
+            "requirements:\n\tpython -m pip install -e .\ncheck: requirements\n\truff check .\n",
+        );
+        let leaves = ctx.leaves("make check");
+        let pip = leaves
+            .iter()
+            .find(|l| l.command == "python -m pip install -e .")
+            .unwrap();
+        assert_eq!(pip.via, ["make check", "make requirements"]);
+        assert!(
+            leaves
+                .iter()
+                .any(|l| l.command == "ruff check ." && l.via == ["make check"])
+        );
+        // A target that names itself ends.
+        let ctx = context("loop: loop\n\tmake loop\n");
+        assert!(!ctx.leaves("make loop").is_empty());
+        // Wide prerequisites at every level end too, at a bound.
+        let mut mk = String::new();
+        for level in 0..4 {
+            for i in 0..40 {
+                let prereqs: Vec<String> = (0..40).map(|j| format!("t{}-{j}", level + 1)).collect();
+                mk.push_str(&format!("t{level}-{i}: {}\n\ttrue\n", prereqs.join(" ")));
+            }
+        }
+        let ctx = context(&mk);
+        assert_eq!(ctx.leaves("make t0-0").len(), MAX_LEAVES);
+    }
+
+    /// npm runs `pretest` on its own before `test`: an install there is an install of `npm test`.
+    #[test]
+    fn npm_scripts_run_their_pre_and_post_hooks() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("package.json"),
+            r#"{"scripts": {"pretest": "npm ci", "test": "jest", "posttest": "echo done"}}"#,
+        )
+        .unwrap();
+        let ctx = Context::load(dir.path());
+        let leaves: Vec<String> = ctx
+            .leaves("npm test")
+            .into_iter()
+            .map(|l| l.command)
+            .collect();
+        assert_eq!(leaves, ["npm ci", "jest", "echo done"]);
+    }
+
+    #[test]
+    fn make_in_another_directory_is_not_this_makefiles_target() {
+        let ctx = context("html:\n\tpip install sphinx\n");
+        assert_eq!(ctx.leaves("make html").len(), 1);
+        assert_eq!(ctx.leaves("make html")[0].command, "pip install sphinx");
+        for other in [
+            "make -C docs html",
+            "make -Cdocs html",
+            "make -f docs.mk html",
+        ] {
+            let leaves = ctx.leaves(other);
+            assert_eq!(leaves.len(), 1, "{other}");
+            assert_eq!(leaves[0].command, other);
+            assert_eq!(
+                ctx.keys_of(other).primary,
+                Some(format!("cmd:{other}")),
+                "not the same work as this Makefile's `make html`"
+            );
+        }
+    }
+
+    #[test]
+    fn coverage_runs_the_suite_it_wraps() {
+        let ctx = Context::default();
+        let key = |c: &str| ctx.keys_of(c).primary.unwrap();
+        assert_eq!(
+            key("coverage run --include=x/*.py -m unittest"),
+            "py:unittest"
+        );
+        assert_eq!(key("python -m coverage run -m pytest"), "py:pytest");
+        assert_eq!(key("python -m unittest -v"), "py:unittest");
+        assert_eq!(key("cargo llvm-cov"), "cargo:test");
+    }
+
+    #[test]
+    fn one_script_spelled_three_ways_is_one_command() {
+        for spelling in ["npm test", "npm t", "npm run test", "npm run-script test"] {
+            assert_eq!(canonical(spelling), "npm run test", "{spelling}");
+        }
+        assert_eq!(canonical("npm test -- --ci"), "npm run test -- --ci");
+        assert_ne!(canonical("FOO=1 cargo test"), canonical("cargo test"));
+        assert_eq!(canonical("cargo  test"), "cargo test");
+    }
 }

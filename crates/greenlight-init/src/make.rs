@@ -1,11 +1,11 @@
 //! Makefile targets and justfile recipes that look like checks.
 //!
-//! The one rule: a target is proposed by its name (test, lint, check, …) and refused by its
-//! recipe (a recipe that publishes or deploys refuses the target whatever it is called).
+//! The one rule: a target is proposed by its name (test, lint, check, …) and judged by what it
+//! runs: its recipe lines and its prerequisites, followed to the end ([`super::keys`]), so a
+//! `check: requirements` whose `requirements` runs `pip install` is not a gate.
 
 use std::path::Path;
 
-use super::classify::{self, CommandClass};
 use super::keys::Context;
 use super::{Candidate, Found};
 
@@ -81,9 +81,20 @@ pub(crate) fn task_is_check(name: &str) -> bool {
     parts.iter().any(|p| CHECK_PARTS.contains(p))
 }
 
-/// Targets of a Makefile in file order with their recipe lines (tab-indented lines).
-pub(crate) fn parse_makefile(text: &str) -> Vec<(String, Vec<String>)> {
-    let mut targets: Vec<(String, Vec<String>)> = Vec::new();
+/// One rule of a Makefile: its prerequisites (run first) and its recipe lines.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct MakeTarget {
+    pub name: String,
+    /// Targets named after the colon, in order (order-only ones after `|` included).
+    pub prerequisites: Vec<String>,
+    /// Recipe lines, without their `@`/`-`/`+` prefixes.
+    pub recipe: Vec<String>,
+}
+
+/// Targets of a Makefile in file order with their prerequisites and recipe lines
+/// (tab-indented lines).
+pub(crate) fn parse_makefile(text: &str) -> Vec<MakeTarget> {
+    let mut targets: Vec<MakeTarget> = Vec::new();
     let mut vars: Vec<(String, String)> = Vec::new();
     let mut current: Vec<usize> = Vec::new();
     for raw in text.lines() {
@@ -104,7 +115,7 @@ pub(crate) fn parse_makefile(text: &str) -> Vec<(String, Vec<String>)> {
                     && !line.starts_with('#')
                     && let Some(t) = targets.get_mut(i)
                 {
-                    t.1.push(line.clone());
+                    t.recipe.push(line.clone());
                 }
             }
             continue;
@@ -133,28 +144,38 @@ pub(crate) fn parse_makefile(text: &str) -> Vec<(String, Vec<String>)> {
             if !valid || name.contains('%') {
                 continue;
             }
-            let index = match targets.iter().position(|(n, _)| n == name) {
+            let index = match targets.iter().position(|t| t.name == name) {
                 Some(i) => i,
                 None => {
-                    targets.push((name.to_string(), Vec::new()));
+                    targets.push(MakeTarget {
+                        name: name.to_string(),
+                        ..MakeTarget::default()
+                    });
                     targets.len() - 1
                 }
             };
             current.push(index);
         }
-        // A rule with an inline recipe: `test: ; cargo test`.
-        if let Some((_, inline)) = rest[1..].split_once(';') {
-            let inline = inline.trim().to_string();
-            for &i in &current {
-                if let Some(t) = targets.get_mut(i) {
-                    t.1.push(inline.clone());
-                }
+        // `test: build lint ; cargo test`: prerequisites, then an inline recipe.
+        let (prerequisites, inline) = match rest[1..].split_once(';') {
+            Some((prerequisites, inline)) => (prerequisites, Some(inline.trim().to_string())),
+            None => (&rest[1..], None),
+        };
+        let prerequisites: Vec<String> = prerequisites
+            .split_whitespace()
+            .filter(|p| *p != "|" && !p.contains(['$', '%']))
+            .map(str::to_string)
+            .collect();
+        for &i in &current {
+            if let Some(t) = targets.get_mut(i) {
+                t.prerequisites.extend(prerequisites.iter().cloned());
+                t.recipe.extend(inline.clone());
             }
         }
     }
     // `$(GO) test ./...` is `go test ./...` for every purpose here (keys, ecosystems).
-    for (_, lines) in &mut targets {
-        for line in lines.iter_mut() {
+    for target in &mut targets {
+        for line in target.recipe.iter_mut() {
             for (name, value) in &vars {
                 *line = line
                     .replace(&format!("$({name})"), value)
@@ -243,15 +264,11 @@ pub(crate) fn parse_justfile(text: &str) -> Vec<(String, bool, Vec<String>)> {
 /// Proposes check-like Makefile targets and justfile recipes.
 pub(crate) fn scan(_root: &Path, ctx: &Context, found: &mut Found) {
     if let Some(file) = &ctx.makefile_name {
-        for (name, recipe) in &ctx.make_targets {
+        for MakeTarget { name, .. } in &ctx.make_targets {
             if !task_is_check(name) {
                 continue;
             }
             let source = format!("{file} target \"{name}\"");
-            if let Some(reason) = refused_recipe(recipe) {
-                found.skip(source, format!("make {name}"), reason);
-                continue;
-            }
             found.candidates.push(Candidate {
                 hint: name.clone(),
                 command: format!("make {name}"),
@@ -263,17 +280,13 @@ pub(crate) fn scan(_root: &Path, ctx: &Context, found: &mut Found) {
         }
     }
     if let Some(file) = &ctx.justfile_name {
-        for (name, needs_args, body) in &ctx.just_recipes {
+        for (name, needs_args, _) in &ctx.just_recipes {
             if !task_is_check(name) {
                 continue;
             }
             let source = format!("{file} recipe \"{name}\"");
             if *needs_args {
                 found.skip(source, format!("just {name}"), "the recipe needs arguments");
-                continue;
-            }
-            if let Some(reason) = refused_recipe(body) {
-                found.skip(source, format!("just {name}"), reason);
                 continue;
             }
             found.candidates.push(Candidate {
@@ -286,17 +299,6 @@ pub(crate) fn scan(_root: &Path, ctx: &Context, found: &mut Found) {
             });
         }
     }
-}
-
-/// Why a recipe disqualifies its task: a line that changes the outside world or rewrites files.
-pub(crate) fn refused_recipe(lines: &[String]) -> Option<String> {
-    lines
-        .iter()
-        .find_map(|line| match classify::classify(line) {
-            CommandClass::Refused(r) => Some(format!("its recipe runs `{line}`: {r}")),
-            CommandClass::Writes(r) => Some(format!("its recipe runs `{line}`, which {r}")),
-            _ => None,
-        })
 }
 
 #[cfg(test)]
@@ -334,12 +336,14 @@ mod tests {
 
     #[test]
     fn makefile_rules_assignments_and_inline_recipes() {
-        let mk = "GO ?= go\nX := a:b\n.PHONY: test lint\ntest: build\n\t@$(GO) test ./...\nlint vet:\n\tgo vet ./...\n%.o: %.c\n\tcc\nci: ; make test\n";
+        let mk = "GO ?= go\nX := a:b\n.PHONY: test lint\ntest: build\n\t@$(GO) test ./...\nlint vet:\n\tgo vet ./...\n%.o: %.c\n\tcc\nci: lint | vet ; make test\n";
         let t = parse_makefile(mk);
-        let names: Vec<&str> = t.iter().map(|(n, _)| n.as_str()).collect();
+        let names: Vec<&str> = t.iter().map(|t| t.name.as_str()).collect();
         assert_eq!(names, ["test", "lint", "vet", "ci"]);
-        assert_eq!(t[0].1, ["go test ./..."]);
-        assert_eq!(t[3].1, ["make test"]);
+        assert_eq!(t[0].recipe, ["go test ./..."]);
+        assert_eq!(t[0].prerequisites, ["build"]);
+        assert_eq!(t[3].recipe, ["make test"]);
+        assert_eq!(t[3].prerequisites, ["lint", "vet"]);
     }
 
     #[test]

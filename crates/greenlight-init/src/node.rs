@@ -56,7 +56,8 @@ fn scan_workspaces(
     if patterns.is_empty() {
         return;
     }
-    let mut names: Vec<(String, usize)> = Vec::new();
+    // Each script name with the packages that define it.
+    let mut names: Vec<(String, Vec<String>)> = Vec::new();
     for dir in expand_patterns(root, &patterns) {
         let Ok(Some(text)) = super::read_source(&dir.join("package.json")) else {
             continue;
@@ -75,15 +76,35 @@ fn scan_workspaces(
             if !script_is_check(name, &list) || unusable_body(body).is_some() {
                 continue;
             }
+            let package = dir
+                .strip_prefix(root)
+                .unwrap_or(&dir)
+                .to_string_lossy()
+                .into_owned();
             match names.iter_mut().find(|(n, _)| n == name) {
-                Some((_, count)) => *count += 1,
-                None => names.push((name.clone(), 1)),
+                Some((_, packages)) => packages.push(package),
+                None => names.push((name.clone(), vec![package])),
             }
         }
     }
     let manager = pm.name();
-    for (name, count) in names {
+    let has_ci = super::workflow::exists(root);
+    for (name, packages) in names {
         if root_scripts.iter().any(|(n, _)| *n == name) {
+            continue;
+        }
+        let count = packages.len();
+        // One package's own script is that package's business; where CI exists and does not
+        // run it, the project does not gate on it either.
+        if count == 1 && has_ci {
+            found.skip(
+                format!(
+                    "{manager} workspace: package {} script \"{name}\"",
+                    packages[0]
+                ),
+                "",
+                "only this package defines it and CI never runs it",
+            );
             continue;
         }
         let command = match pm {
@@ -131,6 +152,7 @@ fn unusable_body(body: &str) -> Option<String> {
     match classify::classify(body) {
         CommandClass::Refused(r) => Some(format!("the script runs `{body}`: {r}")),
         CommandClass::Writes(r) => Some(format!("the script {r}")),
+        CommandClass::Installs(r) => Some(format!("the script runs `{body}`, which {r}")),
         _ => None,
     }
 }

@@ -153,6 +153,7 @@ mod tests {
             command: command.to_owned(),
             timeout_sec: None,
             source: "test".to_owned(),
+            setup: None,
         }
     }
 

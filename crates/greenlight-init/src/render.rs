@@ -169,6 +169,9 @@ pub fn render_v2(gates: &[DraftGate], plans: &[GatePlan], options: &super::Draft
     for (index, gate) in gates.iter().enumerate() {
         let plan = plans.get(index);
         let _ = writeln!(out, "  # from {}", one_line(&gate.source));
+        if let Some(setup) = &gate.setup {
+            let _ = writeln!(out, "  # {}", one_line(&setup_note(setup)));
+        }
         let _ = writeln!(out, "  - id: {}", yaml_id(&gate.id));
         let _ = writeln!(out, "    command: {}", yaml_string(&gate.command));
         if let Some(t) = gate.timeout_sec {
@@ -219,6 +222,11 @@ pub fn render_v2(gates: &[DraftGate], plans: &[GatePlan], options: &super::Draft
     out
 }
 
+/// The line that names a gate's missing setup, in the draft and in the written file alike.
+pub fn setup_note(setup: &super::Setup) -> String {
+    format!("needs setup first: run `{}` ({})", setup.command, setup.why)
+}
+
 /// A YAML double-quoted scalar holding exactly `s`.
 fn yaml_string(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
@@ -259,6 +267,9 @@ fn render_gates(gates: &[DraftGate]) -> String {
     out.push_str("gates:\n");
     for gate in gates {
         let _ = writeln!(out, "# from {}", gate.source.replace(['\n', '\r'], " "));
+        if let Some(setup) = &gate.setup {
+            let _ = writeln!(out, "# {}", setup_note(setup).replace(['\n', '\r'], " "));
+        }
         let _ = writeln!(out, "  - id: {}", gate.id);
         let _ = writeln!(out, "    command: \"{}\"", gate.command);
         if let Some(t) = gate.timeout_sec {

@@ -14,7 +14,8 @@ use greenlight_proc::shell::{program, segments, words};
 /// Shell builtins and keywords: always there.
 const BUILTINS: &[&str] = &[
     "cd", "export", "exit", "set", "true", "false", "echo", "printf", ":", "source", ".", "unset",
-    "test", "[", "command", "eval", "exec", "return", "shift", "wait", "umask", "read", "type",
+    "test", "[", "[[", "command", "eval", "exec", "return", "shift", "wait", "umask", "read",
+    "type",
 ];
 
 /// Directories CI builds artifacts into before a later step inspects them.
@@ -24,11 +25,22 @@ const ARTIFACT_DIRS: &[&str] = &["dist/", "wheelhouse/", "build/", "artifacts/"]
 /// not worth walking to draft a config; assuming a match only keeps a gate).
 const GLOB_BUDGET: usize = 20_000;
 
-/// Why `command` cannot run here, or `None` when nothing stops it.
-pub(crate) fn cannot_run(command: &str, root: &Path, programs: &Programs) -> Option<String> {
+/// Why `command` cannot run here, or `None` when nothing stops it. A program missing here that
+/// the repository's own setup provides (`provided`) does not stop it: the gate is drafted with
+/// that setup named ([`super::setup`]).
+pub(crate) fn cannot_run(
+    command: &str,
+    root: &Path,
+    programs: &Programs,
+    provided: &dyn Fn(&str) -> bool,
+) -> Option<String> {
     let mut cwd: PathBuf = root.to_path_buf();
     for segment in segments(command) {
-        let w = words(&segment);
+        // `! [ -s diff.txt ]` runs `[`: the `!` only inverts its exit code.
+        let w: Vec<String> = words(&segment)
+            .into_iter()
+            .skip_while(|x| x == "!")
+            .collect();
         let Some(first) = w.first() else {
             continue;
         };
@@ -58,7 +70,7 @@ pub(crate) fn cannot_run(command: &str, root: &Path, programs: &Programs) -> Opt
             if !cwd.join(first).exists() {
                 return Some(format!("`{first}` does not exist here"));
             }
-        } else if !programs.has(first) {
+        } else if !programs.has(first) && !provided(program(first)) {
             return Some(format!(
                 "`{first}` is not on PATH here, so the gate could not run; install {} (or leave \
                  the gate out) and run `greenlight init` again",
@@ -218,6 +230,7 @@ mod tests {
         std::fs::create_dir_all(dir.path().join("tests")).unwrap();
         std::fs::write(dir.path().join("tests/test_a.py"), "").unwrap();
         let none = Programs::Path(Some(dir.path().join("no-bin").into_os_string()));
+        let cannot_run = |c: &str, root: &Path, p: &Programs| cannot_run(c, root, p, &|_| false);
         let reason = cannot_run("uv run pytest", dir.path(), &none).unwrap();
         assert!(reason.starts_with("`uv` is not on PATH here"), "{reason}");
         let all = Programs::All;
@@ -232,5 +245,32 @@ mod tests {
         let reason = cannot_run("./scripts/lint.sh", dir.path(), &all).unwrap();
         assert_eq!(reason, "`./scripts/lint.sh` does not exist here");
         assert_eq!(cannot_run("cd tests && echo ok", dir.path(), &none), None);
+    }
+
+    /// `cat diff.txt && ! [ -s diff.txt ]` was left out as "its pattern `[` matches nothing
+    /// here": the `[` after `!` is the test command, not a glob.
+    #[test]
+    fn a_negated_test_bracket_is_a_command_not_a_glob() {
+        let dir = tempfile::tempdir().unwrap();
+        let all = Programs::All;
+        let none = |_: &str| false;
+        for command in [
+            "cat diff.txt && ! [ -s diff.txt ]",
+            "! test -s diff.txt",
+            "[[ -z x ]]",
+        ] {
+            assert_eq!(
+                cannot_run(command, dir.path(), &all, &none),
+                None,
+                "{command}"
+            );
+        }
+        let path = Programs::Path(Some(dir.path().join("no-bin").into_os_string()));
+        let reason = cannot_run("! grep -q x y", dir.path(), &path, &none).unwrap();
+        assert!(reason.starts_with("`grep` is not on PATH here"), "{reason}");
+        assert_eq!(
+            cannot_run("! grep -q x y", dir.path(), &path, &|p| p == "grep"),
+            None
+        );
     }
 }

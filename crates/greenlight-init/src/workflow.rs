@@ -31,6 +31,18 @@ struct Workflow {
     jobs: serde_json::Map<String, Value>,
 }
 
+/// True when the repository has a GitHub Actions workflow file: it has CI, whose `run:` steps
+/// say what the project gates on.
+pub(crate) fn exists(root: &Path) -> bool {
+    std::fs::read_dir(root.join(".github").join("workflows")).is_ok_and(|entries| {
+        entries.filter_map(|e| e.ok()).any(|e| {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            name.ends_with(".yml") || name.ends_with(".yaml")
+        })
+    })
+}
+
 /// Scans `.github/workflows/*.yml` and `*.yaml` in name order.
 pub(crate) fn scan(root: &Path, found: &mut Found) {
     let dir = root.join(".github").join("workflows");
@@ -172,7 +184,10 @@ fn scan_workflow(file: &str, workflow: &Workflow, found: &mut Found) {
                         for (command, label) in expanded {
                             // Judge here too, so what is left out is listed in file order.
                             let verdict = classify::classify(&command);
-                            if let CommandClass::Setup(r) | CommandClass::Writes(r) = verdict {
+                            if let CommandClass::Setup(r)
+                            | CommandClass::Installs(r)
+                            | CommandClass::Writes(r) = verdict
+                            {
                                 skip(found, r.to_string());
                                 continue;
                             }
@@ -299,7 +314,7 @@ fn split_script(run: &str) -> Result<Script, String> {
         match classify::classify(line) {
             CommandClass::Refused(r) => return Err(format!("runs `{line}`: {r}")),
             CommandClass::Writes(r) => return Err(format!("runs `{line}`, which {r}")),
-            CommandClass::Setup(reason) => {
+            CommandClass::Setup(reason) | CommandClass::Installs(reason) => {
                 // `cd` and `export` shape the lines after them; other setup is listed.
                 let first = shell::words(line)
                     .first()

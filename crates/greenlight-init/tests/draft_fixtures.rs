@@ -22,8 +22,13 @@ fn render(d: &Draft) -> String {
             .timeout_sec
             .map(|t| format!(" [{t}s]"))
             .unwrap_or_default();
+        let setup = g
+            .setup
+            .as_ref()
+            .map(|s| format!(" [setup: {}, because {}]", s.command, s.why))
+            .unwrap_or_default();
         out.push_str(&format!(
-            "{} = {}{timeout}  <- {}\n",
+            "{} = {}{timeout}{setup}  <- {}\n",
             g.id, g.command, g.source
         ));
     }
@@ -64,12 +69,12 @@ fn pnpm_monorepo_runs_root_scripts_through_pnpm_and_workspace_only_scripts_recur
     assert_eq!(
         drafted("node-pnpm-monorepo"),
         "\
-lint = pnpm run lint  <- package.json script \"lint\"
-format-check = pnpm run format:check  <- package.json script \"format:check\"
-typecheck = pnpm run typecheck  <- package.json script \"typecheck\"
-build = pnpm run build  <- package.json script \"build\"
-test = pnpm run test  <- package.json script \"test\"
-test-e2e = pnpm -r --if-present run test:e2e  <- pnpm workspace: 1 package defines script \"test:e2e\"
+lint = pnpm run lint [setup: pnpm install --frozen-lockfile, because node_modules is absent here]  <- package.json script \"lint\"
+format-check = pnpm run format:check [setup: pnpm install --frozen-lockfile, because node_modules is absent here]  <- package.json script \"format:check\"
+typecheck = pnpm run typecheck [setup: pnpm install --frozen-lockfile, because node_modules is absent here]  <- package.json script \"typecheck\"
+build = pnpm run build [setup: pnpm install --frozen-lockfile, because node_modules is absent here]  <- package.json script \"build\"
+test = pnpm run test [setup: pnpm install --frozen-lockfile, because node_modules is absent here]  <- package.json script \"test\"
+test-e2e = pnpm -r --if-present run test:e2e [setup: pnpm install --frozen-lockfile, because node_modules is absent here]  <- pnpm workspace: 1 package defines script \"test:e2e\"
 --- skipped
 "
     );
@@ -114,7 +119,7 @@ test = make test  <- Makefile target \"test\"
 fn polyglot_ci_matrix_expands_only_the_dimensions_its_commands_use() {
     // `os` is not in any command: one local gate. `features` is: one gate per value, the
     // `include` entry's value too. The Makefile's `check` and package.json's scripts add
-    // nothing: CI already runs cargo test, pytest, pnpm lint/build/test. The docs step's two
+    // nothing, and say so: CI already runs cargo test, pytest, pnpm lint/build/test. The docs step's two
     // check lines are two gates, never one `&&` chain.
     assert_eq!(
         drafted("polyglot-matrix"),
@@ -140,6 +145,75 @@ test = cd web && pnpm test -- --reporter=dot  <- .github/workflows/ci.yml job do
 .github/workflows/ci.yml job docs step 2 | ./scripts/check-links.sh | CI lets this step fail (continue-on-error)
 .github/workflows/ci.yml job deploy-preview |  | the job's name mentions `deploy`: not a check
 .github/workflows/release.yml |  | the workflow's name mentions `release`: not a check
+package.json script \"lint\" | pnpm run lint | already run by `pnpm lint`, from a source that says more (CI, then package.json, then Makefile)
+package.json script \"test\" | pnpm run test | already run by `cd web && pnpm test -- --reporter=dot`, from a source that says more (CI, then package.json, then Makefile)
+package.json script \"build\" | pnpm run build | already run by `cd web && pnpm build`, from a source that says more (CI, then package.json, then Makefile)
+Makefile target \"check\" | make check | already run by `cargo test --features default`, `cd py && pytest -q -k 'not slow'`, from a source that says more (CI, then package.json, then Makefile)
+"
+    );
+}
+
+/// more-itertools: `init` drafted `make check` (its prerequisite `requirements` runs `pip install
+/// --upgrade` and `pip install --editable .`), `make docs` and `make package` (pip installs too),
+/// and both `make coverage` and `make test` (the suite twice), out of CI order; and it read
+/// `! [ -s diff.txt ]` as a glob.
+#[test]
+fn python_makefile_gates_leave_out_installs_and_the_suite_run_twice() {
+    assert_eq!(
+        drafted("python-make-ci"),
+        "\
+lint = make lint  <- Makefile target \"lint\"
+diff = cat diff.txt && ! [ -s diff.txt ]  <- .github/workflows/python-app.yml job build step 7 line 2
+coverage = make coverage  <- .github/workflows/python-app.yml job build step 5
+--- skipped
+.github/workflows/python-app.yml job build step 7 line 1 | git diff > diff.txt | prepares the git checkout; a setup line, not a gate (the check lines are drafted)
+.github/workflows/python-app.yml job build step 3 | make requirements | runs `python -m pip install --upgrade pip` (through make requirements), which installs dependencies
+.github/workflows/python-app.yml job build step 4 | make check | runs `python -m pip install --upgrade pip` (through make check → make requirements), which installs dependencies
+.github/workflows/python-app.yml job build step 6 | make docs | runs `python -m pip install --upgrade pip` (through make docs → make requirements), which installs dependencies
+.github/workflows/python-app.yml job build step 8 | make package | runs `python -m pip install --upgrade pip` (through make package → make requirements), which installs dependencies
+Makefile target \"check\" | make check | runs `python -m pip install --upgrade pip` (through make check → make requirements), which installs dependencies
+Makefile target \"test\" | make test | already run by `make coverage`, from a source that says more (CI, then package.json, then Makefile)
+"
+    );
+}
+
+/// An npm-workspaces repository (path-to-regexp and cookie) cloned without `node_modules`:
+/// every drafted gate exited 127, one package's own scripts became gates CI never runs, and
+/// `npm test` and `npm run test` were both drafted.
+#[test]
+fn npm_workspaces_name_the_install_drop_one_package_scripts_and_respellings() {
+    assert_eq!(
+        drafted("npm-workspaces"),
+        "\
+lint = npm run lint [setup: npm ci, because node_modules is absent here]  <- .github/workflows/ci.yml job lint step 4
+test = npm test [setup: npm ci, because node_modules is absent here]  <- .github/workflows/ci.yml job test step 4
+--- skipped
+.github/workflows/ci.yml job lint step 3 | npm ci | installs dependencies
+.github/workflows/ci.yml job test step 3 | npm ci | installs dependencies
+npm workspace: package packages/cookie script \"test-ci\" |  | only this package defines it and CI never runs it
+npm workspace: package packages/path-to-regexp script \"build\" |  | only this package defines it and CI never runs it
+.github/workflows/ci.yml job test step 5 | npm run test | runs the same as the gate `npm test`, which is kept
+package.json script \"lint\" | npm run lint | runs the same as the gate `npm run lint`, which is kept
+package.json script \"test\" | npm run test | runs the same as the gate `npm test`, which is kept
+"
+    );
+}
+
+/// google/uuid: CI fetches modules, installs staticcheck and fetches a file before its checks,
+/// and tests before it builds and vets.
+#[test]
+fn go_ci_leaves_out_fetches_and_installs_and_orders_cheap_gates_first() {
+    assert_eq!(
+        drafted("go-uuid-ci"),
+        "\
+vet = go vet ./...  <- .github/workflows/go.yml job build step 7
+staticcheck = staticcheck ./...  <- .github/workflows/go.yml job build step 8
+build = go build -v ./...  <- .github/workflows/go.yml job build step 6
+test = go test -v ./...  <- .github/workflows/go.yml job build step 5
+--- skipped
+.github/workflows/go.yml job build step 3 | go get -v -t -d ./... | installs or fetches Go modules
+.github/workflows/go.yml job build step 4 | go install honnef.co/go/tools/cmd/staticcheck@latest | installs or fetches Go modules
+.github/workflows/go.yml job build step 9 | curl -sSfLo rfc9562.txt https://www.rfc-editor.org/rfc/rfc9562.txt | fetches from the network
 "
     );
 }
@@ -299,7 +373,10 @@ fn the_v2_options_block_reads_back_with_the_same_values() {
     );
 }
 
-const FIXTURES: [&str; 5] = [
+const FIXTURES: [&str; 8] = [
+    "python-make-ci",
+    "go-uuid-ci",
+    "npm-workspaces",
     "rust-workspace",
     "node-pnpm-monorepo",
     "python-tox-nox",
@@ -446,6 +523,7 @@ fn v2_inputs_are_left_out_wherever_a_narrower_list_could_miss_a_file() {
         command: command.to_owned(),
         timeout_sec: None,
         source: "test".to_owned(),
+        setup: None,
     };
     let gates = [
         gate("a", "cargo test -p a"),

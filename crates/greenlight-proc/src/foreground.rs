@@ -11,7 +11,7 @@
 use std::ffi::OsString;
 use std::path::Path;
 
-use crate::{Input, OnSignal, Output, Program, Spec};
+use crate::{Input, Observer, OnSignal, Output, Program, Spec};
 
 /// A child that could not be started (or the runtime to wait for it could not be made).
 #[derive(Debug, thiserror::Error)]
@@ -25,6 +25,27 @@ pub struct Error {
 
 /// Runs `program args…` in `cwd` and returns its exit code (128 + N when a signal N ended it).
 pub fn run(program: &Path, args: &[OsString], cwd: &Path) -> Result<i32, Error> {
+    start(program, args, cwd, Output::Inherit, &mut ())
+}
+
+/// [`run`], with the child's stdout and stderr handed to `observer` as they arrive instead of
+/// inherited: the caller shows them and reads what it needs from them (a verdict per line).
+pub fn run_observed(
+    program: &Path,
+    args: &[OsString],
+    cwd: &Path,
+    observer: &mut dyn Observer,
+) -> Result<i32, Error> {
+    start(program, args, cwd, Output::Separate, observer)
+}
+
+fn start(
+    program: &Path,
+    args: &[OsString],
+    cwd: &Path,
+    output: Output,
+    observer: &mut dyn Observer,
+) -> Result<i32, Error> {
     let spawn_error = |source| Error {
         program: program.display().to_string(),
         source,
@@ -37,11 +58,11 @@ pub fn run(program: &Path, args: &[OsString], cwd: &Path) -> Result<i32, Error> 
         cwd,
     );
     spec.input = Input::Inherit;
-    spec.output = Output::Inherit;
+    spec.output = output;
     spec.on_signal = OnSignal::Forward;
     let outcome = crate::run_main(|_interrupt| async {
         // Signals are forwarded, not turned into an end: the interrupt is not used.
-        crate::run(&spec, &mut (), None).await
+        crate::run(&spec, observer, None).await
     })
     .map_err(spawn_error)?
     .map_err(|e| spawn_error(e.into_source()))?;
@@ -57,6 +78,18 @@ mod tests {
         let sh = Path::new("/bin/sh");
         let code = |script: &str| run(sh, &["-c".into(), script.into()], Path::new("/")).ok();
         assert_eq!(code("exit 7"), Some(7));
+        struct Lines(Vec<u8>);
+        impl Observer for Lines {
+            fn chunk(&mut self, _stream: crate::Stream, bytes: &[u8]) {
+                self.0.extend_from_slice(bytes);
+            }
+        }
+        let mut seen = Lines(Vec::new());
+        let args = ["-c".into(), "echo out; echo err >&2; exit 3".into()];
+        let observed = run_observed(sh, &args, Path::new("/"), &mut seen).ok();
+        assert_eq!(observed, Some(3));
+        let text = String::from_utf8_lossy(&seen.0);
+        assert!(text.contains("out\n") && text.contains("err\n"), "{text}");
         assert_eq!(code("kill -TERM $$"), Some(128 + 15));
         assert!(run(Path::new("/nonexistent/program"), &[], Path::new("/")).is_err());
     }

@@ -151,7 +151,10 @@ fn init_runs_its_first_verify_on_the_worktree_whatever_git_variables_point_elsew
         );
         assert_eq!(code, 0, "{var}: {stdout}{stderr}");
         assert!(
-            stdout.contains("first run: exit 20 (failed: a gate is red"),
+            stdout.contains(
+                "first run: exit 20 (written, but 1 gate is suspect: test fails on the untouched \
+                 tree)"
+            ),
             "{var}: {stdout}"
         );
     }
