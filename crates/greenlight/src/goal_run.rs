@@ -2,11 +2,12 @@
 //! demo`: the async runtime, the subreaper and the signals, `greenlight_goal::drive`, and the
 //! rendering of its progress and outcome.
 
+use std::path::Path;
 use std::time::Duration;
 
 use greenlight_goal::{DriveOptions, Finish, Progress, Started};
 use greenlight_proc::Interrupt;
-use greenlight_store::{GoalId, GoalState, Store};
+use greenlight_store::{AgentSpec, GoalId, GoalState, Store};
 
 use crate::agents::EveryFamily;
 use crate::duration::parse_duration;
@@ -45,15 +46,45 @@ fn loop_error(e: greenlight_goal::Error) -> (i32, String) {
     (code, e.to_string())
 }
 
+/// Checks an agent before a goal is given it (found on `PATH`, its model probed): the model id
+/// that answered, or what is wrong with the agent.
+pub fn check_agent(
+    spec: &AgentSpec,
+    worktree: &Path,
+    families: &EveryFamily,
+) -> Result<Option<String>, String> {
+    let search_path = crate::environment::get()
+        .vars
+        .var("PATH")
+        .unwrap_or_default();
+    greenlight_proc::run_main(|mut signals| async move {
+        greenlight_goal::preflight::check_new_agent(
+            spec,
+            worktree,
+            &search_path,
+            families,
+            &mut signals,
+        )
+        .await
+    })
+    .unwrap_or_else(|e| {
+        Err(format!(
+            "cannot start the async runtime or its signal handlers: {e}"
+        ))
+    })
+}
+
 /// Runs the loop for `goal` in the foreground, with Ctrl-C / SIGTERM pausing it cleanly.
 /// `announce` is printed once the run holds the goal (a refused run prints nothing); the agent's
-/// dispatcher is built by `families`.
+/// dispatcher is built by `families`; `agent_checked`: [`check_agent`] has just probed the
+/// goal's agent, so the run does not probe it again.
 pub fn drive(
     store: &mut Store,
     goal: GoalId,
     loop_args: &LoopArgs,
     families: &EveryFamily,
     announce: Option<&str>,
+    agent_checked: bool,
     on_progress: &mut dyn FnMut(Progress<'_>),
 ) -> CliResult {
     // Everything the loop takes from the environment, read here once.
@@ -66,6 +97,7 @@ pub fn drive(
         lock_root: env.lock_root.clone(),
         env: env.vars.clone(),
         cache: greenlight_run::cache_place::cache_settings(Some(store.path()), env),
+        agent_checked,
     };
     let ran = greenlight_proc::run_main(|signals| async move {
         // A closed stdout (`| head`) ends the run as SIGTERM does: the goal paused, the agent's
