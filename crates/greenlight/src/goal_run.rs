@@ -10,6 +10,7 @@ use greenlight_proc::Interrupt;
 use greenlight_store::{AgentSpec, GoalId, GoalState, Store};
 
 use crate::agents::EveryFamily;
+use crate::colour::Stream;
 use crate::duration::parse_duration;
 
 /// Exit codes of `greenlight goal` (and `greenlight demo`).
@@ -176,6 +177,24 @@ pub fn drive(
     })
 }
 
+/// The agent's reply under its turn: every line of it indented to where the first one starts,
+/// so a reply of several lines reads as one block under `── turn N`.
+fn agent_says(text: &str) -> String {
+    const LEAD: &str = "   agent says: ";
+    let indent = " ".repeat(LEAD.len());
+    let mut block = String::from(LEAD);
+    for (i, line) in text.trim().lines().enumerate() {
+        if i > 0 {
+            block.push('\n');
+            if !line.trim().is_empty() {
+                block.push_str(&indent);
+            }
+        }
+        block.push_str(line.trim_end());
+    }
+    block
+}
+
 /// Renders loop progress for a person at a terminal.
 pub fn render_progress(progress: Progress<'_>) {
     match progress {
@@ -186,7 +205,7 @@ pub fn render_progress(progress: Progress<'_>) {
         Progress::Dispatched { result, .. } => {
             let secs = result.wall_ms as f64 / 1000.0;
             if let Some(text) = &result.text {
-                outln!("   agent says: {}", text.trim());
+                outln!("{}", agent_says(text));
             }
             match &result.failure {
                 None => outln!("   agent finished in {secs:.1}s"),
@@ -222,6 +241,7 @@ pub fn render_progress(progress: Progress<'_>) {
                 .map(|c| c.to_string())
                 .unwrap_or_else(|| "-".into());
             let word = if passed { "PASS" } else { "FAIL" };
+            let word = crate::colour::paint(word, crate::colour::enabled(Stream::Stdout));
             let note = if replayed {
                 " (not re-run: nothing changed since it failed)"
             } else {
@@ -240,7 +260,11 @@ pub fn render_progress(progress: Progress<'_>) {
             }
         }
         Progress::Judged { passed, .. } => {
-            outln!("   judge: {}", if passed { "PASS" } else { "FAIL" })
+            let word = if passed { "PASS" } else { "FAIL" };
+            outln!(
+                "   judge: {}",
+                crate::colour::paint(word, crate::colour::enabled(Stream::Stdout))
+            )
         }
     }
 }

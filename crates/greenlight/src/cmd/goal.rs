@@ -285,7 +285,7 @@ fn dispatch(args: Args) -> CliResult {
                 (
                     exit::ERROR,
                     format!(
-                        "--agent {agent}: {why}; no goal was created. Install it, or choose another agent with {}",
+                        "--agent {agent}: {why}; no goal was created. Fix that, or choose another agent: {}",
                         greenlight_goal::preflight::OTHER_AGENTS
                     ),
                 )
@@ -410,7 +410,7 @@ fn change_agent(
         (
             exit::ERROR,
             format!(
-                "--agent {agent}: {why}; goal {} keeps its agent {}. Install it, or choose another agent with {}",
+                "--agent {agent}: {why}; goal {} keeps its agent {}. Fix that, or choose another agent: {}",
                 goal.id,
                 goal.agent.family,
                 greenlight_goal::preflight::OTHER_AGENTS

@@ -195,6 +195,7 @@ fn suggest_timeouts(args: &Args) -> i32 {
 }
 
 async fn verify(args: Args, interrupt: greenlight_proc::InterruptWatch) -> i32 {
+    let started = Instant::now();
     let json = args.format == OutputFormat::Json;
     let (cwd, config_path) = match paths(&args) {
         Ok(paths) => paths,
@@ -316,7 +317,7 @@ async fn verify(args: Args, interrupt: greenlight_proc::InterruptWatch) -> i32 {
     }
     if report.env_clean_skipped {
         if !json {
-            out_line(render::ENV_CLEAN_LINE);
+            out_contract_line(render::ENV_CLEAN_LINE);
         }
         errln!("{}", render::ENV_CLEAN_NOTE);
     }
@@ -344,10 +345,13 @@ async fn verify(args: Args, interrupt: greenlight_proc::InterruptWatch) -> i32 {
         let doc = render::json(&report, config_path.as_std_path(), &cwd);
         out_line(&serde_json::to_string_pretty(&doc).unwrap_or_default());
     } else if let Some(result) = report.result {
-        out_line(&render::result_line(result));
+        out_contract_line(&render::result_line(result));
     }
     if let Some(hint) = render::result_hint(&report, config_path.as_std_path(), &cwd) {
         errln!("{hint}");
+    }
+    if let Some(summary) = render::summary_line(&report, started.elapsed()) {
+        errln!("{}", crate::colour::summary(&summary));
     }
     // A report CI asked for and did not get must not pass quietly.
     let code = if junit_written {
@@ -380,7 +384,7 @@ impl Observer for Shown<'_> {
         match event {
             RunEvent::WorkEvidence(we) => {
                 if !self.json {
-                    out_line(&render::work_evidence_line(we));
+                    out_contract_line(&render::work_evidence_line(we));
                 }
                 if let Some(note) = render::work_evidence_stderr(we) {
                     progress.err(&format!("{note}\n"));
@@ -392,7 +396,7 @@ impl Observer for Shown<'_> {
             RunEvent::GateFinished(gate) => {
                 progress.finished(Some(&gate.id));
                 if !self.json {
-                    out_line(&render::gate_line(gate));
+                    out_contract_line(&render::gate_line(gate));
                 }
                 if self.explain
                     && let Some(why) = &gate.explain
@@ -485,6 +489,14 @@ fn print_json_error(errors: &[String]) {
 
 fn out_line(line: &str) {
     outln!("{line}");
+}
+
+/// A `GATE …` or `RESULT …` line, its verdict word coloured only when stdout is a terminal.
+fn out_contract_line(line: &str) {
+    outln!(
+        "{}",
+        crate::colour::contract_line(line, crate::colour::Stream::Stdout)
+    );
 }
 
 /// Live progress on a terminal's stderr: the running gate and its elapsed time. Silent when

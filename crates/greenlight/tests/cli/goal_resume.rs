@@ -91,7 +91,7 @@ fn an_agent_that_cannot_start_is_refused_before_a_goal_exists() {
     assert!(out.stdout.is_empty(), "{}", out.render());
     assert_eq!(
         out.stderr,
-        "greenlight: --agent claude: the claude agent cannot start: `claude` is not installed (not found on PATH); no goal was created. Install it, or choose another agent with `--agent codex --model ID`, `--agent openai --base-url URL --model ID`, or `--agent 'command:PROGRAM {prompt_file}'`\n",
+        "greenlight: --agent claude: the claude agent cannot start: `claude` is not installed (not found on PATH); no goal was created. Fix that, or choose another agent: `--agent codex --model ID`, `--agent openai --base-url URL --model ID`, or `--agent 'command:PROGRAM {prompt_file}'`\n",
         "{}",
         out.render()
     );
@@ -357,4 +357,23 @@ fn the_model_is_probed_when_the_goal_starts_and_a_resume_refuses_one_that_no_lon
         "{status}"
     );
     assert_eq!(gone.invocations().len(), 1, "only the probe ran");
+}
+
+/// A reply of several lines printed its second line at the left margin, outside its turn.
+#[test]
+fn a_multi_line_reply_is_indented_under_its_turn() {
+    let fx = Fixture::new();
+    let agent = fx.script(
+        "agent.sh",
+        "echo good > value.txt; printf 'Fixed the value.\\n\\n- value.txt now says good\\n- check.sh passes\\n'",
+    );
+    let out = fx.run_goal("fix it", &agent, GATE, &[]);
+    assert_eq!(out.code, 0, "{}", out.render());
+    assert!(
+        out.stdout.contains(
+            "── turn 1: agent working\n   agent says: Fixed the value.\n\n               - value.txt now says good\n               - check.sh passes\n   agent finished in "
+        ),
+        "{}",
+        out.render()
+    );
 }

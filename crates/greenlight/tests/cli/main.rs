@@ -41,6 +41,7 @@ mod untrusted_files_cli;
 mod verify;
 mod verify_cache;
 mod verify_cache_exact;
+mod verify_colour;
 mod verify_config_rejections;
 mod verify_json_docs;
 mod verify_leaks;
