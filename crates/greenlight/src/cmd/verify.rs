@@ -59,8 +59,9 @@ pub struct Args {
          (docs/reports.md at ", env!("CARGO_PKG_REPOSITORY"), ")"
     ))]
     pub github: bool,
-    /// Record this run in the state database (for `greenlight serve`'s dashboard) [default: on;
-    /// off with GREENLIGHT_NO_RECORD=1].
+    /// Do not record this run in the state database (what `greenlight serve`'s dashboard and
+    /// `greenlight history` show); GREENLIGHT_NO_RECORD=1 does the same. Runs are recorded
+    /// otherwise.
     #[arg(long)]
     pub no_record: bool,
     /// The state database runs are recorded in [default: $GREENLIGHT_STATE, else
@@ -347,11 +348,12 @@ async fn verify(args: Args, interrupt: greenlight_proc::InterruptWatch) -> i32 {
     } else if let Some(result) = report.result {
         out_contract_line(&render::result_line(result));
     }
-    if let Some(hint) = render::result_hint(&report, config_path.as_std_path(), &cwd) {
-        errln!("{hint}");
-    }
+    // The summary closes what happened; a hint on what to do, when there is one, comes last.
     if let Some(summary) = render::summary_line(&report, started.elapsed()) {
         errln!("{}", crate::colour::summary(&summary));
+    }
+    if let Some(hint) = render::result_hint(&report, config_path.as_std_path(), &cwd) {
+        errln!("{hint}");
     }
     // A report CI asked for and did not get must not pass quietly.
     let code = if junit_written {

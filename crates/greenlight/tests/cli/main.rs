@@ -21,6 +21,7 @@ mod goal_remote;
 mod goal_resume;
 mod goal_support;
 mod goal_worktrees_demo;
+mod help_docs;
 mod history;
 mod hook_install_cli;
 mod hook_stop_cli;
