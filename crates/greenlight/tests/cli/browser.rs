@@ -415,7 +415,9 @@ fn record_gate_results(store: &mut Store, goal: GoalId, verdicts: &[GateVerdict]
                 tx.record_gate_run(&greenlight_store::NewGateRun {
                     goal,
                     gate: gate.id,
-                    turn: Some(1),
+                    // Outside a turn (the frames of turn 1 come later): as a resume's first
+                    // gate phase records them.
+                    turn: None,
                     verdict: *verdict,
                     exit_code: Some(i32::from(*verdict != GateVerdict::Pass)),
                     duration_ms: 900,
