@@ -280,6 +280,15 @@ fn dispatch(args: Args) -> CliResult {
                 &families,
             )
             .map_err(usage)?;
+            // A worktree with a live goal is refused before the agent's probe spends a model call
+            // (creating the goal checks again, in its transaction).
+            if let Some(existing) = store.live_goal(&worktree).map_err(store_err)? {
+                return Err(store_err(greenlight_store::Error::GoalAlreadyLive {
+                    worktree: worktree.clone(),
+                    existing: existing.id,
+                    state: existing.state,
+                }));
+            }
             // Checked before the goal exists, so an agent that cannot run leaves no goal behind.
             let probed = check_agent(&new.goal.agent, &worktree, &families).map_err(|why| {
                 (
