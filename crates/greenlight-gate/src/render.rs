@@ -136,6 +136,46 @@ pub fn result_line(result: RunResult) -> String {
     format!("RESULT {}", result.as_str())
 }
 
+/// The closing line for a person (stderr): the gates by verdict, red first, and how long the run
+/// took: `2 gates: 1 red, 1 green in 1m17s`. `None` when no gate was decided (work-evidence
+/// failed, the config was refused, or a signal ended the run).
+pub fn summary_line(report: &RunReport, elapsed: Duration) -> Option<String> {
+    if report.gates.is_empty() || report.interrupted.is_some() {
+        return None;
+    }
+    let count = |verdict: GateVerdict| report.gates.iter().filter(|g| g.verdict == verdict).count();
+    let parts: Vec<String> = [
+        (GateVerdict::Fail, "red"),
+        (GateVerdict::Timeout, "timed out"),
+        (GateVerdict::Flaky, "flaky"),
+        (GateVerdict::Skip, "skipped"),
+        (GateVerdict::Pass, "green"),
+    ]
+    .into_iter()
+    .filter_map(|(verdict, word)| {
+        let n = count(verdict);
+        (n > 0).then(|| format!("{n} {word}"))
+    })
+    .collect();
+    let total = report.gates.len();
+    let noun = if total == 1 { "gate" } else { "gates" };
+    Some(format!(
+        "{total} {noun}: {} in {}",
+        parts.join(", "),
+        summary_duration(elapsed)
+    ))
+}
+
+/// `0.4s` under a minute, `1m17s` from there on.
+fn summary_duration(d: Duration) -> String {
+    let secs = d.as_secs();
+    if secs < 60 {
+        format!("{:.1}s", d.as_secs_f64())
+    } else {
+        format!("{}m{:02}s", secs / 60, secs % 60)
+    }
+}
+
 /// Every stdout line of a finished run, in order.
 pub fn stdout_lines(report: &RunReport) -> Vec<String> {
     let mut lines = vec![work_evidence_line(&report.work_evidence)];

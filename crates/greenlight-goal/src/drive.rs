@@ -397,6 +397,9 @@ pub struct DriveOptions {
     pub env: greenlight_proc::ProcessEnv,
     /// verify's result cache, as the goal's state database places it; `None`: no cache.
     pub cache: Option<greenlight_gate::cache::CacheSettings>,
+    /// The goal's agent was just checked and probed ([`crate::preflight::check_new_agent`]):
+    /// the run does not probe it again.
+    pub agent_checked: bool,
 }
 
 /// Something the run reports before the loop starts, for the binary to render.
@@ -451,7 +454,8 @@ pub async fn drive(
         gate_env: vec![marker.clone()],
         agent_bin: agent_bin(&record.agent),
         agent_search_path: options.agent_search_path.clone(),
-        probe: matches!(family, Family::Claude | Family::Codex | Family::OpenAi),
+        // An agent checked moments ago (just given to the goal) is not probed a second time.
+        probe: crate::preflight::probes(family) && !options.agent_checked,
         lock_root: options.lock_root.clone(),
         env: options.env.clone(),
         cache: options.cache.clone(),

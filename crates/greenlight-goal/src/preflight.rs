@@ -1,20 +1,72 @@
-//! Before the first turn of a run: can the agent start at all, and does its model answer?
+//! Can the agent start at all, and does its model answer? Asked of an agent before a goal is
+//! given it ([`check_new_agent`]: `goal run`, `goal resume --agent`), and before the first turn
+//! of every run.
 //!
 //! An agent CLI that is not installed fails every dispatch in milliseconds; without this check
 //! the loop would spend its whole turn budget on it. The probe asks the model once when the goal
-//! starts and records the id that answered; a resume probes that id again and refuses (pauses
-//! with `probe-failed`) when it no longer answers.
+//! gets its agent and records the id that answered; a resume probes that id again and refuses
+//! (pauses with `probe-failed`) when it no longer answers.
 
 use std::ffi::OsStr;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use greenlight_agent::Reason;
+use greenlight_agent::{Family, Reason};
 use greenlight_proc::{Interrupt, InterruptWatch};
-use greenlight_store::Goal;
+use greenlight_store::{AgentSpec, Goal};
 
+use crate::drive::{Families, agent_bin, dispatcher_for};
 use crate::engine::{Engine, Finish};
 use crate::error::Error;
+
+/// The flags that choose another agent, for every message saying this one cannot be used.
+pub const OTHER_AGENTS: &str = "`--agent codex --model ID`, `--agent openai --base-url URL --model ID`, or `--agent 'command:PROGRAM {prompt_file}'`";
+
+/// Whether a family's model is probed: claude, codex and openai (an allowlist says an id is
+/// spellable, only a probe says it answers). The command family runs programs that are not
+/// chat models.
+pub fn probes(family: Family) -> bool {
+    matches!(family, Family::Claude | Family::Codex | Family::OpenAi)
+}
+
+/// Checks an agent before a goal is given it, so a missing CLI or a model that does not answer
+/// is refused before anything is stored: its executable is found (from `worktree`, or on
+/// `search_path`), then its model is probed. Returns the model id that answered (`None` for a
+/// family that is not probed), to be recorded with the goal; the error names the agent and what
+/// is wrong (the caller adds what to do).
+pub async fn check_new_agent(
+    spec: &AgentSpec,
+    worktree: &Path,
+    search_path: &OsStr,
+    families: &dyn Families,
+    interrupt: &mut InterruptWatch,
+) -> Result<Option<String>, String> {
+    let family = spec.family;
+    if let Some(bin) = agent_bin(spec) {
+        resolve_bin(&bin, worktree, search_path)
+            .map_err(|why| format!("the {family} agent cannot start: {why}"))?;
+    }
+    if !probes(family) {
+        return Ok(None);
+    }
+    let (dispatcher, _) = dispatcher_for(spec, None, families)?;
+    let model = spec.model.clone().unwrap_or_else(|| "default".into());
+    let candidates = [model.clone()];
+    let outcome = tokio::select! {
+        outcome = dispatcher.probe(&candidates) => outcome,
+        _ = interrupt.changed() => {
+            let signal = (*interrupt.borrow()).unwrap_or(Interrupt::Int);
+            return Err(format!("interrupted by {} while probing the model `{model}`", signal.name()));
+        }
+    };
+    match outcome.id {
+        Some(id) => Ok(Some(id)),
+        None => Err(format!(
+            "the {family} agent's model `{model}` does not answer ({}); check the agent CLI's login and the model id",
+            outcome.detail
+        )),
+    }
+}
 
 /// Where `bin` starts from: itself when it names a path (a relative one from `cwd`, where the
 /// agent runs), else the first executable of that name in `search_path` (a `PATH` value, as
@@ -52,7 +104,7 @@ impl Engine<'_> {
             && let Err(why) = resolve_bin(bin, &goal.worktree, &self.settings.agent_search_path)
         {
             let detail = format!(
-                "the agent cannot start: {why}; install it or choose another agent, then `greenlight goal resume`"
+                "the agent cannot start: {why}; install it, then `greenlight goal resume`, or give the goal another agent: `greenlight goal resume` with {OTHER_AGENTS}"
             );
             return Ok(Some(self.pause(Reason::ProbeFailed, detail, None)?));
         }
@@ -85,7 +137,7 @@ impl Engine<'_> {
                     "does not answer"
                 };
                 let detail = format!(
-                    "the model `{candidate}` {when} ({}); check the agent CLI's login and the model id, then `greenlight goal resume`",
+                    "the model `{candidate}` {when} ({}); check the agent CLI's login and the model id, then `greenlight goal resume` (`--model ID` with `--agent` gives it another model or agent)",
                     outcome.detail
                 );
                 Ok(Some(self.pause(Reason::ProbeFailed, detail, None)?))

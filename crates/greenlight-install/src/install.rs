@@ -380,6 +380,21 @@ fn hook_groups<'a>(
     })
 }
 
+/// Whether the settings file at `path` holds any of greenlight's hooks (what an uninstall
+/// would remove). A missing file holds none.
+pub fn holds_greenlight_hooks(path: &Path) -> Result<bool, Error> {
+    plan_uninstall(path).map(|plan| plan.changes())
+}
+
+/// The other scope: where a second install of the same hooks would make every stop run the
+/// gates twice.
+pub fn other_scope(scope: Scope) -> Scope {
+    match scope {
+        Scope::Project => Scope::User,
+        Scope::User => Scope::Project,
+    }
+}
+
 /// Plans removing every greenlight handler from [`EVENTS`] in the settings file at `path`.
 ///
 /// Groups, event lists and the `hooks` object that the removal empties are removed too, so

@@ -21,6 +21,10 @@ pub struct GoalSummary {
     pub max_turns: u32,
     /// The verdict of the last gate recorded (`pass`, `fail`, `timeout`), if any.
     pub last_verdict: Option<String>,
+    /// How many of the goal's gates are green now (their last result passed).
+    pub gates_green: usize,
+    /// How many gates the goal has.
+    pub gates_total: usize,
     /// `claude`, `codex` or `command`.
     pub agent: String,
     /// The worktree (lossy UTF-8).

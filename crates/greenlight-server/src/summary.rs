@@ -19,6 +19,15 @@ fn goal_summary(s: &Snapshot<'_>, goal: Goal) -> Result<GoalSummary, ApiError> {
         .filter_map(|g| g.last.as_ref())
         .max_by_key(|last| last.at)
         .map(|last| last.verdict.as_str().to_owned());
+    // The goal's gates as they stand, not the last one that happened to run.
+    let gates_green = gates
+        .iter()
+        .filter(|g| {
+            g.last
+                .as_ref()
+                .is_some_and(|l| l.verdict.as_str() == "pass")
+        })
+        .count();
     let (_, head) = s.frame_bounds(StreamId::Goal(goal.id.0))?;
     let (pause_reason, pause_detail) = match goal.pause {
         Some(p) => (Some(p.reason), p.detail),
@@ -33,6 +42,8 @@ fn goal_summary(s: &Snapshot<'_>, goal: Goal) -> Result<GoalSummary, ApiError> {
         turns_used: goal.turns_used,
         max_turns: goal.max_turns,
         last_verdict,
+        gates_green,
+        gates_total: gates.len(),
         agent: goal.agent.family.as_str().to_owned(),
         worktree: goal.worktree.to_string_lossy().into_owned(),
         created_at: goal.created_at,

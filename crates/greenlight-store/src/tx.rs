@@ -14,8 +14,8 @@ use serde_json::{Value, json};
 
 use crate::Error;
 use crate::model::{
-    DispatchEnd, DispatchId, DispatchOutcome, GateId, GateRun, GateVerdict, GoalId, GoalState,
-    Millis, NewDispatch, NewGate, NewGateRun, NewGoal, NewToolCall, Recovered, Tokens,
+    AgentSpec, DispatchEnd, DispatchId, DispatchOutcome, GateId, GateRun, GateVerdict, GoalId,
+    GoalState, Millis, NewDispatch, NewGate, NewGateRun, NewGoal, NewToolCall, Recovered, Tokens,
     ToolCallStatus, is_kebab,
 };
 use crate::read::{self, Reads, sealed::Access};
@@ -150,26 +150,7 @@ impl<'a> Tx<'a> {
                 state: existing.state,
             });
         }
-        let argv = new
-            .agent
-            .argv_template
-            .as_ref()
-            .map(serde_json::to_string)
-            .transpose()
-            .map_err(|source| Error::Json {
-                what: "agent argv template",
-                source,
-            })?;
-        let endpoint = new
-            .agent
-            .endpoint
-            .as_ref()
-            .map(serde_json::to_string)
-            .transpose()
-            .map_err(|source| Error::Json {
-                what: "agent endpoint",
-                source,
-            })?;
+        let (argv, endpoint) = agent_json_columns(&new.agent)?;
         self.exec(
             "INSERT INTO goals (worktree, text, state, agent_family, agent_model, agent_argv, judge, \
              max_turns, retries, gate_timeout_sec, created_at, updated_at, agent_endpoint) \
@@ -300,6 +281,40 @@ impl<'a> Tx<'a> {
             params![goal.0, model, self.now],
         )?;
         self.append_event(Some(goal), None, "model-probed", &json!({"model": model}))?;
+        Ok(())
+    }
+
+    /// Give a paused goal another agent (`goal resume --agent`): its family, model, template
+    /// and server replace the old ones, `probed` (the model id the new agent's probe found
+    /// answering) replaces the old probe, and an `agent-changed` event names both agents.
+    pub fn change_agent(
+        &self,
+        goal: GoalId,
+        agent: &AgentSpec,
+        probed: Option<&str>,
+    ) -> Result<(), Error> {
+        self.require_state(goal, &[GoalState::Paused], "given another agent")?;
+        let before = self.goal(goal)?.ok_or(Error::NoSuchGoal(goal))?.agent;
+        let (argv, endpoint) = agent_json_columns(agent)?;
+        self.exec(
+            "UPDATE goals SET agent_family = ?2, agent_model = ?3, agent_argv = ?4, \
+             agent_endpoint = ?5, model_probed = ?6, updated_at = ?7 WHERE id = ?1",
+            params![
+                goal.0,
+                agent.family.as_str(),
+                agent.model,
+                argv,
+                endpoint,
+                probed,
+                self.now
+            ],
+        )?;
+        self.append_event(
+            Some(goal),
+            None,
+            "agent-changed",
+            &json!({"from": before, "to": agent, "model_probed": probed}),
+        )?;
         Ok(())
     }
 
@@ -913,4 +928,27 @@ impl<'a> Tx<'a> {
         )?;
         Ok(())
     }
+}
+
+/// The agent's template and server as the JSON text their columns hold (`None`: no column value).
+fn agent_json_columns(agent: &AgentSpec) -> Result<(Option<String>, Option<String>), Error> {
+    let argv = agent
+        .argv_template
+        .as_ref()
+        .map(serde_json::to_string)
+        .transpose()
+        .map_err(|source| Error::Json {
+            what: "agent argv template",
+            source,
+        })?;
+    let endpoint = agent
+        .endpoint
+        .as_ref()
+        .map(serde_json::to_string)
+        .transpose()
+        .map_err(|source| Error::Json {
+            what: "agent endpoint",
+            source,
+        })?;
+    Ok((argv, endpoint))
 }

@@ -2,13 +2,15 @@
 //! demo`: the async runtime, the subreaper and the signals, `greenlight_goal::drive`, and the
 //! rendering of its progress and outcome.
 
+use std::path::Path;
 use std::time::Duration;
 
 use greenlight_goal::{DriveOptions, Finish, Progress, Started};
 use greenlight_proc::Interrupt;
-use greenlight_store::{GoalId, GoalState, Store};
+use greenlight_store::{AgentSpec, GoalId, GoalState, Store};
 
 use crate::agents::EveryFamily;
+use crate::colour::Stream;
 use crate::duration::parse_duration;
 
 /// Exit codes of `greenlight goal` (and `greenlight demo`).
@@ -45,15 +47,45 @@ fn loop_error(e: greenlight_goal::Error) -> (i32, String) {
     (code, e.to_string())
 }
 
+/// Checks an agent before a goal is given it (found on `PATH`, its model probed): the model id
+/// that answered, or what is wrong with the agent.
+pub fn check_agent(
+    spec: &AgentSpec,
+    worktree: &Path,
+    families: &EveryFamily,
+) -> Result<Option<String>, String> {
+    let search_path = crate::environment::get()
+        .vars
+        .var("PATH")
+        .unwrap_or_default();
+    greenlight_proc::run_main(|mut signals| async move {
+        greenlight_goal::preflight::check_new_agent(
+            spec,
+            worktree,
+            &search_path,
+            families,
+            &mut signals,
+        )
+        .await
+    })
+    .unwrap_or_else(|e| {
+        Err(format!(
+            "cannot start the async runtime or its signal handlers: {e}"
+        ))
+    })
+}
+
 /// Runs the loop for `goal` in the foreground, with Ctrl-C / SIGTERM pausing it cleanly.
 /// `announce` is printed once the run holds the goal (a refused run prints nothing); the agent's
-/// dispatcher is built by `families`.
+/// dispatcher is built by `families`; `agent_checked`: [`check_agent`] has just probed the
+/// goal's agent, so the run does not probe it again.
 pub fn drive(
     store: &mut Store,
     goal: GoalId,
     loop_args: &LoopArgs,
     families: &EveryFamily,
     announce: Option<&str>,
+    agent_checked: bool,
     on_progress: &mut dyn FnMut(Progress<'_>),
 ) -> CliResult {
     // Everything the loop takes from the environment, read here once.
@@ -66,6 +98,7 @@ pub fn drive(
         lock_root: env.lock_root.clone(),
         env: env.vars.clone(),
         cache: greenlight_run::cache_place::cache_settings(Some(store.path()), env),
+        agent_checked,
     };
     let ran = greenlight_proc::run_main(|signals| async move {
         // A closed stdout (`| head`) ends the run as SIGTERM does: the goal paused, the agent's
@@ -144,6 +177,24 @@ pub fn drive(
     })
 }
 
+/// The agent's reply under its turn: every line of it indented to where the first one starts,
+/// so a reply of several lines reads as one block under `── turn N`.
+fn agent_says(text: &str) -> String {
+    const LEAD: &str = "   agent says: ";
+    let indent = " ".repeat(LEAD.len());
+    let mut block = String::from(LEAD);
+    for (i, line) in text.trim().lines().enumerate() {
+        if i > 0 {
+            block.push('\n');
+            if !line.trim().is_empty() {
+                block.push_str(&indent);
+            }
+        }
+        block.push_str(line.trim_end());
+    }
+    block
+}
+
 /// Renders loop progress for a person at a terminal.
 pub fn render_progress(progress: Progress<'_>) {
     match progress {
@@ -154,7 +205,7 @@ pub fn render_progress(progress: Progress<'_>) {
         Progress::Dispatched { result, .. } => {
             let secs = result.wall_ms as f64 / 1000.0;
             if let Some(text) = &result.text {
-                outln!("   agent says: {}", text.trim());
+                outln!("{}", agent_says(text));
             }
             match &result.failure {
                 None => outln!("   agent finished in {secs:.1}s"),
@@ -190,6 +241,7 @@ pub fn render_progress(progress: Progress<'_>) {
                 .map(|c| c.to_string())
                 .unwrap_or_else(|| "-".into());
             let word = if passed { "PASS" } else { "FAIL" };
+            let word = crate::colour::paint(word, crate::colour::enabled(Stream::Stdout));
             let note = if replayed {
                 " (not re-run: nothing changed since it failed)"
             } else {
@@ -208,7 +260,11 @@ pub fn render_progress(progress: Progress<'_>) {
             }
         }
         Progress::Judged { passed, .. } => {
-            outln!("   judge: {}", if passed { "PASS" } else { "FAIL" })
+            let word = if passed { "PASS" } else { "FAIL" };
+            outln!(
+                "   judge: {}",
+                crate::colour::paint(word, crate::colour::enabled(Stream::Stdout))
+            )
         }
     }
 }

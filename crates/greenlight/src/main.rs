@@ -7,6 +7,7 @@
 mod out;
 mod agents;
 mod cmd;
+mod colour;
 mod duration;
 mod environment;
 mod goal_run;

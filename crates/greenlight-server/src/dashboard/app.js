@@ -71,6 +71,14 @@
     return verdict ? badge(verdict) : muted('—');
   }
 
+  // The goal's gates as they stand (`1/2 green`), drawn as pages.rs's gates_cell draws them.
+  function gatesNode(g) {
+    const text = g.gates_green + '/' + g.gates_total + ' green';
+    if (g.gates_total > 0 && g.gates_green === g.gates_total) return el('span', 'badge b-pass', text);
+    if (g.last_verdict) return el('span', 'badge b-fail', text);
+    return muted(text);
+  }
+
   function setChildren(node, ...children) {
     if (node) node.replaceChildren(...children);
   }
@@ -243,7 +251,7 @@
           text,
           state,
           cell(g.turns_used + '/' + g.max_turns),
-          cell(verdictNode(g.last_verdict)),
+          cell(gatesNode(g)),
           cell(g.agent),
           cell(elapsedNode(g.created_at, to)),
           pathCell(g.worktree),
@@ -671,7 +679,7 @@
     setChildren($('goal-text'), g.text);
     setChildren($('goal-state'), badge(g.state));
     setChildren($('goal-turns'), g.turns_used + '/' + g.max_turns);
-    setChildren($('goal-verdict'), verdictNode(g.last_verdict));
+    setChildren($('goal-gates'), gatesNode(g));
     setChildren($('goal-agent'), g.agent);
     setChildren($('goal-elapsed'), elapsedNode(g.created_at, g.state === 'active' ? null : g.updated_at));
     setChildren($('goal-worktree'), g.worktree);

@@ -38,6 +38,20 @@ fn verdict_cell(verdict: Option<&str>) -> String {
     verdict.map_or_else(|| r#"<span class="muted">—</span>"#.to_owned(), badge)
 }
 
+/// The goal's gates as they stand: `1/2 green`, green when all are, red when one is not and
+/// a gate has run, muted before any has (`app.js`'s `gatesNode` draws the same).
+fn gates_cell(goal: &GoalSummary) -> String {
+    let text = format!("{}/{} green", goal.gates_green, goal.gates_total);
+    let class = if goal.gates_total > 0 && goal.gates_green == goal.gates_total {
+        "b-pass"
+    } else if goal.last_verdict.is_some() {
+        "b-fail"
+    } else {
+        return format!(r#"<span class="muted">{text}</span>"#);
+    };
+    format!(r#"<span class="badge {class}">{text}</span>"#)
+}
+
 fn goal_row(out: &mut String, goal: &GoalSummary, now: i64) {
     let pause = goal
         .pause_reason
@@ -51,7 +65,7 @@ fn goal_row(out: &mut String, goal: &GoalSummary, now: i64) {
          <td class=\"text\"><a href=\"/goals/{id}\" title=\"{text}\">{text}</a></td>\
          <td>{state}{pause}</td>\
          <td class=\"num\">{used}/{max}</td>\
-         <td>{verdict}</td>\
+         <td>{gates}</td>\
          <td>{agent}</td>\
          <td class=\"num\">{elapsed}</td>\
          <td class=\"path\" title=\"{wt}\">{wt}</td></tr>",
@@ -60,7 +74,7 @@ fn goal_row(out: &mut String, goal: &GoalSummary, now: i64) {
         state = badge(&goal.state),
         used = goal.turns_used,
         max = goal.max_turns,
-        verdict = verdict_cell(goal.last_verdict.as_deref()),
+        gates = gates_cell(goal),
         agent = esc(&goal.agent),
         elapsed = goal_elapsed(goal, now),
         wt = esc(&goal.worktree),
@@ -109,7 +123,7 @@ pub fn goals_page(overview: &Overview, links: &GoalsPageLinks) -> String {
     main.push_str(
         "<section class=\"card\">\n<h1>Goals</h1>\n\
          <table id=\"goals\" class=\"list\"><thead><tr><th>#</th><th>Goal</th><th>State</th>\
-         <th>Turn</th><th>Last gate</th><th>Agent</th><th>Elapsed</th><th>Worktree</th>\
+         <th>Turn</th><th>Gates</th><th>Agent</th><th>Elapsed</th><th>Worktree</th>\
          </tr></thead>\n<tbody>\n",
     );
     for goal in goals {
@@ -187,7 +201,7 @@ fn goal_header(out: &mut String, goal: &GoalSummary, now: i64) {
          <dl class=\"facts\">\
          <div><dt>State</dt><dd id=\"goal-state\">{state}</dd></div>\
          <div><dt>Turn</dt><dd id=\"goal-turns\">{used}/{max}</dd></div>\
-         <div><dt>Last gate</dt><dd id=\"goal-verdict\">{verdict}</dd></div>\
+         <div><dt>Gates</dt><dd id=\"goal-gates\">{gates}</dd></div>\
          <div><dt>Agent</dt><dd id=\"goal-agent\">{agent}</dd></div>\
          <div><dt>Elapsed</dt><dd id=\"goal-elapsed\">{elapsed}</dd></div>\
          <div><dt>Frames</dt><dd id=\"goal-head-seq\">{head}</dd></div>\
@@ -198,7 +212,7 @@ fn goal_header(out: &mut String, goal: &GoalSummary, now: i64) {
         state = badge(&goal.state),
         used = goal.turns_used,
         max = goal.max_turns,
-        verdict = verdict_cell(goal.last_verdict.as_deref()),
+        gates = gates_cell(goal),
         agent = esc(&goal.agent),
         elapsed = goal_elapsed(goal, now),
         head = goal.head,

@@ -15,6 +15,8 @@ fn goal(id: i64, text: &str, state: &str) -> GoalSummary {
         turns_used: 3,
         max_turns: 10,
         last_verdict: Some("fail".to_owned()),
+        gates_green: 1,
+        gates_total: 2,
         agent: "claude".to_owned(),
         worktree: "/tmp/wt \"one\"".to_owned(),
         created_at: 1_700_000_000_000,
@@ -117,7 +119,7 @@ fn the_goals_page_has_the_hooks_the_script_needs() {
     assert!(page.contains(
         r#"<span class="elapsed" data-from="1700000000000" data-to="1700000060000">1m 00s</span>"#
     ));
-    assert!(page.contains(r#"<span class="badge b-fail">fail</span>"#));
+    assert!(page.contains(r#"<span class="badge b-fail">1/2 green</span>"#));
     assert!(page.contains("3/10"));
 }
 
@@ -160,7 +162,7 @@ fn the_goal_page_has_the_hooks_the_script_needs() {
         r#"id="frame-count""#,
         r#"id="goal-state""#,
         r#"id="goal-turns""#,
-        r#"id="goal-verdict""#,
+        r#"id="goal-gates""#,
         r#"id="goal-head-seq""#,
         r#"id="goal-pause""#,
         r#"<table id="gates""#,
@@ -253,4 +255,29 @@ fn the_script_never_writes_html_from_data() {
     assert_eq!(APP_JS.matches("new EventSource(").count(), 1);
     assert!(APP_JS.contains("SEQUENCE_GAP"));
     assert!(STYLE_CSS.contains(".errors-only"));
+}
+
+/// "Last gate: pass" named the last gate that ran, not the goal's gates: the list and the goal
+/// page show how many of them are green.
+#[test]
+fn the_goal_list_and_page_count_the_goals_green_gates() {
+    let page = listed(&[goal(3, "fix", "paused")], &[]);
+    assert!(page.contains("<th>Gates</th>"), "{page}");
+    assert!(
+        page.contains(r#"<span class="badge b-fail">1/2 green</span>"#),
+        "{page}"
+    );
+    assert!(!page.contains("Last gate"), "{page}");
+    let mut all = goal(4, "fix", "done");
+    all.gates_green = 2;
+    let page = listed(&[all], &[]);
+    assert!(
+        page.contains(r#"<span class="badge b-pass">2/2 green</span>"#),
+        "{page}"
+    );
+    let page = goal_page(&snapshot("fix"));
+    assert!(
+        page.contains(r#"<dd id="goal-gates"><span class="badge b-fail">1/2 green</span></dd>"#),
+        "{page}"
+    );
 }

@@ -115,6 +115,7 @@ fn demo(args: &Args) -> Result<i32, String> {
         &loop_args,
         &EveryFamily::from_process_env(),
         None,
+        false,
         &mut render_progress,
     )
     .map_err(|(_, m)| m)?;

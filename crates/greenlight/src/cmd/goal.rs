@@ -8,12 +8,15 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::agents::EveryFamily;
-use greenlight_goal::drive::{GoalRequest, OpenAiArgs, inside_run_of, plan_goal};
+use greenlight_goal::drive::{GoalRequest, OpenAiArgs, inside_run_of, parse_agent, plan_goal};
 use greenlight_run::goal_control::{self, Pause, Resume, Selector, Via};
-use greenlight_store::{Goal, GoalState, Reads, Store};
+use greenlight_store::{AgentSpec, Goal, GoalState, Reads, Store};
 
 use crate::duration::parse_duration;
-use crate::goal_run::{CliResult, LoopArgs, drive, exit, render_progress};
+use crate::goal_run::{CliResult, LoopArgs, check_agent, drive, exit, render_progress};
+
+/// The agent `goal run` gives a goal when `--agent` is not passed.
+const DEFAULT_AGENT: &str = "claude";
 
 /// Options shared by every `goal` subcommand.
 #[derive(Debug, Clone, clap::Args)]
@@ -48,8 +51,9 @@ pub enum Command {
     },
     /// Pause the worktree's goal (a running loop stops at its next step).
     Pause,
-    /// Resume a paused goal and run it in the foreground (new turn budget; gate attempts kept).
-    Resume(LoopArgs),
+    /// Resume a paused goal and run it in the foreground (new turn budget; gate attempts kept);
+    /// `--agent` gives it another agent first (checked and probed before it is stored).
+    Resume(ResumeArgs),
     /// Clear the worktree's goal (kept in the state for audit).
     Clear,
     /// Show the goal's event log.
@@ -85,15 +89,14 @@ pub enum GateCommand {
     Clear,
 }
 
-/// Arguments of `greenlight goal run`.
-#[derive(Debug, clap::Args)]
-pub struct RunArgs {
-    /// What the agent must achieve.
-    pub goal: String,
+/// The agent flags of `goal run` and `goal resume`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct AgentArgs {
     /// claude, codex, openai, or command:<argv template> (placeholders {prompt}, {prompt_file},
-    /// {model}; without a prompt placeholder the prompt goes on stdin).
-    #[arg(long, default_value = "claude")]
-    pub agent: String,
+    /// {model}; without a prompt placeholder the prompt goes on stdin) [default: claude for
+    /// `goal run`; `goal resume` keeps the goal's agent unless given one].
+    #[arg(long, value_name = "AGENT")]
+    pub agent: Option<String>,
     /// The agent's model id [default: sonnet for claude, `default` for command; required for
     /// codex and openai].
     #[arg(long)]
@@ -108,6 +111,39 @@ pub struct RunArgs {
     /// For --agent openai: native, tags or auto [default: auto].
     #[arg(long, value_name = "FORMAT")]
     pub tool_format: Option<String>,
+}
+
+impl AgentArgs {
+    fn openai(&self) -> OpenAiArgs {
+        OpenAiArgs {
+            base_url: self.base_url.clone(),
+            api_key_env: self.api_key_env.clone(),
+            tool_format: self.tool_format.clone(),
+        }
+    }
+
+    /// Whether any flag other than `--agent` was given.
+    fn any_setting(&self) -> bool {
+        self.model.is_some() || self.openai() != OpenAiArgs::default()
+    }
+}
+
+/// Arguments of `greenlight goal resume`.
+#[derive(Debug, clap::Args)]
+pub struct ResumeArgs {
+    #[command(flatten)]
+    pub agent: AgentArgs,
+    #[command(flatten)]
+    pub loop_args: LoopArgs,
+}
+
+/// Arguments of `greenlight goal run`.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// What the agent must achieve.
+    pub goal: String,
+    #[command(flatten)]
+    pub agent: AgentArgs,
     /// A gate command; repeat for several, run in order [default: the gates of
     /// .greenlight/verify.yaml, else .commandmate/verify.yaml].
     #[arg(long = "gate", value_name = "CMD")]
@@ -224,17 +260,18 @@ fn dispatch(args: Args) -> CliResult {
     let worktree = worktree(&args.common);
     match args.command {
         Command::Run(run) => {
+            let agent = run
+                .agent
+                .agent
+                .clone()
+                .unwrap_or_else(|| DEFAULT_AGENT.into());
             let new = plan_goal(
                 GoalRequest {
                     worktree: worktree.clone(),
                     text: run.goal,
-                    agent: run.agent,
-                    model: run.model,
-                    openai: OpenAiArgs {
-                        base_url: run.base_url,
-                        api_key_env: run.api_key_env,
-                        tool_format: run.tool_format,
-                    },
+                    agent: agent.clone(),
+                    model: run.agent.model.clone(),
+                    openai: run.agent.openai(),
                     gates: run.gates,
                     max_turns: run.max_turns,
                     retries: run.retries,
@@ -244,6 +281,25 @@ fn dispatch(args: Args) -> CliResult {
                 &families,
             )
             .map_err(usage)?;
+            // A worktree with a live goal is refused before the agent's probe spends a model call
+            // (creating the goal checks again, in its transaction).
+            if let Some(existing) = store.live_goal(&worktree).map_err(store_err)? {
+                return Err(store_err(greenlight_store::Error::GoalAlreadyLive {
+                    worktree: worktree.clone(),
+                    existing: existing.id,
+                    state: existing.state,
+                }));
+            }
+            // Checked before the goal exists, so an agent that cannot run leaves no goal behind.
+            let probed = check_agent(&new.goal.agent, &worktree, &families).map_err(|why| {
+                (
+                    exit::ERROR,
+                    format!(
+                        "--agent {agent}: {why}; no goal was created. Fix that, or choose another agent: {}",
+                        greenlight_goal::preflight::OTHER_AGENTS
+                    ),
+                )
+            })?;
             // Started before the goal exists, so a busy port refuses the run, not half of it.
             let server = run
                 .serve
@@ -255,6 +311,9 @@ fn dispatch(args: Args) -> CliResult {
                 .write(|tx| {
                     let id = tx.create_goal(&new.goal)?;
                     tx.set_gate_config(id, config.as_deref())?;
+                    if let Some(model) = &probed {
+                        tx.record_probe(id, model)?;
+                    }
                     Ok::<_, greenlight_store::Error>(id)
                 })
                 .map_err(store_err)?;
@@ -265,6 +324,7 @@ fn dispatch(args: Args) -> CliResult {
                 &run.loop_args,
                 &families,
                 None,
+                true,
                 &mut render_progress,
             );
             if let Some(server) = server
@@ -274,13 +334,26 @@ fn dispatch(args: Args) -> CliResult {
             }
             driven
         }
-        Command::Resume(loop_args) => {
+        Command::Resume(resume) => {
             let goal = worktree_goal(&store, &worktree)?;
             // The runner itself marks a paused goal active once it holds the goal's lock; an
             // active goal with no runner (one killed) is simply run again.
             if let Some(refusal) = Resume::for_state(goal.state).refusal(goal.id) {
                 return Err(usage(refusal));
             }
+            let agent_checked = match &resume.agent.agent {
+                Some(agent) => {
+                    change_agent(&mut store, &goal, agent, &resume.agent, &families)?;
+                    true
+                }
+                None if resume.agent.any_setting() => {
+                    return Err(usage(format!(
+                        "--model, --base-url, --api-key-env and --tool-format go with --agent on `goal resume` (goal {} keeps its agent {} otherwise); pass --agent too",
+                        goal.id, goal.agent.family
+                    )));
+                }
+                None => false,
+            };
             // Said once the run holds the goal's lock: a refused resume must not claim to resume.
             let announce = format!(
                 "greenlight: resuming goal {} (turn budget {} again; gate attempts kept)",
@@ -289,9 +362,10 @@ fn dispatch(args: Args) -> CliResult {
             drive(
                 &mut store,
                 goal.id,
-                &loop_args,
+                &resume.loop_args,
                 &families,
                 Some(&announce),
+                agent_checked,
                 &mut render_progress,
             )
         }
@@ -323,6 +397,57 @@ fn dispatch(args: Args) -> CliResult {
         Command::Status { json } => status(&mut store, &worktree, json),
         Command::Log { follow, json } => log(&store, &worktree, follow, json),
         Command::Gate(command) => gate(&mut store, &worktree, command),
+    }
+}
+
+/// `goal resume --agent`: the new agent is checked and probed, then stored with the paused goal
+/// (an `agent-changed` event in its log); a refused agent leaves the goal as it was.
+fn change_agent(
+    store: &mut Store,
+    goal: &Goal,
+    agent: &str,
+    args: &AgentArgs,
+    families: &EveryFamily,
+) -> Result<(), (i32, String)> {
+    if goal.state != GoalState::Paused {
+        return Err(usage(format!(
+            "goal {} is {}: --agent changes the agent of a paused goal only; pause it first with `greenlight goal pause`",
+            goal.id, goal.state
+        )));
+    }
+    let spec = parse_agent(agent, args.model.clone(), &args.openai(), families).map_err(usage)?;
+    let probed = check_agent(&spec, &goal.worktree, families).map_err(|why| {
+        (
+            exit::ERROR,
+            format!(
+                "--agent {agent}: {why}; goal {} keeps its agent {}. Fix that, or choose another agent: {}",
+                goal.id,
+                goal.agent.family,
+                greenlight_goal::preflight::OTHER_AGENTS
+            ),
+        )
+    })?;
+    store
+        .write(|tx| tx.change_agent(goal.id, &spec, probed.as_deref()))
+        .map_err(store_err)?;
+    outln!(
+        "greenlight: goal {}'s agent is now {} (was {})",
+        goal.id,
+        describe_agent(&spec),
+        describe_agent(&goal.agent)
+    );
+    Ok(())
+}
+
+/// An agent as a person tells two apart: the family and model, or the command's template.
+fn describe_agent(agent: &AgentSpec) -> String {
+    match &agent.argv_template {
+        Some(template) => format!("command:{}", template.join(" ")),
+        None => format!(
+            "{} {}",
+            agent.family,
+            agent.model.as_deref().unwrap_or("default")
+        ),
     }
 }
 

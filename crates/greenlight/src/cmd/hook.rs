@@ -46,6 +46,10 @@ pub enum Command {
         /// binary's absolute path + ` hook stop` for user scope].
         #[arg(long, value_name = "CMD")]
         command: Option<String>,
+        /// Install even when the other scope's settings already hold greenlight's hooks (the
+        /// agent then runs every gate twice per stop).
+        #[arg(long)]
+        force: bool,
     },
     /// Remove greenlight's hooks from an agent's settings, leaving everything else as it was.
     Uninstall {
@@ -120,6 +124,7 @@ pub fn run(command: Command) -> i32 {
             cwd,
             timeout,
             command,
+            force,
         } => {
             let scope = scope_of(scope);
             let spec = HookSpec {
@@ -128,8 +133,25 @@ pub fn run(command: Command) -> i32 {
                 }),
                 timeout_sec: timeout,
             };
+            let other = installed_in_other_scope(agent, scope, cwd.clone());
             let plan = path_for(agent_of(agent), scope, cwd)
                 .and_then(|p| install::plan_install(&p, &spec));
+            if let (Ok(plan), Some(other)) = (&plan, other)
+                && plan.changes()
+            {
+                let flag = scope_flag(install::other_scope(scope));
+                let why = format!(
+                    "{} already holds greenlight's hooks, so installing them in {} too would run every gate twice per stop. Remove them there with `greenlight hook uninstall --agent {} --scope {flag}`, or pass --force to keep both",
+                    other.display(),
+                    plan.path.display(),
+                    agent_of(agent).name()
+                );
+                if !force && !dry_run {
+                    errln!("greenlight hook install: {why}; nothing was written");
+                    return exit::REFUSED;
+                }
+                errln!("warning: {why}");
+            }
             let code = finish("install", agent_of(agent), plan, dry_run);
             if code == exit::OK {
                 warn_if_not_on_path(&spec.command);
@@ -260,6 +282,27 @@ pub(crate) fn scope_of(scope: ScopeArg) -> Scope {
     match scope {
         ScopeArg::Project => Scope::Project,
         ScopeArg::User => Scope::User,
+    }
+}
+
+/// The other scope's settings file, when it holds greenlight's hooks already. A file that
+/// cannot be found or read there is not this install's business: `None`.
+fn installed_in_other_scope(
+    agent: AgentArg,
+    scope: Scope,
+    cwd: Option<PathBuf>,
+) -> Option<PathBuf> {
+    let other = path_for(agent_of(agent), install::other_scope(scope), cwd).ok()?;
+    install::holds_greenlight_hooks(&other)
+        .unwrap_or(false)
+        .then_some(other)
+}
+
+/// How `--scope` spells a scope.
+fn scope_flag(scope: Scope) -> &'static str {
+    match scope {
+        Scope::Project => "project",
+        Scope::User => "user",
     }
 }
 

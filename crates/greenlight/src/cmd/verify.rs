@@ -60,8 +60,9 @@ pub struct Args {
          (docs/reports.md at ", env!("CARGO_PKG_REPOSITORY"), ")"
     ))]
     pub github: bool,
-    /// Record this run in the state database (for `greenlight serve`'s dashboard) [default: on;
-    /// off with GREENLIGHT_NO_RECORD=1].
+    /// Do not record this run in the state database (what `greenlight serve`'s dashboard and
+    /// `greenlight history` show); GREENLIGHT_NO_RECORD=1 does the same. Runs are recorded
+    /// otherwise.
     #[arg(long)]
     pub no_record: bool,
     /// The state database runs are recorded in [default: $GREENLIGHT_STATE, else
@@ -208,6 +209,7 @@ fn suggest_timeouts(args: &Args) -> i32 {
 }
 
 async fn verify(args: Args, interrupt: greenlight_proc::InterruptWatch) -> i32 {
+    let started = Instant::now();
     let json = args.format == OutputFormat::Json;
     let (cwd, config_path) = match paths(&args) {
         Ok(paths) => paths,
@@ -329,7 +331,7 @@ async fn verify(args: Args, interrupt: greenlight_proc::InterruptWatch) -> i32 {
     }
     if report.env_clean_skipped {
         if !json {
-            out_line(render::ENV_CLEAN_LINE);
+            out_contract_line(render::ENV_CLEAN_LINE);
         }
         errln!("{}", render::ENV_CLEAN_NOTE);
     }
@@ -357,7 +359,11 @@ async fn verify(args: Args, interrupt: greenlight_proc::InterruptWatch) -> i32 {
         let doc = render::json(&report, config_path.as_std_path(), &cwd);
         out_line(&serde_json::to_string_pretty(&doc).unwrap_or_default());
     } else if let Some(result) = report.result {
-        out_line(&render::result_line(result));
+        out_contract_line(&render::result_line(result));
+    }
+    // The summary closes what happened; a hint on what to do, when there is one, comes last.
+    if let Some(summary) = render::summary_line(&report, started.elapsed()) {
+        errln!("{}", crate::colour::summary(&summary));
     }
     if let Some(hint) = render::result_hint(&report, config_path.as_std_path(), &cwd) {
         errln!("{hint}");
@@ -393,7 +399,7 @@ impl Observer for Shown<'_> {
         match event {
             RunEvent::WorkEvidence(we) => {
                 if !self.json {
-                    out_line(&render::work_evidence_line(we));
+                    out_contract_line(&render::work_evidence_line(we));
                 }
                 if let Some(note) = render::work_evidence_stderr(we) {
                     progress.err(&format!("{note}\n"));
@@ -405,7 +411,7 @@ impl Observer for Shown<'_> {
             RunEvent::GateFinished(gate) => {
                 progress.finished(Some(&gate.id));
                 if !self.json {
-                    out_line(&render::gate_line(gate));
+                    out_contract_line(&render::gate_line(gate));
                 }
                 if self.explain
                     && let Some(why) = &gate.explain
@@ -498,6 +504,14 @@ fn print_json_error(errors: &[String]) {
 
 fn out_line(line: &str) {
     outln!("{line}");
+}
+
+/// A `GATE …` or `RESULT …` line, its verdict word coloured only when stdout is a terminal.
+fn out_contract_line(line: &str) {
+    outln!(
+        "{}",
+        crate::colour::contract_line(line, crate::colour::Stream::Stdout)
+    );
 }
 
 /// Live progress on a terminal's stderr: the running gate and its elapsed time. Silent when

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use greenlight_store::greenlight_stream::{
     ActivityKind, FrameBody, GateVerdict, RunKind, StreamId, ToolStatus, TurnTokens,
 };
-use greenlight_store::{AgentSpec, GoalId, NewGoal, Store};
+use greenlight_store::{AgentSpec, GoalId, NewGoal, Reads, Store};
 use greenlight_testkit::greenlight_bin;
 use serde_json::{Value, json};
 
@@ -402,6 +402,36 @@ fn new_goal(store: &mut Store, worktree: &Path, text: &str) -> GoalId {
         .unwrap()
 }
 
+/// The goal page's gate count: its text and its badge's classes.
+const GATES_CELL: &str = "[document.getElementById('goal-gates').textContent, \
+     document.querySelector('#goal-gates span').className]";
+
+/// Records one result per gate of `goal`, in order, as the goal loop records them.
+fn record_gate_results(store: &mut Store, goal: GoalId, verdicts: &[GateVerdict]) {
+    let gates = store.gates(goal).unwrap();
+    store
+        .write(|tx| {
+            for (gate, verdict) in gates.iter().zip(verdicts) {
+                tx.record_gate_run(&greenlight_store::NewGateRun {
+                    goal,
+                    gate: gate.id,
+                    // Outside a turn (the frames of turn 1 come later): as a resume's first
+                    // gate phase records them.
+                    turn: None,
+                    verdict: *verdict,
+                    exit_code: Some(i32::from(*verdict != GateVerdict::Pass)),
+                    duration_ms: 900,
+                    workspace_key: None,
+                    replayed: false,
+                    digest: None,
+                    evidence: None,
+                })?;
+            }
+            Ok::<_, greenlight_store::Error>(())
+        })
+        .unwrap();
+}
+
 fn assert_contiguous(seqs: &Value, from: u64, to: u64) {
     let got: Vec<u64> = seqs
         .as_array()
@@ -424,6 +454,8 @@ fn the_goal_page_streams_resumes_and_resyncs_in_chromium() {
     let log = dir.path().join("serve.log");
     let mut store = Store::open(&state).unwrap();
     let goal = new_goal(&mut store, &worktree, GOAL_TEXT);
+    // The gates as turn 1 leaves them: `cargo build` green, the tests red.
+    record_gate_results(&mut store, goal, &[GateVerdict::Pass, GateVerdict::Fail]);
     let mut head = append(&mut store, goal, &turn_frames(1));
     head = head.max(append(&mut store, goal, &turn_frames(2)[..3]));
     // 1 is the goal-state frame the store writes when the goal is created.
@@ -443,6 +475,11 @@ fn the_goal_page_streams_resumes_and_resyncs_in_chromium() {
     assert_eq!(
         browser.eval("document.getElementById('goal-text').textContent"),
         json!(GOAL_TEXT)
+    );
+    // The goal's gates as they stand, not the verdict of whichever gate ran last.
+    assert_eq!(
+        browser.eval(GATES_CELL),
+        json!(["1/2 green", "badge b-fail"])
     );
     assert_eq!(
         browser.eval("[window.__pwned === undefined, document.querySelectorAll('main script, main img').length]"),
@@ -566,6 +603,11 @@ fn the_goal_page_streams_resumes_and_resyncs_in_chromium() {
         Duration::from_secs(5),
         "the header reloaded from the snapshot",
     );
+    // Redrawn by the script from the snapshot, the count reads the same.
+    assert_eq!(
+        browser.eval(GATES_CELL),
+        json!(["1/2 green", "badge b-fail"])
+    );
     assert_eq!(
         browser.eval("window.greenlight.source.readyState"),
         json!(2),
@@ -630,6 +672,14 @@ fn the_goal_page_streams_resumes_and_resyncs_in_chromium() {
         ),
         Duration::from_secs(5),
         "a new goal shows live on the goals page",
+    );
+    // Each goal's gates counted: the first has one of two green, the new one has run none.
+    assert_eq!(
+        browser.eval(&format!(
+            "[{}, {}].map((id) => document.querySelector(`#goals tr[data-goal=\"${{id}}\"] td:nth-child(5)`).textContent)",
+            goal.0, second.0
+        )),
+        json!(["1/2 green", "0/2 green"])
     );
     assert_eq!(
         browser.eval(&format!(

@@ -296,16 +296,26 @@ fn a_paused_openai_goal_resumes_against_the_server_it_stored() {
     );
 }
 
+/// The model is probed before the goal exists: a server that does not serve it leaves no goal.
 #[test]
-fn a_server_that_never_answers_pauses_the_goal_at_its_probe() {
+fn a_server_that_never_answers_is_refused_at_its_probe_before_a_goal_exists() {
     let fx = demo();
     let server = ScriptedServer::with(|_| Reply::status(404, "model `scripted-coder` not found"));
     let out = run_openai(&fx, &server, &[]);
-    assert_eq!(out.code, 75, "{}", out.render());
-    let status = fx.status();
-    assert_eq!(status["goal"]["pause"]["reason"], "probe-failed");
-    let detail = status["goal"]["pause"]["detail"].as_str().unwrap();
-    assert!(detail.contains("not found"), "{detail}");
+    assert_eq!(out.code, 1, "{}", out.render());
+    assert!(
+        out.stderr
+            .contains("the openai agent's model `scripted-coder` does not answer")
+            && out.stderr.contains("not found")
+            && out.stderr.contains("no goal was created"),
+        "{}",
+        out.render()
+    );
+    assert_eq!(
+        fx.goal(&["status", "--json"]).code,
+        2,
+        "a goal row was left"
+    );
 }
 
 #[test]

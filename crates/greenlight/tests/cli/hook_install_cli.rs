@@ -557,3 +557,79 @@ fn a_project_settings_symlink_leading_outside_the_project_is_refused() {
     assert_eq!(read_file(&outside), "{}\n");
     assert!(!outside_dir.join("hooks.json").exists());
 }
+
+/// Installing in both scopes silently made every stop run each gate twice: the second scope is
+/// refused without `--force`, naming the file that already holds the hooks; `--force` installs
+/// with a warning.
+#[test]
+fn a_second_scope_is_refused_without_force_because_every_gate_would_run_twice() {
+    let home = temp_dir();
+    let repo = temp_dir();
+    let project = repo.path().join(".claude/settings.json");
+    let user = home.path().join(".claude/settings.json");
+    let out = cli(
+        home.path(),
+        repo.path(),
+        &["hook", "install", "--agent", "claude", "--scope", "user"],
+    )
+    .run();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+
+    let out = cli(
+        home.path(),
+        repo.path(),
+        &["hook", "install", "--agent", "claude"],
+    )
+    .run();
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert_eq!(out.stdout, "");
+    assert_eq!(
+        out.stderr,
+        format!(
+            "greenlight hook install: {} already holds greenlight's hooks, so installing them in ./.claude/settings.json too would run every gate twice per stop. Remove them there with `greenlight hook uninstall --agent claude --scope user`, or pass --force to keep both; nothing was written\n",
+            user.display(),
+        )
+    );
+    assert!(
+        !project.exists(),
+        "the refused install wrote {}",
+        project.display()
+    );
+
+    // The other way round names the project's file and `--scope project`.
+    let out = cli(
+        home.path(),
+        repo.path(),
+        &["hook", "install", "--agent", "codex"],
+    )
+    .run();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let out = cli(
+        home.path(),
+        repo.path(),
+        &["hook", "install", "--agent", "codex", "--scope", "user"],
+    )
+    .run();
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr.starts_with(
+            "greenlight hook install: ./.codex/hooks.json already holds greenlight's hooks"
+        ) && out.stderr.contains("--scope project`"),
+        "{}",
+        out.stderr
+    );
+
+    let out = cli(
+        home.path(),
+        repo.path(),
+        &["hook", "install", "--agent", "claude", "--force"],
+    )
+    .run();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stderr.starts_with("warning: ") && out.stderr.contains("twice per stop"),
+        "{}",
+        out.stderr
+    );
+    assert!(read_file(&project).contains("greenlight hook stop"));
+}

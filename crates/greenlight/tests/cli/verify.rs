@@ -22,6 +22,7 @@ fn all_pass_prints_one_line_per_gate_and_passes() {
     GATE unit PASS exit=0 duration=0s
     RESULT passed
     --- stderr
+    2 gates: 2 green in [S]s
     ");
 }
 
@@ -44,6 +45,7 @@ fn one_failing_gate_keeps_going_and_fails_the_run() {
     broken
     out
     --- end gate a ---
+    2 gates: 1 red, 1 green in [S]s
     ");
 }
 
@@ -70,6 +72,7 @@ fn a_gate_over_its_timeout_is_ended_and_reported_as_timeout() {
     --- gate slow (TIMEOUT after 1s): all 6 bytes ---
     begun
     --- end gate slow ---
+    1 gate: 1 timed out in [S]s
     ");
 }
 
@@ -270,6 +273,7 @@ fn the_primary_checkout_skips_every_gate_and_is_not_green() {
     GATE b SKIP reason=primary-checkout
     RESULT skipped
     --- stderr
+    2 gates: 2 skipped in [S]s
     greenlight: RESULT skipped: [REPO] is the primary checkout and skipInPrimaryCheckout is on, so no gate ran; run in a linked worktree (`git worktree add ../<name>`), or set `skipInPrimaryCheckout: false` under options: in [REPO]/.commandmate/verify.yaml
     ");
     assert!(repo.read("ran").is_none());
@@ -352,6 +356,7 @@ mod retries {
         --- end gate u ---
         --- [flaky] run 2/2: passed exit=0 duration=[S]s ---
         --- gate u (FLAKY run 2/2 exit=0): no output captured ---
+        1 gate: 1 flaky in [S]s
         ");
         assert_eq!(counted(&repo), 2);
     }
@@ -575,11 +580,15 @@ fn a_recognised_failure_shows_its_digest_instead_of_the_raw_tail() {
     repo.verify_yaml("version: 1\ngates:\n  - id: unit\n    command: sh t.sh\n");
     let out = repo.greenlight(["verify"]);
     assert_eq!(out.code, 20, "{}", out.render());
-    insta::assert_snapshot!(out.stderr, @r"
+    // The stderr part of render(): the summary's duration filtered.
+    let rendered = out.render();
+    let stderr = rendered.split_once("--- stderr\n").unwrap().1;
+    insta::assert_snapshot!(stderr, @r"
     --- gate unit (FAIL exit=1): digest of 94 bytes of output ---
     exit 1 · tap · 1 passed, 1 failed, 0 skipped
     FAIL subtracts: expected 1, got 3
     --- end gate unit ---
+    1 gate: 1 red in [S]s
     ");
 
     let out = repo.greenlight(["verify", "--format", "json"]);

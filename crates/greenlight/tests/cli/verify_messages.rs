@@ -168,6 +168,7 @@ fn gate_output_reaches_a_non_terminal_stderr_without_escape_sequences() {
     100%
     done
     --- end gate colour ---
+    1 gate: 1 red in [S]s
     ");
     assert!(!out.stderr.contains(['\x1b', '\r']), "{:?}", out.stderr);
 }

@@ -72,6 +72,7 @@ fn a_gate_that_cannot_start_is_its_own_fail_and_the_other_verdicts_stand() {
     --- gate c (FAIL exit=126): its command could not be started ---
     greenlight: cannot start gate `c`: cannot start `/bin/sh -c true` in `[REPO]`: No such file or directory (os error 2)
     --- end gate c ---
+    3 gates: 2 red, 1 green in [S]s
     ");
     let xml = std::fs::read_to_string(&junit).unwrap();
     let report = quick_junit::Report::deserialize_from_str(&xml).unwrap();
