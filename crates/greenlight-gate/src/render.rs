@@ -185,8 +185,10 @@ fn output_block(out: &mut String, id: &str, label: &str, attempt: &Attempt, tail
         let _ = writeln!(out, "--- end gate {id} ---");
         return;
     }
-    // Never worse than the tail: what was parsed is named before it, marked not complete.
-    if let Some(named) = named_failures(attempt, tail_limit) {
+    // Never worse than the tail: what was parsed is named before it, marked not complete. The
+    // names get a digest's least room: under a small maxLogTailBytes the "not complete" line
+    // alone would leave none for a single name.
+    if let Some(named) = named_failures(attempt, tail_limit.max(MIN_DIGEST_BUDGET)) {
         let _ = writeln!(
             out,
             "--- gate {id} ({label}): failures parsed from {} bytes of output ---",
