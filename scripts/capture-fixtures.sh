@@ -4,15 +4,18 @@
 # Each case runs a real tool on a real project and stores, under
 # crates/greenlight-digest/tests/fixtures/<format>/<case>/:
 #   output.txt   stdout and stderr of the tool, interleaved in one pipe, bytes exactly as written
-#   meta.json    tool, version, command, exit code, capture date
+#   meta.json    tool, version, command, the directory it ran in (`root`: the digest gives the
+#                paths under it relative to it, as a gate's are to its repository), exit code,
+#                capture date
 #   report.*     the tool's own structured report of the same project (JUnit XML, go test -json,
 #                jest --json, eslint -f json) when the tool has one, for cross-checking counts
 #
 # Projects are copied to a fixed working directory first, so the paths tools print are the same
 # on every machine that runs this script.
 #
-# Usage: scripts/capture-fixtures.sh [FILTER...]   (each FILTER: a substring of "<format>/<case>";
-#        a case is captured when any FILTER matches, every case when none is given)
+# Usage: scripts/capture-fixtures.sh [FILTER...]   (each FILTER: a whole case, "<format>/<case>",
+#        or a whole format, "<format>/" or "<format>"; a case is captured when any FILTER names
+#        it, every case when none is given)
 # Needs: cargo, cargo-nextest, clippy (rustup component), python3 with pytest (`pip install
 # pytest`, which brings iniconfig), go (`apt-get install golang-go`), node 20 + npm (the npm
 # install below brings jest, vitest, mocha, tape, tap, eslint and its compact formatter,
@@ -38,12 +41,24 @@ rm -rf "$WORK"
 mkdir -p "$WORK"
 cp -R "$ROOT/fixtures/projects/." "$WORK/"
 
-# wanted ID: whether case ID is selected by the filters.
+# wanted ID: whether case ID is selected by the filters: a filter names a whole case or a
+# whole format, never part of a name (`go-build/` must not recapture `cargo-build/*`).
 wanted() {
   local f
   [[ ${#FILTERS[@]} -eq 0 ]] && return 0
   for f in "${FILTERS[@]}"; do
-    [[ "$1" == *"$f"* ]] && return 0
+    [[ "$1" == "$f" || "$1" == "${f%/}/"* ]] && return 0
+  done
+  return 1
+}
+
+# some_wanted PREFIX: whether a case whose id starts with PREFIX may be selected (what a block
+# that installs tools for several cases asks before installing them).
+some_wanted() {
+  local f
+  [[ ${#FILTERS[@]} -eq 0 ]] && return 0
+  for f in "${FILTERS[@]}"; do
+    [[ "$f" == "$1"* || "$1" == "${f%/}/"* ]] && return 0
   done
   return 1
 }
@@ -97,6 +112,7 @@ capture() {
   "version": $(json_string "$version"),
   "command": $(json_string "$*"),
   "project": $(json_string "fixtures/projects/$dir"),
+  "root": $(json_string "$WORK/$dir"),
   "exit_code": $code,
   "captured": "$DATE",
   "report": $report_name
@@ -294,9 +310,10 @@ capture_wrappers() {
   capture pytest variants-native wrappers/pyvariants pytest "$PYTEST_V" report.xml -- python3 -m pytest -p no:cacheprovider --tb=native --junitxml=report.xml
   capture pytest over-a-minute wrappers/pyslow pytest "$PYTEST_V" report.xml -- python3 -m pytest -p no:cacheprovider --junitxml=report.xml
 }
-if wanted node-test/npm-workspaces || wanted node-test/pnpm-r || wanted pytest/make-c \
-  || wanted pytest/tox || wanted pytest/nox || wanted pytest/uv-run || wanted pytest/two-sessions \
-  || wanted pytest/variants || wanted pytest/over-a-minute || wanted pytest/compound-unread; then
+if some_wanted node-test/npm-workspaces || some_wanted node-test/pnpm-r || some_wanted pytest/make-c \
+  || some_wanted pytest/tox || some_wanted pytest/nox || some_wanted pytest/uv-run \
+  || some_wanted pytest/two-sessions || some_wanted pytest/variants \
+  || some_wanted pytest/over-a-minute || some_wanted pytest/compound-unread; then
   capture_wrappers
 fi
 
@@ -309,7 +326,7 @@ capture_vitest4() {
   capture vitest v4 wrappers/vitest4 vitest "$vitest --version" report.xml -- "$vitest" run --reporter=default --reporter=junit --outputFile.junit=report.xml
   capture vitest v4-github wrappers/vitest4 vitest "$vitest --version" report.xml -- GITHUB_ACTIONS=true "$vitest" run --reporter=default --reporter=github-actions --reporter=junit --outputFile.junit=report.xml
 }
-if wanted vitest/v4; then
+if some_wanted vitest/v4; then
   capture_vitest4
 fi
 
@@ -323,8 +340,8 @@ fi
 # the tool has none, its one-line rendering or the mistakes planted in the project.
 lint_cases_wanted() {
   local id
-  for id in gcc/ clang/ mypy/ ruff/ pyright/ shellcheck/ go-build/build go-build/vet biome/ deno/ prettier/ eslint/compact eslint/unix; do
-    wanted "$id" && return 0
+  for id in gcc/ clang/ mypy/ ruff/ pyright/ shellcheck/ go-build/build go-build/vet biome/ deno/ deno-test/ prettier/ eslint/compact eslint/unix; do
+    some_wanted "$id" && return 0
   done
   return 1
 }
@@ -435,6 +452,17 @@ if lint_cases_wanted; then
   capture deno fmt-clean lint/js-clean deno "$DENO_V" "" -- "$NB/deno" fmt --check
   lint_truth deno fmt-clean lint/js-clean file-list -- true
 
+  # deno test: a passing run, failing assertions (one in a step), a module that throws outside
+  # any test, and a run that fails to type-check. RUST_BACKTRACE=0: deno prints a Rust backtrace
+  # after its closing error when the variable is set. No structured report of deno's has the
+  # failures' messages: truth.json is what a person reads in the output, kept by hand.
+  DENO_TEST="RUST_BACKTRACE=0 NO_COLOR=1 $NB/deno test"
+  capture deno-test pass lint/deno-test deno "$DENO_V" "" -- "$DENO_TEST" pass_test.ts
+  capture deno-test fail lint/deno-test deno "$DENO_V" "" -- "$DENO_TEST" math_test.ts pass_test.ts
+  capture deno-test fail-color lint/deno-test deno "$DENO_V" "" -- "RUST_BACKTRACE=0 $NB/deno test" math_test.ts pass_test.ts
+  capture deno-test uncaught lint/deno-test deno "$DENO_V" "" -- "$DENO_TEST" load_test.ts pass_test.ts
+  capture deno-test type-error lint/deno-test deno "$DENO_V" "" -- "$DENO_TEST" typed
+
   PRETTIER_V="$NB/prettier --version"
   capture prettier check lint/js prettier "$PRETTIER_V" "" -- "$NB/prettier" --check .
   lint_truth prettier check lint/js file-list -- "$NB/prettier" --list-different .
@@ -447,7 +475,7 @@ fi
 # ---- cargo build's one-line diagnostics and a failed build script ----
 # truth.json: the compiler messages of `cargo build --message-format=json` of the same project
 # (a failed build script has none: tests/lint.rs holds its place and message).
-if wanted cargo-build/short || wanted cargo-build/build-script; then
+if some_wanted cargo-build/short || wanted cargo-build/build-script; then
   capture cargo-build short rust/compile-error cargo "$CARGO_V" "" -- cargo build --message-format=short
   lint_truth cargo-build short rust/compile-error cargo-json -- 'cargo clean -q; cargo build -q --message-format=json 2>/dev/null'
   capture cargo-build short-warn rust/warn cargo "$CARGO_V" "" -- 'cargo clean -q; cargo build --message-format=short'

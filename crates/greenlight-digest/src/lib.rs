@@ -43,6 +43,7 @@ use std::collections::{HashSet, VecDeque};
 pub use model::{
     Classification, Diagnostic, Digest, DigestReason, Failure, Format, Scope, Severity, Summary,
 };
+pub use normalize::terminal_text;
 pub use scope::scope_of;
 
 use formats::{Claim, Limits, Line, MARKERS, Parser, Report};
@@ -75,6 +76,12 @@ pub struct DigestOptions {
     /// known: its [`Scope`] is part of the digest, and a compound command's output is complete
     /// only when every line of it is explained.
     pub command: Option<String>,
+    /// The directory the command ran in (a gate's: the repository's top), when known. A
+    /// failure's or finding's file under it is given relative to it, so the paths a workspace
+    /// wrapper's runs are placed under read as the repository's own
+    /// (`packages/cookie/cookie.test.mjs`, never the same `src/index.ts` twice); a file outside it
+    /// is kept as printed. A string, not a path: the digest reads no file system.
+    pub root: Option<String>,
 }
 
 impl Default for DigestOptions {
@@ -91,6 +98,7 @@ impl Default for DigestOptions {
             tail_lines: 40,
             matchers: MatcherSet::default(),
             command: None,
+            root: None,
         }
     }
 }
@@ -415,7 +423,7 @@ impl State {
             .filter(|(_, r, _, _)| r.active)
             .collect();
         merge_build_into_tests(&mut seen);
-        drop_go_build_under_go_test(&mut seen);
+        drop_lint_reading_under_runners(&mut seen);
 
         let mut d = Digest {
             classification: Classification::Unrecognised,
@@ -467,8 +475,30 @@ impl State {
             let seen = with_matchers(backup, matched);
             classify(&mut d, seen, global, exit_code, any_content, unclaimed);
         }
+        if let Some(root) = &self.options.root {
+            relative_to_root(&mut d, root);
+        }
         d.compact = d.compact(self.options.budget);
         d
+    }
+}
+
+/// Makes every failure's and finding's file under `root` relative to it.
+fn relative_to_root(d: &mut Digest, root: &str) {
+    let root = root.trim_end_matches('/');
+    let files = d
+        .failures
+        .iter_mut()
+        .map(|f| &mut f.file)
+        .chain(d.diagnostics.iter_mut().map(|x| &mut x.file));
+    for file in files.flatten() {
+        if let Some(rest) = file
+            .strip_prefix(root)
+            .and_then(|r| r.strip_prefix('/'))
+            .filter(|r| !r.is_empty())
+        {
+            *file = rest.to_owned();
+        }
     }
 }
 
@@ -616,11 +646,19 @@ fn classify(
     d.reasons = reasons;
 }
 
-/// `go test` prints a package's compile errors as `go build` does, and reads them itself:
-/// the line-based parser's reading of them is the same findings a second time.
-fn drop_go_build_under_go_test(seen: &mut Vec<Seen>) {
-    if seen.iter().any(|(f, _, _, _)| *f == Format::GoTest) {
+/// `go test` prints a package's compile errors as `go build` does, and `deno test` its type
+/// checker's count as ruff and biome print theirs (`Found 2 errors.`); each runner reads those
+/// lines itself, so the line-based parser's reading of them is the same lines a second time. A
+/// line-based tool that found something beside `deno test` is kept: its findings are its own.
+fn drop_lint_reading_under_runners(seen: &mut Vec<Seen>) {
+    let ran = |format: Format, seen: &[Seen]| seen.iter().any(|(f, _, _, _)| *f == format);
+    if ran(Format::GoTest, seen) {
         seen.retain(|(_, r, _, _)| r.format != Some(Format::GoBuild));
+    }
+    if ran(Format::DenoTest, seen) {
+        seen.retain(|(slot, r, _, _)| {
+            *slot != formats::LINT_SLOT || !r.diagnostics.is_empty() || r.dropped
+        });
     }
 }
 

@@ -59,6 +59,8 @@ pub enum Format {
     Mocha,
     /// `bun test`.
     BunTest,
+    /// `deno test` (its default reporter), including a run that fails to type-check.
+    DenoTest,
     /// vitest.
     Vitest,
     /// jest.
@@ -96,7 +98,7 @@ pub enum Format {
 
 impl Format {
     /// Every format name `--format` accepts, in documentation order.
-    pub const ALL: [Format; 26] = [
+    pub const ALL: [Format; 27] = [
         Format::CargoTest,
         Format::Nextest,
         Format::CargoBuild,
@@ -107,6 +109,7 @@ impl Format {
         Format::Tap,
         Format::Mocha,
         Format::BunTest,
+        Format::DenoTest,
         Format::Vitest,
         Format::Jest,
         Format::Tsc,
@@ -138,6 +141,7 @@ impl Format {
             Format::Tap => "tap",
             Format::Mocha => "mocha",
             Format::BunTest => "bun-test",
+            Format::DenoTest => "deno-test",
             Format::Vitest => "vitest",
             Format::Jest => "jest",
             Format::Tsc => "tsc",

@@ -247,6 +247,26 @@ impl<'c> ChunkScan<'c> {
     }
 }
 
+/// Text as a terminal shows it, line by line through [`view`]: escape sequences (colour,
+/// cursor moves, erasures, titles, links) removed, carriage-return and backspace overwrites
+/// applied, a CRLF's `\r` dropped. The one renderer of output for people and agents: every
+/// evidence text, verify's stderr and the dashboard show a gate's output through it, so none
+/// of them keeps what the digest itself would not read. Text without ESC, CR or backspace is
+/// returned as it is.
+pub fn terminal_text(text: &str) -> String {
+    if memchr::memchr3(b'\r', 0x1b, 0x08, text.as_bytes()).is_none() {
+        return text.to_owned();
+    }
+    let mut out = String::with_capacity(text.len());
+    for (i, line) in text.split('\n').enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        out.push_str(&view(line.as_bytes()));
+    }
+    out
+}
+
 /// The text a terminal would show for one raw line: a trailing `\r` (CRLF) dropped, invalid
 /// UTF-8 replaced with U+FFFD, ANSI escape sequences removed, and bare `\r` / backspace /
 /// erase-line applied as overwrites.
@@ -478,6 +498,20 @@ mod tests {
         assert_eq!(view(b"abc\x1b[K\rZ"), "Zbc");
         assert_eq!(view(b"\x1b]8;;http://x\x1b\\link\x1b]8;;\x1b\\"), "link");
         assert_eq!(view(b"bad \xff byte"), "bad \u{fffd} byte");
+    }
+
+    #[test]
+    fn terminal_text_shows_what_a_terminal_shows() {
+        assert_eq!(terminal_text("\x1b[31mred\x1b[0m ok\n"), "red ok\n");
+        assert_eq!(terminal_text("10%\r55%\r100%\n"), "100%\n");
+        assert_eq!(terminal_text("abcdef\rXY\n"), "XYcdef\n");
+        assert_eq!(terminal_text("a\r\nb\r\n"), "a\nb\n");
+        assert_eq!(terminal_text("\x1b]0;title\x07text"), "text");
+        assert_eq!(terminal_text("\x1b]8;;u\x1b\\link\x1b]8;;\x1b\\"), "link");
+        assert_eq!(terminal_text("50%\x1b[2K\rdone\n\tx"), "done\n\tx");
+        assert_eq!(terminal_text("ab\x08c\n"), "ac\n");
+        // Nothing to render: the text itself, a NUL the gate printed still in it.
+        assert_eq!(terminal_text("plain\ttext\x00\n"), "plain\ttext\x00\n");
     }
 
     #[test]

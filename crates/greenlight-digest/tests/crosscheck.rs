@@ -209,7 +209,7 @@ fn eslint_json_agrees_with_the_digest() {
         for file in &files {
             for m in file["messages"].as_array().into_iter().flatten() {
                 let found = d.diagnostics.iter().any(|x| {
-                    x.file.as_deref() == file["filePath"].as_str()
+                    x.file.as_deref() == file["filePath"].as_str().map(|p| f.relative(p))
                         && x.line.map(u64::from) == m["line"].as_u64()
                         && x.column.map(u64::from) == m["column"].as_u64()
                         && x.code.as_deref() == m["ruleId"].as_str()

@@ -40,7 +40,10 @@ fn two_runs_of_one_tool_add_up_and_keep_every_failure() {
     };
     for (first, second) in PAIRS {
         let (a, b) = (get(first), get(second));
-        let (da, db) = (a.digest(), b.digest());
+        // Without their roots: the two ran in different directories, the whole in neither.
+        let alone =
+            |f: &common::Fixture| digest(&f.output, Some(f.exit_code), &DigestOptions::default());
+        let (da, db) = (alone(a), alone(b));
         assert_eq!(da.classification, Classification::Recognised, "{first}");
         assert_eq!(db.classification, Classification::Recognised, "{second}");
         let mut both = a.output.clone();
@@ -84,4 +87,61 @@ fn a_second_run_cut_short_leaves_no_summary() {
         "{:?}",
         d.reasons
     );
+}
+
+/// `npm test --workspaces`' failures are placed under each package's directory, and given
+/// relative to the directory the command ran in; a directory that only shares a prefix of the
+/// name is not an ancestor, and leaves the paths as they are.
+#[test]
+fn workspace_failures_are_relative_to_the_directory_the_command_ran_in() {
+    let all = common::all();
+    let f = all
+        .iter()
+        .find(|f| f.id == "node-test/npm-workspaces")
+        .expect("node-test/npm-workspaces");
+    let root = f.meta["root"].as_str().expect("the fixture names its root");
+    let files = |root: Option<String>| {
+        let options = DigestOptions {
+            root,
+            ..f.options()
+        };
+        let d = digest(&f.output, Some(f.exit_code), &options);
+        assert_eq!(
+            d.classification,
+            Classification::Recognised,
+            "{:?}",
+            d.reasons
+        );
+        d.failures
+            .into_iter()
+            .map(|x| x.file.unwrap_or_default())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        files(Some(root.to_owned())),
+        [
+            "packages/cookie/cookie.test.mjs",
+            "packages/jar/jar.test.mjs"
+        ]
+    );
+    let parent = root
+        .rsplit_once('/')
+        .map(|(p, _)| format!("{p}/"))
+        .unwrap_or_default();
+    assert_eq!(
+        files(Some(parent)),
+        [
+            "npm-ws/packages/cookie/cookie.test.mjs",
+            "npm-ws/packages/jar/jar.test.mjs"
+        ]
+    );
+    let absolute = [
+        format!("{root}/packages/cookie/cookie.test.mjs"),
+        format!("{root}/packages/jar/jar.test.mjs"),
+    ];
+    assert_eq!(
+        files(Some(root.trim_end_matches("-ws").to_owned())),
+        absolute
+    );
+    assert_eq!(files(None), absolute);
 }

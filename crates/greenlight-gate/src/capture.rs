@@ -1,6 +1,8 @@
 //! What a gate's output feeds besides its tail: the first bytes (for head-and-tail evidence)
 //! and a streaming digester, both bounded whatever the gate prints.
 
+use std::path::Path;
+
 use greenlight_digest::matchers::MatcherSet;
 use greenlight_digest::{Digest, DigestOptions, StreamingDigester};
 
@@ -20,17 +22,26 @@ pub struct Capture {
 
 impl Capture {
     /// Keeps up to `head_limit` leading bytes of the output of the gate `command` (its
-    /// command line tells the digest whether the output holds one run or several).
-    pub fn new(head_limit: usize, command: &str) -> Self {
-        Self::with_matchers(head_limit, &MatcherSet::default(), command)
+    /// command line tells the digest whether the output holds one run or several) run in
+    /// `root` (the digest gives the paths under it relative to it; `None`: a directory not on
+    /// this machine, whose paths are kept as printed).
+    pub fn new(head_limit: usize, command: &str, root: Option<&Path>) -> Self {
+        Self::with_matchers(head_limit, &MatcherSet::default(), command, root)
     }
 
     /// As [`Capture::new`], with the gate's problem matchers read before the raw tail.
-    pub fn with_matchers(head_limit: usize, matchers: &MatcherSet, command: &str) -> Self {
+    pub fn with_matchers(
+        head_limit: usize,
+        matchers: &MatcherSet,
+        command: &str,
+        root: Option<&Path>,
+    ) -> Self {
         let options = DigestOptions {
             max_scan_bytes: GATE_SCAN_BYTES,
             matchers: matchers.clone(),
             command: Some(command.to_owned()),
+            // A directory whose name is not UTF-8 names no path the digest could read either.
+            root: root.and_then(Path::to_str).map(str::to_owned),
             ..DigestOptions::default()
         };
         Self {

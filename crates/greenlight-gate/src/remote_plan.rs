@@ -695,7 +695,8 @@ fn attempt_from(
     gate: &GateSpec,
 ) -> Attempt {
     let mut tail = greenlight_proc::tail::TailBuffer::new(tail_bytes);
-    let mut capture = Capture::with_matchers(0, matchers, &gate.command);
+    // The paths it prints are the cluster's checkout's, not this machine's.
+    let mut capture = Capture::with_matchers(0, matchers, &gate.command, None);
     for bytes in [&outcome.stdout, &outcome.stderr] {
         tail.push(bytes);
         capture.chunk(bytes);

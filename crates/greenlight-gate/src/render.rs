@@ -225,8 +225,10 @@ fn output_block(out: &mut String, id: &str, label: &str, attempt: &Attempt, tail
         let _ = writeln!(out, "--- end gate {id} ---");
         return;
     }
-    // Never worse than the tail: what was parsed is named before it, marked not complete.
-    if let Some(named) = named_failures(attempt, tail_limit) {
+    // Never worse than the tail: what was parsed is named before it, marked not complete. The
+    // names get a digest's least room: under a small maxLogTailBytes the "not complete" line
+    // alone would leave none for a single name.
+    if let Some(named) = named_failures(attempt, tail_limit.max(MIN_DIGEST_BUDGET)) {
         let _ = writeln!(
             out,
             "--- gate {id} ({label}): failures parsed from {} bytes of output ---",
@@ -636,73 +638,6 @@ fn gate_json(gate: &GateReport) -> serde_json::Value {
     })
 }
 
-/// Text as a terminal would show it, for a stderr that is not a terminal: escape sequences
-/// (colour, cursor moves, titles) removed, a carriage return overwriting its line from the left
-/// as on screen, a backspace stepping back. Every other character stays (a NUL the gate
-/// printed is still evidence).
-pub fn plain_text(text: &str) -> String {
-    if !text.contains(['\x1b', '\r', '\x08']) {
-        return text.to_owned();
-    }
-    let mut out = String::with_capacity(text.len());
-    for (i, line) in text.split('\n').enumerate() {
-        if i > 0 {
-            out.push('\n');
-        }
-        out.extend(plain_line(line));
-    }
-    out
-}
-
-/// One line through a one-line terminal: a cursor over a row of cells.
-fn plain_line(line: &str) -> Vec<char> {
-    let mut cells: Vec<char> = Vec::new();
-    let mut cursor = 0usize;
-    let mut chars = line.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '\x1b' => skip_escape(&mut chars),
-            '\r' => cursor = 0,
-            '\x08' => cursor = cursor.saturating_sub(1),
-            c => {
-                if cursor < cells.len() {
-                    cells[cursor] = c;
-                } else {
-                    cells.push(c);
-                }
-                cursor += 1;
-            }
-        }
-    }
-    cells
-}
-
-/// Skips the rest of an escape sequence: CSI (`ESC [` … final byte), OSC and the other string
-/// sequences (up to BEL or `ESC \`), or a two-character escape.
-fn skip_escape(chars: &mut std::iter::Peekable<std::str::Chars<'_>>) {
-    match chars.next() {
-        Some('[') => {
-            for c in chars.by_ref() {
-                if ('\x40'..='\x7e').contains(&c) {
-                    break;
-                }
-            }
-        }
-        Some(']' | 'P' | '_' | '^' | 'X') => {
-            while let Some(c) = chars.next() {
-                if c == '\x07' {
-                    break;
-                }
-                if c == '\x1b' && chars.peek() == Some(&'\\') {
-                    chars.next();
-                    break;
-                }
-            }
-        }
-        _ => {}
-    }
-}
-
 /// The one stderr line that ends a run which judged nothing (`not_started`, `skipped`): why,
 /// and what to do about it. `None` for every other result.
 pub fn result_hint(report: &RunReport, config: &Path, cwd: &Path) -> Option<String> {
@@ -766,33 +701,5 @@ pub fn result_hint(report: &RunReport, config: &Path, cwd: &Path) -> Option<Stri
             }
         }
         RunResult::Passed | RunResult::Failed => None,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn plain_text_shows_what_a_terminal_shows() {
-        assert_eq!(
-            plain_text("\x1b[31mred\x1b[0m ok\n"),
-            "red ok\n",
-            "colour removed"
-        );
-        assert_eq!(
-            plain_text("10%\r55%\r100%\n"),
-            "100%\n",
-            "overwrites applied"
-        );
-        assert_eq!(
-            plain_text("abcdef\rXY\n"),
-            "XYcdef\n",
-            "a shorter overwrite"
-        );
-        assert_eq!(plain_text("\x1b]0;title\x07text"), "text", "OSC removed");
-        assert_eq!(plain_text("\x1b]8;;u\x1b\\link\x1b]8;;\x1b\\"), "link");
-        assert_eq!(plain_text("ab\x08c\x01\n\tx"), "ac\x01\n\tx");
-        assert_eq!(plain_text("plain\ttext\n"), "plain\ttext\n");
     }
 }

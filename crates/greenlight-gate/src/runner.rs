@@ -746,7 +746,7 @@ async fn local_attempt(
         // Only when this gate runs alone and nothing else here spawns meanwhile.
         claim_adopted: context.claim_adopted,
     };
-    let mut capture = Capture::with_matchers(0, matchers, &gate.command);
+    let mut capture = Capture::with_matchers(0, matchers, &gate.command, Some(&options.cwd));
     let mut tee = Tee {
         capture: &mut capture,
         id: &gate.id,

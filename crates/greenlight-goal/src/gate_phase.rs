@@ -90,7 +90,7 @@ pub async fn run_gate(
         claim_adopted: true,
     };
     // No head: the evidence is the tail, as verify's (the digest still reads everything).
-    let mut capture = Capture::new(0, command);
+    let mut capture = Capture::new(0, command, Some(worktree));
     let mut tee = Tee {
         capture: &mut capture,
         live,

@@ -48,6 +48,8 @@ pub fn run(args: &DigestArgs, cwd: &Path) -> Result<Digest, BadArgs> {
     let options = DigestOptions {
         budget: args.budget.unwrap_or(DigestOptions::default().budget),
         format,
+        // The server runs in the repository its client works in, as a gate does.
+        root: cwd.to_str().map(str::to_owned),
         ..DigestOptions::default()
     };
     let mut digester = StreamingDigester::new(options);

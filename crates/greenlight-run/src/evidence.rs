@@ -91,7 +91,7 @@ pub fn attempt_output(attempt: &Attempt, budget: Budget) -> Output {
     if let Some(compact) = digest {
         return Output::Digest(compact);
     }
-    let shown = render::plain_text(&attempt.tail);
+    let shown = greenlight_digest::terminal_text(&attempt.tail);
     let tail = |max: usize| {
         if budget.tail_from_line {
             tail_within(&shown, max).to_owned()

@@ -137,7 +137,12 @@ pub fn goal_snapshot(store: &mut Store, id: i64) -> Result<GoalSnapshot, ApiErro
                 attempts: g.attempts,
                 last_verdict: g.last.as_ref().map(|l| l.verdict.as_str().to_owned()),
                 last_exit_code: g.last.as_ref().and_then(|l| l.exit_code),
-                last_evidence: g.last.and_then(|l| l.evidence),
+                // Rendered here, at display time, so evidence stored with a gate's colours and
+                // overwrites (by an older greenlight) shows as a terminal would show it too.
+                last_evidence: g
+                    .last
+                    .and_then(|l| l.evidence)
+                    .map(|e| greenlight_digest::terminal_text(&e)),
             })
             .collect();
         let turns = s

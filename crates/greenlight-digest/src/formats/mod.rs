@@ -7,6 +7,7 @@
 use crate::model::{Diagnostic, Failure, Format, Summary};
 
 pub(crate) mod cargo_build;
+pub(crate) mod deno_test;
 pub(crate) mod eslint;
 pub(crate) mod go_test;
 pub(crate) mod jest;
@@ -213,6 +214,7 @@ pub(crate) fn all(limits: Limits) -> Vec<(Format, Box<dyn Parser>)> {
             Format::Jest,
             Box::new(jest::Jest::new(limits, Format::Jest)),
         ),
+        (Format::DenoTest, Box::new(deno_test::DenoTest::new(limits))),
         (Format::Tsc, Box::new(tsc::Tsc::new(limits))),
         (Format::Eslint, Box::new(eslint::Eslint::new(limits))),
         (LINT_SLOT, Box::new(lint::Lint::new(limits))),
@@ -221,7 +223,7 @@ pub(crate) fn all(limits: Limits) -> Vec<(Format, Box<dyn Parser>)> {
 
 /// The slot of the one parser that reads every line-based linter and compiler ([`lint`]); it
 /// reports the format it read itself.
-const LINT_SLOT: Format = Format::Gcc;
+pub(crate) const LINT_SLOT: Format = Format::Gcc;
 
 /// The parser slot that reads `format` when a caller forces it (`--format`). node's TAP
 /// reporter is read by the TAP parser, which reports `node-test` itself; the line-based tools

@@ -43,6 +43,10 @@ pub(crate) fn external(file: &str) -> bool {
     let f = file.strip_prefix("file://").unwrap_or(file);
     const PREFIXES: &[&str] = &[
         "node:",
+        // deno's own runtime code, and modules it loaded from a registry or the web.
+        "ext:",
+        "http://",
+        "https://",
         "internal/",
         "native",
         "<",

@@ -18,12 +18,22 @@ pub struct Fixture {
 
 impl Fixture {
     /// The default options, with the command that wrote the output (its scope is part of the
-    /// digest).
+    /// digest) and the directory it ran in, as a gate's digest has them.
     pub fn options(&self) -> DigestOptions {
         DigestOptions {
             command: self.meta["command"].as_str().map(str::to_owned),
+            root: self.meta["root"].as_str().map(str::to_owned),
             ..DigestOptions::default()
         }
+    }
+
+    /// `path` as the digest gives it: relative to the directory the fixture ran in when it lies
+    /// under it (a tool's own report names files absolute).
+    pub fn relative<'a>(&self, path: &'a str) -> &'a str {
+        self.meta["root"]
+            .as_str()
+            .and_then(|root| path.strip_prefix(root)?.strip_prefix('/'))
+            .unwrap_or(path)
     }
 
     pub fn digest(&self) -> Digest {

@@ -281,3 +281,50 @@ fn the_goal_list_and_page_count_the_goals_green_gates() {
         "{page}"
     );
 }
+
+/// Evidence stored with a gate's colours and progress overwrites (as an older greenlight
+/// stored it, straight from the tail) shows on the page as a terminal would show it: the goal
+/// snapshot the page and the API are built from renders it, whatever the stored text holds.
+#[test]
+fn stored_evidence_shows_without_escapes_or_overwrites() {
+    use greenlight_store::{GateVerdict, NewGateRun, Reads, Store};
+    let dir = tempfile::tempdir().expect("temp dir");
+    let state = dir.path().join("state.db");
+    let goal = greenlight_testkit::load::create_goal(&state, dir.path());
+    let mut store = Store::open(&state).expect("open the store");
+    let gate = store
+        .read(|s| s.gates(goal))
+        .expect("read the gates")
+        .first()
+        .map(|g| g.id)
+        .expect("the goal has its gate");
+    let stored =
+        "\x1b[1m\x1b[31mFAIL\x1b[0m tests::adds\r\n 10%\r 55%\r100%\x1b[K\n\x1b]0;title\x07done\n";
+    store
+        .write(|tx| {
+            tx.record_gate_run(&NewGateRun {
+                goal,
+                gate,
+                turn: None,
+                verdict: GateVerdict::Fail,
+                exit_code: Some(101),
+                duration_ms: 5,
+                workspace_key: None,
+                replayed: false,
+                digest: None,
+                evidence: Some(stored.to_owned()),
+            })
+        })
+        .expect("record the gate run");
+    let snapshot = crate::summary::goal_snapshot(&mut store, goal.0).expect("the snapshot");
+    assert_eq!(
+        snapshot.gates[0].last_evidence.as_deref(),
+        Some("FAIL tests::adds\n100%\ndone\n")
+    );
+    let page = goal_page(&snapshot);
+    assert!(
+        page.contains("<pre>FAIL tests::adds\n100%\ndone\n</pre>"),
+        "{page}"
+    );
+    assert!(!page.contains('\x1b') && !page.contains('\r'), "{page}");
+}

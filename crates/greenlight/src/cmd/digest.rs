@@ -8,6 +8,7 @@
 //! group, stdin from /dev/null, a drain limit, and whatever it leaves running is killed and
 //! named on stderr; `--timeout` and greenlight's own ending signals end its whole group.
 //! `--matcher FILE` adds GitHub problem matchers, read as a verify.yaml v2 gate's are.
+//! Paths under the current directory (or `--root DIR`) are shown relative to it, as a gate's.
 
 use std::io::Read;
 use std::path::PathBuf;
@@ -60,6 +61,12 @@ pub struct Args {
     #[arg(long = "command", value_name = "LINE", conflicts_with = "command")]
     command_line: Option<String>,
 
+    /// The directory the output's command ran in: a failure's or finding's file under it is
+    /// shown relative to it, as a gate's are to its repository. Default: the current directory
+    /// (where a command after `--` runs).
+    #[arg(long, value_name = "DIR")]
+    root: Option<PathBuf>,
+
     /// The file to read (`-` or nothing: stdin).
     #[arg(value_name = "FILE|-", conflicts_with = "command")]
     file: Option<PathBuf>,
@@ -105,11 +112,16 @@ pub fn run(args: Args) -> i32 {
         Some(line) => Some(line.clone()),
         None => (!args.command.is_empty()).then(|| command_line_of(&args.command)),
     };
+    let root = match &args.root {
+        Some(dir) => std::path::absolute(dir).ok(),
+        None => std::env::current_dir().ok(),
+    };
     let options = DigestOptions {
         budget: args.budget,
         format: args.format.0,
         matchers,
         command,
+        root: root.as_deref().and_then(|d| d.to_str()).map(str::to_owned),
         ..DigestOptions::default()
     };
     let (digest, code) = if args.command.is_empty() {

@@ -324,7 +324,7 @@ async fn verify(args: Args, interrupt: greenlight_proc::InterruptWatch) -> i32 {
     for note in notes.into_iter().flatten() {
         // Command lines come from /proc: whatever a gate's process put there.
         if plain_stderr {
-            err!("{}", render::plain_text(&note));
+            err!("{}", greenlight_digest::terminal_text(&note));
         } else {
             err!("{note}");
         }
@@ -420,7 +420,7 @@ impl Observer for Shown<'_> {
                 }
                 let text = render::gate_stderr(gate, self.tail_limit, self.cwd);
                 if self.plain_stderr {
-                    progress.err(&render::plain_text(&text));
+                    progress.err(&greenlight_digest::terminal_text(&text));
                 } else {
                     progress.err(&text);
                 }

@@ -398,3 +398,68 @@ fn github_annotations_stay_within_the_per_step_limits_on_500_failures() {
         assert!(line.len() < 8 * 1024, "{} bytes", line.len());
     }
 }
+
+/// The stderr block that stands before the raw tail when the digest cannot stand in for the
+/// output: a real `go test` run whose results were glued to the tests' own output (the digest
+/// is partial), under a tail too small to hold them. Every failure the digest parsed is named
+/// above the tail, and the block says it is not complete.
+#[test]
+fn a_partial_digest_names_every_parsed_failure_before_the_tail() {
+    let repo = TempRepo::worktree_with_commit();
+    let output = std::fs::read(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../greenlight-digest/tests/fixtures/go-test/glue/output.txt"),
+    )
+    .unwrap();
+    repo.write("go-test.txt", &output);
+    repo.verify_yaml(
+        "version: 1\ngates:\n  - id: unit\n    command: cat go-test.txt; exit 1\noptions:\n  maxLogTailBytes: 120\n",
+    );
+    let out = repo.greenlight(["verify"]);
+    assert_eq!(out.code, 20, "{}", out.render());
+    let start = out
+        .stderr
+        .find("--- gate unit (FAIL exit=1): failures parsed from")
+        .unwrap_or_else(|| panic!("no block of parsed failures:\n{}", out.render()));
+    let tail = out.stderr[start..]
+        .find("--- gate unit (FAIL exit=1): last 120 of")
+        .map(|at| start + at)
+        .unwrap_or_else(|| panic!("no tail after the block:\n{}", out.render()));
+    let block = &out.stderr[start..tail];
+    for name in ["TestFirst", "TestA", "TestC", "TestY", "TestE/bad"] {
+        assert!(block.contains(name), "{name} is not named:\n{block}");
+    }
+    assert!(
+        block.contains(
+            "(this list is not complete: greenlight could not read all of the output; its tail follows)"
+        ),
+        "{block}"
+    );
+    // The tail alone would not have named them all: the block is what the reader gets.
+    let tail_text = &out.stderr[tail..];
+    assert!(!tail_text.contains("TestFirst"), "{tail_text}");
+}
+
+/// A gate's digest gives the files under the repository relative to it, whatever the tool
+/// printed: tsc run with absolute paths reads as `src/a.ts`, a path outside stays as it is.
+#[test]
+fn a_gate_s_digest_names_repository_files_relative_to_the_repository() {
+    let repo = TempRepo::worktree_with_commit();
+    repo.verify_yaml(
+        "version: 1\ngates:\n  - id: types\n    command: 'printf \"%s\\n\" \"$PWD/src/a.ts(2,9): error TS2304: Cannot find name foo.\" \"/elsewhere/b.ts(3,8): error TS2304: Cannot find name bar.\"; exit 2'\n",
+    );
+    let out = repo.greenlight(["verify"]);
+    assert_eq!(out.code, 20, "{}", out.render());
+    assert!(
+        out.stderr
+            .contains("error[TS2304] src/a.ts:2:9: Cannot find name foo.\n"),
+        "{}",
+        out.render()
+    );
+    assert!(
+        out.stderr
+            .contains("error[TS2304] /elsewhere/b.ts:3:8: Cannot find name bar.\n"),
+        "{}",
+        out.render()
+    );
+}

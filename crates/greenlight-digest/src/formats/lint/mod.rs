@@ -195,6 +195,9 @@ pub(crate) struct Lint {
     closed: bool,
     /// A line of the locked dialect's output it could not explain.
     stray: bool,
+    /// Finds biome's `━━━` rule, looked for in every line before a dialect locks: built once
+    /// (`memmem::find` builds its searcher anew on every call, once per line of a long run).
+    rule: memchr::memmem::Finder<'static>,
 }
 
 impl Lint {
@@ -210,6 +213,7 @@ impl Lint {
             count: None,
             closed: false,
             stray: false,
+            rule: memchr::memmem::Finder::new("━━━".as_bytes()),
         }
     }
 
@@ -271,7 +275,7 @@ impl Parser for Lint {
         self.locked.is_some()
             || STARTS[usize::from(l.first)]
             || has_location(l.text.as_bytes())
-            || memchr::memmem::find(l.text.as_bytes(), "━━━".as_bytes()).is_some()
+            || self.rule.find(l.text.as_bytes()).is_some()
     }
 
     fn wake(&self) -> Wake {
