@@ -247,7 +247,10 @@ fn run_once(dir: &Path, gates: &[DraftGate]) {
         dir.as_os_str().to_owned(),
         "--skip-work-evidence".into(),
     ];
-    let mut shown = format!("greenlight verify --cwd {} --skip-work-evidence", dir.display());
+    let mut shown = format!(
+        "greenlight verify --cwd {} --skip-work-evidence",
+        dir.display()
+    );
     if !waiting.is_empty() {
         let ids: Vec<&str> = ready.iter().map(|g| g.id.as_str()).collect();
         shown.push_str(&format!(" --gates {}", ids.join(",")));

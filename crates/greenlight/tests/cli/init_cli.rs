@@ -665,7 +665,7 @@ fn init_write_does_not_run_gates_whose_setup_is_missing_and_names_it() {
         assert!(stdout.contains(line), "{line}\n{stdout}");
     }
     assert!(!stdout.contains("running it once"), "{stdout}");
-    let yaml = repo.read(".commandmate/verify.yaml").unwrap_or_default();
+    let yaml = repo.read(".greenlight/verify.yaml").unwrap_or_default();
     assert!(
         yaml.contains(
             "# needs setup first: run `npm ci` (node_modules is absent here)\n  - id: test\n"
@@ -695,7 +695,7 @@ fn the_v2_preview_is_exactly_the_written_file() {
         .env("PATH", bin.path())
         .run();
     assert_eq!(write.code, 0, "{}", write.render());
-    let written = repo.read(".commandmate/verify.yaml").unwrap_or_default();
+    let written = repo.read(".greenlight/verify.yaml").unwrap_or_default();
     assert!(written.starts_with("version: 2\n"), "{written}");
     assert_eq!(shown, written);
 }
