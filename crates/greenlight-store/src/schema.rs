@@ -390,17 +390,24 @@ pub(crate) fn migrate(conn: &mut Connection, path: &Path) -> Result<(), Error> {
 mod tests {
     use super::*;
 
+    /// A state file as a greenlight of schema `version` left it: that version's migrations
+    /// applied, nothing after. The directory is returned so the file lives as long as the test.
+    fn file_at_version(version: usize) -> (tempfile::TempDir, std::path::PathBuf, Connection) {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join(format!("v{version}.db"));
+        let conn = Connection::open(&path).expect("open");
+        for step in &MIGRATIONS[..version] {
+            conn.execute_batch(step).expect("old step");
+        }
+        conn.pragma_update(None, "user_version", version as i64)
+            .expect("version");
+        (dir, path, conn)
+    }
+
     /// A file written by a version-2 greenlight keeps its rows; the new columns read as NULL.
     #[test]
     fn a_version_2_file_migrates_to_the_current_version_with_its_rows_intact() {
-        let dir = tempfile::tempdir().expect("tmp");
-        let path = dir.path().join("v2.db");
-        let mut conn = Connection::open(&path).expect("open");
-        for step in &MIGRATIONS[..2] {
-            conn.execute_batch(step).expect("old step");
-        }
-        conn.pragma_update(None, "user_version", 2)
-            .expect("version");
+        let (_dir, path, mut conn) = file_at_version(2);
         conn.execute_batch(
             "INSERT INTO goals (worktree, text, state, agent_family, max_turns, retries, \
              gate_timeout_sec, created_at, updated_at) VALUES (x'2f77', 'g', 'active', 'command', 3, 2, 300, 1, 1); \
@@ -436,14 +443,7 @@ mod tests {
     /// and the new table takes rows for its dispatches.
     #[test]
     fn a_version_5_file_gains_the_endpoint_column_and_the_tool_call_table() {
-        let dir = tempfile::tempdir().expect("tmp");
-        let path = dir.path().join("v5.db");
-        let mut conn = Connection::open(&path).expect("open");
-        for step in &MIGRATIONS[..5] {
-            conn.execute_batch(step).expect("old step");
-        }
-        conn.pragma_update(None, "user_version", 5)
-            .expect("version");
+        let (_dir, path, mut conn) = file_at_version(5);
         conn.execute_batch(
             "INSERT INTO goals (worktree, text, state, agent_family, max_turns, retries, \
              gate_timeout_sec, created_at, updated_at) VALUES (x'2f77', 'g', 'active', 'claude', 3, 2, 300, 1, 1); \
@@ -475,14 +475,7 @@ mod tests {
     /// table takes rows for them, and its checks refuse a verdict it does not know.
     #[test]
     fn a_version_6_file_gains_the_repository_column_and_the_run_gate_table() {
-        let dir = tempfile::tempdir().expect("tmp");
-        let path = dir.path().join("v6.db");
-        let mut conn = Connection::open(&path).expect("open");
-        for step in &MIGRATIONS[..6] {
-            conn.execute_batch(step).expect("old step");
-        }
-        conn.pragma_update(None, "user_version", 6)
-            .expect("version");
+        let (_dir, path, mut conn) = file_at_version(6);
         conn.execute_batch(
             "INSERT INTO runs (kind, worktree, gates, result, exit_code, started_at, ended_at) \
              VALUES ('verify', x'2f77', 2, 'passed', 0, 1, 2);",
@@ -537,14 +530,7 @@ mod tests {
     /// them from the new indexes; its open runs have no owner and are never judged.
     #[test]
     fn a_version_8_file_copies_each_runs_scope_onto_its_gate_rows() {
-        let dir = tempfile::tempdir().expect("tmp");
-        let path = dir.path().join("v8.db");
-        let mut conn = Connection::open(&path).expect("open");
-        for step in &MIGRATIONS[..8] {
-            conn.execute_batch(step).expect("old step");
-        }
-        conn.pragma_update(None, "user_version", 8)
-            .expect("version");
+        let (_dir, path, mut conn) = file_at_version(8);
         conn.execute_batch(
             "INSERT INTO runs (kind, worktree, gates, started_at, repository) \
              VALUES ('verify', x'2f77', 1, 1, x'2f72');
@@ -570,14 +556,7 @@ mod tests {
     /// know.
     #[test]
     fn a_version_10_file_keeps_its_gate_rows_and_gains_telemetry_and_goal_rows() {
-        let dir = tempfile::tempdir().expect("tmp");
-        let path = dir.path().join("v10.db");
-        let mut conn = Connection::open(&path).expect("open");
-        for step in &MIGRATIONS[..10] {
-            conn.execute_batch(step).expect("old step");
-        }
-        conn.pragma_update(None, "user_version", 10)
-            .expect("version");
+        let (_dir, path, mut conn) = file_at_version(10);
         conn.execute_batch(
             "INSERT INTO runs (kind, worktree, gates, started_at, repository) \
              VALUES ('verify', x'2f77', 2, 1, x'2f72');
