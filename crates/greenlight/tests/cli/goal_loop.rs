@@ -459,13 +459,7 @@ fn without_gate_flags_the_gates_of_the_worktrees_verify_yaml_are_used() {
     let out = fx.goal(&["run", "fix the value", "--agent", &fx.agent(&agent)]);
     assert_eq!(out.code, 0, "{}", out.render());
     let status = fx.status();
-    let commands: Vec<&str> = status["gates"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|g| g["command"].as_str().unwrap())
-        .collect();
-    assert_eq!(commands, ["sh check.sh", "test -s value.txt"]);
+    assert_eq!(gate_commands(&status), ["sh check.sh", "test -s value.txt"]);
     // One limit for all of a goal's gates: the largest declared, so no gate is cut short.
     assert_eq!(status["goal"]["gate_timeout_sec"], 1800);
     assert!(
@@ -489,13 +483,7 @@ fn without_gate_flags_the_gates_of_greenlight_s_own_config_home_come_first() {
     let out = fx.goal(&["run", "fix the value", "--agent", &fx.agent(&agent)]);
     assert_eq!(out.code, 0, "{}", out.render());
     let status = fx.status();
-    let commands: Vec<&str> = status["gates"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|g| g["command"].as_str().unwrap())
-        .collect();
-    assert_eq!(commands, ["sh check.sh", "test -s value.txt"]);
+    assert_eq!(gate_commands(&status), ["sh check.sh", "test -s value.txt"]);
 }
 
 #[test]
@@ -773,4 +761,14 @@ fn history_shows_the_goals_gate_runs_and_their_last_pass() {
         "{}",
         one.stdout
     );
+}
+
+/// The goal's gate commands, in order, as `goal status --json` lists them.
+fn gate_commands(status: &Value) -> Vec<&str> {
+    status["gates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["command"].as_str().unwrap())
+        .collect()
 }
