@@ -158,7 +158,7 @@ pub fn render_v1_with(gates: &[DraftGate], options: &super::DraftOptions) -> Str
 pub fn render_v2(gates: &[DraftGate], plans: &[GatePlan], options: &super::DraftOptions) -> String {
     let mut out = String::new();
     out.push_str("version: 2\n");
-    out.push_str("# .commandmate/verify.yaml (v2), drafted by `greenlight init --v2`.\n");
+    out.push_str("# verify.yaml (v2), drafted by `greenlight init --v2`.\n");
     out.push_str("# Review every gate: it must be safe to run again and again.\n");
     out.push_str(
         "# Gates run in parallel (options.jobs, default: the number of CPUs); `needs` makes a\n\
@@ -261,7 +261,7 @@ fn yaml_id(id: &str) -> String {
 
 fn render_gates(gates: &[DraftGate]) -> String {
     let mut out = String::new();
-    out.push_str("# .commandmate/verify.yaml (v1), drafted by `greenlight init`.\n");
+    out.push_str("# verify.yaml (v1), drafted by `greenlight init`.\n");
     out.push_str("# Review every gate: it must be safe to run again and again.\n");
     out.push_str("version: 1\n");
     out.push_str("gates:\n");

@@ -54,7 +54,7 @@ impl FakeNpm {
 }
 
 const NODE_YAML: &str = "\
-# .commandmate/verify.yaml (v1), drafted by `greenlight init`.
+# verify.yaml (v1), drafted by `greenlight init`.
 # Review every gate: it must be safe to run again and again.
 version: 1
 gates:

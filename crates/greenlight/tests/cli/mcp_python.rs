@@ -414,7 +414,7 @@ fn green_and_red_worktrees_answer_passed_and_failed_and_every_answer_fits_its_sc
         cannot["text"]
             .as_str()
             .unwrap()
-            .contains("no verify.yaml here"),
+            .contains("no .greenlight/verify.yaml or .commandmate/verify.yaml in"),
         "{cannot}"
     );
 }
