@@ -37,6 +37,7 @@ fi
 BIN="$GREENLIGHT_BIN"
 
 WORK="$(mktemp -d)"
+mkdir -p "$WORK/.greenlight" # version 2 is read only from a .greenlight directory
 trap 'rm -rf "$WORK"' EXIT
 
 # A cache, MAC key, state database and lock root of this run's own, never the user's.
@@ -87,8 +88,8 @@ git -C "$WORK/dag" -c user.name=b -c user.email=b@b.invalid commit -q --allow-em
         printf '  - id: %s\n    command: sleep %s\n' "${ids[$i]}" "${secs[$i]}"
         if [[ -n "${needs[$i]}" ]]; then printf '    needs: [%s]\n' "${needs[$i]}"; fi
     done
-} >"$WORK/dag.yaml"
-DAG_CMD="$BIN verify --no-record --skip-work-evidence --cwd $WORK/dag --config $WORK/dag.yaml"
+} >"$WORK/.greenlight/dag.yaml"
+DAG_CMD="$BIN verify --no-record --skip-work-evidence --cwd $WORK/dag --config $WORK/.greenlight/dag.yaml"
 $DAG_CMD >"$WORK/dag.out" || { cat "$WORK/dag.out" >&2; echo "(a): verify failed" >&2; exit 1; }
 
 hyperfine --warmup 1 --runs 10 -N --export-json "$WORK/a.json" \
@@ -158,8 +159,8 @@ git status --porcelain >/dev/null # settle the index's stat cache, as a user's r
         glob="${GLOBS[$((i - 1))]}"
         if [[ -n "$glob" ]]; then printf '    inputs: ["%s"]\n' "$glob"; fi
     done
-} >"$WORK/tree.yaml"
-GL_ARGS="verify --skip-work-evidence --cwd $REPO --config $WORK/tree.yaml"
+} >"$WORK/.greenlight/tree.yaml"
+GL_ARGS="verify --skip-work-evidence --cwd $REPO --config $WORK/.greenlight/tree.yaml"
 
 # Every gate must replay, or the timing below is of something else.
 check_replay() {

@@ -71,13 +71,13 @@ for ((d = 0; d < DIRS && n < FILES; d++)); do
         printf 'module %d file %d\nline two of %d\n' "$d" "$f" "$n" >"src/m$d/f$f.txt"
     done
 done
-mkdir -p .commandmate
+mkdir -p .greenlight # version 2 is read only from greenlight's own config home
 {
     printf 'version: 2\noptions:\n  skipInPrimaryCheckout: false\ngates:\n'
     for ((g = 0; g < GATES; g++)); do
         printf '  - id: g%d\n    command: "true"\n    inputs: ["src/m%d/**"]\n' "$g" "$g"
     done
-} >.commandmate/verify.yaml
+} >.greenlight/verify.yaml
 git add -A
 git commit -q -m "generated $FILES files"
 git update-ref refs/remotes/origin/main HEAD

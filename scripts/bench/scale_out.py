@@ -191,8 +191,9 @@ def make_repo(path, config_text):
     git(path, "init", "-q", "-b", "main")
     (path / TRACKED).write_text(base_text())
     (path / GATE_SCRIPT).write_text(GATE_SH)
-    (path / ".commandmate").mkdir()
-    (path / ".commandmate" / "verify.yaml").write_text(config_text)
+    # Version 2 is greenlight's own format, read only from its own config home.
+    (path / ".greenlight").mkdir()
+    (path / ".greenlight" / "verify.yaml").write_text(config_text)
     git(path, "add", "-A")
     git(path, "commit", "-q", "-m", "base")
 
