@@ -11,7 +11,7 @@ pub enum Error {
     #[error("{0}")]
     Config(ConfigErrors),
     /// `--cwd` does not exist.
-    #[error("--cwd {}: not a directory; pass the worktree to verify", cwd.display())]
+    #[error("--cwd is not a directory: {}; pass the worktree to verify", cwd.display())]
     CwdNotADirectory {
         /// The path given.
         cwd: PathBuf,
@@ -23,7 +23,7 @@ pub enum Error {
         cwd: PathBuf,
     },
     /// `--gates` named an id the config does not declare.
-    #[error("--gates: unknown gate id `{id}`; the config declares: {known}")]
+    #[error("--gates: unknown gate id: {id}; the config declares: {known}")]
     UnknownGate {
         /// The unknown id.
         id: String,
@@ -35,12 +35,12 @@ pub enum Error {
     EmptyGateSelection,
     /// No base ref could be determined.
     #[error(
-        "cannot determine the base ref: refs/remotes/origin/HEAD is unset; set options.baseRef in verify.yaml or pass --base-ref"
+        "cannot determine baseRef: refs/remotes/origin/HEAD is unset; set options.baseRef in verify.yaml or pass --base-ref"
     )]
     NoBaseRef,
     /// The base ref does not name a commit.
     #[error(
-        "base ref `{base_ref}` does not resolve to a commit; fetch it or pass another --base-ref"
+        "baseRef does not resolve to a commit: `{base_ref}`; fetch it or pass another --base-ref"
     )]
     BaseRefUnresolved {
         /// The ref given.

@@ -195,7 +195,7 @@ fn output_block(out: &mut String, id: &str, label: &str, attempt: &Attempt, tail
     if tail_limit == 0 {
         let _ = writeln!(
             out,
-            "--- gate {id} ({label}): log tail disabled (maxLogTailBytes: 0) ---"
+            "--- gate {id} ({label}): log tail disabled (maxLogTailBytes=0) ---"
         );
         return;
     }
@@ -302,7 +302,7 @@ fn spawn_hint(out: &mut String, gate: &GateReport, attempt: &Attempt, cwd: &Path
         };
         let _ = writeln!(
             out,
-            "greenlight: gate {} exited {code} with no output: the command was probably {meaning}. Check that it exists and is executable in {}: {}",
+            "greenlight: gate {} exited {code} with no output: the command may not have started (it was probably {meaning}). Check that it exists and is executable in {}: {}",
             gate.id,
             cwd.display(),
             gate.command
@@ -416,7 +416,7 @@ pub fn gate_stderr(gate: &GateReport, tail_limit: usize, cwd: &Path) -> String {
             }
             let _ = writeln!(
                 out,
-                "greenlight: gate {id} waits on mutex '{}', which stayed held for its whole {}s budget, so its command never started. This is a resource conflict, not a verdict: re-run when the other run ends, or raise timeoutSec.",
+                "greenlight: gate {id} waits on mutex '{}', which stayed held for its whole {}s budget, so its command never started. This is a resource conflict, not a verdict on the work: re-run when the other run ends, or raise timeoutSec.",
                 gate.mutex.as_deref().unwrap_or_default(),
                 gate.timeout_sec
             );
@@ -549,7 +549,7 @@ pub fn work_evidence_stderr(report: &WorkEvidenceReport) -> Option<String> {
     }
     if *require_commit {
         return Some(
-            "greenlight: options.requireCommit is set: uncommitted changes are not work evidence; commit them".to_owned(),
+            "greenlight: options.requireCommit is set: uncommitted changes are not work evidence, commit them.".to_owned(),
         );
     }
     None
@@ -593,7 +593,7 @@ pub fn leftovers_stderr(report: &RunReport) -> Option<String> {
 }
 
 /// The stderr explanation of the env-clean line.
-pub const ENV_CLEAN_NOTE: &str = "greenlight: options.requireEnvClean is set, but the env-clean gate compares against a snapshot CommandMate takes when it creates a task; a run from a shell has none, so the gate is reported as SKIP and judged by nothing here. Run `commandmate verify` for its verdict.";
+pub const ENV_CLEAN_NOTE: &str = "greenlight: options.requireEnvClean is set, but the env-clean gate needs the baseline snapshot CommandMate records at task creation; a run from a shell has none, so the gate is reported as SKIP and judged by nothing here. Run `commandmate verify` for its verdict.";
 
 /// The JSON document of `--format json`.
 pub fn json(report: &RunReport, config_path: &Path, cwd: &Path) -> serde_json::Value {

@@ -59,7 +59,7 @@ fn bad_version() {
     let kind = single(
         "version: 2\ngates:\n  - id: a\n    command: true\n",
         Some(1),
-        &["`version`", "`2`"],
+        &["version must be 1", "`2`"],
     );
     assert_eq!(kind, ConfigErrorKind::BadVersion { found: "2".into() });
 }
@@ -79,7 +79,7 @@ fn missing_version() {
 #[test]
 fn duplicate_id() {
     let text = "version: 1\ngates:\n  - id: a\n    command: true\n  - id: a\n    command: false\n";
-    let kind = single(text, Some(5), &["`a`", "line 3"]);
+    let kind = single(text, Some(5), &["duplicate gate id: a", "line 3"]);
     assert_eq!(
         kind,
         ConfigErrorKind::DuplicateId {
@@ -92,7 +92,11 @@ fn duplicate_id() {
 #[test]
 fn reserved_id_work_evidence() {
     let text = "version: 1\ngates:\n  - id: work-evidence\n    command: true\n";
-    let kind = single(text, Some(3), &["`work-evidence`", "reserved"]);
+    let kind = single(
+        text,
+        Some(3),
+        &["gate id is reserved: work-evidence", "reserved"],
+    );
     assert_eq!(
         kind,
         ConfigErrorKind::ReservedId {
@@ -104,7 +108,11 @@ fn reserved_id_work_evidence() {
 #[test]
 fn reserved_id_env_clean() {
     let text = "version: 1\ngates:\n  - command: true\n    id: env-clean\n";
-    let kind = single(text, Some(4), &["`env-clean`", "reserved"]);
+    let kind = single(
+        text,
+        Some(4),
+        &["gate id is reserved: env-clean", "reserved"],
+    );
     assert_eq!(
         kind,
         ConfigErrorKind::ReservedId {
@@ -116,13 +124,13 @@ fn reserved_id_env_clean() {
 #[test]
 fn reserved_id_scope() {
     let text = "version: 1\ngates:\n  - id: \"scope\"\n    command: true\n";
-    single(text, Some(3), &["`scope`", "reserved"]);
+    single(text, Some(3), &["gate id is reserved: scope", "reserved"]);
 }
 
 #[test]
 fn invalid_id() {
     let text = "version: 1\ngates:\n  - id: Lint_Gate\n    command: true\n";
-    let kind = single(text, Some(3), &["`Lint_Gate`", "a-z, 0-9"]);
+    let kind = single(text, Some(3), &["invalid gate id: Lint_Gate", "a-z, 0-9"]);
     assert_eq!(
         kind,
         ConfigErrorKind::InvalidId {
@@ -148,7 +156,7 @@ fn timeout_out_of_range() {
             let kind = single(
                 &text,
                 Some(5),
-                &["`timeoutSec`", &format!("`{value}`"), "7200"],
+                &["timeoutSec must be 1..7200", &format!("`{value}`"), "7200"],
             );
             assert_eq!(
                 kind,
@@ -165,7 +173,11 @@ fn timeout_out_of_range() {
 #[test]
 fn timeout_too_large_for_any_integer_is_out_of_range() {
     let text = format!("{ONE_GATE}    timeoutSec: 99999999999999999999999\n");
-    let kind = single(&text, Some(5), &["`timeoutSec`", "99999999999999999999999"]);
+    let kind = single(
+        &text,
+        Some(5),
+        &["timeoutSec must be 1..7200", "99999999999999999999999"],
+    );
     assert!(
         matches!(kind, ConfigErrorKind::TimeoutOutOfRange { .. }),
         "{kind:?}"
@@ -176,7 +188,11 @@ fn timeout_too_large_for_any_integer_is_out_of_range() {
 fn timeout_not_an_integer() {
     for value in ["ten", "1.5", "-1", "+5", "1e3", "'6 00'"] {
         let text = format!("{ONE_GATE}    timeoutSec: {value}\n");
-        let kind = single(&text, Some(5), &["`timeoutSec`", "integer"]);
+        let kind = single(
+            &text,
+            Some(5),
+            &["timeoutSec must be an integer", "integer"],
+        );
         assert!(
             matches!(kind, ConfigErrorKind::TimeoutNotInteger { .. }),
             "{value}: {kind:?}"
@@ -191,7 +207,7 @@ fn timeout_not_an_integer() {
 #[test]
 fn missing_command() {
     let text = "version: 1\ngates:\n  - id: a\n    timeoutSec: 5\n  - id: b\n    command: true\n";
-    let kind = single(text, Some(3), &["`command`"]);
+    let kind = single(text, Some(3), &["gate is missing command:"]);
     assert_eq!(kind, ConfigErrorKind::MissingCommand);
 }
 
@@ -199,14 +215,18 @@ fn missing_command() {
 fn missing_id() {
     let text =
         "version: 1\ngates:\n  - id: a\n    command: true\n  - command: true\n    timeoutSec: 5\n";
-    let kind = single(text, Some(5), &["`id`"]);
+    let kind = single(text, Some(5), &["gate is missing id:"]);
     assert_eq!(kind, ConfigErrorKind::MissingId);
 }
 
 #[test]
 fn unknown_gate_key() {
     let text = format!("{ONE_GATE}    retries: 3\n");
-    let kind = single(&text, Some(5), &["`retries`", "retryOnFail"]);
+    let kind = single(
+        &text,
+        Some(5),
+        &["unknown gate key: retries", "retryOnFail"],
+    );
     assert_eq!(
         kind,
         ConfigErrorKind::UnknownGateKey {
@@ -218,7 +238,11 @@ fn unknown_gate_key() {
 #[test]
 fn unknown_options_key() {
     let text = format!("{ONE_GATE}options:\n  parallel: true\n");
-    let kind = single(&text, Some(6), &["`parallel`", "baseRef"]);
+    let kind = single(
+        &text,
+        Some(6),
+        &["unknown options key: parallel", "baseRef"],
+    );
     assert_eq!(
         kind,
         ConfigErrorKind::UnknownOptionsKey {
@@ -233,7 +257,7 @@ fn non_boolean_option() {
     let kind = single(
         &text,
         Some(6),
-        &["skipInPrimaryCheckout", "`yes`", "`true` or `false`"],
+        &["skipInPrimaryCheckout", "`yes`", "must be true or false"],
     );
     assert_eq!(
         kind,
@@ -350,7 +374,11 @@ options:
 #[test]
 fn indentation_not_a_multiple_of_two() {
     let text = "version: 1\ngates:\n  - id: a\n     command: echo hi\n    command: echo hi\n";
-    let kind = single(text, Some(4), &["5 spaces", "multiple of 2"]);
+    let kind = single(
+        text,
+        Some(4),
+        &["multiple of 2 spaces, found 5", "multiple of 2"],
+    );
     assert_eq!(kind, ConfigErrorKind::OddIndentation { spaces: 5 });
 }
 
@@ -378,7 +406,11 @@ fn no_gates() {
 #[test]
 fn retry_on_fail_out_of_range() {
     let text = format!("{ONE_GATE}    retryOnFail: 2\n");
-    let kind = single(&text, Some(5), &["`retryOnFail`", "0 or 1", "`2`"]);
+    let kind = single(
+        &text,
+        Some(5),
+        &["retryOnFail must be 0 or 1", "0 or 1", "`2`"],
+    );
     assert_eq!(kind, ConfigErrorKind::RetryOutOfRange { found: "2".into() });
     single(
         &format!("{ONE_GATE}    retryOnFail: 01\n"),
@@ -390,7 +422,11 @@ fn retry_on_fail_out_of_range() {
 #[test]
 fn retry_on_fail_not_an_integer() {
     let text = format!("{ONE_GATE}    retryOnFail: true\n");
-    let kind = single(&text, Some(5), &["`retryOnFail`", "0 or 1", "`true`"]);
+    let kind = single(
+        &text,
+        Some(5),
+        &["retryOnFail must be 0 or 1", "0 or 1", "`true`"],
+    );
     assert_eq!(
         kind,
         ConfigErrorKind::RetryNotInteger {
@@ -407,7 +443,10 @@ fn flaky_is_pass_true_without_retry_on_fail_1() {
         let kind = single(
             &text,
             Some(line),
-            &["`flakyIsPass: true`", "`retryOnFail: 1`"],
+            &[
+                "flakyIsPass: true requires retryOnFail: 1",
+                "retryOnFail: 1 in the same gate",
+            ],
         );
         assert_eq!(kind, ConfigErrorKind::FlakyWithoutRetry);
     }
@@ -421,7 +460,7 @@ fn flaky_is_pass_not_a_boolean() {
     let kind = single(
         &text,
         Some(6),
-        &["`flakyIsPass`", "`1`", "`true` or `false`"],
+        &["flakyIsPass must be true or false", "`1`", "true or false"],
     );
     assert_eq!(kind, ConfigErrorKind::FlakyNotBoolean { found: "1".into() });
 }
@@ -429,7 +468,11 @@ fn flaky_is_pass_not_a_boolean() {
 #[test]
 fn invalid_mutex_name() {
     let text = format!("{ONE_GATE}    mutex: e2e/port\n");
-    let kind = single(&text, Some(5), &["`mutex`", "`e2e/port`"]);
+    let kind = single(
+        &text,
+        Some(5),
+        &["invalid mutex name", "invalid mutex name: e2e/port"],
+    );
     assert_eq!(
         kind,
         ConfigErrorKind::InvalidMutex {
@@ -439,7 +482,7 @@ fn invalid_mutex_name() {
     single(
         &format!("{ONE_GATE}    mutex: \"a b\"\n"),
         Some(5),
-        &["`a b`"],
+        &["invalid mutex name: a b"],
     );
 }
 
@@ -449,7 +492,7 @@ fn mutex_longer_than_64() {
     let kind = single(
         &format!("{ONE_GATE}    mutex: {name}\n"),
         Some(5),
-        &["`mutex`", "64", "65", &name],
+        &["mutex must be at most 64 characters", "64", "65", &name],
     );
     assert_eq!(
         kind,
@@ -739,7 +782,7 @@ fn display_is_path_line_message_one_per_line() {
     assert_eq!(
         errors.as_deref(),
         Some(
-            ".commandmate/verify.yaml:1: `version` must be 1, found `3`\n\
+            ".commandmate/verify.yaml:1: version must be 1, found `3`\n\
              .commandmate/verify.yaml: no gates are defined; add `gates:` with at least one \
              `- id: …` item and its `command`"
         )
@@ -805,7 +848,7 @@ fn crlf_line_endings_are_accepted() {
     single(
         "version: 1\r\ngates:\r\n  - id: a\r\n    command: x\r\n    nope: 1\r\n",
         Some(5),
-        &["`nope`"],
+        &["unknown gate key: nope"],
     );
 }
 
@@ -1052,7 +1095,7 @@ fn load_reports_every_problem_of_the_file() {
     assert_eq!(
         errors,
         Some(format!(
-            "{path}:1: `version` must be 1, found `2`\n{path}:3: gate has no `command`; add \
+            "{path}:1: version must be 1, found `2`\n{path}:3: gate is missing command: add \
              `command: <shell command>`"
         ))
     );

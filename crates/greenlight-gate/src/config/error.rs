@@ -127,10 +127,10 @@ pub enum ConfigErrorKind {
 
     // --- line shape ------------------------------------------------------------------------
     /// A tab character anywhere on a line.
-    #[error("tab character found; v1 allows spaces only (2 per level)")]
+    #[error("tab characters are not allowed: v1 allows spaces only (2 per level)")]
     Tab,
     /// Leading spaces not a multiple of 2.
-    #[error("indentation of {spaces} spaces is not a multiple of 2")]
+    #[error("indentation must be a multiple of 2 spaces, found {spaces}")]
     OddIndentation {
         /// Leading spaces found.
         spaces: usize,
@@ -167,7 +167,7 @@ pub enum ConfigErrorKind {
         key: String,
     },
     /// `version` is not 1.
-    #[error("`version` must be 1, found `{found}`")]
+    #[error("version must be 1, found `{found}`")]
     BadVersion {
         /// The value as written.
         found: String,
@@ -175,7 +175,7 @@ pub enum ConfigErrorKind {
     /// `version: 2` in CommandMate's home (or any file outside `.greenlight/`), which CommandMate
     /// refuses: version 2 is greenlight's format and lives in greenlight's own home.
     #[error(
-        "`version` must be 1, found `2`: this file is read as CommandMate reads it, and version 2 is greenlight's own format, read only from .greenlight/verify.yaml; run `greenlight config move` to move .commandmate/verify.yaml there (or put a version 2 file in a .greenlight directory)"
+        "version must be 1, found `2`: this file is read as CommandMate reads it, and version 2 is greenlight's own format, read only from .greenlight/verify.yaml; run `greenlight config move` to move .commandmate/verify.yaml there (or put a version 2 file in a .greenlight directory)"
     )]
     VersionTwoOutsideGreenlightHome,
     /// `version` is 2 but not the file's first key, so the file was read as version 1.
@@ -216,7 +216,7 @@ pub enum ConfigErrorKind {
         found: String,
     },
     /// No `version` line in the file.
-    #[error("no `version: 1` line; add it at the top of the file")]
+    #[error("missing top-level `version: 1` line; add it at the top of the file")]
     MissingVersion,
     /// No gate item in the file.
     #[error(
@@ -238,7 +238,7 @@ pub enum ConfigErrorKind {
         found: String,
     },
     /// A key gates do not have.
-    #[error("unknown gate key `{key}`; allowed: {}", KeyList(GATE_KEYS))]
+    #[error("unknown gate key: {key}; allowed: {}", KeyList(GATE_KEYS))]
     UnknownGateKey {
         /// The key found.
         key: String,
@@ -252,14 +252,14 @@ pub enum ConfigErrorKind {
         first_line: usize,
     },
     /// A gate item without `id`.
-    #[error("gate has no `id`; add `id: <name>`")]
+    #[error("gate is missing id: add `id: <name>`")]
     MissingId,
     /// A gate item without `command`.
-    #[error("gate has no `command`; add `command: <shell command>`")]
+    #[error("gate is missing command: add `command: <shell command>`")]
     MissingCommand,
     /// `id` is one of the names the runner uses for its own gates.
     #[error(
-        "gate id `{id}` is reserved for a built-in gate ({}); choose another name",
+        "gate id is reserved: {id} (the built-in gates are {}); choose another name",
         KeyList(RESERVED_IDS)
     )]
     ReservedId {
@@ -268,7 +268,7 @@ pub enum ConfigErrorKind {
     },
     /// `id` does not match `^[a-z0-9][a-z0-9-]{0,31}$`.
     #[error(
-        "gate id `{id}` is invalid; use 1 to 32 characters of a-z, 0-9 and `-`, not starting \
+        "invalid gate id: {id}; use 1 to 32 characters of a-z, 0-9 and `-`, not starting \
          with `-`"
     )]
     InvalidId {
@@ -276,7 +276,7 @@ pub enum ConfigErrorKind {
         id: String,
     },
     /// Two gates share an `id`.
-    #[error("gate id `{id}` is already used by the gate on line {first_line}")]
+    #[error("duplicate gate id: {id} (already used by the gate on line {first_line})")]
     DuplicateId {
         /// The id found.
         id: String,
@@ -303,20 +303,20 @@ pub enum ConfigErrorKind {
     },
     /// `timeoutSec` is not a plain decimal integer.
     #[error(
-        "`timeoutSec` must be an integer number of seconds from 1 to {MAX_TIMEOUT_SEC}, found `{found}`"
+        "timeoutSec must be an integer number of seconds from 1 to {MAX_TIMEOUT_SEC}, found `{found}`"
     )]
     TimeoutNotInteger {
         /// The value found (unquoted).
         found: String,
     },
     /// `timeoutSec` is an integer outside 1..=7200.
-    #[error("`timeoutSec` must be from 1 to {MAX_TIMEOUT_SEC} seconds, found `{found}`")]
+    #[error("timeoutSec must be 1..{MAX_TIMEOUT_SEC} (seconds), found `{found}`")]
     TimeoutOutOfRange {
         /// The value found (unquoted).
         found: String,
     },
     /// `mutex` is longer than 64 characters.
-    #[error("`mutex` may have at most {MAX_MUTEX_LEN} characters, found {len}: `{found}`")]
+    #[error("mutex must be at most {MAX_MUTEX_LEN} characters, found {len}: `{found}`")]
     MutexTooLong {
         /// The value found (unquoted).
         found: String,
@@ -324,39 +324,39 @@ pub enum ConfigErrorKind {
         len: usize,
     },
     /// `mutex` uses characters outside `A-Za-z0-9_.-`.
-    #[error("`mutex` `{found}` is invalid; use only A-Z, a-z, 0-9, `_`, `.` and `-`")]
+    #[error("invalid mutex name: {found}; use only A-Z, a-z, 0-9, `_`, `.` and `-`")]
     InvalidMutex {
         /// The value found (unquoted).
         found: String,
     },
     /// `retryOnFail` is not an integer.
-    #[error("`retryOnFail` must be 0 or 1, found `{found}`")]
+    #[error("retryOnFail must be 0 or 1, found `{found}`")]
     RetryNotInteger {
         /// The value found (unquoted).
         found: String,
     },
     /// `retryOnFail` is an integer other than 0 or 1.
-    #[error("`retryOnFail` must be 0 or 1 (a gate is re-run at most once), found `{found}`")]
+    #[error("retryOnFail must be 0 or 1 (a gate is re-run at most once), found `{found}`")]
     RetryOutOfRange {
         /// The value found (unquoted).
         found: String,
     },
     /// `flakyIsPass` is not exactly `true` or `false`.
-    #[error("`flakyIsPass` must be `true` or `false`, found `{found}`")]
+    #[error("flakyIsPass must be true or false, found `{found}`")]
     FlakyNotBoolean {
         /// The value found (unquoted).
         found: String,
     },
     /// `flakyIsPass: true` on a gate that is never re-run, so it could never be FLAKY.
     #[error(
-        "`flakyIsPass: true` needs `retryOnFail: 1` in the same gate; without a re-run the gate \
+        "flakyIsPass: true requires retryOnFail: 1 in the same gate; without a re-run the gate \
          can never be FLAKY"
     )]
     FlakyWithoutRetry,
 
     // --- options ---------------------------------------------------------------------------
     /// A key `options:` does not have.
-    #[error("unknown options key `{key}`; allowed: {}", KeyList(OPTIONS_KEYS))]
+    #[error("unknown options key: {key}; allowed: {}", KeyList(OPTIONS_KEYS))]
     UnknownOptionsKey {
         /// The key found.
         key: String,
@@ -370,7 +370,7 @@ pub enum ConfigErrorKind {
         first_line: usize,
     },
     /// A boolean option that is not exactly `true` or `false`.
-    #[error("`options.{key}` must be `true` or `false`, found `{found}`")]
+    #[error("options.{key} must be true or false, found `{found}`")]
     OptionNotBoolean {
         /// skipInPrimaryCheckout, requireCommit or requireEnvClean.
         key: &'static str,
@@ -401,7 +401,7 @@ pub enum ConfigErrorKind {
         key: String,
     },
     /// A value starting with `&` or `*`.
-    #[error("`{key}`: YAML anchors and aliases are not supported in v1, found `{found}`")]
+    #[error("`{key}`: anchors/aliases are not supported in v1 (YAML `&`, `*`), found `{found}`")]
     AnchorOrAlias {
         /// The key.
         key: String,
@@ -410,7 +410,7 @@ pub enum ConfigErrorKind {
     },
     /// A value starting with `[` or `{`.
     #[error(
-        "`{key}`: flow-style values (`[…]`, `{{…}}`) are not supported in v1, found `{found}`; \
+        "`{key}`: flow-style values are not supported in v1 (`[…]`, `{{…}}`), found `{found}`; \
          quote the value if it is a string"
     )]
     FlowStyle {
@@ -421,7 +421,7 @@ pub enum ConfigErrorKind {
     },
     /// A value that opens a block scalar (`|`, `>`, with optional indicators).
     #[error(
-        "`{key}`: block scalars (`|`, `>`) are not supported in v1, found `{found}`; write the \
+        "`{key}`: block scalars are not supported in v1 (`|`, `>`), found `{found}`; write the \
          value on one line"
     )]
     BlockScalar {

@@ -47,7 +47,7 @@ fn version_2_in_commandmate_s_file_is_refused_as_commandmate_refuses_it() {
         assert_eq!(out.code, 2, "{args:?}: {}", out.render());
         assert_eq!(out.stdout, "", "no RESULT line: {}", out.render());
         for needle in [
-            ":2: `version` must be 1, found `2`",
+            ":2: version must be 1, found `2`",
             ".greenlight/verify.yaml",
             "`greenlight config move`",
         ] {

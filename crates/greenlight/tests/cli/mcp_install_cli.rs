@@ -786,7 +786,7 @@ fn without_gates_the_timeout_is_the_default_and_a_note_says_why() {
             .contains("Codex's tool_timeout_sec is the default 1800 s: the gates cannot be read (")
             && out
                 .stderr
-                .contains(".commandmate/verify.yaml:5: `timeoutSec`"),
+                .contains(".commandmate/verify.yaml:5: timeoutSec must be an integer"),
         "{}",
         out.stderr
     );

@@ -309,7 +309,7 @@ fn gates_flag_runs_a_subset_in_config_order_and_rejects_unknown_ids() {
     assert_eq!(out.code, 2);
     assert_eq!(out.stdout, "");
     assert!(
-        out.stderr.contains("unknown gate id `nope`") && out.stderr.contains("a, b, c"),
+        out.stderr.contains("unknown gate id: nope") && out.stderr.contains("a, b, c"),
         "{}",
         out.stderr
     );
@@ -439,7 +439,7 @@ fn a_silent_gate_exiting_127_gets_a_spawn_hint() {
     );
     assert!(
         out.stderr
-            .contains("exited 127 with no output: the command was probably not found"),
+            .contains("exited 127 with no output: the command may not have started (it was probably not found)"),
         "{}",
         out.stderr
     );
@@ -466,7 +466,7 @@ fn a_disabled_tail_says_so() {
     assert_eq!(out.code, 20);
     assert!(
         out.stderr
-            .contains("--- gate a (FAIL exit=1): log tail disabled (maxLogTailBytes: 0) ---"),
+            .contains("--- gate a (FAIL exit=1): log tail disabled (maxLogTailBytes=0) ---"),
         "{}",
         out.stderr
     );

@@ -28,7 +28,7 @@ fn a_nul_byte_or_an_oversized_command_is_refused_at_config_time_with_its_line() 
     --- stderr
     [REPO]/.commandmate/verify.yaml:4: `command` holds a NUL byte (byte 7 of the value), which no command line can carry; remove it
     [REPO]/.commandmate/verify.yaml:6: `command` is 131072 bytes long; the operating system starts no command longer than 131071 bytes. Move it into a script and run that
-    [REPO]/.commandmate/verify.yaml:9: `timeoutSec` must be from 1 to 7200 seconds, found `0`
+    [REPO]/.commandmate/verify.yaml:9: timeoutSec must be 1..7200 (seconds), found `0`
     greenlight: 3 problem(s) in the config; no gate ran
     ");
 
