@@ -76,7 +76,10 @@ fn the_stored_spellings_are_the_contract() {
             "budget-exhausted",
             "foreign-run-refused",
             "resume-already-completed",
-            "stale-input-refused"
+            "stale-input-refused",
+            "land-conflict",
+            "land-red",
+            "land-target-busy"
         ]
     );
 }
