@@ -41,6 +41,23 @@ pub struct Judged {
     pub failed: Vec<String>,
 }
 
+/// The gate runner's options for gates in `cwd`, with `extra_env` on top of the inherited
+/// environment; every gate of the config, no work-evidence.
+pub fn options(settings: &GateSettings, cwd: PathBuf, extra_env: Vec<(String, String)>) -> RunOptions {
+    RunOptions {
+        cwd,
+        base_ref: None,
+        only: None,
+        skip_work_evidence: true,
+        kill_grace: settings.kill_grace,
+        lock_root: settings.lock_root.clone(),
+        env: settings.env.clone(),
+        extra_env,
+        cache: settings.cache.clone(),
+        remote: settings.remote.clone(),
+    }
+}
+
 /// Runs `only` (every gate when `None`) of `config` in `tree`. `Err`: the run could not judge
 /// (interrupted, a gate id the file lacks, the worktree gone) — never a pass.
 pub async fn run(
@@ -51,16 +68,8 @@ pub async fn run(
     interrupt: &mut InterruptWatch,
 ) -> Result<Judged, String> {
     let options = RunOptions {
-        cwd: tree.path.clone(),
-        base_ref: None,
         only,
-        skip_work_evidence: true,
-        kill_grace: settings.kill_grace,
-        lock_root: settings.lock_root.clone(),
-        env: settings.env.clone(),
-        extra_env: tree.env(),
-        cache: settings.cache.clone(),
-        remote: settings.remote.clone(),
+        ..options(settings, tree.path.clone(), tree.env())
     };
     let report = greenlight_gate::run(config, &options, &mut |_| {}, interrupt)
         .await

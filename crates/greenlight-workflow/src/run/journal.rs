@@ -19,6 +19,9 @@ pub enum Entry {
     Event {
         /// The event.
         event: Event,
+        /// For a dispatch: who it went to and where.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        via: Option<Via>,
     },
     /// One invocation of `workflow run` (the first or a resume) began driving the run.
     Segment {
@@ -98,8 +101,29 @@ pub enum Entry {
     JoinDecided {
         /// The join step.
         step: String,
+        /// Its policy.
+        policy: String,
         /// Whether its policy was met.
         passed: bool,
+        /// The members that passed.
+        passed_items: Vec<String>,
+        /// The members that failed.
+        failed_items: Vec<String>,
+    },
+    /// A member's landing ended (`Event::Landed` is the scheduler's record of it).
+    LandEnded {
+        /// The land step.
+        step: String,
+        /// The member.
+        item: String,
+        /// Its branch.
+        branch: String,
+        /// `landed`, or the reason it did not.
+        outcome: String,
+        /// The target's new commit.
+        commit: Option<String>,
+        /// For a person.
+        summary: String,
     },
     /// The run ended.
     Finished {
@@ -112,11 +136,20 @@ pub enum Entry {
     },
 }
 
+/// Who a dispatch went to, and where.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Via {
+    /// The agent family.
+    pub family: String,
+    /// The model id.
+    pub model: String,
+    /// The worktree.
+    pub worktree: String,
+}
+
 /// A run as first recorded.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct NewRun {
-    /// The run's id.
-    pub id: String,
     /// The plan's name.
     pub name: String,
     /// The plan file, as given.
@@ -193,13 +226,12 @@ pub struct JournalError(pub String);
 pub trait Journal {
     /// The run `id`, when one is recorded.
     fn recorded(&mut self, id: &str) -> Result<Option<RecordedRun>, JournalError>;
-    /// Records a new run; its status is running.
-    fn create(&mut self, run: &NewRun) -> Result<(), JournalError>;
+    /// Records a new run, running, with the id asked for (`--run-id`) or the next free one;
+    /// returns its id.
+    fn create(&mut self, run: &NewRun, id: Option<&str>) -> Result<String, JournalError>;
     /// Appends one entry (and its frame), in one transaction.
     fn append(&mut self, id: &str, entry: &Entry) -> Result<(), JournalError>;
     /// Whether a person asked the run to pause (`greenlight workflow pause`) and it has not
     /// paused since.
     fn pause_requested(&mut self, id: &str) -> Result<bool, JournalError>;
-    /// A fresh run id.
-    fn new_id(&mut self) -> Result<String, JournalError>;
 }

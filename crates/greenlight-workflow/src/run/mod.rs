@@ -19,6 +19,7 @@ pub mod journal;
 pub mod limits;
 pub mod preflight;
 pub mod replay;
+pub mod store_journal;
 pub mod worktrees;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -154,12 +155,20 @@ enum Done {
         verdict: Result<(bool, String), String>,
         ledger: Vec<Dispatched>,
     },
+    Land {
+        step: String,
+        item: String,
+        branch: String,
+        landed: Result<crate::land::LandOutcome, String>,
+    },
 }
 
 type Work<'a> = Pin<Box<dyn std::future::Future<Output = Done> + 'a>>;
 
 /// The verify.yaml files a run judges by, read back from its records.
 struct GateFiles {
+    /// The snapshot itself, for a land step's gates.
+    snapshot: Option<Snapshot>,
     config: Option<Loaded>,
     files: BTreeMap<String, Loaded>,
 }
@@ -168,6 +177,7 @@ impl GateFiles {
     fn load(config: &Option<Snapshot>, files: &BTreeMap<String, Snapshot>) -> Result<Self, Error> {
         let load = |s: &Snapshot| s.load().map_err(|e| Error::Input(e.to_string()));
         Ok(GateFiles {
+            snapshot: config.clone(),
             config: config.as_ref().map(load).transpose()?,
             files: files
                 .iter()
@@ -186,12 +196,6 @@ pub async fn run(
     interrupt: InterruptWatch,
 ) -> Result<Report, Error> {
     let plan = &launch.plan;
-    if let Some(step) = plan.steps.iter().find(|s| matches!(s.kind, Kind::Land(_))) {
-        return Err(Error::Input(format!(
-            "step `{}` is a land step, which `workflow run` does not run yet; remove it and land the members' branches by hand",
-            step.id
-        )));
-    }
     let args = preflight::arguments(plan, &launch.args).map_err(Error::Input)?;
     let top = worktrees::toplevel(&launch.start_dir)?;
     let resuming = launch.resume.is_some();
@@ -202,8 +206,9 @@ pub async fn run(
         ));
     }
 
-    // Who the run is: a new one recorded, or a recorded one checked for resuming.
-    let (id, recorded) = match &launch.resume {
+    // Who the run is: a recorded one checked for resuming, or a new one (recorded once the
+    // preflight passed).
+    let recorded = match &launch.resume {
         Some(id) => {
             let recorded = journal.recorded(id)?;
             let facts = recorded.as_ref().map(|r| Recorded {
@@ -212,29 +217,25 @@ pub async fn run(
                 finished: r.finished,
             });
             resume::check(id, facts.as_ref(), plan, &args).map_err(Error::Refused)?;
-            (id.clone(), recorded)
+            recorded
         }
         None => {
-            let id = match &launch.run_id {
-                Some(id) => {
-                    if !plan::is_id(id) {
-                        return Err(Error::Input(format!(
-                            "--run-id `{id}`: use lowercase letters, digits, `-` and `_` (it names branches)"
-                        )));
-                    }
-                    if journal.recorded(id)?.is_some() {
-                        return Err(Error::Input(format!(
-                            "--run-id `{id}`: a run with this id is recorded; resume it with --resume {id}, or choose another id"
-                        )));
-                    }
-                    id.clone()
+            if let Some(id) = &launch.run_id {
+                if !id.parse::<i64>().is_ok_and(|n| n > 0) {
+                    return Err(Error::Input(format!(
+                        "--run-id `{id}`: a run id is a positive number"
+                    )));
                 }
-                None => journal.new_id()?,
-            };
-            (id, None)
+                if journal.recorded(id)?.is_some() {
+                    return Err(Error::Input(format!(
+                        "--run-id {id}: a run with this id is recorded; resume it with --resume {id}, or choose another id"
+                    )));
+                }
+            }
+            None
         }
     };
-    let trees = Worktrees::new(&top, &id)?;
+    let shown_id = launch.resume.clone().unwrap_or_else(|| "new".into());
 
     // The agents: probed once per run; a resume probes what the run recorded and refuses a
     // model that no longer answers.
@@ -254,7 +255,7 @@ pub async fn run(
                         return Err(Error::Refused(Refusal {
                             reason: Reason::ResumeModelUnavailable,
                             message: format!(
-                                "run `{id}` dispatched agent `{agent}` as model `{answered}`, which no longer answers its probe; bring the agent back, or start a new run"
+                                "run `{shown_id}` dispatched agent `{agent}` as model `{answered}`, which no longer answers its probe; bring the agent back, or start a new run"
                             ),
                         }));
                     }
@@ -298,7 +299,6 @@ pub async fn run(
                 ))
             })?;
             NewRun {
-                id: id.clone(),
                 name: plan.name.clone(),
                 plan_path: launch.plan_path.clone(),
                 started_in: top.to_string_lossy().into_owned(),
@@ -337,9 +337,11 @@ pub async fn run(
             wall_clock_sec: extra.1,
         });
     }
-    if !resuming {
-        journal.create(&run_row)?;
-    }
+    let id = match &launch.resume {
+        Some(id) => id.clone(),
+        None => journal.create(&run_row, launch.run_id.as_deref())?,
+    };
+    let trees = Worktrees::new(&top, &id)?;
     fresh.insert(0, Entry::Segment { resume: resuming });
 
     let mut driver = Driver {
@@ -404,6 +406,7 @@ impl<'a> Driver<'a> {
     fn event(&mut self, scheduler: &mut Scheduler<'_>, event: Event) -> Result<(), Error> {
         self.record(Entry::Event {
             event: event.clone(),
+            via: None,
         })?;
         self.fold(scheduler, &event)
     }
@@ -632,10 +635,14 @@ impl<'a> Driver<'a> {
             let active = usize::try_from(plan::active_items(f)).unwrap_or(usize::MAX);
             let members = &f.items[..active.min(f.items.len())];
             let mut outcomes = Vec::new();
+            let (mut passed_items, mut failed_items) = (Vec::new(), Vec::new());
             for item in members {
                 let unit = (join.fanout.clone(), Some(item.clone()));
                 match self.settled(&unit) {
-                    Some(ok) => outcomes.push(ok),
+                    Some(ok) => {
+                        outcomes.push(ok);
+                        if ok { &mut passed_items } else { &mut failed_items }.push(item.clone());
+                    }
                     None => break,
                 }
             }
@@ -644,7 +651,10 @@ impl<'a> Driver<'a> {
                 self.joins_told.insert(step.id.clone());
                 self.record(Entry::JoinDecided {
                     step: step.id.clone(),
+                    policy: join.policy.text(),
                     passed,
+                    passed_items,
+                    failed_items,
                 })?;
             }
         }
@@ -662,6 +672,7 @@ impl<'a> Driver<'a> {
                         item,
                         outcome,
                     },
+                ..
             } = entry
                 && (step, item) == (&unit.0, &unit.1)
             {
@@ -677,7 +688,7 @@ impl<'a> Driver<'a> {
                     .entries
                     .iter()
                     .filter(|(_, e)| {
-                        matches!(e, Entry::Event { event: Event::Dispatched { step, item, .. } }
+                        matches!(e, Entry::Event { event: Event::Dispatched { step, item, .. }, .. }
                             if (step, item) == (&unit.0, &unit.1))
                     })
                     .count() as u64;
@@ -791,14 +802,20 @@ impl<'a> Driver<'a> {
                             .agents
                             .dispatcher(&spec, Some(&model), &tree.env())
                             .map_err(Error::Input)?;
-                        self.event(
-                            &mut scheduler,
-                            Event::Dispatched {
-                                step: step.clone(),
-                                item: item.clone(),
-                                attempt,
-                            },
-                        )?;
+                        let event = Event::Dispatched {
+                            step: step.clone(),
+                            item: item.clone(),
+                            attempt,
+                        };
+                        self.record(Entry::Event {
+                            event: event.clone(),
+                            via: Some(journal::Via {
+                                family: dispatcher.family().as_str().to_owned(),
+                                model: model.clone(),
+                                worktree: tree.path.to_string_lossy().into_owned(),
+                            }),
+                        })?;
+                        self.fold(&mut scheduler, &event)?;
                         self.dispatched += 1;
                         let prompt = plan::fill(&agent.prompt, item.as_deref(), self.args);
                         let timeout = self.settings.agent_timeout;
@@ -876,10 +893,61 @@ impl<'a> Driver<'a> {
                             }
                         }));
                     }
-                    Action::Land { step, .. } => {
-                        return Err(Error::Input(format!(
-                            "step `{step}` is a land step, which `workflow run` does not run yet"
-                        )));
+                    Action::Land { step, item } => {
+                        let Some(Kind::Land(land)) =
+                            plan.steps.iter().find(|s| s.id == step).map(|s| &s.kind)
+                        else {
+                            continue;
+                        };
+                        let member = self.tree_for(&land.fanout, Some(&item))?;
+                        self.record(Entry::Event {
+                            event: Event::LandStarted {
+                                step: step.clone(),
+                                item: item.clone(),
+                            },
+                            via: Some(journal::Via {
+                                family: String::new(),
+                                model: String::new(),
+                                worktree: member.branch.clone(),
+                            }),
+                        })?;
+                        self.fold(
+                            &mut scheduler,
+                            &Event::LandStarted {
+                                step: step.clone(),
+                                item: item.clone(),
+                            },
+                        )?;
+                        let repo = self.trees.top().to_path_buf();
+                        let run_id = self.id.clone();
+                        let options =
+                            gate_step::options(&self.settings.gates, repo.clone(), Vec::new());
+                        let mut land_interrupt = interrupt.clone();
+                        work.push(Box::pin(async move {
+                            let landing = crate::land::Landing {
+                                repo: &repo,
+                                run_id: &run_id,
+                                step: &step,
+                                item: &item,
+                                member: &member.branch,
+                                target: &land.target,
+                                strategy: land.strategy,
+                                gates: &land.gates,
+                                judged_by: match &gate_files.snapshot {
+                                    Some(s) => crate::land::GateSource::Snapshot(s.clone()),
+                                    None => crate::land::GateSource::TargetTip,
+                                },
+                            };
+                            let landed = crate::land::land(&landing, &options, &mut land_interrupt)
+                                .await
+                                .map_err(|e| e.to_string());
+                            Done::Land {
+                                branch: member.branch.clone(),
+                                step,
+                                item,
+                                landed,
+                            }
+                        }));
                     }
                     Action::Pause { step } => {
                         let Some(Kind::Pause(pause)) =
@@ -962,6 +1030,7 @@ impl<'a> Driver<'a> {
                         row: done.row.clone(),
                     })?;
                     self.record(Entry::Event {
+                        via: None,
                         event: Event::Settled {
                             step: unit.0.clone(),
                             item: unit.1.clone(),
@@ -983,6 +1052,51 @@ impl<'a> Driver<'a> {
                         self.trees
                             .commit(&tree, &commit_message(&self.id, &unit.0, unit.1.as_deref()))?;
                     }
+                }
+                Done::Land {
+                    step,
+                    item,
+                    branch,
+                    landed,
+                } => {
+                    let (failure, outcome, commit, summary) = match &landed {
+                        Ok(outcome) => {
+                            let commit = match outcome {
+                                crate::land::LandOutcome::Landed { new, .. } => Some(new.clone()),
+                                _ => None,
+                            };
+                            let failure = outcome.failure();
+                            let word = failure.map_or("landed", |r| r.as_str()).to_owned();
+                            (failure, word, commit, outcome.summary())
+                        }
+                        // Could not land (git failed, interrupted): the member is not landed.
+                        Err(why) => (
+                            Some(Reason::LandTargetBusy),
+                            Reason::LandTargetBusy.as_str().to_owned(),
+                            None,
+                            why.clone(),
+                        ),
+                    };
+                    if failure.is_some() {
+                        self.failures
+                            .insert((step.clone(), Some(item.clone())), summary.clone());
+                    }
+                    self.record(Entry::LandEnded {
+                        step: step.clone(),
+                        item: item.clone(),
+                        branch,
+                        outcome,
+                        commit,
+                        summary,
+                    })?;
+                    self.event(
+                        &mut scheduler,
+                        Event::Landed {
+                            step,
+                            item,
+                            failure,
+                        },
+                    )?;
                 }
                 Done::Gate {
                     step,
@@ -1024,6 +1138,7 @@ impl<'a> Driver<'a> {
             }
         }
         Ok(GateFiles {
+            snapshot: None,
             config: None,
             files: BTreeMap::new(),
         })

@@ -23,7 +23,7 @@ pub fn events(entries: &[Entry]) -> Vec<Event> {
     let mut out: Vec<Event> = Vec::new();
     for entry in entries {
         match entry {
-            Entry::Event { event } => out.push(event.clone()),
+            Entry::Event { event, .. } => out.push(event.clone()),
             Entry::Abandoned { step, item } => {
                 // Its last dispatch, which has no settle after it.
                 if let Some(at) = out.iter().rposition(|e| {
@@ -86,6 +86,7 @@ mod tests {
                 item: item.map(Into::into),
                 attempt,
             },
+            via: None,
         }
     }
 
@@ -96,6 +97,7 @@ mod tests {
                 item: item.map(Into::into),
                 outcome: Outcome::Ok,
             },
+            via: None,
         }
     }
 
@@ -113,7 +115,7 @@ mod tests {
         let raw: Vec<Event> = entries[..3]
             .iter()
             .filter_map(|e| match e {
-                Entry::Event { event } => Some(event.clone()),
+                Entry::Event { event, .. } => Some(event.clone()),
                 _ => None,
             })
             .collect();
@@ -132,6 +134,7 @@ mod tests {
                 event: Event::GateStarted {
                     step: "review".into(),
                 },
+                via: None,
             },
             Entry::Rerun {
                 step: "survey".into(),
