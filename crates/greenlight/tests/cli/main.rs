@@ -57,3 +57,4 @@ mod verify_spawn;
 mod verify_v2;
 mod worker;
 mod workflow_cli;
+mod workflow_view;
