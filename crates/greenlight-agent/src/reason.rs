@@ -70,7 +70,9 @@ impl Produced for Reason {
             Reason::JoinFailed | Reason::BudgetExhausted => &[Producer::Scheduler],
             Reason::ForeignRunRefused
             | Reason::ResumeAlreadyCompleted
-            | Reason::StaleInputRefused => &[Producer::Resume],
+            | Reason::StaleInputRefused
+            | Reason::ResumeModelUnavailable
+            | Reason::BudgetExtensionExhausted => &[Producer::Resume],
             Reason::LandConflict | Reason::LandRed | Reason::LandTargetBusy => &[Producer::Land],
         }
     }

@@ -16,8 +16,10 @@ use greenlight_types::Reason;
 
 use crate::plan::{self, FailureClass, Fanout, JoinPolicy, Kind, Plan, Step};
 
-/// What happened, as the runtime records it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What happened, as the runtime records it (and stores, as JSON: the field names are the
+/// stored contract a resume reads back).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "event", rename_all = "kebab-case")]
 pub enum Event {
     /// A dispatch started: `step`'s agent (or fan-out member `item`), attempt `attempt`.
     Dispatched {
@@ -73,7 +75,8 @@ pub enum Event {
 }
 
 /// How a dispatch ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "outcome", rename_all = "kebab-case")]
 pub enum Outcome {
     /// The agent delivered.
     Ok,
