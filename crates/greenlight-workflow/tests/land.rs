@@ -109,6 +109,7 @@ fn options(repo: &TempRepo) -> RunOptions {
         kill_grace: KILL_GRACE,
         lock_root: repo.lock_root().to_path_buf(),
         env: ProcessEnv::from_vars(std::env::vars_os()),
+        extra_env: Vec::new(),
         cache: None,
         remote: None,
     }
