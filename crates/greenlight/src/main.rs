@@ -15,6 +15,7 @@ mod left_out;
 mod remote;
 #[cfg(not(feature = "remote"))]
 mod remote_left_out;
+mod workflow_run;
 
 use clap::{Parser, Subcommand};
 

@@ -93,7 +93,11 @@ pub async fn run(dispatcher: &dyn Dispatcher, job: Job<'_>) -> Dispatched {
             greenlight_agent::Deliverable::ReturnValue
         },
         reads: agent.reads.iter().map(|r| fill_item(r, job.item)).collect(),
-        writes: agent.writes.iter().map(|w| fill_item(w, job.item)).collect(),
+        writes: agent
+            .writes
+            .iter()
+            .map(|w| fill_item(w, job.item))
+            .collect(),
         timeout: agent
             .timeout_sec
             .map_or(job.default_timeout, Duration::from_secs),

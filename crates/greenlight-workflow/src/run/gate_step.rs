@@ -42,11 +42,17 @@ pub struct Judged {
 }
 
 /// The gate runner's options for gates in `cwd`, with `extra_env` on top of the inherited
-/// environment; every gate of the config, no work-evidence.
-pub fn options(settings: &GateSettings, cwd: PathBuf, extra_env: Vec<(String, String)>) -> RunOptions {
+/// environment; every gate of the config, no work-evidence, `base` as the base ref (the run's
+/// base commit: a gate that diffs against the base sees the run's, whatever `origin/HEAD` is).
+pub fn options(
+    settings: &GateSettings,
+    cwd: PathBuf,
+    extra_env: Vec<(String, String)>,
+    base: &str,
+) -> RunOptions {
     RunOptions {
         cwd,
-        base_ref: None,
+        base_ref: Some(base.to_owned()),
         only: None,
         skip_work_evidence: true,
         kill_grace: settings.kill_grace,
@@ -64,12 +70,13 @@ pub async fn run(
     config: &Loaded,
     only: Option<Vec<String>>,
     tree: &Tree,
+    base: &str,
     settings: &GateSettings,
     interrupt: &mut InterruptWatch,
 ) -> Result<Judged, String> {
     let options = RunOptions {
         only,
-        ..options(settings, tree.path.clone(), tree.env())
+        ..options(settings, tree.path.clone(), tree.env(), base)
     };
     let report = greenlight_gate::run(config, &options, &mut |_| {}, interrupt)
         .await

@@ -141,6 +141,9 @@ fn now_ms() -> u64 {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
+/// The step name the run's own worktree is recorded under (no step id can start with `_`).
+const RUN_TREE: &str = "_run";
+
 /// A unit's key: the step and, for a fan-out, the member.
 type Unit = (String, Option<String>);
 
@@ -470,9 +473,10 @@ impl<'a> Driver<'a> {
             return Ok(tree.clone());
         }
         let tree = match item {
-            Some(item) => self
-                .trees
-                .tree(Some(step), Some(item), member_index(self.plan, step, item)),
+            Some(item) => {
+                self.trees
+                    .tree(Some(step), Some(item), member_index(self.plan, step, item))
+            }
             None => self.trees.tree(None, None, 0),
         };
         self.trees
@@ -489,7 +493,7 @@ impl<'a> Driver<'a> {
         };
         if self.trees.ensure(&tree, &from)? {
             self.record(Entry::Worktree {
-                step: step.to_owned(),
+                step: tree.step.clone().unwrap_or_else(|| RUN_TREE.to_owned()),
                 item: item.map(str::to_owned),
                 branch: tree.branch.clone(),
                 path: tree.path.to_string_lossy().into_owned(),
@@ -505,19 +509,15 @@ impl<'a> Driver<'a> {
         let mut out: Vec<Tree> = Vec::new();
         for (_, entry) in &self.entries {
             if let Entry::Worktree {
-                step,
-                item,
-                state,
-                ..
+                step, item, state, ..
             } = entry
                 && state == "created"
             {
                 let tree = match item {
-                    Some(item) => self.trees.tree(
-                        Some(step),
-                        Some(item),
-                        member_index(self.plan, step, item),
-                    ),
+                    Some(item) => {
+                        self.trees
+                            .tree(Some(step), Some(item), member_index(self.plan, step, item))
+                    }
                     None => self.trees.tree(None, None, 0),
                 };
                 if !out.contains(&tree) {
@@ -540,9 +540,16 @@ impl<'a> Driver<'a> {
             })
     }
 
-    fn model_for(&self, agent: &Option<String>, model: &Option<String>) -> Option<(String, String)> {
+    fn model_for(
+        &self,
+        agent: &Option<String>,
+        model: &Option<String>,
+    ) -> Option<(String, String)> {
         let spec = agent.as_ref().or(self.plan.agent.as_ref())?.clone();
-        let key = (spec.clone(), model.clone().or_else(|| self.plan.model.clone()));
+        let key = (
+            spec.clone(),
+            model.clone().or_else(|| self.plan.model.clone()),
+        );
         let answered = self.probed.get(&key)?.clone();
         Some((spec, answered))
     }
@@ -641,7 +648,12 @@ impl<'a> Driver<'a> {
                 match self.settled(&unit) {
                     Some(ok) => {
                         outcomes.push(ok);
-                        if ok { &mut passed_items } else { &mut failed_items }.push(item.clone());
+                        if ok {
+                            &mut passed_items
+                        } else {
+                            &mut failed_items
+                        }
+                        .push(item.clone());
                     }
                     None => break,
                 }
@@ -741,7 +753,11 @@ impl<'a> Driver<'a> {
         Ok(out)
     }
 
-    async fn drive(mut self, resuming: bool, mut interrupt: InterruptWatch) -> Result<Report, Error> {
+    async fn drive(
+        mut self,
+        resuming: bool,
+        mut interrupt: InterruptWatch,
+    ) -> Result<Report, Error> {
         let plan = self.plan;
         let limits = self.limits();
         let mut scheduler = Scheduler::new(plan, limits.dispatches);
@@ -871,12 +887,14 @@ impl<'a> Driver<'a> {
                         let agent_timeout = self.settings.agent_timeout;
                         let mut gate_interrupt = interrupt.clone();
                         let args = self.args;
+                        let base = self.run.base_commit.clone();
                         work.push(Box::pin(async move {
                             let mut ledger = Vec::new();
                             let verdict = judge(
                                 gate,
                                 &step,
                                 &targets,
+                                &base,
                                 gate_files,
                                 settings,
                                 verdict_agent,
@@ -920,8 +938,12 @@ impl<'a> Driver<'a> {
                         )?;
                         let repo = self.trees.top().to_path_buf();
                         let run_id = self.id.clone();
-                        let options =
-                            gate_step::options(&self.settings.gates, repo.clone(), Vec::new());
+                        let options = gate_step::options(
+                            &self.settings.gates,
+                            repo.clone(),
+                            Vec::new(),
+                            &self.run.base_commit,
+                        );
                         let mut land_interrupt = interrupt.clone();
                         work.push(Box::pin(async move {
                             let landing = crate::land::Landing {
@@ -1165,7 +1187,9 @@ impl<'a> Driver<'a> {
             Ended::Completed | Ended::Failed { .. } | Ended::Terminal(_) => {
                 let (status, step, reason) = match &ended {
                     Ended::Completed => ("completed", None, None),
-                    Ended::Failed { step, reason, .. } => ("failed", Some(step.clone()), Some(*reason)),
+                    Ended::Failed { step, reason, .. } => {
+                        ("failed", Some(step.clone()), Some(*reason))
+                    }
                     Ended::Terminal(label) => ("terminal", Some(label.clone()), None),
                     _ => ("completed", None, None),
                 };
@@ -1177,7 +1201,7 @@ impl<'a> Driver<'a> {
                         self.trees.remove(&tree)?;
                     }
                     self.record(Entry::Worktree {
-                        step: tree.step.clone().unwrap_or_default(),
+                        step: tree.step.clone().unwrap_or_else(|| RUN_TREE.to_owned()),
                         item: tree.item.clone(),
                         branch: tree.branch.clone(),
                         path: tree.path.to_string_lossy().into_owned(),
@@ -1246,6 +1270,7 @@ async fn judge(
     gate: &plan::Gate,
     step: &str,
     targets: &[Tree],
+    base: &str,
     files: &GateFiles,
     settings: &GateSettings,
     verdict_agent: Option<(std::sync::Arc<dyn greenlight_agent::Dispatcher>, String)>,
@@ -1296,9 +1321,12 @@ async fn judge(
     let config = config.ok_or("the run recorded no verify.yaml for this gate")?;
     let mut failed = Vec::new();
     for tree in targets {
-        let judged = gate_step::run(config, only.clone(), tree, settings, interrupt).await?;
+        let judged = gate_step::run(config, only.clone(), tree, base, settings, interrupt).await?;
         if !judged.passed {
-            let at = tree.item.clone().unwrap_or_else(|| "the run's worktree".into());
+            let at = tree
+                .item
+                .clone()
+                .unwrap_or_else(|| "the run's worktree".into());
             failed.push(format!("{at}: {}", judged.failed.join(", ")));
         }
     }

@@ -94,8 +94,8 @@ pub fn gates(
         if let Some(file) = &gate.verify {
             check_all(top, std::slice::from_ref(file), &[])
                 .map_err(|e| format!("gate step `{}`: {e}", step.id))?;
-            let (snapshot, _) = take(&top.join(file))
-                .map_err(|e| format!("gate step `{}`: {e}", step.id))?;
+            let (snapshot, _) =
+                take(&top.join(file)).map_err(|e| format!("gate step `{}`: {e}", step.id))?;
             files.insert(file.clone(), snapshot);
         }
     }
@@ -115,7 +115,10 @@ pub fn containment(plan: &Plan, top: &Path) -> Result<(), String> {
     for step in &plan.steps {
         let (agent, items): (&plan::Agent, Vec<Option<&str>>) = match &step.kind {
             Kind::Agent(a) => (a, vec![None]),
-            Kind::Fanout(f) => (&f.template, f.items.iter().map(|i| Some(i.as_str())).collect()),
+            Kind::Fanout(f) => (
+                &f.template,
+                f.items.iter().map(|i| Some(i.as_str())).collect(),
+            ),
             _ => continue,
         };
         for item in items {

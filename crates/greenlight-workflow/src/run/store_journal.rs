@@ -50,7 +50,11 @@ fn run_id(id: &str) -> Result<WorkflowRunId, JournalError> {
         .ok()
         .filter(|n| *n > 0)
         .map(WorkflowRunId)
-        .ok_or_else(|| JournalError(format!("`{id}` is not a workflow run id (a positive number)")))
+        .ok_or_else(|| {
+            JournalError(format!(
+                "`{id}` is not a workflow run id (a positive number)"
+            ))
+        })
 }
 
 fn family(name: &str) -> Option<Family> {
@@ -73,11 +77,7 @@ impl Journal for StoreJournal<'_> {
         let Ok(run) = run_id(id) else {
             return Ok(None);
         };
-        let Some(record) = self
-            .store
-            .read(|s| s.workflow_record(run))
-            .map_err(err)?
-        else {
+        let Some(record) = self.store.read(|s| s.workflow_record(run)).map_err(err)? else {
             return Ok(None);
         };
         let mut entries = Vec::with_capacity(record.events.len());
@@ -223,154 +223,166 @@ impl Journal for StoreJournal<'_> {
             Entry::Event {
                 event: Event::Dispatched { step, item, .. },
                 via,
-            } => opened = Some(((step.clone(), item.clone()), via.as_ref().and_then(|v| family(&v.family)))),
-            Entry::Ledger { row } => match self.open.remove(&(row.step.clone(), row.item.clone())) {
-                Some((id, _)) => closing = Some((id, row.clone())),
-                // A verdict agent's dispatch has no scheduler event: started and settled at once.
-                None => settle_now = Some(row.clone()),
-            },
+            } => {
+                opened = Some((
+                    (step.clone(), item.clone()),
+                    via.as_ref().and_then(|v| family(&v.family)),
+                ))
+            }
+            Entry::Ledger { row } => {
+                match self.open.remove(&(row.step.clone(), row.item.clone())) {
+                    Some((id, _)) => closing = Some((id, row.clone())),
+                    // A verdict agent's dispatch has no scheduler event: started and settled at once.
+                    None => settle_now = Some(row.clone()),
+                }
+            }
             _ => {}
         }
         let dispatch_id = self
             .store
-            .write(|tx| -> Result<Option<WorkflowDispatchId>, greenlight_store::Error> {
-                tx.append_workflow_event(run, &json, frame.as_ref())?;
-                let mut started = None;
-                match entry {
-                    Entry::Event {
-                        event:
-                            Event::Dispatched {
+            .write(
+                |tx| -> Result<Option<WorkflowDispatchId>, greenlight_store::Error> {
+                    tx.append_workflow_event(run, &json, frame.as_ref())?;
+                    let mut started = None;
+                    match entry {
+                        Entry::Event {
+                            event:
+                                Event::Dispatched {
+                                    step,
+                                    item,
+                                    attempt,
+                                },
+                            via,
+                        } => {
+                            let (id, _) = tx.start_workflow_dispatch(&NewWorkflowDispatch {
+                                run,
+                                step: step.clone(),
+                                item: item.clone(),
+                                attempt: u32::try_from(*attempt).unwrap_or(u32::MAX),
+                                family: via
+                                    .as_ref()
+                                    .and_then(|v| family(&v.family))
+                                    .unwrap_or(Family::Command),
+                                model: via.as_ref().map(|v| v.model.clone()),
+                                worktree: via.as_ref().map(|v| PathBuf::from(&v.worktree)),
+                            })?;
+                            started = Some(id);
+                        }
+                        Entry::Segment { resume: true } => {
+                            tx.resume_workflow_run(run)?;
+                        }
+                        Entry::Probed {
+                            agent, answered, ..
+                        } => {
+                            let fam = greenlight_agent_family(agent);
+                            tx.record_workflow_probe(run, fam, answered)?;
+                        }
+                        Entry::Extended {
+                            dispatches,
+                            wall_clock_sec,
+                        } => {
+                            if *dispatches > 0 {
+                                tx.extend_workflow_budget(run, *dispatches)?;
+                            }
+                            if *wall_clock_sec > 0 {
+                                tx.extend_workflow_wall_clock(
+                                    run,
+                                    wall_clock_sec.saturating_mul(1000),
+                                )?;
+                            }
+                        }
+                        Entry::Worktree {
+                            step,
+                            item,
+                            branch,
+                            path,
+                            state,
+                        } => match state.as_str() {
+                            "created" => tx.add_workflow_member(&NewWorkflowMember {
+                                run,
+                                step: step.clone(),
+                                item: item.clone(),
+                                branch: branch.clone(),
+                                worktree: PathBuf::from(path),
+                            })?,
+                            "kept" => tx.set_workflow_member_state(
+                                run,
                                 step,
-                                item,
-                                attempt,
-                            },
-                        via,
-                    } => {
+                                item.as_deref(),
+                                MemberState::Kept,
+                                Some("the run did not complete; kept for a person"),
+                            )?,
+                            _ => tx.set_workflow_member_state(
+                                run,
+                                step,
+                                item.as_deref(),
+                                MemberState::Removed,
+                                None,
+                            )?,
+                        },
+                        Entry::Paused {
+                            reason,
+                            step,
+                            message,
+                        } => {
+                            tx.pause_workflow_run(
+                                run,
+                                &WorkflowDetail {
+                                    reason: reason.map_or("pause-step", |r| r.as_str()).to_owned(),
+                                    step: Some(step.clone()),
+                                    label: None,
+                                    message: Some(message.clone()),
+                                },
+                            )?;
+                        }
+                        Entry::Finished {
+                            status,
+                            step,
+                            reason,
+                        } => {
+                            let (status, detail) = match status.as_str() {
+                                "completed" => (WorkflowStatus::Completed, None),
+                                "terminal" => (
+                                    WorkflowStatus::Terminal,
+                                    Some(WorkflowDetail {
+                                        reason: "terminal".into(),
+                                        step: None,
+                                        label: step.clone(),
+                                        message: None,
+                                    }),
+                                ),
+                                _ => (
+                                    WorkflowStatus::Failed,
+                                    Some(WorkflowDetail {
+                                        reason: reason.map_or("failed", |r| r.as_str()).to_owned(),
+                                        step: step.clone(),
+                                        label: None,
+                                        message: None,
+                                    }),
+                                ),
+                            };
+                            tx.finish_workflow_run(run, status, detail.as_ref())?;
+                        }
+                        _ => {}
+                    }
+                    if let Some((id, row)) = &closing {
+                        tx.finish_workflow_dispatch(*id, &end_of(row))?;
+                    }
+                    if let Some(row) = &settle_now {
                         let (id, _) = tx.start_workflow_dispatch(&NewWorkflowDispatch {
                             run,
-                            step: step.clone(),
-                            item: item.clone(),
-                            attempt: u32::try_from(*attempt).unwrap_or(u32::MAX),
-                            family: via
-                                .as_ref()
-                                .and_then(|v| family(&v.family))
-                                .unwrap_or(Family::Command),
-                            model: via.as_ref().map(|v| v.model.clone()),
-                            worktree: via.as_ref().map(|v| PathBuf::from(&v.worktree)),
+                            step: row.step.clone(),
+                            item: row.item.clone(),
+                            attempt: u32::try_from(row.attempt).unwrap_or(u32::MAX),
+                            family: family(&row.family).unwrap_or(Family::Command),
+                            model: Some(row.model.clone()),
+                            worktree: Some(PathBuf::from(&row.worktree)),
                         })?;
-                        started = Some(id);
+                        tx.finish_workflow_dispatch(id, &end_of(row))?;
                     }
-                    Entry::Segment { resume: true } => {
-                        tx.resume_workflow_run(run)?;
-                    }
-                    Entry::Probed {
-                        agent, answered, ..
-                    } => {
-                        let fam = greenlight_agent_family(agent);
-                        tx.record_workflow_probe(run, fam, answered)?;
-                    }
-                    Entry::Extended {
-                        dispatches,
-                        wall_clock_sec,
-                    } => {
-                        if *dispatches > 0 {
-                            tx.extend_workflow_budget(run, *dispatches)?;
-                        }
-                        if *wall_clock_sec > 0 {
-                            tx.extend_workflow_wall_clock(run, wall_clock_sec.saturating_mul(1000))?;
-                        }
-                    }
-                    Entry::Worktree {
-                        step,
-                        item,
-                        branch,
-                        path,
-                        state,
-                    } => match state.as_str() {
-                        "created" => tx.add_workflow_member(&NewWorkflowMember {
-                            run,
-                            step: step.clone(),
-                            item: item.clone(),
-                            branch: branch.clone(),
-                            worktree: PathBuf::from(path),
-                        })?,
-                        "kept" => tx.set_workflow_member_state(
-                            run,
-                            step,
-                            item.as_deref(),
-                            MemberState::Kept,
-                            Some("the run did not complete; kept for a person"),
-                        )?,
-                        _ => tx.set_workflow_member_state(
-                            run,
-                            step,
-                            item.as_deref(),
-                            MemberState::Removed,
-                            None,
-                        )?,
-                    },
-                    Entry::Paused {
-                        reason,
-                        step,
-                        message,
-                    } => {
-                        tx.pause_workflow_run(
-                            run,
-                            &WorkflowDetail {
-                                reason: reason.map_or("pause-step", |r| r.as_str()).to_owned(),
-                                step: Some(step.clone()),
-                                label: None,
-                                message: Some(message.clone()),
-                            },
-                        )?;
-                    }
-                    Entry::Finished {
-                        status,
-                        step,
-                        reason,
-                    } => {
-                        let (status, detail) = match status.as_str() {
-                            "completed" => (WorkflowStatus::Completed, None),
-                            "terminal" => (
-                                WorkflowStatus::Terminal,
-                                Some(WorkflowDetail {
-                                    reason: "terminal".into(),
-                                    step: None,
-                                    label: step.clone(),
-                                    message: None,
-                                }),
-                            ),
-                            _ => (
-                                WorkflowStatus::Failed,
-                                Some(WorkflowDetail {
-                                    reason: reason.map_or("failed", |r| r.as_str()).to_owned(),
-                                    step: step.clone(),
-                                    label: None,
-                                    message: None,
-                                }),
-                            ),
-                        };
-                        tx.finish_workflow_run(run, status, detail.as_ref())?;
-                    }
-                    _ => {}
-                }
-                if let Some((id, row)) = &closing {
-                    tx.finish_workflow_dispatch(*id, &end_of(row))?;
-                }
-                if let Some(row) = &settle_now {
-                    let (id, _) = tx.start_workflow_dispatch(&NewWorkflowDispatch {
-                        run,
-                        step: row.step.clone(),
-                        item: row.item.clone(),
-                        attempt: u32::try_from(row.attempt).unwrap_or(u32::MAX),
-                        family: family(&row.family).unwrap_or(Family::Command),
-                        model: Some(row.model.clone()),
-                        worktree: Some(PathBuf::from(&row.worktree)),
-                    })?;
-                    tx.finish_workflow_dispatch(id, &end_of(row))?;
-                }
-                Ok(started)
-            })
+                    Ok(started)
+                },
+            )
             .map_err(err)?;
         if let (Some(id), Some((unit, fam))) = (dispatch_id, opened) {
             self.open.insert(unit, (id, fam));

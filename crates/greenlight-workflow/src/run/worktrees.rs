@@ -95,7 +95,12 @@ pub fn toplevel(dir: &Path) -> Result<PathBuf, WorktreeError> {
 pub fn resolve(dir: &Path, rev: &str) -> Result<String, WorktreeError> {
     git_out(
         dir,
-        &["rev-parse", "--verify", "--quiet", &format!("{rev}^{{commit}}")],
+        &[
+            "rev-parse",
+            "--verify",
+            "--quiet",
+            &format!("{rev}^{{commit}}"),
+        ],
     )
 }
 
@@ -164,7 +169,15 @@ impl Worktrees {
         // A branch left by a run killed between `branch` and `worktree add` is reused: -B.
         git_out(
             &self.top,
-            &["worktree", "add", "--quiet", "-B", &tree.branch, &path, from],
+            &[
+                "worktree",
+                "add",
+                "--quiet",
+                "-B",
+                &tree.branch,
+                &path,
+                from,
+            ],
         )?;
         Ok(true)
     }
@@ -219,4 +232,13 @@ impl Worktrees {
     pub fn tidy(&self) {
         let _ = std::fs::remove_dir(&self.root);
     }
+}
+
+/// The common git directory of the repository holding `dir` (what a run records as its
+/// repository: the same for every worktree of it).
+pub fn common_dir(dir: &Path) -> Result<PathBuf, WorktreeError> {
+    let top = toplevel(dir)?;
+    let common = git_out(&top, &["rev-parse", "--git-common-dir"])?;
+    let common = top.join(common);
+    Ok(common.canonicalize().unwrap_or(common))
 }
