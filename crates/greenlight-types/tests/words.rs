@@ -63,9 +63,9 @@ fn the_stored_spellings_are_the_contract() {
         DispatchOutcome::NAMES,
         ["in-flight", "ok", "null", "error", "interrupted"]
     );
-    assert_eq!(Reason::ALL.len(), 24);
+    assert_eq!(Reason::ALL.len(), 27);
     assert_eq!(Reason::PausedByUser.as_str(), "paused-by-user");
-    // The workflow scheduler's and resume check's members.
+    // The workflow scheduler's, resume check's and land step's members.
     assert_eq!(
         Reason::ALL[19..]
             .iter()

@@ -61,15 +61,21 @@ pub(super) fn dirty_target(repo: &Path, target: &str) -> Result<Option<Busy>, La
 
 /// The tracked files with changes, staged or not (`git status`, untracked files left out).
 fn changed_files(worktree: &Path) -> Result<Vec<String>, LandError> {
-    let status = git::run(
+    let status = git::raw(
         worktree,
-        &["status", "--porcelain=v1", "--untracked-files=no"],
+        &["status", "--porcelain=v1", "-z", "--untracked-files=no"],
     )?;
-    Ok(status
-        .lines()
-        .filter_map(|l| l.get(3..))
-        .map(str::to_owned)
-        .collect())
+    // `XY path\0`, and a rename or copy adds its source as one more `path\0`.
+    let mut files = Vec::new();
+    let mut entries = status.split('\0').filter(|e| !e.is_empty());
+    while let Some(entry) = entries.next() {
+        let Some(path) = entry.get(3..) else { continue };
+        files.push(path.to_owned());
+        if entry.starts_with(['R', 'C']) {
+            entries.next();
+        }
+    }
+    Ok(files)
 }
 
 /// Moves `refs/heads/<target>` from `old` to `new` only if it is still at `old`, and

@@ -23,8 +23,13 @@ const SCRATCH_SETTINGS: &[&str] = &[
 
 /// Runs `git -C dir ARGS` and returns its stdout, trimmed; a failure names the call.
 pub(super) fn run(dir: &Path, args: &[&str]) -> Result<String, LandError> {
+    raw(dir, args).map(|out| out.trim().to_owned())
+}
+
+/// [`run`], with stdout as git wrote it (for output whose columns matter).
+pub(super) fn raw(dir: &Path, args: &[&str]) -> Result<String, LandError> {
     git::output(git::command(dir).args(args))
-        .map(|out| String::from_utf8_lossy(&out).trim().to_owned())
+        .map(|out| String::from_utf8_lossy(&out).into_owned())
         .map_err(|failure| LandError::Git {
             args: args.join(" "),
             dir: dir.to_path_buf(),
