@@ -31,6 +31,7 @@ const PAGES: &[(&[&str], &str)] = &[
     (&["cache", "clear"], "verify-yaml.md"),
     (&["mcp"], "mcp.md"),
     (&["worker"], "verify-yaml.md"),
+    (&["workflow", "run"], "workflow-run.md"),
     (&["workflow", "status"], "workflow-views.md"),
     (&["workflow", "log"], "workflow-views.md"),
     (&["workflow", "list"], "workflow-views.md"),
