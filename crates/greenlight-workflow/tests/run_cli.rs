@@ -436,3 +436,74 @@ fn an_agent_that_edits_verify_yaml_in_its_worktree_is_still_judged_by_the_base_g
     let edited = std::fs::read_to_string(Path::new(kept).join(".greenlight/verify.yaml")).unwrap();
     assert!(edited.contains("true"), "{edited}");
 }
+
+#[test]
+fn a_pause_request_is_honoured_at_the_next_boundary_and_the_run_resumes() {
+    let f = Fixture::new();
+    let agent = f.agent(
+        "waiter",
+        "echo \"start $item\" >> \"$LOG\"\nn=0\nwhile [ ! -e \"$DIR/go\" ] && [ $n -lt 300 ]; do sleep 0.1; n=$((n+1)); done\necho ok",
+    );
+    let plan = f.plan(&format!(
+        "workflow: 1\nname: pausing\nagent: \"{agent}\"\nsteps:\n  - id: first\n    kind: agent\n    \
+         prompt: \"One. ITEM=first\"\n  - id: second\n    kind: agent\n    needs: [first]\n    \
+         prompt: \"Two. ITEM=second\"\n"
+    ));
+    let child = f
+        .repo
+        .command(f.args(&plan, &["--run-id", "3"]))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while f.count("start first") == 0 {
+        assert!(started.elapsed() < Duration::from_secs(60));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let state = f.path("state.db").display().to_string();
+    let asked = f
+        .repo
+        .greenlight(["workflow", "pause", "3", "--state", &state]);
+    assert_eq!(asked.code, 0, "{}{}", asked.stdout, asked.stderr);
+    write_file(&f.path("go"), "");
+    let out = child.wait_with_output().unwrap();
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(75), "{doc}");
+    assert_eq!(doc["reason"], "paused-by-user", "{doc}");
+    assert_eq!(
+        doc["step"], "second",
+        "paused before the next boundary: {doc}"
+    );
+    assert_eq!(f.count("start second"), 0);
+
+    let (run, doc) = f.run(&plan, &["--resume", "3"]);
+    assert_eq!(run.code, 0, "{doc}");
+    assert_eq!((f.count("start first"), f.count("start second")), (1, 1));
+}
+
+#[test]
+fn a_spent_wall_clock_pauses_before_the_next_boundary_and_an_extension_carries_on() {
+    let f = Fixture::new();
+    let agent = f.agent(
+        "slowfirst",
+        "echo \"start $item\" >> \"$LOG\"\nif [ \"$item\" = first ]; then sleep 2.5; fi\necho ok",
+    );
+    let plan = f.plan(&format!(
+        "workflow: 1\nname: clock\nagent: \"{agent}\"\nsteps:\n  - id: first\n    kind: agent\n    \
+         prompt: \"One. ITEM=first\"\n  - id: second\n    kind: agent\n    needs: [first]\n    \
+         prompt: \"Two. ITEM=second\"\n"
+    ));
+    let (run, doc) = f.run(&plan, &["--max-wall-clock", "2s"]);
+    assert_eq!(run.code, 75, "{doc}");
+    assert_eq!(doc["reason"], "budget-exhausted");
+    assert_eq!(doc["step"], "second");
+    assert!(
+        doc["message"].as_str().unwrap().contains("wall clock"),
+        "{doc}"
+    );
+    let id = doc["run"].as_str().unwrap().to_owned();
+    let (run, doc) = f.run(&plan, &["--resume", &id, "--wall-clock-extra", "2s"]);
+    assert_eq!(run.code, 0, "{doc}");
+    assert_eq!((f.count("start first"), f.count("start second")), (1, 1));
+}

@@ -115,7 +115,7 @@ pub async fn run(dispatcher: &dyn Dispatcher, job: Job<'_>) -> Dispatched {
                 e.reason(),
                 e.to_string(),
             );
-            return settle(&job.step, job.item, job.attempt, job.tree, result, None);
+            return settle(job.step, job.item, job.attempt, job.tree, result, None);
         }
     };
     let result = dispatcher.dispatch(&request).await;
@@ -123,7 +123,7 @@ pub async fn run(dispatcher: &dyn Dispatcher, job: Job<'_>) -> Dispatched {
         (None, true) => baseline.check_landed().err(),
         _ => None,
     };
-    settle(&job.step, job.item, job.attempt, job.tree, result, landed)
+    settle(job.step, job.item, job.attempt, job.tree, result, landed)
 }
 
 /// A verdict agent's dispatch: `Ok(passed)` from its `GATE: PASS|FAIL` line, or the failure.

@@ -22,7 +22,7 @@ use crate::schedule::Event;
 pub struct StoreJournal<'s> {
     store: &'s mut Store,
     /// Ledger rows in flight, by unit.
-    open: BTreeMap<(String, Option<String>), (WorkflowDispatchId, Option<Family>)>,
+    open: BTreeMap<(String, Option<String>), WorkflowDispatchId>,
     /// Gate tries so far, by gate step (for the frames' `attempt`).
     gate_tries: BTreeMap<String, u32>,
     /// Ledger rows so far, by unit: a row's attempt is the unit's dispatch number in the ledger
@@ -249,22 +249,17 @@ impl Journal for StoreJournal<'_> {
             }
             _ => 0,
         };
-        let mut opened: Option<((String, Option<String>), Option<Family>)> = None;
+        let mut opened: Option<(String, Option<String>)> = None;
         let mut closing: Option<(WorkflowDispatchId, LedgerRow)> = None;
         let mut settle_now: Option<LedgerRow> = None;
         match entry {
             Entry::Event {
                 event: Event::Dispatched { step, item, .. },
-                via,
-            } => {
-                opened = Some((
-                    (step.clone(), item.clone()),
-                    via.as_ref().and_then(|v| family(&v.family)),
-                ))
-            }
+                ..
+            } => opened = Some((step.clone(), item.clone())),
             Entry::Ledger { row } => {
                 match self.open.remove(&(row.step.clone(), row.item.clone())) {
-                    Some((id, _)) => closing = Some((id, row.clone())),
+                    Some(id) => closing = Some((id, row.clone())),
                     // A verdict agent's dispatch has no scheduler event: started and settled at once.
                     None => settle_now = Some(row.clone()),
                 }
@@ -412,8 +407,8 @@ impl Journal for StoreJournal<'_> {
                 },
             )
             .map_err(err)?;
-        if let (Some(id), Some((unit, fam))) = (dispatch_id, opened) {
-            self.open.insert(unit, (id, fam));
+        if let (Some(id), Some(unit)) = (dispatch_id, opened) {
+            self.open.insert(unit, id);
         }
         Ok(())
     }
