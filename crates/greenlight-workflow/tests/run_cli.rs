@@ -507,3 +507,27 @@ fn a_spent_wall_clock_pauses_before_the_next_boundary_and_an_extension_carries_o
     assert_eq!(run.code, 0, "{doc}");
     assert_eq!((f.count("start first"), f.count("start second")), (1, 1));
 }
+
+#[test]
+fn members_that_passed_are_landed_onto_the_target_one_at_a_time() {
+    let f = Fixture::new();
+    let agent = f.agent("lander", WORKER);
+    let plan = f.plan(&format!(
+        "workflow: 1\nname: landing\nagent: \"{agent}\"\nsteps:\n  - id: fix\n    kind: fanout\n    \
+         items: [a, b]\n    maxFanout: 2\n    template:\n      prompt: \"Fix. ITEM={{{{item}}}}\"\n      \
+         deliverable: file\n      writes: [\"out/{{{{item}}}}.txt\"]\n  - id: fixed\n    kind: join\n    for: fix\n    \
+         policy: all-declared\n  - id: ship\n    kind: land\n    needs: [fixed]\n    for: fix\n    target: main\n"
+    ));
+    let before = f.repo.git(&["rev-parse", "main"]);
+    let (run, doc) = f.run(&plan, &[]);
+    assert_eq!(run.code, 0, "{doc}\n{}", run.stderr);
+    assert_ne!(f.repo.git(&["rev-parse", "main"]), before);
+    let tree = f.repo.git(&["ls-tree", "-r", "--name-only", "main"]);
+    assert!(
+        tree.contains("out/a.txt") && tree.contains("out/b.txt"),
+        "{tree}"
+    );
+    // The primary checkout on main was brought along.
+    assert!(f.repo.path().join("out/b.txt").exists());
+    assert_eq!(f.worktrees(), 1);
+}
