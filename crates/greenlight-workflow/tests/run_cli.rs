@@ -152,6 +152,26 @@ fn a_fan_out_of_six_never_runs_more_than_two_at_once_each_in_its_own_worktree() 
     // A completed run removes its worktrees and branches.
     assert_eq!(f.worktrees(), 1);
     assert!(!f.repo.git(&["branch"]).contains("greenlight/wf-"));
+    // Every dispatch, settle, gate and join decision is a frame of the run's stream.
+    let id: i64 = doc["run"].as_str().unwrap().parse().unwrap();
+    let mut store = greenlight_store::Store::open(&f.path("state.db")).unwrap();
+    let frames = store
+        .read(|s| {
+            greenlight_store::Reads::frames_after(
+                s,
+                greenlight_store::greenlight_stream::StreamId::Workflow(id),
+                0,
+                1000,
+            )
+        })
+        .unwrap();
+    let count = |kind: &str| frames.iter().filter(|fr| fr.body.kind() == kind).count();
+    assert_eq!(count("workflow-run-started"), 1);
+    assert_eq!(count("workflow-dispatched"), 6);
+    assert_eq!(count("workflow-settled"), 6);
+    assert_eq!(count("workflow-join-decided"), 1);
+    assert_eq!((count("workflow-gate-started"), count("workflow-gate-judged")), (1, 1));
+    assert_eq!(count("workflow-run-finished"), 1);
 }
 
 /// A fan-out of three whose member `b` fails (its agent exits 1).
