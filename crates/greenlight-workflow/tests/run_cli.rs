@@ -170,7 +170,13 @@ fn a_fan_out_of_six_never_runs_more_than_two_at_once_each_in_its_own_worktree() 
     assert_eq!(count("workflow-dispatched"), 6);
     assert_eq!(count("workflow-settled"), 6);
     assert_eq!(count("workflow-join-decided"), 1);
-    assert_eq!((count("workflow-gate-started"), count("workflow-gate-judged")), (1, 1));
+    assert_eq!(
+        (
+            count("workflow-gate-started"),
+            count("workflow-gate-judged")
+        ),
+        (1, 1)
+    );
     assert_eq!(count("workflow-run-finished"), 1);
 }
 
@@ -550,4 +556,54 @@ fn members_that_passed_are_landed_onto_the_target_one_at_a_time() {
     // The primary checkout on main was brought along.
     assert!(f.repo.path().join("out/b.txt").exists());
     assert_eq!(f.worktrees(), 1);
+}
+
+#[test]
+fn a_verdict_gate_passes_on_gate_pass_and_fails_on_gate_fail_or_no_verdict() {
+    let f = Fixture::new();
+    let worker = f.agent("work", "echo \"start $item\" >> \"$LOG\"\necho ok");
+    let judge = f.agent(
+        "judge",
+        "echo \"start $item\" >> \"$LOG\"\nprintf 'I read it.\\n%s\\n' \"$(cat \"$DIR/verdict\")\"",
+    );
+    let plan = f.plan(&format!(
+        "workflow: 1\nname: verdict\nagent: \"{worker}\"\nsteps:\n  - id: work\n    kind: agent\n    \
+         prompt: \"Work. ITEM=work\"\n  - id: judged\n    kind: gate\n    needs: [work]\n    \
+         verdict: {{ prompt: \"Judge. ITEM=judge\", agent: \"{judge}\" }}\n"
+    ));
+    for (verdict, code, reason) in [
+        ("GATE: PASS", 0, None),
+        ("GATE: FAIL", 1, Some("gate-failed")),
+        ("looks good to me", 1, Some("gate-failed")),
+    ] {
+        write_file(&f.path("verdict"), verdict);
+        let (run, doc) = f.run(&plan, &[]);
+        assert_eq!(run.code, code, "{verdict}: {doc}");
+        assert_eq!(doc["reason"].as_str(), reason, "{verdict}: {doc}");
+        if verdict == "looks good to me" {
+            let message = doc["message"].as_str().unwrap();
+            assert!(message.contains("gate-verdict-unparseable"), "{message}");
+        }
+    }
+    assert_eq!(f.count("start judge"), 3);
+}
+
+#[test]
+fn a_declared_write_through_a_symlink_out_of_the_tree_is_refused_before_anything_runs() {
+    let f = Fixture::new();
+    std::os::unix::fs::symlink(f.dir.path(), f.repo.path().join("escape")).unwrap();
+    f.repo.commit_all("a link out of the tree");
+    let agent = f.agent("never", "echo \"start $item\" >> \"$LOG\"\necho ok");
+    let plan = f.plan(&format!(
+        "workflow: 1\nname: escape\nagent: \"{agent}\"\nsteps:\n  - id: write\n    kind: agent\n    \
+         prompt: \"Write. ITEM=write\"\n    deliverable: file\n    writes: [escape/stolen.txt]\n"
+    ));
+    let (run, doc) = f.run(&plan, &[]);
+    assert_eq!(run.code, 2, "{doc}");
+    let message = doc["message"].as_str().unwrap();
+    assert!(
+        message.contains("escape/stolen.txt") && message.contains("outside the root"),
+        "{message}"
+    );
+    assert!(f.log().is_empty(), "nothing was dispatched");
 }
