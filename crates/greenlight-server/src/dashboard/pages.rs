@@ -265,7 +265,7 @@ fn turn_row(out: &mut String, turn: &TurnSummary, now: i64) {
 }
 
 /// The timeline the script fills from the stream, with its follow and errors-only toggles.
-fn timeline(out: &mut String, frames_url: &str) {
+pub(super) fn timeline(out: &mut String, frames_url: &str) {
     let _ = write!(
         out,
         "<section class=\"card\">\n<div class=\"toolbar\"><h2>Timeline</h2>\
