@@ -243,6 +243,28 @@ fn workflow_id(raw: &str) -> Result<i64, ApiError> {
     }
 }
 
+/// `GET /workflows`: the workflow runs, newest first.
+pub async fn workflows_page(State(app): State<App>) -> Result<Response, ApiError> {
+    let runs = app.hub.with_store(workflow_list).await?;
+    Ok(Html(dashboard::workflows_page(&runs)).into_response())
+}
+
+/// `GET /api/workflows`: the workflow runs, newest first, as `greenlight workflow list --json`.
+pub async fn workflows(State(app): State<App>) -> Result<Response, ApiError> {
+    let runs = app.hub.with_store(workflow_list).await?;
+    Ok(Json(runs).into_response())
+}
+
+fn workflow_list(
+    s: &mut greenlight_store::Store,
+) -> Result<Vec<greenlight_store::WorkflowRun>, ApiError> {
+    greenlight_run::workflow_control::list(s, greenlight_run::workflow_control::LIST_DEFAULT)
+        .map_err(|e| match e {
+            greenlight_run::workflow_control::Error::Store(e) => ApiError::from(e),
+            other => ApiError::internal(other.to_string()),
+        })
+}
+
 /// `GET /workflows/{id}`: the plan as a graph, live.
 pub async fn workflow_page(
     State(app): State<App>,

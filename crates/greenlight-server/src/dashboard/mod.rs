@@ -12,7 +12,7 @@ mod workflow_page;
 
 pub use html::{duration, utc};
 pub use pages::{GoalsPageLinks, RUNNING, goal_page, goals_page, run_page};
-pub use workflow_page::workflow_page;
+pub use workflow_page::{workflow_page, workflows_page};
 
 /// The script every page loads from `/assets/app.js`.
 pub const APP_JS: &str = include_str!("app.js");

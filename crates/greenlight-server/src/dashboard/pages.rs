@@ -150,6 +150,7 @@ pub fn goals_page(overview: &Overview, links: &GoalsPageLinks) -> String {
         "<a href=\"/?archived=true\">Show archived goals</a> \
          <span class=\"muted\">(done or cleared, unchanged for 7 days)</span>"
     });
+    main.push_str(" · <a id=\"workflows-link\" href=\"/workflows\">Workflow runs</a>");
     main.push_str("</p>\n</section>\n");
     main.push_str(
         "<section class=\"card\">\n<h2>Recent verify and hook runs</h2>\n\

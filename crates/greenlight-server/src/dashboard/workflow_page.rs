@@ -1,12 +1,14 @@
-//! `/workflows/{id}`: a workflow run's plan as a graph, each step and member with its state,
-//! and the run's timeline.
+//! `/workflows`: the workflow runs; `/workflows/{id}`: a run's plan as a graph, each step and
+//! member with its state, and the run's timeline.
 //!
 //! The graph is rendered from [`WorkflowSnapshot`] here and again by `app.js` from the same
 //! snapshot when a frame arrives; the element ids and classes are the same in both.
 
 use std::fmt::Write as _;
 
-use super::html::{badge, esc, layout, time};
+use greenlight_store::WorkflowRun;
+
+use super::html::{badge, elapsed, esc, layout, time};
 use super::pages::timeline;
 use crate::workflow::{Node, WorkflowSnapshot};
 
@@ -97,4 +99,41 @@ pub fn workflow_page(snap: &WorkflowSnapshot) -> String {
         ],
         &main,
     )
+}
+
+/// The workflow runs, newest first (rendered when asked for; reload for news).
+pub fn workflows_page(runs: &[WorkflowRun]) -> String {
+    let now = greenlight_store::WallClock::now_ms(&greenlight_store::SystemClock);
+    let mut main = String::from(
+        "<section class=\"card\">\n<div class=\"crumbs\"><a href=\"/\">goals</a> / workflows</div>\n\
+         <h1>Workflow runs</h1>\n<table id=\"workflows\" class=\"list\"><thead><tr><th>#</th>\
+         <th>Plan</th><th>Status</th><th>Dispatch units</th><th>Started</th><th>Took</th>\
+         <th>Worktree</th></tr></thead>\n<tbody>\n",
+    );
+    for run in runs {
+        let units = match run.units_total() {
+            Some(total) => format!("{}/{total}", run.spent.units),
+            None => run.spent.units.to_string(),
+        };
+        let _ = writeln!(
+            main,
+            "<tr data-workflow=\"{id}\"><td class=\"num\"><a href=\"/workflows/{id}\">wf-{id}</a></td>\
+             <td><a href=\"/workflows/{id}\">{name}</a></td><td>{status}</td>\
+             <td class=\"num\">{units}</td><td>{started}</td><td class=\"num\">{took}</td>\
+             <td class=\"path\" title=\"{wt}\">{wt}</td></tr>",
+            id = run.id,
+            name = esc(&run.name),
+            status = badge(run.status.as_str()),
+            started = time(run.started_at),
+            took = elapsed(run.started_at, run.ended_at, now),
+            wt = esc(&run.worktree.to_string_lossy()),
+        );
+    }
+    let _ = write!(
+        main,
+        "</tbody></table>\n<p id=\"workflows-empty\" class=\"empty\"{}>No workflow runs yet.</p>\n\
+         </section>\n",
+        if runs.is_empty() { "" } else { " hidden" }
+    );
+    layout("Workflow runs", &[("page", "workflows".to_owned())], &main)
 }

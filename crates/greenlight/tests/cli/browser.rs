@@ -810,6 +810,22 @@ fn the_workflow_page_draws_the_plan_and_each_members_state_live_and_resumes_in_c
 
     let port = free_port();
     let server = Server::start(port, &state, &log);
+    // From the goals page to the list of workflow runs, and from there to the run.
+    browser.open(&server.url("/"));
+    assert_eq!(
+        browser.eval("document.getElementById('workflows-link').getAttribute('href')"),
+        json!("/workflows")
+    );
+    browser.open(&server.url("/workflows"));
+    assert_eq!(
+        browser.eval(
+            "[...document.querySelectorAll('#workflows tbody tr')].map((r) => \
+             [r.dataset.workflow, r.querySelector('a').getAttribute('href'), \
+             r.children[2].textContent, r.children[3].textContent])"
+        ),
+        json!([["1", "/workflows/1", "running", "3/8"]])
+    );
+    assert_eq!(browser.eval("window.__pwned === undefined"), json!(true));
     browser.open(&server.url(&format!("/workflows/{}", run.0)));
     browser.wait(
         "document.querySelectorAll('[data-seq]').length === 5 && window.greenlight.state === 'live'",
