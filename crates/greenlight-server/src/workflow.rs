@@ -215,6 +215,36 @@ fn fold(nodes: &mut Vec<Node>, frame: &Frame) {
     }
 }
 
+/// A fan-out's (or a land's) own state, from its members' when no frame named the step itself:
+/// `running` while any member has started and not all have ended, `passed` when every member
+/// passed (or landed), `failed` when every member ended and one did not.
+fn roll_up_members(nodes: &mut [Node]) {
+    let done = |s: &str| matches!(s, "passed" | "landed");
+    let started = |s: &str| s != "pending";
+    let ended = |s: &str| !matches!(s, "pending" | "running" | "gating" | "landing");
+    for i in 0..nodes.len() {
+        if nodes[i].item.is_some() || nodes[i].state != "pending" {
+            continue;
+        }
+        let step = nodes[i].step.clone();
+        let members: Vec<&str> = nodes
+            .iter()
+            .filter(|n| n.step == step && n.item.is_some())
+            .map(|n| n.state.as_str())
+            .collect();
+        let state = if members.is_empty() || !members.iter().any(|s| started(s)) {
+            continue;
+        } else if members.iter().all(|s| done(s)) {
+            "passed"
+        } else if members.iter().all(|s| ended(s)) {
+            "failed"
+        } else {
+            "running"
+        };
+        nodes[i].state = state.to_owned();
+    }
+}
+
 /// A node's state is `running` only while its run is: a run that stopped left nothing running.
 fn settle_running(nodes: &mut [Node], status: &str) {
     if status == "running" {
@@ -241,6 +271,7 @@ pub fn snapshot(store: &mut Store, id: i64) -> Result<WorkflowSnapshot, ApiError
     for frame in &frames {
         fold(&mut nodes, frame);
     }
+    roll_up_members(&mut nodes);
     let status = run.status.as_str().to_owned();
     settle_running(&mut nodes, &status);
     for member in &report.members {
@@ -286,6 +317,26 @@ mod tests {
             at: 0,
             body,
         }
+    }
+
+    #[test]
+    fn a_fanout_is_passed_when_every_member_passed_and_failed_when_all_ended_and_one_failed() {
+        let mut nodes = plan_nodes(PLAN);
+        for (item, state) in [("a", "passed"), ("b", "passed")] {
+            set(&mut nodes, "fix", Some(item), state, None);
+        }
+        set(&mut nodes, "ship", Some("a"), "landed", None);
+        set(&mut nodes, "ship", Some("b"), "land-conflict", None);
+        roll_up_members(&mut nodes);
+        let fix = nodes
+            .iter()
+            .find(|n| n.step == "fix" && n.item.is_none())
+            .map(|n| n.state.as_str());
+        let ship = nodes
+            .iter()
+            .find(|n| n.step == "ship" && n.item.is_none())
+            .map(|n| n.state.as_str());
+        assert_eq!((fix, ship), (Some("passed"), Some("failed")));
     }
 
     #[test]
@@ -373,8 +424,19 @@ mod tests {
             "land-conflict",
             "a member the plan did not list is added"
         );
+        roll_up_members(&mut nodes);
+        assert_eq!(
+            state(&nodes, "fix", None).0,
+            "running",
+            "a member started, one not ended"
+        );
+        assert_eq!(
+            state(&nodes, "ship", None).0,
+            "running",
+            "one member landing stopped, two not started"
+        );
         settle_running(&mut nodes, "interrupted");
         assert_eq!(state(&nodes, "fix", Some("a")).0, "interrupted");
-        assert_eq!(state(&nodes, "fix", None).0, "pending");
+        assert_eq!(state(&nodes, "fixed", None).0, "pending");
     }
 }

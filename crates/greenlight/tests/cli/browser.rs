@@ -841,7 +841,7 @@ fn the_workflow_page_draws_the_plan_and_each_members_state_live_and_resumes_in_c
         graph,
         json!([
             "survey:passed",
-            "fix:pending",
+            "fix:running",
             "fix/parser:running",
             "fix/store:running",
             "fix/cli:pending",
