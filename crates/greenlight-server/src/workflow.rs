@@ -217,11 +217,14 @@ fn fold(nodes: &mut Vec<Node>, frame: &Frame) {
 
 /// A fan-out's (or a land's) own state, from its members' when no frame named the step itself:
 /// `running` while any member has started and not all have ended, `passed` when every member
-/// passed (or landed), `failed` when every member ended and one did not.
-fn roll_up_members(nodes: &mut [Node]) {
-    let done = |s: &str| matches!(s, "passed" | "landed");
+/// passed (or landed), `failed` when every member ended and one did not. Once the run has
+/// ended (`stopped`: completed, failed or terminal), a member never started is left out (a land
+/// does not try a member its join dropped); a paused or interrupted run's is still to come.
+fn roll_up_members(nodes: &mut [Node], stopped: bool) {
+    let done = |s: &str| matches!(s, "passed" | "landed") || (stopped && s == "pending");
     let started = |s: &str| s != "pending";
-    let ended = |s: &str| !matches!(s, "pending" | "running" | "gating" | "landing");
+    let ended =
+        |s: &str| !matches!(s, "running" | "gating" | "landing") && (stopped || s != "pending");
     for i in 0..nodes.len() {
         if nodes[i].item.is_some() || nodes[i].state != "pending" {
             continue;
@@ -271,7 +274,7 @@ pub fn snapshot(store: &mut Store, id: i64) -> Result<WorkflowSnapshot, ApiError
     for frame in &frames {
         fold(&mut nodes, frame);
     }
-    roll_up_members(&mut nodes);
+    roll_up_members(&mut nodes, run.status.is_ended());
     let status = run.status.as_str().to_owned();
     settle_running(&mut nodes, &status);
     for member in &report.members {
@@ -327,7 +330,7 @@ mod tests {
         }
         set(&mut nodes, "ship", Some("a"), "landed", None);
         set(&mut nodes, "ship", Some("b"), "land-conflict", None);
-        roll_up_members(&mut nodes);
+        roll_up_members(&mut nodes, false);
         let fix = nodes
             .iter()
             .find(|n| n.step == "fix" && n.item.is_none())
@@ -337,6 +340,16 @@ mod tests {
             .find(|n| n.step == "ship" && n.item.is_none())
             .map(|n| n.state.as_str());
         assert_eq!((fix, ship), (Some("passed"), Some("failed")));
+
+        // A run that ended landed what its join kept; the member it dropped was never tried.
+        let mut nodes = plan_nodes(PLAN);
+        set(&mut nodes, "ship", Some("a"), "landed", None);
+        roll_up_members(&mut nodes, true);
+        let ship = nodes
+            .iter()
+            .find(|n| n.step == "ship" && n.item.is_none())
+            .map(|n| n.state.as_str());
+        assert_eq!(ship, Some("passed"));
     }
 
     #[test]
@@ -424,7 +437,7 @@ mod tests {
             "land-conflict",
             "a member the plan did not list is added"
         );
-        roll_up_members(&mut nodes);
+        roll_up_members(&mut nodes, false);
         assert_eq!(
             state(&nodes, "fix", None).0,
             "running",
