@@ -716,3 +716,95 @@ fn one_snapshot_reads_a_run_with_its_events_ledger_and_members() {
             .is_none()
     );
 }
+
+/// Several processes' connections appending to one run (a runtime and the views, or two
+/// members' recorders) never take the same event seq or frame seq, and leave no hole.
+#[test]
+fn concurrent_writers_number_one_runs_events_and_frames_without_a_hole() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let db = dir.path().join("s.db");
+    let run = open(&db)
+        .write(|tx| tx.create_workflow_run(&new_run(None)))
+        .expect("create");
+    let writers: Vec<_> = (0..4)
+        .map(|w| {
+            let db = db.clone();
+            std::thread::spawn(move || {
+                let mut store = Store::open(&db).expect("open");
+                for i in 0..25 {
+                    let body = format!(r#"{{"writer":{w},"i":{i}}}"#);
+                    let frame = FrameBody::WorkflowGateStarted {
+                        run: run.0,
+                        step: "review".into(),
+                        item: Some(format!("w{w}")),
+                        attempt: i + 1,
+                    };
+                    store
+                        .write(|tx| tx.append_workflow_event(run, &body, Some(&frame)))
+                        .expect("append");
+                }
+            })
+        })
+        .collect();
+    for w in writers {
+        w.join().expect("writer");
+    }
+    let store = open(&db);
+    let seqs: Vec<u64> = store
+        .workflow_events(run)
+        .expect("events")
+        .iter()
+        .map(|e| e.seq)
+        .collect();
+    assert_eq!(seqs, (1..=100).collect::<Vec<_>>());
+    // The run-started frame, then one frame per event.
+    assert_eq!(store.frame_bounds(run.stream()).expect("bounds"), (1, 101));
+}
+
+/// Figures, not a check: what recording costs a runtime per dispatch (its start and its
+/// settle, two durable transactions each with its frame), and reading back a run of that size.
+/// `cargo test -p greenlight-store --test workflow -- --ignored --nocapture figures`
+#[test]
+#[ignore = "prints figures; run on demand"]
+fn figures_recording_a_dispatch_and_reading_a_run_back() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut store = Store::open(&dir.path().join("s.db")).expect("open");
+    let run = store
+        .write(|tx| tx.create_workflow_run(&new_run(None)))
+        .expect("create");
+    let n = 500u32;
+    let started = std::time::Instant::now();
+    for i in 0..n {
+        let (id, _) = store
+            .write(|tx| {
+                tx.start_workflow_dispatch(&dispatch(run, "fix", Some(&format!("m{i}")), 1))
+            })
+            .expect("start");
+        store
+            .write(|tx| {
+                tx.finish_workflow_dispatch(
+                    id,
+                    &WorkflowDispatchEnd {
+                        outcome: "ok".into(),
+                        wall_ms: Some(1),
+                        ..WorkflowDispatchEnd::default()
+                    },
+                )
+            })
+            .expect("finish");
+    }
+    let per = started.elapsed() / n;
+    let read = std::time::Instant::now();
+    let record = store
+        .read(|s| s.workflow_record(run))
+        .expect("read")
+        .expect("run");
+    let read = read.elapsed();
+    assert_eq!(record.dispatches.len(), n as usize);
+    println!(
+        "recording one dispatch (start + settle, 2 transactions, synchronous=FULL): {} us; \
+         reading a run of {n} dispatches with its ledger: {} ms",
+        per.as_micros(),
+        read.as_millis()
+    );
+}
