@@ -23,7 +23,9 @@ use crate::read::{collect, path_from_blob, sql_err};
 use crate::tx::Tx;
 
 /// A workflow run's id; `wf-<id>` is its stream.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, schemars::JsonSchema,
+)]
 #[serde(transparent)]
 pub struct WorkflowRunId(pub i64);
 
@@ -41,12 +43,14 @@ impl std::fmt::Display for WorkflowRunId {
 }
 
 /// A row of the dispatch ledger.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, schemars::JsonSchema,
+)]
 #[serde(transparent)]
 pub struct WorkflowDispatchId(pub i64);
 
 /// The limits a run started with. Each `None` is "no limit".
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, schemars::JsonSchema)]
 pub struct WorkflowBudget {
     /// Dispatch units (one per dispatch) granted at the start, before extensions.
     pub units: Option<u64>,
@@ -59,7 +63,7 @@ pub struct WorkflowBudget {
 }
 
 /// Why a run paused or ended: a closed reason name and where.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
 pub struct WorkflowDetail {
     /// The kebab-case reason (`budget-exhausted`, `paused-by-user`, `deliverable-not-landed`…).
     pub reason: String,
@@ -99,7 +103,7 @@ pub struct NewWorkflowRun {
 }
 
 /// What the ledger says the run has spent so far.
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, schemars::JsonSchema)]
 pub struct WorkflowSpend {
     /// Dispatch units: one per ledger row, whatever its outcome (an interrupted dispatch was
     /// still sent).
@@ -113,7 +117,7 @@ pub struct WorkflowSpend {
 }
 
 /// A recorded workflow run.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, schemars::JsonSchema)]
 pub struct WorkflowRun {
     /// Its id.
     pub id: WorkflowRunId,
@@ -198,7 +202,7 @@ impl WorkflowRun {
 }
 
 /// One recorded scheduler event of a run.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
 pub struct WorkflowEvent {
     /// Its run.
     pub run: WorkflowRunId,
@@ -250,7 +254,7 @@ pub struct WorkflowDispatchEnd {
 pub const IN_FLIGHT: &str = "in-flight";
 
 /// One row of the dispatch ledger.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, schemars::JsonSchema)]
 pub struct WorkflowDispatch {
     /// Its row id.
     pub id: WorkflowDispatchId,
@@ -302,7 +306,7 @@ pub struct NewWorkflowMember {
 }
 
 /// A member worktree of a run.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
 pub struct WorkflowMember {
     /// Its run.
     pub run: WorkflowRunId,
@@ -325,7 +329,7 @@ pub struct WorkflowMember {
 }
 
 /// A run with everything recorded about it, read from one snapshot.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, schemars::JsonSchema)]
 pub struct WorkflowRecord {
     /// The run row.
     pub run: WorkflowRun,

@@ -25,6 +25,9 @@ pub struct StoreJournal<'s> {
     open: BTreeMap<(String, Option<String>), (WorkflowDispatchId, Option<Family>)>,
     /// Gate tries so far, by gate step (for the frames' `attempt`).
     gate_tries: BTreeMap<String, u32>,
+    /// Ledger rows so far, by unit: a row's attempt is the unit's dispatch number in the ledger
+    /// (a redo round or a dispatch again after a kill is a new row, never the same one).
+    dispatches: BTreeMap<(String, Option<String>), u32>,
     /// The repository's common git directory, recorded with a new run.
     repository: PathBuf,
 }
@@ -36,6 +39,7 @@ impl<'s> StoreJournal<'s> {
             store,
             open: BTreeMap::new(),
             gate_tries: BTreeMap::new(),
+            dispatches: BTreeMap::new(),
             repository,
         }
     }
@@ -96,6 +100,13 @@ impl Journal for StoreJournal<'_> {
                 *self.gate_tries.entry(step.clone()).or_default() += 1;
             }
             entries.push((u64::try_from(event.at).unwrap_or(0), entry));
+        }
+        for d in &record.dispatches {
+            let n = self
+                .dispatches
+                .entry((d.step.clone(), d.item.clone()))
+                .or_default();
+            *n = (*n).max(d.attempt);
         }
         let row = record.run;
         let args = serde_json::from_str(&row.args_json).unwrap_or_default();
@@ -216,6 +227,28 @@ impl Journal for StoreJournal<'_> {
             }),
             _ => None,
         };
+        let mut number = |step: &str, item: &Option<String>| {
+            let n = self
+                .dispatches
+                .entry((step.to_owned(), item.clone()))
+                .or_default();
+            *n += 1;
+            *n
+        };
+        let attempt_no = match entry {
+            Entry::Event {
+                event: Event::Dispatched { step, item, .. },
+                ..
+            } => number(step, item),
+            Entry::Ledger { row }
+                if !self
+                    .open
+                    .contains_key(&(row.step.clone(), row.item.clone())) =>
+            {
+                number(&row.step, &row.item)
+            }
+            _ => 0,
+        };
         let mut opened: Option<((String, Option<String>), Option<Family>)> = None;
         let mut closing: Option<(WorkflowDispatchId, LedgerRow)> = None;
         let mut settle_now: Option<LedgerRow> = None;
@@ -246,19 +279,14 @@ impl Journal for StoreJournal<'_> {
                     let mut started = None;
                     match entry {
                         Entry::Event {
-                            event:
-                                Event::Dispatched {
-                                    step,
-                                    item,
-                                    attempt,
-                                },
+                            event: Event::Dispatched { step, item, .. },
                             via,
                         } => {
                             let (id, _) = tx.start_workflow_dispatch(&NewWorkflowDispatch {
                                 run,
                                 step: step.clone(),
                                 item: item.clone(),
-                                attempt: u32::try_from(*attempt).unwrap_or(u32::MAX),
+                                attempt: attempt_no,
                                 family: via
                                     .as_ref()
                                     .and_then(|v| family(&v.family))
@@ -373,7 +401,7 @@ impl Journal for StoreJournal<'_> {
                             run,
                             step: row.step.clone(),
                             item: row.item.clone(),
-                            attempt: u32::try_from(row.attempt).unwrap_or(u32::MAX),
+                            attempt: attempt_no,
                             family: family(&row.family).unwrap_or(Family::Command),
                             model: Some(row.model.clone()),
                             worktree: Some(PathBuf::from(&row.worktree)),

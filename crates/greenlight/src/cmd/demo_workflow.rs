@@ -124,7 +124,7 @@ fn demo(keep: bool) -> Result<i32, String> {
         state: Some(state.clone()),
     });
     // Leave the temp dir before it is removed.
-    let _ = std::env::set_current_dir(&base.parent().unwrap_or(Path::new("/")));
+    let _ = std::env::set_current_dir(base.parent().unwrap_or(Path::new("/")));
     outln!();
     tell_the_story(&state)?;
     let log = git_log(&project);

@@ -16,3 +16,4 @@ pub mod serve;
 pub mod verify;
 pub mod worker;
 pub mod workflow;
+pub mod workflow_view;

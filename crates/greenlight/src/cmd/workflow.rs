@@ -50,6 +50,16 @@ pub enum Command {
     /// paused or killed run (exit 0 completed, 1 failed, 2 plan or input error, 3 terminal,
     /// 4 resume refused, 5 state or git error, 75 paused).
     Run(crate::workflow_run::RunArgs),
+    /// Show a workflow run: its status, budget and spend, each step and member reached, and the
+    /// worktrees kept for a person.
+    Status(super::workflow_view::RunArgs),
+    /// Show a workflow run's recorded events and its dispatch ledger.
+    Log(super::workflow_view::RunArgs),
+    /// List the workflow runs in the state database, newest first.
+    List(super::workflow_view::ListArgs),
+    /// Ask a running workflow run to pause at its next boundary (it is recorded; the process
+    /// driving the run pauses there).
+    Pause(super::workflow_view::PauseArgs),
 }
 
 /// Runs a `workflow` subcommand and returns its exit code.
@@ -57,6 +67,10 @@ pub fn run(command: Command) -> i32 {
     match command {
         Command::Check { plan, json } => check(&plan, json),
         Command::Run(args) => crate::workflow_run::run(args),
+        Command::Status(args) => super::workflow_view::status(&args),
+        Command::Log(args) => super::workflow_view::log(&args),
+        Command::List(args) => super::workflow_view::list(&args),
+        Command::Pause(args) => super::workflow_view::pause(&args),
     }
 }
 

@@ -58,3 +58,4 @@ mod verify_spawn;
 mod verify_v2;
 mod worker;
 mod workflow_cli;
+mod workflow_view;
