@@ -165,8 +165,12 @@ impl std::fmt::Display for Mismatch {
 /// One dispatchable unit: an agent step, or one member of a fan-out.
 #[derive(Debug, Clone, Default)]
 struct Unit {
-    /// Attempts dispatched in this round (a redo starts a new round).
+    /// The number of its last dispatch, counted over every round.
     attempts: u64,
+    /// Its dispatches before this round: a redo starts a new round, whose retries are counted
+    /// from here, and whose first dispatch is numbered after the last round's (every dispatch
+    /// of a unit has a number of its own, as the ledger keeps them).
+    round_start: u64,
     in_flight: bool,
     /// `None` while it may still run.
     done: Option<Result<(), Reason>>,
@@ -280,7 +284,8 @@ impl<'p> Scheduler<'p> {
                         let retry = agent.retry.as_ref();
                         let retried = class
                             .is_some_and(|c| retry.is_some_and(|r| r.on.contains(&c)))
-                            && unit.attempts < retry.map_or(1, |r| r.max_attempts);
+                            && unit.attempts - unit.round_start
+                                < retry.map_or(1, |r| r.max_attempts);
                         if retried { None } else { Some(Err(*reason)) }
                     }
                 };
@@ -308,7 +313,16 @@ impl<'p> Scheduler<'p> {
                         Some(route) if run.redos < gate.max_redos => {
                             // Redo: the route runs again as a new round, then the gate.
                             run.redos += 1;
-                            self.units.insert((route.to_owned(), None), Unit::default());
+                            let key = (route.to_owned(), None);
+                            let before = self.units.get(&key).map_or(0, |u| u.attempts);
+                            self.units.insert(
+                                key,
+                                Unit {
+                                    attempts: before,
+                                    round_start: before,
+                                    ..Unit::default()
+                                },
+                            );
                         }
                         _ => {
                             run.passed = Some(false);

@@ -21,6 +21,21 @@ const SCRATCH_SETTINGS: &[&str] = &[
     "rebase.autoSquash=false",
 ];
 
+/// The committer a landing's commits name: the user's git identity, or greenlight's when the
+/// repository has none (as the run's own commits do), so a landing never fails for want of one.
+fn identity(dir: &Path) -> &'static [&'static str] {
+    if git::line(dir, &["config", "user.email"]).is_some() {
+        &[]
+    } else {
+        &[
+            "-c",
+            "user.name=greenlight",
+            "-c",
+            "user.email=greenlight@localhost",
+        ]
+    }
+}
+
 /// Runs `git -C dir ARGS` and returns its stdout, trimmed; a failure names the call.
 pub(super) fn run(dir: &Path, args: &[&str]) -> Result<String, LandError> {
     raw(dir, args).map(|out| out.trim().to_owned())
@@ -66,6 +81,7 @@ pub(super) enum Merged {
 /// the target's history says which landing brought what).
 pub(super) fn merge(scratch: &Path, member: &str, message: &str) -> Result<Merged, LandError> {
     let mut args = SCRATCH_SETTINGS.to_vec();
+    args.extend(identity(scratch));
     args.extend(["merge", "--no-ff", "--no-edit", "-m", message, member]);
     bring(scratch, &args)
 }
@@ -74,6 +90,7 @@ pub(super) fn merge(scratch: &Path, member: &str, message: &str) -> Result<Merge
 /// `HEAD`), detached: the target then fast-forwards to the result.
 pub(super) fn rebase(scratch: &Path, onto: &str, member: &str) -> Result<Merged, LandError> {
     let mut args = SCRATCH_SETTINGS.to_vec();
+    args.extend(identity(scratch));
     args.extend(["rebase", "--quiet", onto, member]);
     bring(scratch, &args)
 }

@@ -4,6 +4,7 @@ pub mod agent;
 pub mod cache;
 pub mod config;
 pub mod demo;
+pub mod demo_workflow;
 pub mod digest;
 pub mod goal;
 pub mod history;

@@ -6,6 +6,7 @@ mod browser;
 mod cli_output;
 mod cli_wording;
 mod config_home;
+mod demo_workflow;
 mod digest_cli;
 mod front_ends;
 mod fuzz_cache;
