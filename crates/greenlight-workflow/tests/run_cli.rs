@@ -220,6 +220,10 @@ fn each_join_policy_passes_and_fails_as_its_members_decide() {
             assert_eq!(run.code, 1, "{policy}: {doc}");
             assert_eq!(doc["reason"], "join-failed", "{policy}: {doc}");
             assert_eq!(doc["step"], "joined");
+            assert!(
+                doc["message"].as_str().unwrap().starts_with("b: "),
+                "the failed member named: {doc}"
+            );
             assert_eq!(
                 f.count("start after"),
                 0,
@@ -606,4 +610,32 @@ fn a_declared_write_through_a_symlink_out_of_the_tree_is_refused_before_anything
         "{message}"
     );
     assert!(f.log().is_empty(), "nothing was dispatched");
+}
+
+#[test]
+fn a_gate_of_one_fan_out_does_not_end_the_agents_of_another_still_running() {
+    let f = Fixture::new();
+    let agent = f.agent(
+        "mixed",
+        "echo \"start $item\" >> \"$LOG\"\ncase $item in slow*) sleep 1.5;; esac\nmkdir -p out\n\
+         echo \"$item\" > \"out/$item.txt\"\necho \"end $item\" >> \"$LOG\"\necho done",
+    );
+    f.gates("version: 1\ngates:\n  - id: quick\n    command: \"test -s out/fast.txt\"\n");
+    let plan = f.plan(&format!(
+        "workflow: 1\nname: overlap\nagent: \"{agent}\"\nsteps:\n  - id: a\n    kind: fanout\n    \
+         items: [fast]\n    maxFanout: 1\n    template:\n      prompt: \"A. ITEM={{{{item}}}}\"\n      \
+         deliverable: file\n      writes: [\"out/{{{{item}}}}.txt\"]\n  - id: a-done\n    kind: join\n    for: a\n    \
+         policy: all-declared\n  - id: a-gate\n    kind: gate\n    needs: [a-done]\n    gates: [quick]\n  \
+         - id: b\n    kind: fanout\n    items: [slow1, slow2]\n    maxFanout: 2\n    template:\n      \
+         prompt: \"B. ITEM={{{{item}}}}\"\n      deliverable: file\n      writes: [\"out/{{{{item}}}}.txt\"]\n  \
+         - id: b-done\n    kind: join\n    for: b\n    policy: all-declared\n"
+    ));
+    let (run, doc) = f.run(&plan, &[]);
+    assert_eq!(run.code, 0, "{doc}\n{:?}", f.log());
+    assert_eq!(
+        (f.count("end slow1"), f.count("end slow2")),
+        (1, 1),
+        "{:?}",
+        f.log()
+    );
 }

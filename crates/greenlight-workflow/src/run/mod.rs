@@ -769,6 +769,13 @@ impl<'a> Driver<'a> {
         let mut work: FuturesUnordered<Work<'_>> = FuturesUnordered::new();
         // The worktrees an agent works in now.
         let mut busy_trees: BTreeSet<PathBuf> = BTreeSet::new();
+        // Gates and landings run alone: the gate runner ends every child of this process it did
+        // not start once a gate run is prepared and as each phase ends (the sweep `verify`
+        // relies on), which would take running agents, or another gate's processes, for
+        // leftovers. So a gate step or a landing waits until no agent runs, and an agent waits
+        // until no gate or landing runs.
+        let mut agents_running = 0usize;
+        let mut judging = false;
         let ended = loop {
             self.tell_joins()?;
             // A limit reached (or a person's pause request) starts no new boundary.
@@ -801,7 +808,7 @@ impl<'a> Driver<'a> {
                     } => {
                         let tree = self.tree_for(&step, item.as_deref())?;
                         // One agent at a time in a worktree: a second waits for the first.
-                        if busy_trees.contains(&tree.path) {
+                        if busy_trees.contains(&tree.path) || judging {
                             continue;
                         }
                         let Some(agent) = self.agent_of(&step) else {
@@ -836,6 +843,7 @@ impl<'a> Driver<'a> {
                         let prompt = plan::fill(&agent.prompt, item.as_deref(), self.args);
                         let timeout = self.settings.agent_timeout;
                         busy_trees.insert(tree.path.clone());
+                        agents_running += 1;
                         work.push(Box::pin(async move {
                             let done = dispatch::run(
                                 dispatcher.as_ref(),
@@ -858,6 +866,9 @@ impl<'a> Driver<'a> {
                         }));
                     }
                     Action::RunGate { step } => {
+                        if agents_running > 0 || judging {
+                            continue;
+                        }
                         let Some(gate_step) = plan.steps.iter().find(|s| s.id == step) else {
                             continue;
                         };
@@ -883,6 +894,7 @@ impl<'a> Driver<'a> {
                             None => None,
                         };
                         self.event(&mut scheduler, Event::GateStarted { step: step.clone() })?;
+                        judging = true;
                         let settings = &self.settings.gates;
                         let agent_timeout = self.settings.agent_timeout;
                         let mut gate_interrupt = interrupt.clone();
@@ -912,6 +924,9 @@ impl<'a> Driver<'a> {
                         }));
                     }
                     Action::Land { step, item } => {
+                        if agents_running > 0 || judging {
+                            continue;
+                        }
                         let Some(Kind::Land(land)) =
                             plan.steps.iter().find(|s| s.id == step).map(|s| &s.kind)
                         else {
@@ -936,6 +951,7 @@ impl<'a> Driver<'a> {
                                 item: item.clone(),
                             },
                         )?;
+                        judging = true;
                         let repo = self.trees.top().to_path_buf();
                         let run_id = self.id.clone();
                         let options = gate_step::options(
@@ -1047,6 +1063,7 @@ impl<'a> Driver<'a> {
                 Done::Dispatch { unit, done } => {
                     let tree = self.tree_for(&unit.0, unit.1.as_deref())?;
                     busy_trees.remove(&tree.path);
+                    agents_running -= 1;
                     let outcome = done.outcome;
                     self.record(Entry::Ledger {
                         row: done.row.clone(),
@@ -1081,6 +1098,7 @@ impl<'a> Driver<'a> {
                     branch,
                     landed,
                 } => {
+                    judging = false;
                     let (failure, outcome, commit, summary) = match &landed {
                         Ok(outcome) => {
                             let commit = match outcome {
@@ -1125,6 +1143,7 @@ impl<'a> Driver<'a> {
                     verdict,
                     ledger,
                 } => {
+                    judging = false;
                     for row in ledger {
                         self.record(Entry::Ledger { row: row.row })?;
                     }
@@ -1167,6 +1186,17 @@ impl<'a> Driver<'a> {
     }
 
     fn failure_detail(&self, step: &str) -> String {
+        // A join failed because of its fan-out's members: theirs are the reasons to show.
+        let step = match self
+            .plan
+            .steps
+            .iter()
+            .find(|s| s.id == step)
+            .map(|s| &s.kind)
+        {
+            Some(Kind::Join(join)) => join.fanout.as_str(),
+            _ => step,
+        };
         self.failures
             .iter()
             .filter(|((s, _), _)| s == step)
