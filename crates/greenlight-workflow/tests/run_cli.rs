@@ -639,3 +639,35 @@ fn a_gate_of_one_fan_out_does_not_end_the_agents_of_another_still_running() {
         f.log()
     );
 }
+
+#[test]
+fn sigterm_ends_the_agents_and_says_how_to_resume_and_the_resume_finishes_the_run() {
+    let f = Fixture::new();
+    let plan = two_steps(&f);
+    write_file(&f.path("slow"), "");
+    let child = f
+        .repo
+        .command(f.args(&plan, &["--run-id", "5"]))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while f.count("start first") == 0 {
+        assert!(started.elapsed() < Duration::from_secs(60));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let run = greenlight_testkit::signal_and_wait(child, "-TERM", Duration::from_secs(20));
+    assert_eq!(run.code, 143, "{}{}", run.stdout, run.stderr);
+    let doc: Value = serde_json::from_str(run.stdout.trim()).unwrap();
+    assert_eq!(doc["status"], "interrupted", "{doc}");
+    assert!(
+        doc["resume"].as_str().unwrap().contains("--resume 5"),
+        "{doc}"
+    );
+    std::fs::remove_file(f.path("slow")).unwrap();
+    let (run, doc) = f.run(&plan, &["--resume", "5"]);
+    assert_eq!(run.code, 0, "{doc}");
+    // The interrupted dispatch never settled: it ran again, once.
+    assert_eq!((f.count("start first"), f.count("start second")), (2, 1));
+}
