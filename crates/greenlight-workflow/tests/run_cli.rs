@@ -388,10 +388,12 @@ fn resume_refuses_in_order_foreign_completed_stale_then_an_unavailable_model() {
 #[test]
 fn a_kill_during_a_fan_out_then_resume_dispatches_no_finished_member_again() {
     let f = Fixture::new();
-    // a and b finish at once; c and d hang while `slow` exists.
+    // a and b finish at once; c and d wait while `slow` exists, then give up without writing
+    // (the attempt the kill cut short: it must not land anything).
     let agent = f.agent(
         "hang",
-        "echo \"start $item\" >> \"$LOG\"\ncase $item in c|d) if [ -e \"$DIR/slow\" ]; then echo \"pid $item $$\" >> \"$LOG\"; sleep 60; fi;; esac\n\
+        "echo \"start $item\" >> \"$LOG\"\ncase $item in c|d) if [ -e \"$DIR/slow\" ]; then echo \"waiting $item\" >> \"$LOG\"; \
+         n=0; while [ -e \"$DIR/slow\" ] && [ $n -lt 600 ]; do sleep 0.1; n=$((n+1)); done; echo \"gone $item\" >> \"$LOG\"; exit 1; fi;; esac\n\
          mkdir -p out\necho \"$item\" > \"out/$item.txt\"\necho \"end $item\" >> \"$LOG\"\necho done",
     );
     write_file(&f.path("slow"), "");
@@ -408,24 +410,19 @@ fn a_kill_during_a_fan_out_then_resume_dispatches_no_finished_member_again() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let started = Instant::now();
-    while f.log().iter().filter(|l| l.starts_with("pid ")).count() < 2 {
-        assert!(started.elapsed() < Duration::from_secs(60), "{:?}", f.log());
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let waited = |what: &str, n: usize| {
+        let started = Instant::now();
+        while f.log().iter().filter(|l| l.starts_with(what)).count() < n {
+            assert!(started.elapsed() < Duration::from_secs(60), "{:?}", f.log());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    waited("waiting ", 2);
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
-    // The killed run's agents are in their own process groups; end them as a person would.
-    for line in f.log().iter().filter(|l| l.starts_with("pid ")) {
-        let pid = line.rsplit(' ').next().unwrap();
-        let _ = std::process::Command::new("kill")
-            .args(["-9", &format!("-{pid}")])
-            .status();
-        let _ = std::process::Command::new("kill")
-            .args(["-9", pid])
-            .status();
-    }
+    // The killed run's agents outlive it (their own process groups); let them go.
     std::fs::remove_file(f.path("slow")).unwrap();
+    waited("gone ", 2);
     assert_eq!((f.count("end a"), f.count("end b")), (1, 1));
 
     let (run, doc) = f.run(&plan, &["--resume", "7"]);

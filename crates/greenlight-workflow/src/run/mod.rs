@@ -1059,6 +1059,19 @@ impl<'a> Driver<'a> {
                 }
             };
             let Some(done) = done else { continue };
+            // A gate or landing cut short by a signal reached no verdict: nothing is recorded
+            // for it (a resume starts it again), and the run stops as interrupted.
+            if let Some(signal) = *interrupt.borrow()
+                && matches!(
+                    &done,
+                    Done::Gate {
+                        verdict: Err(_),
+                        ..
+                    } | Done::Land { landed: Err(_), .. }
+                )
+            {
+                break Ended::Interrupted(signal);
+            }
             match done {
                 Done::Dispatch { unit, done } => {
                     let tree = self.tree_for(&unit.0, unit.1.as_deref())?;
