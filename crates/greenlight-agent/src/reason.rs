@@ -31,6 +31,8 @@ pub enum Producer {
     Scheduler,
     /// The workflow resume check (a recorded run, not finished, same inputs).
     Resume,
+    /// A workflow land step's merge queue (merge, landing gates, advancing the target).
+    Land,
 }
 
 /// Who may produce a [`Reason`]: the producer table, kept beside the producers rather than with
@@ -68,7 +70,10 @@ impl Produced for Reason {
             Reason::JoinFailed | Reason::BudgetExhausted => &[Producer::Scheduler],
             Reason::ForeignRunRefused
             | Reason::ResumeAlreadyCompleted
-            | Reason::StaleInputRefused => &[Producer::Resume],
+            | Reason::StaleInputRefused
+            | Reason::ResumeModelUnavailable
+            | Reason::BudgetExtensionExhausted => &[Producer::Resume],
+            Reason::LandConflict | Reason::LandRed | Reason::LandTargetBusy => &[Producer::Land],
         }
     }
 

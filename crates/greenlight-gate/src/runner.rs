@@ -53,6 +53,9 @@ pub struct RunOptions {
     /// The environment the gates inherit, as the front end read it: the values of a gate's
     /// declared `env` in its cache key and its remote action come from here.
     pub env: ProcessEnv,
+    /// Variables every gate gets on top of the inherited environment (a workflow member's
+    /// `CM_WORKTREE_INDEX`/`CM_WORKTREE_ID`, so mutex gates and ports stay apart).
+    pub extra_env: Vec<(String, String)>,
     /// The result cache (v2 files only); `None`: no cache.
     pub cache: Option<CacheSettings>,
     /// How the cluster of `options.remote` is reached (v2 files only); `None`: this front end
@@ -741,7 +744,7 @@ async fn local_attempt(
         timeout: budget,
         kill_grace: options.kill_grace,
         tail_bytes: config.options.max_log_tail_bytes,
-        extra_env: &[],
+        extra_env: &options.extra_env,
         lock_root: &options.lock_root,
         // Only when this gate runs alone and nothing else here spawns meanwhile.
         claim_adopted: context.claim_adopted,

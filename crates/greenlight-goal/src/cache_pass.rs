@@ -65,6 +65,7 @@ impl GoalCache {
             kill_grace: run.kill_grace,
             lock_root: run.lock_root.clone(),
             env: run.env.clone(),
+            extra_env: Vec::new(),
             cache: Some(settings.clone()),
             remote: run.remote.clone(),
         };

@@ -24,6 +24,7 @@ use crate::evidence::{self, DEFAULT_PAGE};
 use crate::goals::{self, GoalChange, GoalLog, GoalLogArgs, GoalSelector, GoalStatus};
 use crate::progress::Progress;
 use crate::verify::{self, VerifyArgs, VerifyContext, VerifyOutput};
+use crate::workflows::{self, WorkflowList, WorkflowListArgs, WorkflowReport, WorkflowStatusArgs};
 
 /// Where the server works.
 #[derive(Debug, Clone)]
@@ -119,7 +120,7 @@ impl McpServer {
 }
 
 /// The tool names, in the order `tools/list` gives them.
-pub const TOOL_NAMES: [&str; 7] = [
+pub const TOOL_NAMES: [&str; 9] = [
     "verify",
     "digest",
     "evidence",
@@ -127,6 +128,8 @@ pub const TOOL_NAMES: [&str; 7] = [
     "goal_log",
     "goal_pause",
     "goal_resume",
+    "workflow_status",
+    "workflow_list",
 ];
 
 fn tool<I: JsonSchema + 'static, O: JsonSchema + 'static>(
@@ -242,6 +245,20 @@ fn tools() -> Vec<Tool> {
             "Mark a paused goal active again (a new turn budget, gate attempts kept) and say \
              how to run its loop if no runner is attached.",
             false,
+        ),
+        tool::<WorkflowStatusArgs, WorkflowReport>(
+            "workflow_status",
+            "A workflow run's status, budget and spend (dispatch units, tokens, cost; null when \
+             unreported), each step and fan-out member reached with its newest attempt, and the \
+             member worktrees (a kept one says why), as `greenlight workflow status --json` \
+             prints them.",
+            true,
+        ),
+        tool::<WorkflowListArgs, WorkflowList>(
+            "workflow_list",
+            "The workflow runs in the state database, newest first, as `greenlight workflow \
+             list --json` prints them.",
+            true,
         ),
     ]
 }
@@ -528,6 +545,36 @@ impl ServerHandler for McpServer {
                     status.gates.len()
                 );
                 structured(&status, text)
+            }
+            "workflow_status" => {
+                let args: WorkflowStatusArgs = parse(name, arguments)?;
+                let report = self
+                    .blocking(move |state, _| workflows::status(&state, &args))
+                    .await?;
+                let run = &report.run;
+                let text = format!(
+                    "workflow {} {} [{}] in {}: {} dispatch unit(s) spent; {} step(s) reached",
+                    run.id,
+                    run.name,
+                    run.status,
+                    run.worktree.display(),
+                    run.spent.units,
+                    report.steps.len()
+                );
+                structured(&report, text)
+            }
+            "workflow_list" => {
+                let args: WorkflowListArgs = parse(name, arguments)?;
+                let list = self
+                    .blocking(move |state, _| workflows::list(&state, &args))
+                    .await?;
+                let text = list
+                    .runs
+                    .iter()
+                    .map(|r| format!("{} {} [{}]", r.id, r.name, r.status))
+                    .collect::<Vec<_>>()
+                    .join("\n");
+                structured(&list, text)
             }
             "goal_log" => {
                 let args: GoalLogArgs = parse(name, arguments)?;

@@ -10,5 +10,6 @@ mod progress;
 pub mod stdin;
 pub mod stdio;
 mod verify;
+mod workflows;
 
 pub use handler::{EvidenceArgs, EvidencePage, McpServer, Options, TOOL_NAMES};

@@ -12,6 +12,8 @@
 //! - [`goal_control`]: which goal a request means, its status document, and pausing and
 //!   resuming it, with one rule for every front end (only an active goal pauses, only a paused
 //!   one resumes).
+//! - [`workflow_control`]: the status, log and list documents of workflow runs, and asking a
+//!   running one to pause at its next boundary.
 //! - [`cache_place`]: where a run's result cache and its key live.
 //! - [`environment`]: [`RunEnv`], what the process environment (read once, by the front end)
 //!   tells a run.
@@ -29,6 +31,7 @@ pub mod record;
 pub mod session;
 pub mod stop;
 pub mod timeouts;
+pub mod workflow_control;
 
 pub use environment::RunEnv;
 pub use error::Error;

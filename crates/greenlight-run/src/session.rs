@@ -125,6 +125,7 @@ impl VerifySession {
                 kill_grace: options.env.kill_grace,
                 lock_root: options.env.lock_root,
                 env: options.env.vars,
+                extra_env: Vec::new(),
                 cache,
                 remote: options.remote,
             },

@@ -232,6 +232,87 @@ pub async fn run_stream(
     Ok(stream::open(app.hub, StreamId::Run(id), cursor).await)
 }
 
+/// A workflow run id in a path: `7` (the page's own spelling) or `wf-7` (its stream's).
+fn workflow_id(raw: &str) -> Result<i64, ApiError> {
+    match raw.parse::<StreamId>() {
+        Ok(StreamId::Goal(id) | StreamId::Workflow(id)) => Ok(id),
+        _ => Err(ApiError::not_found(format!(
+            "`{}` is not a workflow run id (a positive number)",
+            raw.escape_debug()
+        ))),
+    }
+}
+
+/// `GET /workflows`: the workflow runs, newest first.
+pub async fn workflows_page(State(app): State<App>) -> Result<Response, ApiError> {
+    let runs = app.hub.with_store(workflow_list).await?;
+    Ok(Html(dashboard::workflows_page(&runs)).into_response())
+}
+
+/// `GET /api/workflows`: the workflow runs, newest first, as `greenlight workflow list --json`.
+pub async fn workflows(State(app): State<App>) -> Result<Response, ApiError> {
+    let runs = app.hub.with_store(workflow_list).await?;
+    Ok(Json(runs).into_response())
+}
+
+fn workflow_list(
+    s: &mut greenlight_store::Store,
+) -> Result<Vec<greenlight_store::WorkflowRun>, ApiError> {
+    greenlight_run::workflow_control::list(s, greenlight_run::workflow_control::LIST_DEFAULT)
+        .map_err(|e| match e {
+            greenlight_run::workflow_control::Error::Store(e) => ApiError::from(e),
+            other => ApiError::internal(other.to_string()),
+        })
+}
+
+/// `GET /workflows/{id}`: the plan as a graph, live.
+pub async fn workflow_page(
+    State(app): State<App>,
+    Path(raw): Path<String>,
+) -> Result<Response, ApiError> {
+    let id = workflow_id(&raw)?;
+    let snap = app
+        .hub
+        .with_store(move |s| crate::workflow::snapshot(s, id))
+        .await?;
+    Ok(Html(dashboard::workflow_page(&snap)).into_response())
+}
+
+/// `GET /api/workflows/{id}`: the run's header and its graph with each node's state.
+pub async fn workflow(
+    State(app): State<App>,
+    Path(raw): Path<String>,
+) -> Result<Response, ApiError> {
+    let id = workflow_id(&raw)?;
+    let snap = app
+        .hub
+        .with_store(move |s| crate::workflow::snapshot(s, id))
+        .await?;
+    Ok(Json(snap).into_response())
+}
+
+/// `GET /api/workflows/{id}/events?after=N&limit=M`.
+pub async fn workflow_events(
+    State(app): State<App>,
+    Path(raw): Path<String>,
+    Query(query): Query<EventsQuery>,
+) -> Result<Response, ApiError> {
+    let id = workflow_id(&raw)?;
+    events(app, StreamId::Workflow(id), query).await
+}
+
+/// `GET /api/workflows/{id}/stream`.
+pub async fn workflow_stream(
+    State(app): State<App>,
+    Path(raw): Path<String>,
+    headers: HeaderMap,
+    Query(query): Query<StreamQuery>,
+) -> Result<Response, ApiError> {
+    let id = workflow_id(&raw)?;
+    let cursor = stream::cursor(&headers, query.last_event_id);
+    Ok(stream::open(app.hub, StreamId::Workflow(id), cursor).await)
+}
+
 /// `POST /api/goals/{id}/pause`: the goal pauses as `greenlight goal pause` pauses it; a loop
 /// running it stops at its next step. A paused goal is answered as it is; a done or cleared one
 /// is refused with 409.

@@ -36,6 +36,8 @@ pub fn router(app: App, extra: Option<Router>) -> Router {
         .route("/", get(api::goals_page))
         .route("/goals/{id}", get(api::goal_page))
         .route("/runs/{id}", get(api::run_page))
+        .route("/workflows", get(api::workflows_page))
+        .route("/workflows/{id}", get(api::workflow_page))
         .route("/assets/app.js", get(api::app_js))
         .route("/assets/style.css", get(api::style_css))
         .route("/login", get(api::login))
@@ -50,6 +52,10 @@ pub fn router(app: App, extra: Option<Router>) -> Router {
         .route("/api/runs/{id}", get(api::run))
         .route("/api/runs/{id}/events", get(api::run_events))
         .route("/api/runs/{id}/stream", get(api::run_stream))
+        .route("/api/workflows", get(api::workflows))
+        .route("/api/workflows/{id}", get(api::workflow))
+        .route("/api/workflows/{id}/events", get(api::workflow_events))
+        .route("/api/workflows/{id}/stream", get(api::workflow_stream))
         .with_state(app);
     let routes = match extra {
         Some(extra) => routes.merge(extra),

@@ -219,6 +219,7 @@ pub async fn open(hub: Arc<Hub>, stream: StreamId, raw_cursor: Option<String>) -
             let what = match stream {
                 StreamId::Goal(id) => format!("no goal {id} in this state file"),
                 StreamId::Run(id) => format!("no run {id} in this state file"),
+                StreamId::Workflow(id) => format!("no workflow run {id} in this state file"),
             };
             return ApiError::not_found(what).into_response();
         }

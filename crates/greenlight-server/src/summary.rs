@@ -181,5 +181,8 @@ pub fn stream_exists(store: &Store, stream: StreamId) -> Result<bool, ApiError> 
     Ok(match stream {
         StreamId::Goal(id) => store.goal(GoalId(id))?.is_some(),
         StreamId::Run(id) => store.run(RunId(id))?.is_some(),
+        StreamId::Workflow(id) => store
+            .workflow_run(greenlight_store::WorkflowRunId(id))?
+            .is_some(),
     })
 }

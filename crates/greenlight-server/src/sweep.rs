@@ -1,4 +1,4 @@
-//! Closing the runs whose process is gone while the server runs, so a verify killed with
+//! Closing the runs (and marking the workflow runs) whose process is gone while the server runs, so a verify killed with
 //! SIGKILL is shown interrupted on every page and in the API without waiting for another
 //! greenlight to notice.
 //!
@@ -26,6 +26,10 @@ pub async fn close_abandoned_runs(hub: Arc<Hub>) {
             _ = shutdown.changed() => return,
             _ = tick.tick() => {
                 let _ = hub.with_store(|s| Ok(s.close_abandoned_runs()?)).await;
+                // A workflow run whose driver died reads interrupted the same way.
+                let _ = hub
+                    .with_store(|s| Ok(s.interrupt_abandoned_workflow_runs()?))
+                    .await;
             }
         }
     }

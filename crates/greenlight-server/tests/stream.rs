@@ -382,6 +382,68 @@ fn a_run_stream_starts_with_run_started() {
 }
 
 #[test]
+fn a_workflow_stream_starts_with_run_started_and_its_snapshot_and_list_answer() {
+    let f = Fixture::new(0);
+    let run = Store::open(&f.state)
+        .expect("open")
+        .write(|tx| {
+            tx.create_workflow_run(&greenlight_store::NewWorkflowRun {
+                name: "fix".into(),
+                plan_json: r#"{"steps":[{"id":"a","kind":"agent"}]}"#.into(),
+                args_json: "{}".into(),
+                ..greenlight_store::NewWorkflowRun::default()
+            })
+        })
+        .expect("run");
+    let server = f.serve();
+    runtime().block_on(async {
+        let path = format!("/api/workflows/{}/stream", run.0);
+        let mut response = get(server.addr(), &path, &[]).await;
+        let event = next_event(&mut response).await.expect("frame");
+        assert_eq!(event.id, Some(format!("wf-{}:1", run.0)));
+        assert!(
+            event.data.contains("\"workflow-run-started\""),
+            "{}",
+            event.data
+        );
+        let (status, body) = json(
+            server.addr(),
+            "GET",
+            &format!("/api/workflows/{}", run.0),
+            &[],
+        )
+        .await;
+        assert_eq!(status, 200);
+        assert_eq!(
+            (&body["status"], &body["head"]),
+            (&serde_json::json!("running"), &serde_json::json!(1))
+        );
+        assert_eq!(body["nodes"][0]["step"], "a");
+        assert_eq!(body["nodes"][0]["state"], "pending");
+        let (_, list) = json(server.addr(), "GET", "/api/workflows", &[]).await;
+        assert_eq!(list[0]["id"], run.0);
+        // A goal's cursor is not this stream's.
+        let refused = get(
+            server.addr(),
+            &format!("/api/workflows/{}/stream", run.0),
+            &[("Last-Event-ID", "1:1")],
+        )
+        .await;
+        assert_eq!(refused.status, 409);
+        for missing in [
+            "/api/workflows/9",
+            "/api/workflows/9/stream",
+            "/api/workflows/9/events",
+            "/workflows/9",
+            "/api/workflows/run-1",
+        ] {
+            let (status, body) = json(server.addr(), "GET", missing, &[]).await;
+            assert_eq!(status, 404, "{missing}: {body}");
+        }
+    });
+}
+
+#[test]
 fn unknown_goals_runs_and_paths_are_404_with_a_json_error() {
     let f = Fixture::new(1);
     let server = f.serve();

@@ -295,6 +295,82 @@ pub enum Error {
         found: String,
     },
 
+    /// A workflow run id that is not in this state file.
+    #[error(
+        "no workflow run {run} in this state file; `greenlight workflow list` shows the runs it \
+         holds"
+    )]
+    NoSuchWorkflowRun {
+        /// The workflow run id.
+        run: i64,
+    },
+
+    /// A new workflow run asked for an id that another run already has.
+    #[error("workflow run {run} already exists; pick another `--run-id` or resume it")]
+    WorkflowRunExists {
+        /// The workflow run id.
+        run: i64,
+    },
+
+    /// A change that needs a running (or resumable) workflow run, on one that is not.
+    #[error("workflow run {run} is {status}, so it cannot be {change}")]
+    WorkflowRunNotOpen {
+        /// The workflow run id.
+        run: i64,
+        /// Where it stands.
+        status: greenlight_types::WorkflowStatus,
+        /// What was asked (`paused`, `resumed`, `dispatched to`, …).
+        change: &'static str,
+    },
+
+    /// A failed or terminal end with no reason given.
+    #[error("workflow run {run} cannot end as {status} without a reason; name the reason")]
+    WorkflowEndWithoutReason {
+        /// The workflow run id.
+        run: i64,
+        /// The end asked for.
+        status: greenlight_types::WorkflowStatus,
+    },
+
+    /// A resume of a workflow run another live process is driving.
+    #[error(
+        "workflow run {run} is running in process {pid} on this or another machine; wait for \
+         it, or `greenlight workflow pause {run}` and resume it once it has paused"
+    )]
+    WorkflowRunOwned {
+        /// The workflow run id.
+        run: i64,
+        /// The owner's pid.
+        pid: i64,
+    },
+
+    /// A workflow dispatch finished twice, or one that is not in the file.
+    #[error("workflow dispatch {dispatch} is unknown or already settled; a dispatch settles once")]
+    WorkflowDispatchNotInFlight {
+        /// The dispatch's row id.
+        dispatch: i64,
+    },
+
+    /// A member worktree the run has no row for.
+    #[error("workflow run {run} has no member worktree for step `{step}`{}; add it first", item.as_deref().map(|i| format!(" item `{i}`")).unwrap_or_default())]
+    NoSuchWorkflowMember {
+        /// The workflow run id.
+        run: i64,
+        /// The step.
+        step: String,
+        /// The item key.
+        item: Option<String>,
+    },
+
+    /// Text that should be JSON is not.
+    #[error("{what} is not JSON text: {source}")]
+    NotJson {
+        /// Which value.
+        what: &'static str,
+        /// What serde_json said.
+        source: serde_json::Error,
+    },
+
     /// An event payload or digest that could not be turned into JSON text.
     #[error("{what} cannot be stored as JSON: {source}")]
     Json {

@@ -1,6 +1,6 @@
 //! SQLite state for the goal loop and the Stop hook: goals, gates, turns, gate runs, the dispatch
-//! ledger, the append-only event log, the hook's block counters, and the live frames of every
-//! goal and recorded verify or hook run (`frames`).
+//! ledger, the append-only event log, the hook's block counters, the live frames of every
+//! goal and recorded verify or hook run (`frames`), and workflow runs (`workflow`).
 //!
 //! One rule keeps it simple: **every change happens inside [`Store::write`]**, which opens one
 //! `BEGIN IMMEDIATE` transaction, hands the closure a [`Tx`], and commits only if the closure
@@ -50,6 +50,7 @@ mod owner;
 mod read;
 mod schema;
 mod tx;
+mod workflow;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -78,6 +79,11 @@ pub use owner::{Liveness, RunOwner};
 pub use read::Reads;
 pub use schema::SCHEMA_VERSION;
 pub use tx::Tx;
+pub use workflow::{
+    IN_FLIGHT, NewWorkflowDispatch, NewWorkflowMember, NewWorkflowRun, WorkflowBudget,
+    WorkflowDetail, WorkflowDispatch, WorkflowDispatchEnd, WorkflowDispatchId, WorkflowEvent,
+    WorkflowMember, WorkflowRecord, WorkflowRun, WorkflowRunId, WorkflowSpend,
+};
 
 /// How long a writer waits for another process's transaction before giving up. Transactions
 /// here are a handful of small statements (milliseconds); ten seconds absorbs a slow disk and a
@@ -176,6 +182,16 @@ impl Store {
             return Ok(Vec::new());
         }
         self.write(|tx| tx.close_abandoned_runs())
+    }
+
+    /// Marks the running workflow runs whose owner is gone as interrupted, as
+    /// [`Tx::interrupt_abandoned_workflow_runs`] does; looks first without the write lock, so a
+    /// file with no abandoned run is never written. What every workflow view calls first.
+    pub fn interrupt_abandoned_workflow_runs(&mut self) -> Result<Vec<WorkflowRunId>, Error> {
+        if !workflow::any_abandoned(self)? {
+            return Ok(Vec::new());
+        }
+        self.write(|tx| tx.interrupt_abandoned_workflow_runs())
     }
 
     /// Open (creating if needed) the database at `path` with the wall clock, and migrate it.

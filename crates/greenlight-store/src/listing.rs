@@ -115,7 +115,7 @@ pub(crate) fn changes_since<A: Access + Reads + ?Sized>(
         match stream.parse::<greenlight_stream::StreamId>() {
             Ok(greenlight_stream::StreamId::Goal(id)) => goals.push(id),
             Ok(greenlight_stream::StreamId::Run(id)) => runs.push(id),
-            Err(_) => {}
+            Ok(greenlight_stream::StreamId::Workflow(_)) | Err(_) => {}
         }
     }
     goals.sort_unstable();

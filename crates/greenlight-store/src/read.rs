@@ -413,6 +413,49 @@ pub trait Reads: sealed::Access {
     ) -> Result<Vec<crate::GateStats>, Error> {
         crate::history::gate_stats(self, scope, window)
     }
+
+    /// The workflow run with this id.
+    fn workflow_run(&self, id: crate::WorkflowRunId) -> Result<Option<crate::WorkflowRun>, Error> {
+        crate::workflow::workflow_run(self, id)
+    }
+
+    /// The most recent workflow runs, newest first, at most `max`.
+    fn workflow_runs(&self, max: usize) -> Result<Vec<crate::WorkflowRun>, Error> {
+        crate::workflow::workflow_runs(self, max)
+    }
+
+    /// A workflow run's events, in order (the scheduler's input on resume).
+    fn workflow_events(
+        &self,
+        run: crate::WorkflowRunId,
+    ) -> Result<Vec<crate::WorkflowEvent>, Error> {
+        crate::workflow::workflow_events(self, run)
+    }
+
+    /// A workflow run's dispatch ledger, oldest first.
+    fn workflow_dispatches(
+        &self,
+        run: crate::WorkflowRunId,
+    ) -> Result<Vec<crate::WorkflowDispatch>, Error> {
+        crate::workflow::workflow_dispatches(self, run)
+    }
+
+    /// A workflow run's member worktrees, oldest first.
+    fn workflow_members(
+        &self,
+        run: crate::WorkflowRunId,
+    ) -> Result<Vec<crate::WorkflowMember>, Error> {
+        crate::workflow::workflow_members(self, run)
+    }
+
+    /// A workflow run with its events, ledger and members (read them in one
+    /// [`Store::read`](crate::Store::read) snapshot so they agree).
+    fn workflow_record(
+        &self,
+        run: crate::WorkflowRunId,
+    ) -> Result<Option<crate::WorkflowRecord>, Error> {
+        crate::workflow::workflow_record(self, run)
+    }
 }
 
 pub(crate) fn sql_err<A: sealed::Access + ?Sized>(a: &A, e: rusqlite::Error) -> Error {

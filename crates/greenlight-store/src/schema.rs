@@ -333,6 +333,101 @@ CREATE INDEX run_gates_by_repository ON run_gates (repository, gate, decided_at 
     WHERE repository IS NOT NULL;
 CREATE INDEX run_gates_by_worktree ON run_gates (worktree, gate, decided_at DESC, id DESC);
 "#,
+    // Version 12: workflow runs. A run row holds what a resume must compare and carry on with
+    // (plan digest, argument hash, the plan and arguments themselves, each probed model's
+    // answering id), its budget and the extensions granted, where it stands, and its owner (as
+    // `runs` name theirs, so a run whose process died is seen as interrupted). Its events are
+    // the scheduler's input on resume, numbered per run; its dispatches are the ledger the
+    // budget's spend is counted from (tokens and cost NULL when the agent did not say, never
+    // 0); its members are the linked worktrees it made, so a kept one is always listed.
+    r#"
+CREATE TABLE workflow_runs (
+    id                    INTEGER PRIMARY KEY AUTOINCREMENT,
+    name                  TEXT    NOT NULL,
+    plan_path             BLOB    NOT NULL,
+    repository            BLOB    NOT NULL,
+    worktree              BLOB    NOT NULL,
+    base_commit           TEXT    NOT NULL,
+    plan_digest           TEXT    NOT NULL,
+    args_hash             TEXT    NOT NULL,
+    plan_json             TEXT    NOT NULL CHECK (json_valid(plan_json)),
+    args_json             TEXT    NOT NULL CHECK (json_valid(args_json)),
+    models_json           TEXT    NOT NULL DEFAULT '{}' CHECK (json_valid(models_json)),
+    budget_units          INTEGER CHECK (budget_units >= 0),
+    extensions            INTEGER NOT NULL DEFAULT 0 CHECK (extensions >= 0),
+    extension_units       INTEGER NOT NULL DEFAULT 0 CHECK (extension_units >= 0),
+    token_cap             INTEGER CHECK (token_cap >= 0),
+    cost_cap_usd          REAL    CHECK (cost_cap_usd >= 0),
+    wall_clock_ms         INTEGER CHECK (wall_clock_ms >= 0),
+    wall_clock_extensions INTEGER NOT NULL DEFAULT 0 CHECK (wall_clock_extensions >= 0),
+    wall_clock_extra_ms   INTEGER NOT NULL DEFAULT 0 CHECK (wall_clock_extra_ms >= 0),
+    status                TEXT    NOT NULL CHECK (status IN ('running', 'paused', 'completed',
+                                  'failed', 'terminal', 'interrupted')),
+    detail_reason         TEXT    CHECK (detail_reason <> '' AND detail_reason NOT GLOB '*[^a-z0-9-]*'),
+    detail_step           TEXT,
+    detail_label          TEXT,
+    detail_message        TEXT,
+    pause_requested_at    INTEGER,
+    owner_pid             INTEGER,
+    owner_start           INTEGER,
+    owner_pidns           TEXT,
+    owner_host            TEXT,
+    started_at            INTEGER NOT NULL,
+    updated_at            INTEGER NOT NULL,
+    ended_at              INTEGER,
+    CHECK ((status IN ('completed', 'failed', 'terminal')) = (ended_at IS NOT NULL)),
+    CHECK (status NOT IN ('paused', 'failed', 'terminal') OR detail_reason IS NOT NULL),
+    CHECK (status = 'running' OR pause_requested_at IS NULL)
+);
+CREATE INDEX workflow_runs_open ON workflow_runs (id) WHERE status = 'running';
+
+CREATE TABLE workflow_events (
+    run_id INTEGER NOT NULL REFERENCES workflow_runs (id),
+    seq    INTEGER NOT NULL CHECK (seq >= 1),
+    event  TEXT    NOT NULL CHECK (json_valid(event)),
+    at     INTEGER NOT NULL,
+    PRIMARY KEY (run_id, seq)
+) WITHOUT ROWID;
+
+CREATE TABLE workflow_dispatches (
+    id         INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id     INTEGER NOT NULL REFERENCES workflow_runs (id),
+    step       TEXT    NOT NULL CHECK (step <> ''),
+    item       TEXT,
+    attempt    INTEGER NOT NULL CHECK (attempt >= 1),
+    family     TEXT    NOT NULL,
+    model      TEXT,
+    worktree   BLOB,
+    started_at INTEGER NOT NULL,
+    ended_at   INTEGER,
+    wall_ms    INTEGER CHECK (wall_ms >= 0),
+    tokens_in  INTEGER CHECK (tokens_in >= 0),
+    tokens_out INTEGER CHECK (tokens_out >= 0),
+    cost_usd   REAL    CHECK (cost_usd >= 0),
+    outcome    TEXT    NOT NULL CHECK (outcome <> '' AND outcome NOT GLOB '*[^a-z0-9-]*'),
+    reason     TEXT    CHECK (reason <> '' AND reason NOT GLOB '*[^a-z0-9-]*'),
+    CHECK ((outcome = 'in-flight') = (ended_at IS NULL))
+);
+CREATE UNIQUE INDEX workflow_dispatches_one_attempt
+    ON workflow_dispatches (run_id, step, ifnull(item, char(0)), attempt);
+CREATE INDEX workflow_dispatches_in_flight ON workflow_dispatches (run_id)
+    WHERE ended_at IS NULL;
+
+CREATE TABLE workflow_members (
+    run_id     INTEGER NOT NULL REFERENCES workflow_runs (id),
+    step       TEXT    NOT NULL CHECK (step <> ''),
+    item       TEXT,
+    branch     TEXT    NOT NULL,
+    worktree   BLOB    NOT NULL,
+    state      TEXT    NOT NULL CHECK (state IN ('created', 'removed', 'kept')),
+    why_kept   TEXT,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL,
+    CHECK ((state = 'kept') = (why_kept IS NOT NULL))
+);
+CREATE UNIQUE INDEX workflow_members_one_per_item
+    ON workflow_members (run_id, step, ifnull(item, char(0)));
+"#,
 ];
 
 /// The schema version this binary writes.
@@ -638,6 +733,52 @@ mod tests {
                 [],
             );
             assert!(refused.is_err(), "{bad} must be refused");
+        }
+    }
+
+    /// A version-11 file keeps its goals and runs and gains the empty workflow tables, whose
+    /// checks refuse what a workflow run cannot be: an ended status without its end, a pause
+    /// without its reason, an event that is not JSON, a settled dispatch still "in flight", a
+    /// kept worktree without its why.
+    #[test]
+    fn a_version_11_file_gains_the_workflow_tables_and_their_checks() {
+        let (_dir, path, mut conn) = file_at_version(11);
+        conn.execute_batch(
+            "INSERT INTO runs (kind, worktree, gates, started_at) VALUES ('verify', x'2f77', 1, 1);",
+        )
+        .expect("rows");
+        migrate(&mut conn, &path).expect("migrate");
+        let (version, runs, workflows): (i64, i64, i64) = conn
+            .query_row(
+                "SELECT (SELECT user_version FROM pragma_user_version),                  (SELECT COUNT(*) FROM runs), (SELECT COUNT(*) FROM workflow_runs)",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .expect("counts");
+        assert_eq!((version, runs, workflows), (SCHEMA_VERSION, 1, 0));
+        conn.pragma_update(None, "foreign_keys", true).expect("fk");
+        let run = |status: &str, reason: &str, ended: &str| {
+            format!(
+                "INSERT INTO workflow_runs (name, plan_path, repository, worktree, base_commit,                  plan_digest, args_hash, plan_json, args_json, status, detail_reason,                  started_at, updated_at, ended_at) VALUES ('p', x'70', x'72', x'77', 'c', 'd',                  'h', '{{}}', '{{}}', '{status}', {reason}, 1, 1, {ended})"
+            )
+        };
+        conn.execute(&run("running", "NULL", "NULL"), [])
+            .expect("a running run");
+        for bad in [
+            run("completed", "NULL", "NULL"),
+            run("running", "NULL", "5"),
+            run("paused", "NULL", "NULL"),
+            run("paused", "'Budget Gone'", "NULL"),
+            run("stopped", "NULL", "NULL"),
+            "INSERT INTO workflow_events (run_id, seq, event, at) VALUES (1, 1, 'not json', 1)"
+                .into(),
+            "INSERT INTO workflow_events (run_id, seq, event, at) VALUES (9, 1, '{}', 1)".into(),
+            "INSERT INTO workflow_dispatches (run_id, step, attempt, family, started_at, ended_at,              outcome) VALUES (1, 's', 1, 'command', 1, 2, 'in-flight')"
+                .into(),
+            "INSERT INTO workflow_members (run_id, step, branch, worktree, state, created_at,              updated_at) VALUES (1, 's', 'b', x'77', 'kept', 1, 1)"
+                .into(),
+        ] {
+            assert!(conn.execute(&bad, []).is_err(), "{bad} must be refused");
         }
     }
 }

@@ -106,7 +106,11 @@ fn migrates_an_empty_file_to_the_current_schema_in_wal_mode() {
             "run_gates",
             "runs",
             "tool_calls",
-            "turns"
+            "turns",
+            "workflow_dispatches",
+            "workflow_events",
+            "workflow_members",
+            "workflow_runs"
         ]
     );
 }

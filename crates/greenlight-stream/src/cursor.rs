@@ -111,6 +111,15 @@ mod tests {
             resolve(Some("run-7:5"), StreamId::Run(7), 40, 1),
             Resume::Replay { after: 5 }
         );
+        assert_eq!(
+            resolve(Some("wf-7:5"), StreamId::Workflow(7), 40, 1),
+            Resume::Replay { after: 5 }
+        );
+        assert_eq!(resolve(Some("wf-7:5"), G7, 40, 1), Resume::Reject);
+        assert_eq!(
+            resolve(Some("run-7:5"), StreamId::Workflow(7), 40, 1),
+            Resume::Reject
+        );
     }
 
     #[test]

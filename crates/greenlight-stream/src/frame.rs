@@ -9,18 +9,21 @@ use std::str::FromStr;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-pub use greenlight_types::{GateVerdict, RunKind};
+pub use greenlight_types::{GateVerdict, RunKind, WorkflowStatus};
 
-/// Which stream a frame belongs to: a goal's (`7`) or a verify or hook run's (`run-7`).
+/// Which stream a frame belongs to: a goal's (`7`), a verify or hook run's (`run-7`) or a
+/// workflow run's (`wf-7`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum StreamId {
     /// A goal, by its id.
     Goal(i64),
     /// A recorded `greenlight verify` or `hook stop` run, by its id.
     Run(i64),
+    /// A workflow run, by its id.
+    Workflow(i64),
 }
 
-/// A stream id that is neither `<goal id>` nor `run-<run id>`.
+/// A stream id that is none of `<goal id>`, `run-<run id>` and `wf-<workflow run id>`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StreamIdError(pub String);
 
@@ -28,7 +31,8 @@ impl fmt::Display for StreamIdError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "`{}` is not a stream id: expected a goal id (`7`) or a run id (`run-7`)",
+            "`{}` is not a stream id: expected a goal id (`7`), a run id (`run-7`) or a \
+             workflow run id (`wf-7`)",
             self.0
         )
     }
@@ -41,6 +45,7 @@ impl fmt::Display for StreamId {
         match self {
             StreamId::Goal(id) => write!(f, "{id}"),
             StreamId::Run(id) => write!(f, "run-{id}"),
+            StreamId::Workflow(id) => write!(f, "wf-{id}"),
         }
     }
 }
@@ -55,9 +60,12 @@ fn positive_id(text: &str) -> Option<i64> {
 impl FromStr for StreamId {
     type Err = StreamIdError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let parsed = match s.strip_prefix("run-") {
-            Some(run) => positive_id(run).map(StreamId::Run),
-            None => positive_id(s).map(StreamId::Goal),
+        let parsed = if let Some(run) = s.strip_prefix("run-") {
+            positive_id(run).map(StreamId::Run)
+        } else if let Some(workflow) = s.strip_prefix("wf-") {
+            positive_id(workflow).map(StreamId::Workflow)
+        } else {
+            positive_id(s).map(StreamId::Goal)
         };
         parsed.ok_or_else(|| StreamIdError(s.to_owned()))
     }
@@ -82,9 +90,9 @@ impl JsonSchema for StreamId {
     }
     fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
         schemars::json_schema!({
-            "description": "A goal id (`7`) or a verify or hook run id (`run-7`).",
+            "description": "A goal id (`7`), a verify or hook run id (`run-7`) or a workflow run id (`wf-7`).",
             "type": "string",
-            "pattern": "^(run-)?[1-9][0-9]*$"
+            "pattern": "^(run-|wf-)?[1-9][0-9]*$"
         })
     }
 }
@@ -300,6 +308,161 @@ pub enum FrameBody {
         /// Its reply, cut at [`crate::MAX_TEXT_BYTES`].
         reply: String,
     },
+    /// A workflow run started (the first frame of a `wf-N` stream).
+    WorkflowRunStarted {
+        /// The workflow run.
+        run: i64,
+        /// The plan's name.
+        name: String,
+        /// The plan digest.
+        plan_digest: String,
+    },
+    /// A workflow dispatch started: an agent step (or a gate-verdict step) was sent to an agent.
+    WorkflowDispatched {
+        /// The workflow run.
+        run: i64,
+        /// The step's id.
+        step: String,
+        /// The fan-out item key, for a member.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        item: Option<String>,
+        /// The attempt (1-based).
+        attempt: u32,
+        /// The agent family.
+        family: String,
+        /// The model id, when known.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        model: Option<String>,
+    },
+    /// A workflow dispatch settled.
+    WorkflowSettled {
+        /// The workflow run.
+        run: i64,
+        /// The step's id.
+        step: String,
+        /// The fan-out item key, for a member.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        item: Option<String>,
+        /// The attempt (1-based).
+        attempt: u32,
+        /// `ok`, or the kebab-case outcome it ended with.
+        outcome: String,
+        /// The kebab-case reason of a failure.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+        /// Wall time of the dispatch.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        wall_ms: Option<u64>,
+        /// Token counts, when the agent reported them.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tokens: Option<TurnTokens>,
+    },
+    /// A workflow gate step started.
+    WorkflowGateStarted {
+        /// The workflow run.
+        run: i64,
+        /// The gate step's id.
+        step: String,
+        /// The fan-out item key, for a member's gate.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        item: Option<String>,
+        /// Which try of the gate this is (1-based; more after a redo).
+        attempt: u32,
+    },
+    /// A workflow gate step is judged.
+    WorkflowGateJudged {
+        /// The workflow run.
+        run: i64,
+        /// The gate step's id.
+        step: String,
+        /// The fan-out item key, for a member's gate.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        item: Option<String>,
+        /// Which try of the gate this is (1-based).
+        attempt: u32,
+        /// Did it pass?
+        passed: bool,
+        /// Where a failure goes: a step id to redo, or `terminal:<label>`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        route: Option<String>,
+    },
+    /// A join decided.
+    WorkflowJoinDecided {
+        /// The workflow run.
+        run: i64,
+        /// The join step's id.
+        step: String,
+        /// Its policy (`all-declared`, `all-activated`, `any`, `quorum:<n>`).
+        policy: String,
+        /// Did the join pass?
+        passed: bool,
+        /// The members that passed, by item key.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        passed_items: Vec<String>,
+        /// The members that failed, by item key.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        failed_items: Vec<String>,
+    },
+    /// A workflow run paused at a boundary.
+    WorkflowPaused {
+        /// The workflow run.
+        run: i64,
+        /// The kebab-case reason (`budget-exhausted`, `paused-by-user`, …).
+        reason: String,
+        /// The step it paused before, when there is one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        step: Option<String>,
+        /// What to do about it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
+    },
+    /// A workflow run resumed (by `--resume`, possibly in another process).
+    WorkflowResumed {
+        /// The workflow run.
+        run: i64,
+    },
+    /// A member's branch started landing onto the target.
+    WorkflowLandStarted {
+        /// The workflow run.
+        run: i64,
+        /// The land step's id.
+        step: String,
+        /// The member's item key.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        item: Option<String>,
+        /// The branch being landed.
+        branch: String,
+    },
+    /// A member's landing ended.
+    WorkflowLanded {
+        /// The workflow run.
+        run: i64,
+        /// The land step's id.
+        step: String,
+        /// The member's item key.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        item: Option<String>,
+        /// The branch.
+        branch: String,
+        /// `landed`, or the kebab-case reason it was stopped (a conflict, a red merged tree).
+        outcome: String,
+        /// The target's new commit, when it landed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        commit: Option<String>,
+    },
+    /// A workflow run ended, or was found interrupted (the last frame until a resume).
+    WorkflowRunFinished {
+        /// The workflow run.
+        run: i64,
+        /// `completed`, `failed`, `terminal` or `interrupted`.
+        status: WorkflowStatus,
+        /// The kebab-case reason of a failure.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+        /// The terminal route's label, or what went wrong.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
+    },
     /// The stream ends with an error (`HARNESS_ERROR`, `SEQUENCE_GAP`, …).
     Error {
         /// Upper-case code.
@@ -328,6 +491,17 @@ impl FrameBody {
             FrameBody::GateOutput { .. } => "gate-output",
             FrameBody::GateFinished { .. } => "gate-finished",
             FrameBody::JudgeVerdict { .. } => "judge-verdict",
+            FrameBody::WorkflowRunStarted { .. } => "workflow-run-started",
+            FrameBody::WorkflowDispatched { .. } => "workflow-dispatched",
+            FrameBody::WorkflowSettled { .. } => "workflow-settled",
+            FrameBody::WorkflowGateStarted { .. } => "workflow-gate-started",
+            FrameBody::WorkflowGateJudged { .. } => "workflow-gate-judged",
+            FrameBody::WorkflowJoinDecided { .. } => "workflow-join-decided",
+            FrameBody::WorkflowPaused { .. } => "workflow-paused",
+            FrameBody::WorkflowResumed { .. } => "workflow-resumed",
+            FrameBody::WorkflowLandStarted { .. } => "workflow-land-started",
+            FrameBody::WorkflowLanded { .. } => "workflow-landed",
+            FrameBody::WorkflowRunFinished { .. } => "workflow-run-finished",
             FrameBody::Error { .. } => "error",
         }
     }

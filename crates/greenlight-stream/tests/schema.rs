@@ -55,10 +55,15 @@ fn unknown_keys_are_refused_at_every_level() {
     let good = r#"{"stream":"7","seq":1,"at":5,"body":{"type":"gate-started","gate":1,"of":2,"command":"true"}}"#;
     let frame: Frame = serde_json::from_str(good).expect("a valid frame");
     assert_eq!(frame.cursor(), "7:1");
+    let workflow = r#"{"stream":"wf-3","seq":2,"at":5,"body":{"type":"workflow-dispatched","run":3,"step":"fix","item":"a","attempt":1,"family":"command"}}"#;
+    let frame: Frame = serde_json::from_str(workflow).expect("a workflow frame");
+    assert_eq!(frame.cursor(), "wf-3:2");
     for bad in [
         r#"{"stream":"7","seq":1,"at":5,"extra":1,"body":{"type":"gate-started","gate":1,"of":2,"command":"true"}}"#,
         r#"{"stream":"7","seq":1,"at":5,"body":{"type":"gate-started","gate":1,"of":2,"command":"true","extra":1}}"#,
         r#"{"stream":"7","seq":1,"at":5,"body":{"type":"no-such-kind"}}"#,
+        r#"{"stream":"wf-07","seq":1,"at":5,"body":{"type":"workflow-resumed","run":7}}"#,
+        r#"{"stream":"wf-7","seq":1,"at":5,"body":{"type":"workflow-resumed","run":7,"extra":1}}"#,
         r#"{"stream":"07","seq":1,"at":5,"body":{"type":"gate-started","gate":1,"of":2,"command":"true"}}"#,
         r#"{"stream":"7","seq":1,"at":5,"body":{"type":"turn-ended","turn":1,"outcome":"ok","tokens":{"input":1,"bogus":2}}}"#,
     ] {
@@ -86,6 +91,17 @@ fn the_schema_refuses_additional_properties() {
         "gate-output",
         "gate-finished",
         "judge-verdict",
+        "workflow-run-started",
+        "workflow-dispatched",
+        "workflow-settled",
+        "workflow-gate-started",
+        "workflow-gate-judged",
+        "workflow-join-decided",
+        "workflow-paused",
+        "workflow-resumed",
+        "workflow-land-started",
+        "workflow-landed",
+        "workflow-run-finished",
         "error",
     ] {
         assert!(

@@ -15,6 +15,7 @@ mod goal;
 mod reason;
 mod run;
 mod verdict;
+mod workflow;
 
 pub mod remote;
 
@@ -25,3 +26,4 @@ pub use reason::Reason;
 pub use run::RunKind;
 pub use verdict::{GateVerdict, word as gate_verdict_word};
 pub use word::UnknownWord;
+pub use workflow::{MemberState, WorkflowStatus};

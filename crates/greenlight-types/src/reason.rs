@@ -76,5 +76,22 @@ crate::word::word!(
         /// A workflow resume's plan digest or argument hash differs from the run's: a changed
         /// input is a new run, never a continuation (no override).
         StaleInputRefused = "stale-input-refused",
+        /// A workflow resume found that a model the run dispatched no longer answers its probe.
+        ResumeModelUnavailable = "resume-model-unavailable",
+        /// A workflow resume asked for more budget or wall clock than a run may be extended by
+        /// (too many extensions, or one larger than the run's first limit).
+        BudgetExtensionExhausted = "budget-extension-exhausted",
+        /// A workflow member's branch does not merge (or rebase) cleanly onto the land step's
+        /// target; the files in conflict are named, the member is kept for a person, the target
+        /// is untouched and the other members land.
+        LandConflict = "land-conflict",
+        /// A workflow member merged onto the target cleanly, but the merged tree failed a landing
+        /// gate (each branch may be green alone); the failed gates and their evidence are named,
+        /// the member is kept, the target is untouched.
+        LandRed = "land-red",
+        /// A workflow member's merged tree was green, but the target could not be advanced
+        /// safely: it is checked out in a worktree with uncommitted changes to tracked files, or
+        /// it moved again while the member was landed on its new tip. Nothing moved.
+        LandTargetBusy = "land-target-busy",
     }
 );

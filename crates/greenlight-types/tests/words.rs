@@ -63,9 +63,9 @@ fn the_stored_spellings_are_the_contract() {
         DispatchOutcome::NAMES,
         ["in-flight", "ok", "null", "error", "interrupted"]
     );
-    assert_eq!(Reason::ALL.len(), 24);
+    assert_eq!(Reason::ALL.len(), 29);
     assert_eq!(Reason::PausedByUser.as_str(), "paused-by-user");
-    // The workflow scheduler's and resume check's members.
+    // The workflow scheduler's, resume check's, runtime's and land step's members.
     assert_eq!(
         Reason::ALL[19..]
             .iter()
@@ -76,7 +76,12 @@ fn the_stored_spellings_are_the_contract() {
             "budget-exhausted",
             "foreign-run-refused",
             "resume-already-completed",
-            "stale-input-refused"
+            "stale-input-refused",
+            "resume-model-unavailable",
+            "budget-extension-exhausted",
+            "land-conflict",
+            "land-red",
+            "land-target-busy"
         ]
     );
 }

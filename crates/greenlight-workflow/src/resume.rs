@@ -1,5 +1,5 @@
 //! Whether a recorded run may be resumed with this plan and these arguments, decided in one fixed
-//! order before anything is probed or spent.
+//! order before anything is probed or spent. Pure: no I/O (the runtime reads the record).
 //!
 //! The order is the contract: a run greenlight did not record is refused first, then one that
 //! completed, then one whose inputs changed. There is no override for a changed input: a plan or

@@ -16,8 +16,10 @@ use greenlight_types::Reason;
 
 use crate::plan::{self, FailureClass, Fanout, JoinPolicy, Kind, Plan, Step};
 
-/// What happened, as the runtime records it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What happened, as the runtime records it (and stores, as JSON: the field names are the
+/// stored contract a resume reads back).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "event", rename_all = "kebab-case")]
 pub enum Event {
     /// A dispatch started: `step`'s agent (or fan-out member `item`), attempt `attempt`.
     Dispatched {
@@ -73,7 +75,8 @@ pub enum Event {
 }
 
 /// How a dispatch ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "outcome", rename_all = "kebab-case")]
 pub enum Outcome {
     /// The agent delivered.
     Ok,
@@ -162,8 +165,12 @@ impl std::fmt::Display for Mismatch {
 /// One dispatchable unit: an agent step, or one member of a fan-out.
 #[derive(Debug, Clone, Default)]
 struct Unit {
-    /// Attempts dispatched in this round (a redo starts a new round).
+    /// The number of its last dispatch, counted over every round.
     attempts: u64,
+    /// Its dispatches before this round: a redo starts a new round, whose retries are counted
+    /// from here, and whose first dispatch is numbered after the last round's (every dispatch
+    /// of a unit has a number of its own, as the ledger keeps them).
+    round_start: u64,
     in_flight: bool,
     /// `None` while it may still run.
     done: Option<Result<(), Reason>>,
@@ -277,7 +284,8 @@ impl<'p> Scheduler<'p> {
                         let retry = agent.retry.as_ref();
                         let retried = class
                             .is_some_and(|c| retry.is_some_and(|r| r.on.contains(&c)))
-                            && unit.attempts < retry.map_or(1, |r| r.max_attempts);
+                            && unit.attempts - unit.round_start
+                                < retry.map_or(1, |r| r.max_attempts);
                         if retried { None } else { Some(Err(*reason)) }
                     }
                 };
@@ -305,7 +313,16 @@ impl<'p> Scheduler<'p> {
                         Some(route) if run.redos < gate.max_redos => {
                             // Redo: the route runs again as a new round, then the gate.
                             run.redos += 1;
-                            self.units.insert((route.to_owned(), None), Unit::default());
+                            let key = (route.to_owned(), None);
+                            let before = self.units.get(&key).map_or(0, |u| u.attempts);
+                            self.units.insert(
+                                key,
+                                Unit {
+                                    attempts: before,
+                                    round_start: before,
+                                    ..Unit::default()
+                                },
+                            );
                         }
                         _ => {
                             run.passed = Some(false);

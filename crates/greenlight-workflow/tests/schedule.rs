@@ -287,16 +287,17 @@ fn a_gate_redoes_its_route_then_fails_or_ends_at_its_terminal_label() {
         }]
     );
     events.extend(judged("check", false));
-    // The redo: the route runs again, as a new round.
+    // The redo: the route runs again, as a new round, numbered after the last one (the ledger
+    // keeps one row per dispatch, so two dispatches of a step never share a number).
     assert_eq!(
         replay(&plan_redo, 10, &events).next(),
         [Action::Dispatch {
             step: "work".into(),
             item: None,
-            attempt: 1
+            attempt: 2
         }]
     );
-    events.push(dispatched("work", None, 1));
+    events.push(dispatched("work", None, 2));
     events.push(settle("work", None, true, false));
     events.extend(judged("check", false));
     assert_eq!(

@@ -15,6 +15,7 @@ mod left_out;
 mod remote;
 #[cfg(not(feature = "remote"))]
 mod remote_left_out;
+mod workflow_run;
 
 use clap::{Parser, Subcommand};
 
@@ -42,6 +43,9 @@ enum Command {
     /// The demo's scripted agent (used by `greenlight demo`).
     #[command(hide = true)]
     DemoAgent(cmd::demo::AgentArgs),
+    /// The workflow demo's scripted agents (used by `greenlight demo workflow`).
+    #[command(hide = true)]
+    DemoWorkflowAgent(cmd::demo_workflow::AgentArgs),
     /// Draft a verify.yaml from what the repository already runs.
     Init(cmd::init::Args),
     /// greenlight's config home: move CommandMate's verify.yaml into .greenlight/.
@@ -100,6 +104,7 @@ fn main() {
         Command::Goal(args) => cmd::goal::run(args),
         Command::Demo(args) => cmd::demo::run(args),
         Command::DemoAgent(args) => cmd::demo::agent(args),
+        Command::DemoWorkflowAgent(args) => cmd::demo_workflow::agent(args),
         Command::Init(args) => cmd::init::run(args),
         Command::Config(command) => cmd::config::run(command),
         Command::Hook(command) => cmd::hook::run(command),

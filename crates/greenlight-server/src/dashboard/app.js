@@ -542,10 +542,29 @@
           error = true;
           break;
         default:
+          if (String(b.type).startsWith('workflow-')) {
+            error = workflowRow(b, content);
+            break;
+          }
           // A kind this script does not know yet: still one row, so the seqs stay contiguous.
           content.append(muted(String(b.type)), ' ', el('code', null, JSON.stringify(b)));
       }
       return { row, error };
+    }
+
+    // A workflow frame: what happened, to which step and member, and its outcome.
+    function workflowRow(b, content) {
+      const what = String(b.type).slice('workflow-'.length).replace(/-/g, ' ');
+      content.append(muted(what));
+      if (b.step) content.append(' ', el('strong', null, b.step + (b.item ? ' [' + b.item + ']' : '')));
+      if (b.attempt) content.append(' ', muted('attempt ' + b.attempt));
+      const word = b.outcome || b.status || (b.passed === true ? 'passed' : b.passed === false ? 'failed' : '');
+      if (word) content.append(' ', badge(word));
+      if (b.reason) content.append(' ', el('span', 'detail', b.reason));
+      if (b.message) content.append(' ', el('span', 'detail', b.message));
+      const t = tokensText(b.tokens);
+      if (t) content.append(' ', muted(t));
+      return b.passed === false || (b.outcome && b.outcome !== 'ok' && b.outcome !== 'landed') || FAILING.has(b.status) || b.type === 'workflow-paused';
     }
 
     // Turns hold their activity, tool calls, gates and verdict; gates hold their output and
@@ -614,7 +633,7 @@
       if (error) markError(row);
       const b = frame.body;
       if (b.type === 'gate-finished' && gate) finishGate(gate, b.verdict, error);
-      if (['goal-state', 'turn-started', 'turn-ended', 'gate-finished', 'run-finished', 'judge-verdict'].includes(b.type)) {
+      if (['goal-state', 'turn-started', 'turn-ended', 'gate-finished', 'run-finished', 'judge-verdict'].includes(b.type) || String(b.type).startsWith('workflow-')) {
         refreshSoon();
       }
       if (count) count.textContent = rows.size + (rows.size === 1 ? ' frame' : ' frames');
@@ -630,7 +649,7 @@
       if (!url) return Promise.resolve();
       return fetch(url, { headers: { Accept: 'application/json' } })
         .then((r) => (r.ok ? r.json() : Promise.reject(new Error(url + ': HTTP ' + r.status))))
-        .then((snap) => (body.dataset.page === 'goal' ? renderGoalSnapshot(snap) : renderRun(snap)))
+        .then((snap) => ({ goal: renderGoalSnapshot, workflow: renderWorkflow }[body.dataset.page] || renderRun)(snap))
         .catch(() => {});
     }
 
@@ -726,6 +745,35 @@
     }
   }
 
+  // The plan's graph from the server's snapshot: the server decides each node's state from the
+  // frames (crates/greenlight-server/src/workflow.rs); this only draws it, as the page's HTML does.
+  function renderWorkflow(w) {
+    if (!w || w.id == null) return;
+    setChildren($('wf-name'), w.name);
+    setChildren($('wf-status'), badge(w.status));
+    setChildren($('wf-reason'), w.reason || '');
+    setChildren($('wf-units'), w.units_total == null ? w.units_spent + ' (no limit)' : w.units_spent + '/' + w.units_total);
+    setChildren($('wf-worktree'), w.worktree);
+    const graph = $('wf-graph');
+    if (!graph) return;
+    graph.replaceChildren(
+      ...(w.nodes || []).map((n) => {
+        const li = el('li', n.item == null ? 'wf-node wf-step' : 'wf-node wf-member');
+        li.dataset.step = n.step;
+        li.dataset.item = n.item == null ? '' : n.item;
+        li.dataset.state = n.state;
+        li.append(el('span', 'wf-name', n.item == null ? n.step : n.item));
+        if (n.kind) li.append(' ', el('span', 'muted wf-kind', n.kind));
+        li.append(' ', badge(n.state));
+        if (n.detail) li.append(' ', el('span', 'detail wf-detail', n.detail));
+        if (n.needs && n.needs.length) li.append(' ', el('span', 'muted wf-needs', 'after ' + n.needs.join(', ')));
+        return li;
+      }),
+    );
+    const empty = $('wf-graph-empty');
+    if (empty) empty.hidden = (w.nodes || []).length > 0;
+  }
+
   function renderRun(r) {
     if (!r || r.id == null) return;
     setChildren($('run-kind'), r.kind);
@@ -737,5 +785,5 @@
   }
 
   if (body.dataset.page === 'goals') goalsPage();
-  else if (body.dataset.page === 'goal' || body.dataset.page === 'run') streamPage();
+  else if (['goal', 'run', 'workflow'].includes(body.dataset.page)) streamPage();
 })();

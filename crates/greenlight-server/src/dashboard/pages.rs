@@ -150,6 +150,7 @@ pub fn goals_page(overview: &Overview, links: &GoalsPageLinks) -> String {
         "<a href=\"/?archived=true\">Show archived goals</a> \
          <span class=\"muted\">(done or cleared, unchanged for 7 days)</span>"
     });
+    main.push_str(" · <a id=\"workflows-link\" href=\"/workflows\">Workflow runs</a>");
     main.push_str("</p>\n</section>\n");
     main.push_str(
         "<section class=\"card\">\n<h2>Recent verify and hook runs</h2>\n\
@@ -265,7 +266,7 @@ fn turn_row(out: &mut String, turn: &TurnSummary, now: i64) {
 }
 
 /// The timeline the script fills from the stream, with its follow and errors-only toggles.
-fn timeline(out: &mut String, frames_url: &str) {
+pub(super) fn timeline(out: &mut String, frames_url: &str) {
     let _ = write!(
         out,
         "<section class=\"card\">\n<div class=\"toolbar\"><h2>Timeline</h2>\

@@ -74,6 +74,32 @@ pub fn args_hash(plan: &Plan, given: &BTreeMap<String, String>) -> String {
         .to_string()
 }
 
+/// `text` with `{{item}}` (the member's key) and `{{args.NAME}}` (an argument's value) filled
+/// in one left-to-right pass, so a value that itself reads `{{…}}` is never filled again. A
+/// placeholder that names nothing here stays as written (the checks refuse such a plan).
+pub fn fill(text: &str, item: Option<&str>, args: &BTreeMap<String, String>) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find("{{") {
+        let after = &rest[start + 2..];
+        let Some(end) = after.find("}}") else { break };
+        out.push_str(&rest[..start]);
+        let name = after[..end].trim();
+        let value = match name.strip_prefix("args.") {
+            Some(arg) => args.get(arg).map(String::as_str),
+            None if name == "item" => item,
+            None => None,
+        };
+        match value {
+            Some(v) => out.push_str(v),
+            None => out.push_str(&rest[start..start + 2 + end + 2]),
+        }
+        rest = &after[end + 2..];
+    }
+    out.push_str(rest);
+    out
+}
+
 /// What a checked plan amounts to, for a summary line.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "camelCase")]

@@ -186,7 +186,9 @@ pub struct Retry {
 }
 
 /// The classes of dispatch failure a retry may name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, serde::Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum FailureClass {
     /// The deadline fired.

@@ -20,9 +20,20 @@ const README: &str = include_str!("../../demo/README.md");
 /// Arguments of `greenlight demo`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
+    /// Which demo: the goal loop (the default), or `workflow`: a plan fanned out across
+    /// worktrees, gated, and landed.
+    #[arg(value_enum)]
+    pub which: Option<Which>,
     /// Keep the demo project and its state database, and print where they are.
     #[arg(long)]
     pub keep: bool,
+}
+
+/// The demos.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Which {
+    /// A workflow plan: three members fanned out, a gate redo, the landed barrier, landing.
+    Workflow,
 }
 
 /// Arguments of the hidden `greenlight demo-agent`.
@@ -32,7 +43,8 @@ pub struct AgentArgs {
     pub prompt_file: std::path::PathBuf,
 }
 
-fn git(dir: &Path, args: &[&str]) -> bool {
+/// A quiet git call with the demo's own identity (a machine without one still runs the demo).
+pub(crate) fn git(dir: &Path, args: &[&str]) -> bool {
     greenlight_proc::git::command(dir)
         .args([
             "-c",
@@ -51,6 +63,9 @@ fn git(dir: &Path, args: &[&str]) -> bool {
 
 /// Runs the demo and returns the process exit code.
 pub fn run(args: Args) -> i32 {
+    if args.which == Some(Which::Workflow) {
+        return crate::cmd::demo_workflow::run(args.keep);
+    }
     match demo(&args) {
         Ok(code) => code,
         Err(message) => {

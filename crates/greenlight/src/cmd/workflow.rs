@@ -1,20 +1,33 @@
 //! `greenlight workflow check PLAN`: read a workflow plan and report every problem in it, or what
-//! it would run.
+//! it would run; `greenlight workflow run PLAN` runs it (in [`crate::workflow_run`]).
 //!
 //! The plan is checked whole, by `greenlight-workflow`; this module only reads the file, prints
-//! the result and picks the exit code. Nothing runs.
+//! the result and picks the exit code.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use greenlight_workflow::plan::{self, Problem};
 
-/// Exit codes of `greenlight workflow check`.
+/// Exit codes of `greenlight workflow check` and `workflow run`.
 pub mod exit {
-    /// The plan is valid.
+    /// The plan is valid; a run completed.
     pub const VALID: i32 = 0;
-    /// The plan has problems, or cannot be read.
+    /// A run failed: a step, a join, a gate with no redos left, or a member that did not land.
+    pub const FAILED: i32 = 1;
+    /// The plan has problems, cannot be read, or an argument or the preflight refused it;
+    /// nothing ran.
     pub const PLAN_ERROR: i32 = 2;
+    /// A run ended at a gate's `terminal:<label>` route.
+    pub const TERMINAL: i32 = 3;
+    /// A resume was refused (foreign run, completed run, stale input, model unavailable, an
+    /// extension past the cap); nothing ran.
+    pub const RESUME_REFUSED: i32 = 4;
+    /// The state database or git failed under the run; `--resume` carries on.
+    pub const ERROR: i32 = 5;
+    /// A run paused (a budget or wall clock spent, a pause step, a pause request); `--resume`
+    /// carries on.
+    pub const PAUSED: i32 = 75;
 }
 
 /// Largest plan file read; a plan is a page of YAML, and anything this large is not one.
@@ -33,12 +46,31 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Run a plan: every step in its own linked worktree, recorded as it goes; or resume a
+    /// paused or killed run (exit 0 completed, 1 failed, 2 plan or input error, 3 terminal,
+    /// 4 resume refused, 5 state or git error, 75 paused).
+    Run(crate::workflow_run::RunArgs),
+    /// Show a workflow run: its status, budget and spend, each step and member reached, and the
+    /// worktrees kept for a person.
+    Status(super::workflow_view::RunArgs),
+    /// Show a workflow run's recorded events and its dispatch ledger.
+    Log(super::workflow_view::RunArgs),
+    /// List the workflow runs in the state database, newest first.
+    List(super::workflow_view::ListArgs),
+    /// Ask a running workflow run to pause at its next boundary (it is recorded; the process
+    /// driving the run pauses there).
+    Pause(super::workflow_view::PauseArgs),
 }
 
 /// Runs a `workflow` subcommand and returns its exit code.
 pub fn run(command: Command) -> i32 {
     match command {
         Command::Check { plan, json } => check(&plan, json),
+        Command::Run(args) => crate::workflow_run::run(args),
+        Command::Status(args) => super::workflow_view::status(&args),
+        Command::Log(args) => super::workflow_view::log(&args),
+        Command::List(args) => super::workflow_view::list(&args),
+        Command::Pause(args) => super::workflow_view::pause(&args),
     }
 }
 
@@ -120,7 +152,7 @@ fn plural(n: u64, one: &'static str, many: &'static str) -> &'static str {
 }
 
 /// The plan's text: a regular file of UTF-8, at most [`MAX_PLAN_BYTES`].
-fn read_plan(path: &Path) -> Result<String, String> {
+pub fn read_plan(path: &Path) -> Result<String, String> {
     let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
     let meta = file.metadata().map_err(|e| e.to_string())?;
     if !meta.is_file() {

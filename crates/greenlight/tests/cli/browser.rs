@@ -715,3 +715,227 @@ fn the_goal_page_streams_resumes_and_resyncs_in_chromium() {
         );
     }
 }
+
+/// The plan of the workflow page's test: one agent step, a fan-out of three, its join and its
+/// landing, as the plan's canonical JSON holds them.
+const WORKFLOW_PLAN: &str = r#"{"name":"fix-modules","steps":[
+    {"id":"survey","kind":"agent"},
+    {"id":"fix","kind":"fanout","needs":["survey"],"items":["parser","store","cli"]},
+    {"id":"fixed","kind":"join","for":"fix","policy":"all-activated"},
+    {"id":"ship","kind":"land","needs":["fixed"],"for":"fix"}]}"#;
+
+/// Dispatches step `step` (member `item`) of `run`; returns the ledger row.
+fn wf_dispatch(
+    store: &mut Store,
+    run: greenlight_store::WorkflowRunId,
+    step: &str,
+    item: Option<&str>,
+) -> greenlight_store::WorkflowDispatchId {
+    store
+        .write(|tx| {
+            tx.start_workflow_dispatch(&greenlight_store::NewWorkflowDispatch {
+                run,
+                step: step.into(),
+                item: item.map(str::to_owned),
+                attempt: 1,
+                family: greenlight_store::Family::Command,
+                model: None,
+                worktree: None,
+            })
+        })
+        .unwrap()
+        .0
+}
+
+fn wf_settle(store: &mut Store, id: greenlight_store::WorkflowDispatchId, reason: Option<&str>) {
+    store
+        .write(|tx| {
+            tx.finish_workflow_dispatch(
+                id,
+                &greenlight_store::WorkflowDispatchEnd {
+                    outcome: if reason.is_some() { "failed" } else { "ok" }.into(),
+                    reason: reason.map(str::to_owned),
+                    wall_ms: Some(40),
+                    ..greenlight_store::WorkflowDispatchEnd::default()
+                },
+            )
+        })
+        .unwrap();
+}
+
+/// The state of graph node `step`/`item` on the page.
+fn node_state(step: &str, item: &str) -> String {
+    format!(
+        "(document.querySelector('#wf-graph [data-step=\"{step}\"][data-item=\"{item}\"]') || \
+         {{dataset: {{}}}}).dataset.state"
+    )
+}
+
+#[test]
+#[ignore = "needs chromium and playwright-core: run scripts/test"]
+fn the_workflow_page_draws_the_plan_and_each_members_state_live_and_resumes_in_chromium() {
+    let mut browser = Browser::launch();
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state.db");
+    let log = dir.path().join("serve.log");
+    let mut store = Store::open(&state).unwrap();
+    let name = "fix <script>window.__pwned = 3</script> & co";
+    let run = store
+        .write(|tx| {
+            tx.create_workflow_run(&greenlight_store::NewWorkflowRun {
+                name: name.into(),
+                plan_path: "plan.yaml".into(),
+                repository: dir.path().join(".git"),
+                worktree: dir.path().to_path_buf(),
+                base_commit: "abc".into(),
+                plan_digest: "d".into(),
+                args_hash: "h".into(),
+                plan_json: WORKFLOW_PLAN.into(),
+                args_json: "{}".into(),
+                budget: greenlight_store::WorkflowBudget {
+                    units: Some(8),
+                    ..greenlight_store::WorkflowBudget::default()
+                },
+                ..greenlight_store::NewWorkflowRun::default()
+            })
+        })
+        .unwrap();
+    let survey = wf_dispatch(&mut store, run, "survey", None);
+    wf_settle(&mut store, survey, None);
+    let parser = wf_dispatch(&mut store, run, "fix", Some("parser"));
+    let store_member = wf_dispatch(&mut store, run, "fix", Some("store"));
+    // 1 run-started, then 2 frames for survey and one per member dispatched.
+    let head = store.frame_bounds(run.stream()).unwrap().1;
+    assert_eq!(head, 5);
+
+    let port = free_port();
+    let server = Server::start(port, &state, &log);
+    // From the goals page to the list of workflow runs, and from there to the run.
+    browser.open(&server.url("/"));
+    assert_eq!(
+        browser.eval("document.getElementById('workflows-link').getAttribute('href')"),
+        json!("/workflows")
+    );
+    browser.open(&server.url("/workflows"));
+    assert_eq!(
+        browser.eval(
+            "[...document.querySelectorAll('#workflows tbody tr')].map((r) => \
+             [r.dataset.workflow, r.querySelector('a').getAttribute('href'), \
+             r.children[2].textContent, r.children[3].textContent])"
+        ),
+        json!([["1", "/workflows/1", "running", "3/8"]])
+    );
+    assert_eq!(browser.eval("window.__pwned === undefined"), json!(true));
+    browser.open(&server.url(&format!("/workflows/{}", run.0)));
+    browser.wait(
+        "document.querySelectorAll('[data-seq]').length === 5 && window.greenlight.state === 'live'",
+        Duration::from_secs(10),
+        "the first 5 frames and a live pill",
+    );
+    // The plan as a graph: every step, and each fan-out's and land's members under it.
+    let graph = browser.eval(
+        "[...document.querySelectorAll('#wf-graph .wf-node')].map((n) => \
+         n.dataset.step + (n.dataset.item ? '/' + n.dataset.item : '') + ':' + n.dataset.state)",
+    );
+    assert_eq!(
+        graph,
+        json!([
+            "survey:passed",
+            "fix:running",
+            "fix/parser:running",
+            "fix/store:running",
+            "fix/cli:pending",
+            "fixed:pending",
+            "ship:pending",
+            "ship/parser:pending",
+            "ship/store:pending",
+            "ship/cli:pending"
+        ])
+    );
+    assert_eq!(
+        browser.eval("document.getElementById('wf-name').textContent"),
+        json!(name),
+        "the name is text: its script never ran"
+    );
+    assert_eq!(browser.eval("window.__pwned === undefined"), json!(true));
+    assert_eq!(
+        browser.eval("document.getElementById('wf-units').textContent"),
+        json!("3/8")
+    );
+
+    // A member settling is shown within a second: one passed, one caught by the barrier.
+    let committed = Instant::now();
+    wf_settle(&mut store, parser, None);
+    wf_settle(&mut store, store_member, Some("deliverable-not-landed"));
+    browser.wait(
+        &format!(
+            "{} === 'passed' && {} === 'failed'",
+            node_state("fix", "parser"),
+            node_state("fix", "store")
+        ),
+        Duration::from_secs(5),
+        "the settled members",
+    );
+    let shown = committed.elapsed();
+    assert!(shown < Duration::from_secs(2), "{shown:?}");
+    assert_eq!(
+        browser.eval(
+            "document.querySelector('#wf-graph [data-step=\"fix\"][data-item=\"store\"] \
+             .wf-detail').textContent"
+        ),
+        json!("deliverable-not-landed")
+    );
+
+    // The server dies; a member is dispatched and a landing recorded while it is down; it comes
+    // back on the same port and the page resumes from its cursor, every row once.
+    server.kill();
+    wf_dispatch(&mut store, run, "fix", Some("cli"));
+    store
+        .write(|tx| {
+            tx.append_workflow_event(
+                run,
+                r#"{"kind":"landed"}"#,
+                Some(&FrameBody::WorkflowLanded {
+                    run: run.0,
+                    step: "ship".into(),
+                    item: Some("parser".into()),
+                    branch: "wf-1/parser".into(),
+                    outcome: "landed".into(),
+                    commit: Some("def".into()),
+                }),
+            )
+        })
+        .unwrap();
+    let head = store.frame_bounds(run.stream()).unwrap().1;
+    assert_eq!(head, 9);
+    browser.wait(
+        "window.greenlight.state === 'reconnecting'",
+        Duration::from_secs(5),
+        "the pill says reconnecting while the server is down",
+    );
+    let server = Server::start(port, &state, &log);
+    browser.wait(
+        &format!(
+            "document.querySelectorAll('[data-seq]').length >= 9 && \
+             window.greenlight.state === 'live' && {} === 'running' && {} === 'landed'",
+            node_state("fix", "cli"),
+            node_state("ship", "parser")
+        ),
+        Duration::from_secs(15),
+        "the resumed stream and graph",
+    );
+    assert_contiguous(&browser.eval(SEQS), 1, 9);
+    assert!(browser.eval("window.greenlight.opens").as_u64().unwrap() >= 2);
+    let png = browser.screenshot("dashboard-workflow.png");
+    assert!(
+        std::fs::metadata(&png).unwrap().len() > 10_000,
+        "{} looks empty",
+        png.display()
+    );
+    assert_eq!(
+        browser.page_errors(),
+        json!([]),
+        "uncaught exceptions in the page"
+    );
+    drop(server);
+}

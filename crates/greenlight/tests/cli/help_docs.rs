@@ -31,6 +31,11 @@ const PAGES: &[(&[&str], &str)] = &[
     (&["cache", "clear"], "verify-yaml.md"),
     (&["mcp"], "mcp.md"),
     (&["worker"], "verify-yaml.md"),
+    (&["workflow", "run"], "workflow-run.md"),
+    (&["workflow", "status"], "workflow-views.md"),
+    (&["workflow", "log"], "workflow-views.md"),
+    (&["workflow", "list"], "workflow-views.md"),
+    (&["workflow", "pause"], "workflow-views.md"),
 ];
 
 /// The options `-h` lists, as (flag with its value name, one-line description), in order;

@@ -22,7 +22,7 @@ use greenlight_testkit::{TempRepo, greenlight_bin, load, procs};
 use serde_json::{Value, json};
 
 /// The tools in the order `tools/list` gives them.
-const TOOLS: [&str; 7] = [
+const TOOLS: [&str; 9] = [
     "verify",
     "digest",
     "evidence",
@@ -30,10 +30,19 @@ const TOOLS: [&str; 7] = [
     "goal_log",
     "goal_pause",
     "goal_resume",
+    "workflow_status",
+    "workflow_list",
 ];
 
 /// The tools that only read: their `readOnlyHint` is true.
-const READ_ONLY: [&str; 4] = ["digest", "evidence", "goal_status", "goal_log"];
+const READ_ONLY: [&str; 6] = [
+    "digest",
+    "evidence",
+    "goal_status",
+    "goal_log",
+    "workflow_status",
+    "workflow_list",
+];
 
 fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -238,7 +247,7 @@ fn progress_messages(call: &Value) -> Vec<String> {
 
 #[test]
 #[ignore = "needs the Python mcp package: run scripts/test"]
-fn tools_list_has_the_seven_tools_with_schemas_and_read_only_hints() {
+fn tools_list_has_the_nine_tools_with_schemas_and_read_only_hints() {
     let repo = TempRepo::worktree_with_commit();
     let doc = run_driver(&repo, "tools", &[], Duration::from_secs(60));
     assert_eq!(doc["server"]["name"], "greenlight");

@@ -107,7 +107,7 @@ const CARGO_TEST_FAIL: &str =
 const RED_AND_GREEN: &str = "version: 1\ngates:\n  - id: lint\n    command: echo linted\n  - id: unit\n    command: cat cargo-test.txt; exit 101\n";
 
 #[test]
-fn lists_seven_tools_and_verifies_a_green_and_a_red_repository() {
+fn lists_nine_tools_and_verifies_a_green_and_a_red_repository() {
     let green = TempRepo::worktree_with_commit();
     green.verify_yaml("version: 1\ngates:\n  - id: lint\n    command: echo linted\n");
     let red = TempRepo::worktree_with_commit();
@@ -126,7 +126,9 @@ fn lists_seven_tools_and_verifies_a_green_and_a_red_repository() {
                 "goal_status",
                 "goal_log",
                 "goal_pause",
-                "goal_resume"
+                "goal_resume",
+                "workflow_status",
+                "workflow_list"
             ]
         );
         for tool in &tools {
@@ -138,7 +140,12 @@ fn lists_seven_tools_and_verifies_a_green_and_a_red_repository() {
             let read_only = tool.annotations.as_ref().and_then(|a| a.read_only_hint);
             let expected = matches!(
                 tool.name.as_ref(),
-                "digest" | "goal_status" | "goal_log" | "evidence"
+                "digest"
+                    | "goal_status"
+                    | "goal_log"
+                    | "evidence"
+                    | "workflow_status"
+                    | "workflow_list"
             );
             assert_eq!(read_only, Some(expected), "{}", tool.name);
             // Optional arguments carry their own type: a `null` union is what some clients
@@ -483,6 +490,77 @@ fn goal_tools_read_pause_and_resume_the_goal_of_a_worktree() {
             .await;
         let message = format!("{missing:?}");
         assert!(message.contains("no goal 999"), "{message}");
+        client.cancel().await.unwrap();
+    });
+}
+
+/// The workflow tools answer what `greenlight workflow status --json` and `list --json` print,
+/// each matching its advertised schema (unreported figures null, never 0).
+#[test]
+fn workflow_tools_show_a_run_and_the_list_in_their_schemas() {
+    use greenlight_store::greenlight_types::Family;
+    use greenlight_store::{NewWorkflowDispatch, NewWorkflowRun, Store, WorkflowDispatchEnd};
+    let repo = TempRepo::worktree_with_commit();
+    let state = repo.home().join("state/greenlight/state.db");
+    std::fs::create_dir_all(state.parent().unwrap()).unwrap();
+    let mut store = Store::open(&state).unwrap();
+    let run = store
+        .write(|tx| {
+            let run = tx.create_workflow_run(&NewWorkflowRun {
+                name: "fix".into(),
+                plan_path: "plan.yaml".into(),
+                repository: repo.path().join(".git"),
+                worktree: repo.path().to_path_buf(),
+                base_commit: "abc".into(),
+                plan_digest: "d".into(),
+                args_hash: "h".into(),
+                plan_json: "{}".into(),
+                args_json: "{}".into(),
+                ..NewWorkflowRun::default()
+            })?;
+            let (id, _) = tx.start_workflow_dispatch(&NewWorkflowDispatch {
+                run,
+                step: "fix".into(),
+                item: Some("a".into()),
+                attempt: 1,
+                family: Family::Command,
+                model: None,
+                worktree: None,
+            })?;
+            tx.finish_workflow_dispatch(
+                id,
+                &WorkflowDispatchEnd {
+                    outcome: "ok".into(),
+                    ..WorkflowDispatchEnd::default()
+                },
+            )?;
+            Ok::<_, greenlight_store::Error>(run)
+        })
+        .unwrap();
+    runtime().block_on(async {
+        let client = connect(&repo, Recorder::default()).await;
+        let tools = client.list_all_tools().await.unwrap();
+        let status = call_tool(&client, "workflow_status", json!({"id": run.0})).await;
+        let status = assert_matches_schema(&tools, "workflow_status", &status);
+        assert_eq!(status["run"]["id"], run.0);
+        assert_eq!(status["run"]["status"], "running");
+        assert_eq!(status["run"]["spent"]["units"], 1);
+        assert_eq!(status["run"]["spent"]["tokens_in"], Value::Null);
+        assert_eq!(status["steps"][0]["outcome"], "ok");
+        let list = call_tool(&client, "workflow_list", json!({})).await;
+        let list = assert_matches_schema(&tools, "workflow_list", &list);
+        assert_eq!(list["runs"][0]["name"], "fix");
+        let missing = client
+            .send_cancellable_request(
+                call("workflow_status", json!({"id": 999})),
+                PeerRequestOptions::no_options(),
+            )
+            .await
+            .unwrap()
+            .await_response()
+            .await;
+        let message = format!("{missing:?}");
+        assert!(message.contains("no workflow run 999"), "{message}");
         client.cancel().await.unwrap();
     });
 }

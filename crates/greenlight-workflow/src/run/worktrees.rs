@@ -1,0 +1,244 @@
+//! The linked git worktrees a run works in: one for the run's own steps, one per fan-out
+//! member, each on a branch named from the run, the step and the item.
+//!
+//! The rule: a worktree is only ever made from a commit greenlight chose (the run's base, or
+//! the run branch's tip when a fan-out starts), never from whatever an agent left uncommitted,
+//! and the work of a step is committed on its branch the moment it is accepted, so a land, a
+//! gate and a resume all see the same tree. Every git call goes through greenlight-proc's one
+//! `git` helper.
+
+use std::path::{Path, PathBuf};
+
+use greenlight_proc::git;
+
+/// Why a worktree could not be made, read or removed.
+#[derive(Debug, thiserror::Error)]
+pub enum WorktreeError {
+    /// A git call failed.
+    #[error("git {args} in {dir}: {failure}")]
+    Git {
+        /// The arguments.
+        args: String,
+        /// Where.
+        dir: PathBuf,
+        /// What git said.
+        failure: git::Failure,
+    },
+    /// The directory the run started in is not in a git repository.
+    #[error(
+        "{0} is not inside a git repository; a workflow runs in linked worktrees of one, so start it in the repository"
+    )]
+    NotARepository(PathBuf),
+    /// A step or item cannot name a branch.
+    #[error("`{0}` cannot be part of a branch name (git check-ref-format refuses it); rename it")]
+    BadBranch(String),
+}
+
+/// One linked worktree of a run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tree {
+    /// The step it serves (the run's own worktree: `None`).
+    pub step: Option<String>,
+    /// The member.
+    pub item: Option<String>,
+    /// `CM_WORKTREE_INDEX`: 0 for the run's own worktree, then one per member in plan order.
+    pub index: u64,
+    /// `CM_WORKTREE_ID`: unique on the machine for the run's life.
+    pub id: String,
+    /// Its branch.
+    pub branch: String,
+    /// Where it is.
+    pub path: PathBuf,
+}
+
+impl Tree {
+    /// The variables its agents and gates get, so mutex gates and ports stay apart.
+    pub fn env(&self) -> Vec<(String, String)> {
+        vec![
+            ("CM_WORKTREE_INDEX".into(), self.index.to_string()),
+            ("CM_WORKTREE_ID".into(), self.id.clone()),
+        ]
+    }
+}
+
+/// The worktrees of one run.
+#[derive(Debug, Clone)]
+pub struct Worktrees {
+    /// The repository's top (of the worktree the run started in).
+    top: PathBuf,
+    /// Where this run's worktrees live: `<git common dir>/greenlight/workflows/wf-<run>`.
+    root: PathBuf,
+    run: String,
+}
+
+fn git_out(dir: &Path, args: &[&str]) -> Result<String, WorktreeError> {
+    let mut cmd = git::command(dir);
+    cmd.args(args);
+    git::output(&mut cmd)
+        .map(|out| String::from_utf8_lossy(&out).trim().to_owned())
+        .map_err(|failure| WorktreeError::Git {
+            args: args.join(" "),
+            dir: dir.to_path_buf(),
+            failure,
+        })
+}
+
+/// The top of the repository holding `dir`.
+pub fn toplevel(dir: &Path) -> Result<PathBuf, WorktreeError> {
+    match git_out(dir, &["rev-parse", "--show-toplevel"]) {
+        Ok(top) => Ok(PathBuf::from(top)),
+        Err(_) => Err(WorktreeError::NotARepository(dir.to_path_buf())),
+    }
+}
+
+/// The commit `rev` names in the repository at `dir`.
+pub fn resolve(dir: &Path, rev: &str) -> Result<String, WorktreeError> {
+    git_out(
+        dir,
+        &[
+            "rev-parse",
+            "--verify",
+            "--quiet",
+            &format!("{rev}^{{commit}}"),
+        ],
+    )
+}
+
+impl Worktrees {
+    /// The worktrees of run `run` of the repository holding `start`.
+    pub fn new(start: &Path, run: &str) -> Result<Self, WorktreeError> {
+        let top = toplevel(start)?;
+        let common = git_out(&top, &["rev-parse", "--git-common-dir"])?;
+        let common = top.join(common);
+        Ok(Self {
+            root: common
+                .join("greenlight")
+                .join("workflows")
+                .join(format!("wf-{run}")),
+            top,
+            run: run.to_owned(),
+        })
+    }
+
+    /// The repository's top.
+    pub fn top(&self) -> &Path {
+        &self.top
+    }
+
+    /// The worktree of `step`/`item` (`None`, `None`: the run's own), at `index`: its name,
+    /// branch and path, made or not.
+    pub fn tree(&self, step: Option<&str>, item: Option<&str>, index: u64) -> Tree {
+        let name = match (step, item) {
+            (Some(s), Some(i)) => format!("{s}/{i}"),
+            (Some(s), None) => s.to_owned(),
+            // `_run` cannot be a step id (ids start with a letter or digit).
+            _ => "_run".to_owned(),
+        };
+        let dir = name.replace('/', "--");
+        Tree {
+            step: step.map(str::to_owned),
+            item: item.map(str::to_owned),
+            index,
+            id: format!("wf-{}-{dir}", self.run),
+            branch: format!("greenlight/wf-{}/{name}", self.run),
+            path: self.root.join(dir),
+        }
+    }
+
+    /// Checks that `tree`'s branch is a name git takes.
+    pub fn check_branch(&self, tree: &Tree) -> Result<(), WorktreeError> {
+        git_out(&self.top, &["check-ref-format", "--branch", &tree.branch])
+            .map(|_| ())
+            .map_err(|_| WorktreeError::BadBranch(tree.branch.clone()))
+    }
+
+    /// Makes `tree` from commit `from` on its own branch, or, when a resume finds it made,
+    /// keeps it. Returns whether it was made now.
+    pub fn ensure(&self, tree: &Tree, from: &str) -> Result<bool, WorktreeError> {
+        if tree.path.join(".git").exists() {
+            return Ok(false);
+        }
+        if let Some(parent) = tree.path.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| WorktreeError::Git {
+                args: "worktree add (its parent directory)".into(),
+                dir: parent.to_path_buf(),
+                failure: git::Failure::Spawn { source: e },
+            })?;
+        }
+        let path = tree.path.to_string_lossy().into_owned();
+        // A branch left by a run killed between `branch` and `worktree add` is reused: -B.
+        git_out(
+            &self.top,
+            &[
+                "worktree",
+                "add",
+                "--quiet",
+                "-B",
+                &tree.branch,
+                &path,
+                from,
+            ],
+        )?;
+        Ok(true)
+    }
+
+    /// Puts `tree` back to its branch's tip: what an attempt that never settled, or failed,
+    /// left uncommitted is not the next attempt's starting point.
+    pub fn reset(&self, tree: &Tree) -> Result<(), WorktreeError> {
+        git_out(&tree.path, &["reset", "--quiet", "--hard", "HEAD"])?;
+        git_out(&tree.path, &["clean", "--quiet", "-fd"])?;
+        Ok(())
+    }
+
+    /// Commits everything in `tree` on its branch (nothing when nothing changed). The author is
+    /// the user's git identity, or greenlight's when the repository has none.
+    pub fn commit(&self, tree: &Tree, message: &str) -> Result<(), WorktreeError> {
+        git_out(&tree.path, &["add", "--all"])?;
+        if git_out(&tree.path, &["status", "--porcelain"])?.is_empty() {
+            return Ok(());
+        }
+        let mut args: Vec<&str> = Vec::new();
+        if git::line(&tree.path, &["config", "user.email"]).is_none() {
+            args.extend([
+                "-c",
+                "user.name=greenlight",
+                "-c",
+                "user.email=greenlight@localhost",
+            ]);
+        }
+        args.extend(["commit", "--quiet", "--no-verify", "-m", message]);
+        git_out(&tree.path, &args)?;
+        Ok(())
+    }
+
+    /// The commit `tree`'s branch is at.
+    pub fn head(&self, tree: &Tree) -> Result<String, WorktreeError> {
+        resolve(&self.top, &tree.branch)
+    }
+
+    /// Removes `tree` and its branch (a finished run's members were landed or are not wanted).
+    pub fn remove(&self, tree: &Tree) -> Result<(), WorktreeError> {
+        if tree.path.exists() {
+            let path = tree.path.to_string_lossy().into_owned();
+            git_out(&self.top, &["worktree", "remove", "--force", &path])?;
+        }
+        if resolve(&self.top, &tree.branch).is_ok() {
+            git_out(&self.top, &["branch", "--quiet", "-D", &tree.branch])?;
+        }
+        Ok(())
+    }
+
+    /// Removes the run's directory once it is empty.
+    pub fn tidy(&self) {
+        let _ = std::fs::remove_dir(&self.root);
+    }
+}
+
+/// The common git directory of the repository holding `dir` (what a run records as its
+/// repository: the same for every worktree of it).
+pub fn common_dir(dir: &Path) -> Result<PathBuf, WorktreeError> {
+    let top = toplevel(dir)?;
+    let common = git_out(&top, &["rev-parse", "--git-common-dir"])?;
+    let common = top.join(common);
+    Ok(common.canonicalize().unwrap_or(common))
+}
