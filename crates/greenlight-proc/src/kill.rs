@@ -42,8 +42,9 @@ pub(crate) fn leftovers(leader: i32, token: &str, claim_adopted: bool) -> Vec<Le
 /// what they were. Called once every child a run started has ended (a verify run whose gates
 /// are all done), whatever is still our child was adopted as a child subreaper from one of them,
 /// even one that left the group and cleared its environment; the caller decides whose it was.
-/// Like the runner's `claim_adopted`, it assumes nothing else in this process has a child
-/// running at that moment.
+/// A child that [`run`](crate::run) or the git helper is still running elsewhere in this
+/// process (another step's agent, another gate) is listed as a helper and never counted; any
+/// other child is assumed adopted.
 pub fn end_adopted() -> Vec<LeftoverProcess> {
     end_in_rounds(0, procs::adopted_children)
 }

@@ -94,10 +94,11 @@ fn children() -> Vec<i32> {
 }
 
 /// Live children of this process (any thread) that were adopted because we are a child
-/// subreaper: every child except the short helpers this process started itself (the git calls
-/// of [`crate::git::run`], which another thread may have running at any moment: the recorder's,
-/// the workspace listing's). Gates and agents have ended when this is asked, so whatever else
-/// is our child came from one of them.
+/// subreaper: every child except the helpers this process started itself — the git calls of
+/// [`crate::git::run`] (the recorder's, the workspace listing's) and every child [`crate::run`]
+/// is still running (a workflow runs one step's agent while another step's gates are swept).
+/// The gate or agent being swept after has ended, so whatever else is our child came from a
+/// child that ended.
 pub fn adopted_children() -> Vec<i32> {
     let helpers = own_helpers();
     let mut pids = live_children();
@@ -133,6 +134,25 @@ pub(crate) fn spawn_helper(
     let pid = child.id() as i32;
     helpers.push(pid);
     Ok((child, HelperGuard(pid)))
+}
+
+/// Spawns a child that a runner of this process manages to its end (an agent, a gate) and lists
+/// it as a helper until the returned guard is dropped, so another thread's sweep of adopted
+/// children never takes a child still being run here for an escapee. The spawn happens under
+/// the list's lock, like [`spawn_helper`]'s.
+pub(crate) fn spawn_listed<C>(
+    spawn: impl FnOnce() -> std::io::Result<C>,
+    pid_of: impl FnOnce(&C) -> Option<u32>,
+) -> std::io::Result<(C, Option<HelperGuard>)> {
+    let mut helpers = own_helpers();
+    let child = spawn()?;
+    let guard = pid_of(&child)
+        .and_then(|pid| i32::try_from(pid).ok())
+        .map(|pid| {
+            helpers.push(pid);
+            HelperGuard(pid)
+        });
+    Ok((child, guard))
 }
 
 /// Keeps a helper's pid out of [`adopted_children`] while it lives.

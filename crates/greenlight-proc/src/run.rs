@@ -196,10 +196,12 @@ pub async fn run<O: Observer + ?Sized>(
     }
     let mut forwarder = Forwarder::new(spec.on_signal).map_err(pipe_error)?;
     let started = Instant::now();
-    let spawned = command.spawn();
+    // Listed as a helper while it runs: a gate run on another thread sweeps the adopted children
+    // of this process, and this child, still run here, is not one of them.
+    let spawned = procs::spawn_listed(|| command.spawn(), tokio::process::Child::id);
     // The Command keeps its copies of the pipes' write ends: drop them, or EOF never comes.
     drop(command);
-    let mut child = spawned.map_err(|source| Error::Spawn {
+    let (mut child, mut listed) = spawned.map_err(|source| Error::Spawn {
         program: shown.clone(),
         cwd: spec.cwd.display().to_string(),
         source,
@@ -280,6 +282,8 @@ pub async fn run<O: Observer + ?Sized>(
                     None => Exit::Code(s.code().unwrap_or(-1)),
                 });
                 exit = Some((status, started.elapsed()));
+                // Reaped: no longer a child of ours to keep apart.
+                drop(listed.take());
             },
             () = sleep_until_opt(deadline), if ended_by.is_none() => {
                 ended_by = Some(Ending::TimedOut);

@@ -801,3 +801,49 @@ fn a_snapshot_source_judges_by_the_snapshot_not_the_target_tip() {
     assert_eq!(outcome.failure(), Some(Reason::LandRed), "{outcome:?}");
     assert_nothing_left(&repo, 1);
 }
+
+/// A landing's gates run while another step's agent is still running in the same process (a
+/// member of another fan-out): the runner's sweep of adopted children must not take that
+/// agent, which greenlight itself is running, for an escapee and kill it.
+#[test]
+fn a_landing_beside_a_running_agent_leaves_the_agent_running() {
+    let _serial = serial();
+    let repo = fixture();
+    member(&repo, "m1", "trunk", &[("src/one.txt", "one\n")]);
+    let started = repo.path().parent().unwrap().join("agent.started");
+    let agent = greenlight_proc::Spec::new(
+        greenlight_proc::Program::Shell(format!(
+            "touch {}; sleep 1; echo finished",
+            started.display()
+        )),
+        repo.path(),
+    );
+    let gates = gates();
+    let (_keep, mut watch) = no_interrupt();
+    let (agent_ran, landed) = block_on(async {
+        let mut observer = ();
+        let agent_run = greenlight_proc::run(&agent, &mut observer, None);
+        let landing = async {
+            // The landing starts once the agent is running.
+            while !started.exists() {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            land::land(
+                &landing(&repo, &gates, "m1", "trunk"),
+                &options(&repo),
+                &mut watch,
+            )
+            .await
+        };
+        tokio::join!(agent_run, landing)
+    });
+    let agent_ran = agent_ran.unwrap();
+    assert_eq!(landed.unwrap().failure(), None);
+    assert_eq!(
+        agent_ran.exit,
+        Some(greenlight_proc::Exit::Code(0)),
+        "the agent was ended: {agent_ran:?}"
+    );
+    assert!(agent_ran.tail.text().contains("finished"));
+    assert_nothing_left(&repo, 1);
+}
