@@ -11,7 +11,7 @@ use crate::procs::{self, LeftoverProcess};
 
 /// Sends `signal` to process group `pgid`; a group already gone is what we wanted.
 pub(crate) fn group(pgid: i32, signal: Signal) {
-    if let Some(pgid) = procs::pid(pgid) {
+    if let Some(pgid) = procs::group_pid(pgid) {
         let _ = rustix::process::kill_process_group(pgid, signal);
     }
 }
@@ -91,8 +91,10 @@ fn end_in_rounds(leader: i32, find: impl Fn() -> Vec<i32>) -> Vec<LeftoverProces
 /// that called `setsid` took its own children into a group of its own).
 pub fn with_its_group(raw: i32) {
     let Some(pid) = procs::pid(raw) else { return };
-    if procs::pgrp_of(raw) == Some(raw) {
-        let _ = rustix::process::kill_process_group(pid, Signal::KILL);
+    if procs::pgrp_of(raw) == Some(raw)
+        && let Some(group) = procs::group_pid(raw)
+    {
+        let _ = rustix::process::kill_process_group(group, Signal::KILL);
     }
     let _ = rustix::process::kill_process(pid, Signal::KILL);
 }

@@ -369,11 +369,30 @@ pub fn pid(raw: i32) -> Option<Pid> {
     if raw <= 0 { None } else { Pid::from_raw(raw) }
 }
 
+/// Converts a raw process-group id that may be signalled, rejecting 0, negatives and 1: signalling
+/// group 1 is `kill(-1, …)`, every process the caller may signal, which no caller ever means.
+pub fn group_pid(raw: i32) -> Option<Pid> {
+    if raw <= 1 { None } else { pid(raw) }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::os::unix::process::CommandExt as _;
     use std::process::{Command, Stdio};
+
+    #[test]
+    fn group_one_and_below_are_never_a_group_to_signal() {
+        // kill(-1) would reach every process of the user: a corrupt pid file or a /proc read
+        // naming group 1 must end in no signal at all.
+        for raw in [i32::MIN, -1, 0, 1] {
+            assert_eq!(group_pid(raw), None, "{raw}");
+        }
+        assert_eq!(
+            group_pid(2).map(Pid::as_raw_nonzero),
+            pid(2).map(Pid::as_raw_nonzero)
+        );
+    }
 
     #[test]
     fn a_command_name_with_spaces_and_parentheses_still_parses() {
