@@ -30,4 +30,4 @@ pub mod sse;
 pub use agent_cli::real_agent_cli;
 pub use cli::{Cli, signal_and_wait};
 pub use repo::TempRepo;
-pub use run::{Run, greenlight_bin};
+pub use run::{Run, greenlight_bin, without_durations};

@@ -751,7 +751,7 @@ fn gates_without_a_definition_on_the_target_are_an_error_naming_them() {
     let unknown = vec!["nope".to_owned()];
     let error = run_land(&repo, &landing(&repo, &unknown, "m1", "trunk")).unwrap_err();
     assert!(
-        error.to_string().contains("unknown gate id `nope`"),
+        error.to_string().contains("unknown gate id: nope"),
         "{error}"
     );
     let missing = Landing {

@@ -401,7 +401,7 @@ fn every_handshake_version_clients_send_is_answered_in_kind() {
         let init = answers.iter().find(|a| a["id"] == 1).unwrap();
         assert_eq!(init["result"]["protocolVersion"], version, "{}", out.stdout);
         let list = answers.iter().find(|a| a["id"] == 2).unwrap();
-        assert_eq!(list["result"]["tools"].as_array().unwrap().len(), 7);
+        assert_eq!(list["result"]["tools"].as_array().unwrap().len(), 9);
     }
     // The newest revision the SDK knows: no handshake, each request carries its own version.
     runtime().block_on(async {
