@@ -6,6 +6,11 @@
 //! and the work of a step is committed on its branch the moment it is accepted, so a land, a
 //! gate and a resume all see the same tree. Every git call goes through greenlight-proc's one
 //! `git` helper.
+//!
+//! A fan-out's worktrees are made (and a finished run's removed) at once, one thread each: each
+//! `git worktree add` takes its own branch's ref lock and its own `worktrees/<name>` directory,
+//! so git itself keeps calls on different members apart, and the members' branches are deleted
+//! in one `git branch -D`.
 
 use std::path::{Path, PathBuf};
 
@@ -182,6 +187,32 @@ impl Worktrees {
         Ok(true)
     }
 
+    /// [`Worktrees::ensure`] for each of `trees` at once (one thread each), every one from
+    /// `from`; the answers in the same order.
+    pub fn ensure_all(&self, trees: &[Tree], from: &str) -> Vec<Result<bool, WorktreeError>> {
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = trees
+                .iter()
+                .map(|tree| scope.spawn(move || self.ensure(tree, from)))
+                .collect();
+            handles
+                .into_iter()
+                .zip(trees)
+                .map(|(handle, tree)| {
+                    handle.join().unwrap_or_else(|_| {
+                        Err(WorktreeError::Git {
+                            args: "worktree add".into(),
+                            dir: tree.path.clone(),
+                            failure: git::Failure::Spawn {
+                                source: std::io::Error::other("the thread making it panicked"),
+                            },
+                        })
+                    })
+                })
+                .collect()
+        })
+    }
+
     /// Puts `tree` back to its branch's tip: what an attempt that never settled, or failed,
     /// left uncommitted is not the next attempt's starting point.
     pub fn reset(&self, tree: &Tree) -> Result<(), WorktreeError> {
@@ -216,14 +247,52 @@ impl Worktrees {
         resolve(&self.top, &tree.branch)
     }
 
-    /// Removes `tree` and its branch (a finished run's members were landed or are not wanted).
-    pub fn remove(&self, tree: &Tree) -> Result<(), WorktreeError> {
-        if tree.path.exists() {
-            let path = tree.path.to_string_lossy().into_owned();
-            git_out(&self.top, &["worktree", "remove", "--force", &path])?;
-        }
-        if resolve(&self.top, &tree.branch).is_ok() {
-            git_out(&self.top, &["branch", "--quiet", "-D", &tree.branch])?;
+    /// Removes each of `trees` and its branch (a finished run's members were landed or are not
+    /// wanted): the worktrees at once (one thread each), then the branches that exist in one
+    /// `git branch -D`. The first error, once every removal was tried.
+    pub fn remove_all(&self, trees: &[Tree]) -> Result<(), WorktreeError> {
+        let removed: Vec<Result<(), WorktreeError>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = trees
+                .iter()
+                .filter(|tree| tree.path.exists())
+                .map(|tree| {
+                    scope.spawn(move || {
+                        let path = tree.path.to_string_lossy().into_owned();
+                        git_out(&self.top, &["worktree", "remove", "--force", &path]).map(|_| ())
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|handle| {
+                    handle.join().unwrap_or_else(|_| {
+                        Err(WorktreeError::Git {
+                            args: "worktree remove".into(),
+                            dir: self.top.clone(),
+                            failure: git::Failure::Spawn {
+                                source: std::io::Error::other("the thread removing it panicked"),
+                            },
+                        })
+                    })
+                })
+                .collect()
+        });
+        removed.into_iter().collect::<Result<(), _>>()?;
+        let prefix = format!("refs/heads/greenlight/wf-{}/", self.run);
+        let existing = git_out(
+            &self.top,
+            &["for-each-ref", "--format=%(refname)", &prefix],
+        )?;
+        let existing: Vec<&str> = existing.lines().collect();
+        let doomed: Vec<&str> = trees
+            .iter()
+            .map(|tree| tree.branch.as_str())
+            .filter(|branch| existing.contains(&format!("refs/heads/{branch}").as_str()))
+            .collect();
+        if !doomed.is_empty() {
+            let mut args = vec!["branch", "--quiet", "-D"];
+            args.extend(doomed);
+            git_out(&self.top, &args)?;
         }
         Ok(())
     }
