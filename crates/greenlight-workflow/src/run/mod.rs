@@ -540,7 +540,9 @@ impl<'a> Driver<'a> {
     /// Makes the worktrees of `members` (step, item) not made yet, all at once, so a fan-out's
     /// window starts together rather than one `git worktree add` after another. A member starts
     /// from the run's own worktree as its steps left it (what the steps before the fan-out
-    /// wrote). Every worktree made is recorded before an error of another is returned.
+    /// wrote), or from the base when no step made that worktree yet (nothing was written: the
+    /// same tree, without making one nobody works in). Every worktree made is recorded before
+    /// an error of another is returned.
     fn make_members(&mut self, members: &[(String, String)]) -> Result<(), Error> {
         let mut wanted: Vec<Tree> = Vec::new();
         for (step, item) in members {
@@ -548,19 +550,21 @@ impl<'a> Driver<'a> {
             if self.made.contains_key(&key) || wanted.iter().any(|t| t.item.as_ref() == Some(item) && t.step.as_ref() == Some(step)) {
                 continue;
             }
-            let tree = self
-                .trees
-                .tree(Some(step), Some(item), member_index(self.plan, step, item));
-            self.trees
-                .check_branch(&tree)
-                .map_err(|e| Error::Input(e.to_string()))?;
-            wanted.push(tree);
+            wanted.push(
+                self.trees
+                    .tree(Some(step), Some(item), member_index(self.plan, step, item)),
+            );
         }
         if wanted.is_empty() {
             return Ok(());
         }
-        let own = self.tree_for(RUN_TREE, None)?;
-        let from = self.trees.head(&own)?;
+        self.trees
+            .check_branches(&wanted)
+            .map_err(|e| Error::Input(e.to_string()))?;
+        let from = match self.made.get(&(None, None)) {
+            Some(own) => self.trees.head(own)?,
+            None => self.run.base_commit.clone(),
+        };
         let mut first_error = None;
         for (tree, made) in wanted.iter().zip(self.trees.ensure_all(&wanted, &from)) {
             match made {

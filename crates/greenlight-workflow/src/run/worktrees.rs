@@ -157,6 +157,27 @@ impl Worktrees {
             .map_err(|_| WorktreeError::BadBranch(tree.branch.clone()))
     }
 
+    /// [`Worktrees::check_branch`] for each of `trees` at once (one thread each): the first
+    /// refused, in their order.
+    pub fn check_branches(&self, trees: &[Tree]) -> Result<(), WorktreeError> {
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = trees
+                .iter()
+                .map(|tree| scope.spawn(move || self.check_branch(tree)))
+                .collect();
+            handles
+                .into_iter()
+                .zip(trees)
+                .map(|(handle, tree)| {
+                    handle
+                        .join()
+                        .unwrap_or_else(|_| Err(WorktreeError::BadBranch(tree.branch.clone())))
+                })
+                .collect::<Result<Vec<()>, _>>()
+                .map(|_| ())
+        })
+    }
+
     /// Makes `tree` from commit `from` on its own branch, or, when a resume finds it made,
     /// keeps it. Returns whether it was made now.
     pub fn ensure(&self, tree: &Tree, from: &str) -> Result<bool, WorktreeError> {
