@@ -472,11 +472,21 @@ async fn schedule(
             }
         }
         if running.is_empty() {
-            end_phase(options.sweep_adopted, &mut slots, &mut phase, &mut leftovers);
+            end_phase(
+                options.sweep_adopted,
+                &mut slots,
+                &mut phase,
+                &mut leftovers,
+            );
         }
     }
     drop(running);
-    end_phase(options.sweep_adopted, &mut slots, &mut phase, &mut leftovers);
+    end_phase(
+        options.sweep_adopted,
+        &mut slots,
+        &mut phase,
+        &mut leftovers,
+    );
     let mut gates = Vec::new();
     for (at, slot) in slots.into_iter().enumerate() {
         if let Slot::Done(report) = slot {

@@ -764,7 +764,10 @@ impl Fixture {
             .within(Duration::from_secs(120))
             .run();
         let doc: Value = serde_json::from_str(run.stdout.trim()).unwrap_or_else(|e| {
-            panic!("stdout is one JSON object ({e}): {}\nstderr: {}", run.stdout, run.stderr)
+            panic!(
+                "stdout is one JSON object ({e}): {}\nstderr: {}",
+                run.stdout, run.stderr
+            )
         });
         (run, doc)
     }
@@ -799,14 +802,24 @@ fn a_token_cap_and_a_cost_cap_pause_before_the_next_boundary_and_an_extension_re
         assert_eq!(run.code, 75, "{budget}: {doc}\n{}", run.stderr);
         assert_eq!(doc["status"], "paused", "{doc}");
         assert_eq!(doc["reason"], "budget-exhausted", "{doc}");
-        assert_eq!(doc["step"], "third", "{budget}: the first claude step stays under the cap: {doc}");
-        assert!(doc["message"].as_str().unwrap().contains(cap_words), "{doc}");
+        assert_eq!(
+            doc["step"], "third",
+            "{budget}: the first claude step stays under the cap: {doc}"
+        );
+        assert!(
+            doc["message"].as_str().unwrap().contains(cap_words),
+            "{doc}"
+        );
         assert_eq!(f.count("start third"), 0);
         let id = doc["run"].as_str().unwrap().to_owned();
 
         // Resuming without more room pauses again at once, before the same boundary.
         let (run, doc) = f.run_with_path(&plan, &["--resume", &id], &path);
-        assert_eq!((run.code, doc["step"].as_str()), (75, Some("third")), "{doc}");
+        assert_eq!(
+            (run.code, doc["step"].as_str()),
+            (75, Some("third")),
+            "{doc}"
+        );
 
         let mut resume = vec!["--resume", id.as_str()];
         resume.extend(extension);
@@ -860,7 +873,10 @@ fn a_land_that_errors_records_no_verdict_and_a_resume_lands_the_member() {
         assert!(message.contains(word), "{word} in {message}");
     }
     let state = f.path("state.db").display().to_string();
-    let log = f.repo.cli(["workflow", "log", "7", "--state", &state]).run();
+    let log = f
+        .repo
+        .cli(["workflow", "log", "7", "--state", &state])
+        .run();
     assert!(!log.stdout.contains("land-target-busy"), "{}", log.stdout);
     assert!(!log.stdout.contains("land-ended"), "{}", log.stdout);
 
@@ -868,8 +884,15 @@ fn a_land_that_errors_records_no_verdict_and_a_resume_lands_the_member() {
     let (run, doc) = f.run(&plan, &["--resume", "7"]);
     assert_eq!(run.code, 0, "{doc}\n{}", run.stderr);
     let tree = f.repo.git(&["ls-tree", "-r", "--name-only", "release"]);
-    assert!(tree.contains("out/a.txt") && tree.contains("out/b.txt"), "{tree}");
-    assert_eq!((f.count("start a"), f.count("start b")), (1, 1), "no member dispatched again");
+    assert!(
+        tree.contains("out/a.txt") && tree.contains("out/b.txt"),
+        "{tree}"
+    );
+    assert_eq!(
+        (f.count("start a"), f.count("start b")),
+        (1, 1),
+        "no member dispatched again"
+    );
     assert_eq!(f.worktrees(), 1);
 }
 
@@ -900,13 +923,19 @@ fn an_interrupted_land_records_nothing_and_a_resume_lands_the_member() {
     let run = greenlight_testkit::signal_and_wait(child, "-TERM", Duration::from_secs(20));
     assert_eq!(run.code, 143, "{}{}", run.stdout, run.stderr);
     let state = f.path("state.db").display().to_string();
-    let log = f.repo.cli(["workflow", "log", "8", "--state", &state]).run();
+    let log = f
+        .repo
+        .cli(["workflow", "log", "8", "--state", &state])
+        .run();
     assert!(!log.stdout.contains("land-ended"), "{}", log.stdout);
 
     std::fs::remove_file(f.path("slow")).unwrap();
     let (run, doc) = f.run(&plan, &["--resume", "8"]);
     assert_eq!(run.code, 0, "{doc}\n{}", run.stderr);
     let tree = f.repo.git(&["ls-tree", "-r", "--name-only", "main"]);
-    assert!(tree.contains("out/a.txt") && tree.contains("out/b.txt"), "{tree}");
+    assert!(
+        tree.contains("out/a.txt") && tree.contains("out/b.txt"),
+        "{tree}"
+    );
     assert_eq!(f.worktrees(), 1);
 }

@@ -26,19 +26,38 @@ fn worktrees_made_and_removed_at_once_leave_the_repository_whole() {
         let listed = repo.git(&["worktree", "list", "--porcelain"]);
         for tree in &members {
             let path = tree.path.display().to_string();
-            assert!(listed.contains(&format!("worktree {path}\n")), "{path} in {listed}");
+            assert!(
+                listed.contains(&format!("worktree {path}\n")),
+                "{path} in {listed}"
+            );
             assert_eq!(trees.head(tree).unwrap(), base, "{}", tree.branch);
             let status = repo.git(&["-C", &path, "status", "--porcelain"]);
             assert_eq!(status, "", "{path} is clean");
         }
         // Made already: kept, not made again.
-        assert!(trees.ensure_all(&members, &base).iter().all(|m| matches!(m, Ok(false))));
+        assert!(
+            trees
+                .ensure_all(&members, &base)
+                .iter()
+                .all(|m| matches!(m, Ok(false)))
+        );
         repo.git(&["fsck", "--no-progress"]);
 
         trees.remove_all(&members).unwrap();
-        assert_eq!(repo.git(&["worktree", "list"]).lines().count(), 1, "round {round}");
-        let branches = repo.git(&["for-each-ref", "--format=%(refname)", "refs/heads/greenlight/"]);
-        assert_eq!(branches, "", "round {round}: the members' branches are gone");
+        assert_eq!(
+            repo.git(&["worktree", "list"]).lines().count(),
+            1,
+            "round {round}"
+        );
+        let branches = repo.git(&[
+            "for-each-ref",
+            "--format=%(refname)",
+            "refs/heads/greenlight/",
+        ]);
+        assert_eq!(
+            branches, "",
+            "round {round}: the members' branches are gone"
+        );
         assert!(members.iter().all(|t| !t.path.exists()));
         // Removing what is gone already is no error.
         trees.remove_all(&members).unwrap();

@@ -520,11 +520,9 @@ impl<'a> Driver<'a> {
         }
         if let Some(item) = item {
             self.make_members(&[(step.to_owned(), item.to_owned())])?;
-            return self
-                .made
-                .get(&key)
-                .cloned()
-                .ok_or_else(|| Error::Input(format!("the worktree of `{step}` [{item}] was not made")));
+            return self.made.get(&key).cloned().ok_or_else(|| {
+                Error::Input(format!("the worktree of `{step}` [{item}] was not made"))
+            });
         }
         let tree = self.trees.tree(None, None, 0);
         self.trees
@@ -547,13 +545,18 @@ impl<'a> Driver<'a> {
         let mut wanted: Vec<Tree> = Vec::new();
         for (step, item) in members {
             let key = (Some(step.clone()), Some(item.clone()));
-            if self.made.contains_key(&key) || wanted.iter().any(|t| t.item.as_ref() == Some(item) && t.step.as_ref() == Some(step)) {
+            if self.made.contains_key(&key)
+                || wanted
+                    .iter()
+                    .any(|t| t.item.as_ref() == Some(item) && t.step.as_ref() == Some(step))
+            {
                 continue;
             }
-            wanted.push(
-                self.trees
-                    .tree(Some(step), Some(item), member_index(self.plan, step, item)),
-            );
+            wanted.push(self.trees.tree(
+                Some(step),
+                Some(item),
+                member_index(self.plan, step, item),
+            ));
         }
         if wanted.is_empty() {
             return Ok(());
@@ -984,9 +987,10 @@ impl<'a> Driver<'a> {
                             continue;
                         };
                         let targets = self.gate_trees(gate_step)?;
-                        if targets.iter().any(|t| {
-                            busy_trees.contains(&t.path) || judged_trees.contains(&t.path)
-                        }) {
+                        if targets
+                            .iter()
+                            .any(|t| busy_trees.contains(&t.path) || judged_trees.contains(&t.path))
+                        {
                             continue;
                         }
                         let verdict_agent = match &gate.verdict {

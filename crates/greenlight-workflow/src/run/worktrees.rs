@@ -300,10 +300,7 @@ impl Worktrees {
         });
         removed.into_iter().collect::<Result<(), _>>()?;
         let prefix = format!("refs/heads/greenlight/wf-{}/", self.run);
-        let existing = git_out(
-            &self.top,
-            &["for-each-ref", "--format=%(refname)", &prefix],
-        )?;
+        let existing = git_out(&self.top, &["for-each-ref", "--format=%(refname)", &prefix])?;
         let existing: Vec<&str> = existing.lines().collect();
         let doomed: Vec<&str> = trees
             .iter()
