@@ -13,7 +13,7 @@ fn worktrees_made_and_removed_at_once_leave_the_repository_whole() {
     let base = repo.git(&["rev-parse", "HEAD"]);
     // A few rounds: a race between git's own locks would show as one failing add, a missing
     // registration or a branch at the wrong commit in some round.
-    for round in 1..=3 {
+    for round in 1..=5 {
         let trees = Worktrees::new(repo.path(), &round.to_string()).unwrap();
         let members: Vec<Tree> = (1..=12u64)
             .map(|i| trees.tree(Some("fan"), Some(&format!("m{i}")), i))
@@ -31,6 +31,7 @@ fn worktrees_made_and_removed_at_once_leave_the_repository_whole() {
                 "{path} in {listed}"
             );
             assert_eq!(trees.head(tree).unwrap(), base, "{}", tree.branch);
+            assert!(tree.path.join("README").exists(), "{path} is checked out");
             let status = repo.git(&["-C", &path, "status", "--porcelain"]);
             assert_eq!(status, "", "{path} is clean");
         }

@@ -7,10 +7,13 @@
 //! gate and a resume all see the same tree. Every git call goes through greenlight-proc's one
 //! `git` helper.
 //!
-//! A fan-out's worktrees are made (and a finished run's removed) at once, one thread each: each
-//! `git worktree add` takes its own branch's ref lock and its own `worktrees/<name>` directory,
-//! so git itself keeps calls on different members apart, and the members' branches are deleted
-//! in one `git branch -D`.
+//! A fan-out's worktrees are made (and a finished run's removed) partly at once. Registering or
+//! unregistering a worktree is serial: `git worktree add` and `remove` read every other
+//! worktree's administrative files, and one that a parallel `add` is still writing reads as
+//! empty, which git dies on ("failed to read .git/worktrees/<name>/commondir"). What costs the
+//! time is each worktree's own: its checkout (`git reset --hard` in it: its own index, its own
+//! branch's ref lock) and its files' deletion, and those run one thread each. The members'
+//! branches are deleted in one `git branch -D`.
 
 use std::path::{Path, PathBuf};
 
@@ -178,9 +181,9 @@ impl Worktrees {
         })
     }
 
-    /// Makes `tree` from commit `from` on its own branch, or, when a resume finds it made,
-    /// keeps it. Returns whether it was made now.
-    pub fn ensure(&self, tree: &Tree, from: &str) -> Result<bool, WorktreeError> {
+    /// Registers `tree` as a worktree on its own branch at commit `from`, its files not yet
+    /// checked out, unless a resume finds it made. Returns whether it was made now.
+    fn register(&self, tree: &Tree, from: &str) -> Result<bool, WorktreeError> {
         if tree.path.join(".git").exists() {
             return Ok(false);
         }
@@ -199,6 +202,7 @@ impl Worktrees {
                 "worktree",
                 "add",
                 "--quiet",
+                "--no-checkout",
                 "-B",
                 &tree.branch,
                 &path,
@@ -208,13 +212,38 @@ impl Worktrees {
         Ok(true)
     }
 
-    /// [`Worktrees::ensure`] for each of `trees` at once (one thread each), every one from
-    /// `from`; the answers in the same order.
+    /// Checks out the tree of a worktree registered with `--no-checkout` (what `git worktree
+    /// add` does last by itself). A run killed before it leaves a worktree that the next
+    /// dispatch's reset fills in.
+    fn check_out(&self, tree: &Tree) -> Result<(), WorktreeError> {
+        git_out(&tree.path, &["reset", "--quiet", "--hard"]).map(|_| ())
+    }
+
+    /// Makes `tree` from commit `from` on its own branch, or, when a resume finds it made,
+    /// keeps it. Returns whether it was made now.
+    pub fn ensure(&self, tree: &Tree, from: &str) -> Result<bool, WorktreeError> {
+        let made = self.register(tree, from)?;
+        if made {
+            self.check_out(tree)?;
+        }
+        Ok(made)
+    }
+
+    /// [`Worktrees::ensure`] for each of `trees`, every one from `from`: registered one after
+    /// another, checked out at once (one thread each). The answers in the same order.
     pub fn ensure_all(&self, trees: &[Tree], from: &str) -> Vec<Result<bool, WorktreeError>> {
+        let registered: Vec<Result<bool, WorktreeError>> =
+            trees.iter().map(|tree| self.register(tree, from)).collect();
         std::thread::scope(|scope| {
             let handles: Vec<_> = trees
                 .iter()
-                .map(|tree| scope.spawn(move || self.ensure(tree, from)))
+                .zip(registered)
+                .map(|(tree, registered)| {
+                    scope.spawn(move || match registered {
+                        Ok(true) => self.check_out(tree).map(|()| true),
+                        other => other,
+                    })
+                })
                 .collect();
             handles
                 .into_iter()
@@ -222,10 +251,12 @@ impl Worktrees {
                 .map(|(handle, tree)| {
                     handle.join().unwrap_or_else(|_| {
                         Err(WorktreeError::Git {
-                            args: "worktree add".into(),
+                            args: "reset --hard".into(),
                             dir: tree.path.clone(),
                             failure: git::Failure::Spawn {
-                                source: std::io::Error::other("the thread making it panicked"),
+                                source: std::io::Error::other(
+                                    "the thread checking it out panicked",
+                                ),
                             },
                         })
                     })
@@ -272,33 +303,25 @@ impl Worktrees {
     /// wanted): the worktrees at once (one thread each), then the branches that exist in one
     /// `git branch -D`. The first error, once every removal was tried.
     pub fn remove_all(&self, trees: &[Tree]) -> Result<(), WorktreeError> {
-        let removed: Vec<Result<(), WorktreeError>> = std::thread::scope(|scope| {
-            let handles: Vec<_> = trees
-                .iter()
-                .filter(|tree| tree.path.exists())
-                .map(|tree| {
-                    scope.spawn(move || {
-                        let path = tree.path.to_string_lossy().into_owned();
-                        git_out(&self.top, &["worktree", "remove", "--force", &path]).map(|_| ())
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|handle| {
-                    handle.join().unwrap_or_else(|_| {
-                        Err(WorktreeError::Git {
-                            args: "worktree remove".into(),
-                            dir: self.top.clone(),
-                            failure: git::Failure::Spawn {
-                                source: std::io::Error::other("the thread removing it panicked"),
-                            },
-                        })
-                    })
-                })
-                .collect()
+        let present: Vec<&Tree> = trees.iter().filter(|tree| tree.path.exists()).collect();
+        // The files first, at once; a directory that will not go is git's to report below.
+        std::thread::scope(|scope| {
+            for tree in &present {
+                scope.spawn(move || std::fs::remove_dir_all(&tree.path));
+            }
         });
-        removed.into_iter().collect::<Result<(), _>>()?;
+        // Then each worktree unregistered, one after another (`--force`: its directory is gone,
+        // or held files nobody wants).
+        let mut first_error = None;
+        for tree in present {
+            let path = tree.path.to_string_lossy().into_owned();
+            if let Err(e) = git_out(&self.top, &["worktree", "remove", "--force", &path]) {
+                first_error.get_or_insert(e);
+            }
+        }
+        if let Some(e) = first_error {
+            return Err(e);
+        }
         let prefix = format!("refs/heads/greenlight/wf-{}/", self.run);
         let existing = git_out(&self.top, &["for-each-ref", "--format=%(refname)", &prefix])?;
         let existing: Vec<&str> = existing.lines().collect();
