@@ -820,6 +820,21 @@ fn a_token_cap_and_a_cost_cap_pause_before_the_next_boundary_and_an_extension_re
             (75, Some("third")),
             "{doc}"
         );
+        // More than the first cap in one extension, or a cap the plan does not set, is refused.
+        let tokens = budget.starts_with("tokens");
+        let too_much = [extension[0], if tokens { "21" } else { "0.03" }];
+        let not_set = if tokens {
+            ["--cost-extra", "0.01"]
+        } else {
+            ["--tokens-extra", "5"]
+        };
+        for refused in [too_much, not_set] {
+            let mut args = vec!["--resume", id.as_str()];
+            args.extend(refused);
+            let (run, doc) = f.run_with_path(&plan, &args, &path);
+            assert_eq!(run.code, 4, "{refused:?}: {doc}");
+            assert_eq!(doc["reason"], "budget-extension-exhausted", "{doc}");
+        }
 
         let mut resume = vec!["--resume", id.as_str()];
         resume.extend(extension);

@@ -150,19 +150,33 @@ pub fn check_extension(
             "--wall-clock-extra {wall_clock_sec}s is more than the run's first wall clock of {first_wall}s, the most one extension may add"
         ));
     }
-    let first_tokens = first.tokens.unwrap_or(0);
-    if extra.tokens > first_tokens {
-        return refuse(format!(
-            "--tokens-extra {} is more than the run's first token cap of {first_tokens}, the most one extension may add",
-            extra.tokens
-        ));
+    match first.tokens {
+        None if extra.tokens > 0 => {
+            return refuse(
+                "--tokens-extra: the run has no token cap (the plan sets no budget.tokens), so there is none to extend".into(),
+            );
+        }
+        Some(cap) if extra.tokens > cap => {
+            return refuse(format!(
+                "--tokens-extra {} is more than the run's first token cap of {cap}, the most one extension may add",
+                extra.tokens
+            ));
+        }
+        _ => {}
     }
-    let first_cost = first.cost_usd.unwrap_or(0.0);
-    if extra.cost_usd > first_cost {
-        return refuse(format!(
-            "--cost-extra {} is more than the run's first cost cap of ${first_cost}, the most one extension may add",
-            extra.cost_usd
-        ));
+    match first.cost_usd {
+        None if extra.cost_usd > 0.0 => {
+            return refuse(
+                "--cost-extra: the run has no cost cap (the plan sets no budget.costUsd), so there is none to extend".into(),
+            );
+        }
+        Some(cap) if extra.cost_usd > cap => {
+            return refuse(format!(
+                "--cost-extra {} is more than the run's first cost cap of ${cap}, the most one extension may add",
+                extra.cost_usd
+            ));
+        }
+        _ => {}
     }
     Ok(())
 }
