@@ -954,3 +954,32 @@ fn an_interrupted_land_records_nothing_and_a_resume_lands_the_member() {
     );
     assert_eq!(f.worktrees(), 1);
 }
+
+/// The run's end sweeps whichever way the run ends: here its gate fails (no fail route), the
+/// run fails, and still no escapee of an agent or of the gate outlives it.
+#[test]
+fn a_failed_run_still_ends_what_its_agents_and_gates_left() {
+    let f = Fixture::new();
+    let dir = f.dir.path().display().to_string();
+    let agent = f.agent(
+        "leaver",
+        "setsid env -i sleep 40 >/dev/null 2>&1 &\necho $! > \"$DIR/agent-escapee\"\n\
+         i=0\nwhile [ ! -e \"$DIR/gated\" ] && [ $i -lt 150 ]; do sleep 0.1; i=$((i+1)); done\necho done",
+    );
+    f.gates(&format!(
+        "version: 1\ngates:\n  - id: red\n    command: \"setsid env -i sleep 40 >/dev/null 2>&1 & echo $! > {dir}/gate-escapee; touch {dir}/gated; exit 1\"\n"
+    ));
+    let plan = f.plan(&format!(
+        "workflow: 1\nname: leaves\nagent: \"{agent}\"\nsteps:\n  - id: work\n    kind: fanout\n    \
+         items: [one]\n    maxFanout: 1\n    template:\n      prompt: \"Work. ITEM={{{{item}}}}\"\n  \
+         - id: worked\n    kind: join\n    for: work\n    policy: all-declared\n  \
+         - id: judged\n    kind: gate\n    gates: [red]\n"
+    ));
+    let (run, doc) = f.run(&plan, &[]);
+    assert_eq!(run.code, 1, "{doc}\n{}", run.stderr);
+    assert_eq!(doc["reason"], "gate-failed", "{doc}");
+    for file in ["agent-escapee", "gate-escapee"] {
+        let (pid, alive) = alive_from(&f, file);
+        assert!(!alive, "{file} {pid} outlived the failed run");
+    }
+}
