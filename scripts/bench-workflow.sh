@@ -7,8 +7,9 @@
 #       step is greenlight's scheduling cost (the state database's transactions, the worktree's
 #       reset and commit, the dispatch seam), agents excluded.
 #   (b) a fan-out of WIDTH members, each agent sleeping 1 s, with maxFanout = WIDTH: the run's
-#       wall time against the critical path (one member, 1 s). Target: <= 1.5x — the window runs
-#       every member at once, so the fan-out costs about one member, not WIDTH.
+#       wall time against the critical path (one member, 1 s). Target: <= 1.25x — the window runs
+#       every member at once, their worktrees made and removed at once too, so the fan-out costs
+#       about one member, not WIDTH.
 #
 # Each run is checked to have completed (exit 0, every step dispatched once). A missed target is
 # printed as MISSED and still exits 0, like the other bench scripts; exit 1 when something
@@ -122,5 +123,5 @@ out="$(run_plan "$WORK/fanout.yaml")"
 fan_ns=$(( $(now_ns) - start ))
 [[ "$out" == *"\"dispatched\":$WIDTH"* ]] || { echo "expected $WIDTH dispatches: $out" >&2; exit 1; }
 ratio_b=$(awk -v f="$fan_ns" 'BEGIN { printf "%.2f", f / 1e9 }')
-verdict=$(awk -v r="$ratio_b" 'BEGIN { print (r <= 1.5) ? "met" : "MISSED" }')
-echo "(b) fan-out of $WIDTH at maxFanout $WIDTH: $((fan_ns / 1000000)) ms against a 1000 ms critical path: ${ratio_b}x (target <= 1.5x: $verdict)"
+verdict=$(awk -v r="$ratio_b" 'BEGIN { print (r <= 1.25) ? "met" : "MISSED" }')
+echo "(b) fan-out of $WIDTH at maxFanout $WIDTH: $((fan_ns / 1000000)) ms against a 1000 ms critical path: ${ratio_b}x (target <= 1.25x: $verdict)"

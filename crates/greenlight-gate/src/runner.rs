@@ -61,6 +61,12 @@ pub struct RunOptions {
     /// How the cluster of `options.remote` is reached (v2 files only); `None`: this front end
     /// has no remote execution, and such a file's gates run here.
     pub remote: Option<RemoteSettings>,
+    /// Whether this run may take every child this process adopted for a gate's leftover: true
+    /// when nothing else of this process runs children beside the gates (`verify`, the goal
+    /// loop), which then ends even an escapee that cleared its environment. False in a process
+    /// that runs other work at once (a workflow's agents beside its gates): each gate then ends
+    /// only what carries its own token, and the process sweeps what is left once all is done.
+    pub sweep_adopted: bool,
 }
 
 /// Something that happened during a run, in order.
@@ -211,7 +217,9 @@ pub async fn run(
     } else {
         let prepared = plan.prepare(config, options, interrupt).await;
         // What a `keys` command left (adopted, its token dropped) is no gate's; it ends here.
-        report.leftovers = exec::end_adopted();
+        if options.sweep_adopted {
+            report.leftovers = exec::end_adopted();
+        }
         if let Err(signal) = prepared {
             report.interrupted = Some(signal);
             return Ok(report);
@@ -356,8 +364,9 @@ async fn schedule(
     let context = AttemptContext {
         config,
         options,
-        // Only a gate running alone may claim every process the subreaper adopts.
-        claim_adopted: jobs == 1,
+        // Only a gate running alone, in a process running nothing else, may claim every
+        // process the subreaper adopts.
+        claim_adopted: jobs == 1 && options.sweep_adopted,
         remote: plan.remote_runner(),
     };
     let no_matchers = MatcherSet::default();
@@ -463,11 +472,21 @@ async fn schedule(
             }
         }
         if running.is_empty() {
-            end_phase(&mut slots, &mut phase, &mut leftovers);
+            end_phase(
+                options.sweep_adopted,
+                &mut slots,
+                &mut phase,
+                &mut leftovers,
+            );
         }
     }
     drop(running);
-    end_phase(&mut slots, &mut phase, &mut leftovers);
+    end_phase(
+        options.sweep_adopted,
+        &mut slots,
+        &mut phase,
+        &mut leftovers,
+    );
     let mut gates = Vec::new();
     for (at, slot) in slots.into_iter().enumerate() {
         if let Slot::Done(report) = slot {
@@ -486,8 +505,18 @@ async fn schedule(
 
 /// Ends what the gates of a finished phase left adopted: the gate's own when the phase had one
 /// gate (before its report is emitted: a phase ends as its last gate is decided), else the run's.
-fn end_phase(slots: &mut [Slot], phase: &mut Vec<usize>, run: &mut Vec<LeftoverProcess>) {
+/// Without `sweep` (other work of this process may be running) nothing adopted is claimed: each
+/// gate's own leftovers were ended by their token as it ended.
+fn end_phase(
+    sweep: bool,
+    slots: &mut [Slot],
+    phase: &mut Vec<usize>,
+    run: &mut Vec<LeftoverProcess>,
+) {
     let gates = std::mem::take(phase);
+    if !sweep {
+        return;
+    }
     let left = exec::end_adopted();
     if left.is_empty() {
         return;

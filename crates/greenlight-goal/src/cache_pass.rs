@@ -68,6 +68,7 @@ impl GoalCache {
             extra_env: Vec::new(),
             cache: Some(settings.clone()),
             remote: run.remote.clone(),
+            sweep_adopted: true,
         };
         let mut plan = CachePlan::start(&loaded, &options, &[index], None);
         plan.prepare(&loaded, &options, interrupt).await?;

@@ -128,6 +128,7 @@ impl VerifySession {
                 extra_env: Vec::new(),
                 cache,
                 remote: options.remote,
+                sweep_adopted: true,
             },
             record,
             state,

@@ -111,6 +111,7 @@ fn options(repo: &TempRepo) -> RunOptions {
         env: ProcessEnv::from_vars(std::env::vars_os()),
         extra_env: Vec::new(),
         cache: None,
+        sweep_adopted: true,
         remote: None,
     }
 }

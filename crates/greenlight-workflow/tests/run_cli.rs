@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use greenlight_testkit::fake_agent::{FakeAgent, FakeCli, Scenario};
 use greenlight_testkit::{Run, TempRepo, files::write_executable, files::write_file};
 use serde_json::Value;
 
@@ -229,8 +230,9 @@ fn each_join_policy_passes_and_fails_as_its_members_decide() {
                 0,
                 "{policy}: nothing after a failed join"
             );
-            // A failed run keeps its worktrees for a person, and lists them.
-            assert_eq!(doc["kept"].as_array().unwrap().len(), 4, "{doc}");
+            // A failed run keeps its worktrees for a person, and lists them: the three
+            // members' (no step ran in the run's own worktree, so it was never made).
+            assert_eq!(doc["kept"].as_array().unwrap().len(), 3, "{doc}");
         }
     }
 }
@@ -667,4 +669,317 @@ fn sigterm_ends_the_agents_and_says_how_to_resume_and_the_resume_finishes_the_ru
     assert_eq!(run.code, 0, "{doc}");
     // The interrupted dispatch never settled: it ran again, once.
     assert_eq!((f.count("start first"), f.count("start second")), (2, 1));
+}
+
+/// Whether `pid` (read from a file an agent or gate wrote) is a live process.
+fn alive_from(f: &Fixture, file: &str) -> (i32, bool) {
+    let pid: i32 = std::fs::read_to_string(f.path(file))
+        .unwrap_or_else(|e| panic!("{file}: {e}; log: {:?}", f.log()))
+        .trim()
+        .parse()
+        .unwrap();
+    (pid, greenlight_testkit::fake_agent::pid_alive(pid))
+}
+
+/// A gate ends only what is provably its own while another step's agent runs: the agent's
+/// descendant that left its group and dropped its environment (so nothing marks it as the
+/// agent's) outlives the gate and is ended by the run's end; the gate's own escapee (its token
+/// kept) is ended by the gate. The gate runs while the agent is still running.
+#[test]
+fn a_gate_beside_a_running_agent_spares_its_escapee_and_the_run_end_ends_it() {
+    let f = Fixture::new();
+    let dir = f.dir.path().display().to_string();
+    let agent = f.agent(
+        "beside",
+        "alive() { s=$(cut -d' ' -f3 \"/proc/$1/stat\" 2>/dev/null); [ -n \"$s\" ] && [ \"$s\" != Z ]; }\n\
+         case $item in\n\
+         long)\n  echo \"start long\" >> \"$LOG\"\n  setsid env -i sleep 40 >/dev/null 2>&1 &\n  \
+         echo $! > \"$DIR/agent-escapee\"\n  i=0\n  \
+         while [ ! -e \"$DIR/checked\" ] && [ $i -lt 150 ]; do sleep 0.1; i=$((i+1)); done\n  \
+         if [ -e \"$DIR/checked\" ]; then echo \"overlapped\" >> \"$LOG\"; fi\n  \
+         mkdir -p out; echo long > out/long.txt;;\n\
+         check)\n  \
+         if alive \"$(cat \"$DIR/agent-escapee\")\"; then echo \"agent escapee alive\" >> \"$LOG\"; fi\n  \
+         if alive \"$(cat \"$DIR/gate-escapee\")\"; then echo \"gate escapee alive\" >> \"$LOG\"; fi\n  \
+         touch \"$DIR/checked\";;\n\
+         esac\necho done",
+    );
+    f.gates(&format!(
+        "version: 1\ngates:\n  - id: escapes\n    command: \"setsid sleep 40 >/dev/null 2>&1 & echo $! > {dir}/gate-escapee\"\n"
+    ));
+    let plan = f.plan(&format!(
+        "workflow: 1\nname: beside\nagent: \"{agent}\"\nsteps:\n  - id: work\n    kind: fanout\n    \
+         items: [long]\n    maxFanout: 1\n    template:\n      prompt: \"Work. ITEM={{{{item}}}}\"\n  \
+         - id: worked\n    kind: join\n    for: work\n    policy: all-declared\n  \
+         - id: judged\n    kind: gate\n    gates: [escapes]\n  \
+         - id: look\n    kind: agent\n    needs: [judged]\n    prompt: \"Look. ITEM=check\"\n"
+    ));
+    let (run, doc) = f.run(&plan, &[]);
+    assert_eq!(run.code, 0, "{doc}\n{}", run.stderr);
+    let log = f.log();
+    assert!(
+        log.contains(&"overlapped".to_owned()),
+        "the gate waited for the agent: {log:?}"
+    );
+    assert!(
+        log.contains(&"agent escapee alive".to_owned()),
+        "the gate ended another step's agent's escapee: {log:?}"
+    );
+    assert!(
+        !log.contains(&"gate escapee alive".to_owned()),
+        "the gate's own escapee outlived it: {log:?}"
+    );
+    let (pid, alive) = alive_from(&f, "agent-escapee");
+    assert!(!alive, "the agent's escapee {pid} outlived the run");
+    let (pid, alive) = alive_from(&f, "gate-escapee");
+    assert!(!alive, "the gate's escapee {pid} outlived the run");
+    assert_eq!(f.worktrees(), 1, "no worktree outlives the run");
+}
+
+/// Three steps one after another: two by the fake `claude` (which reports usage and cost), the
+/// last by a `command:` agent (which reports neither), under `budget`.
+fn usage_plan(f: &Fixture, budget: &str) -> PathBuf {
+    let quiet = f.agent("quiet", "echo \"start $item\" >> \"$LOG\"\necho ok");
+    f.plan(&format!(
+        "workflow: 1\nname: spend\nagent: claude\nbudget:\n  {budget}\nsteps:\n  - id: first\n    kind: agent\n    \
+         prompt: \"One.\"\n  - id: second\n    kind: agent\n    needs: [first]\n    prompt: \"Two.\"\n  \
+         - id: third\n    kind: agent\n    needs: [second]\n    agent: \"{quiet}\"\n    prompt: \"Three. ITEM=third\"\n"
+    ))
+}
+
+/// `PATH` with the fake agent's directory first.
+fn with_fake(fake: &FakeAgent) -> std::ffi::OsString {
+    let mut path = std::ffi::OsString::from(fake.dir());
+    path.push(":");
+    path.push(std::env::var_os("PATH").unwrap_or_default());
+    path
+}
+
+impl Fixture {
+    fn run_with_path(&self, plan: &Path, extra: &[&str], path: &std::ffi::OsStr) -> (Run, Value) {
+        let run = self
+            .repo
+            .cli(self.args(plan, extra))
+            .env("PATH", path)
+            .within(Duration::from_secs(120))
+            .run();
+        let doc: Value = serde_json::from_str(run.stdout.trim()).unwrap_or_else(|e| {
+            panic!(
+                "stdout is one JSON object ({e}): {}\nstderr: {}",
+                run.stdout, run.stderr
+            )
+        });
+        (run, doc)
+    }
+
+    /// `workflow log ID --json`'s ledger.
+    fn ledger(&self, id: &str) -> Vec<Value> {
+        let state = self.path("state.db").display().to_string();
+        let run = self
+            .repo
+            .cli(["workflow", "log", id, "--json", "--state", &state])
+            .run();
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        let doc: Value = serde_json::from_str(run.stdout.trim()).unwrap();
+        doc["dispatches"].as_array().unwrap().clone()
+    }
+}
+
+/// Spend caps over reported usage: a run that reached its cap pauses before the next boundary
+/// (never inside one), says which cap, and a resume that extends that cap carries on; the
+/// ledger holds what each agent reported, and nothing (not 0) for an agent that reported none.
+#[test]
+fn a_token_cap_and_a_cost_cap_pause_before_the_next_boundary_and_an_extension_resumes() {
+    for (budget, cap_words, extension) in [
+        ("tokens: 20", "reported tokens", ["--tokens-extra", "20"]),
+        ("costUsd: 0.02", "reported cost", ["--cost-extra", "0.02"]),
+    ] {
+        let f = Fixture::new();
+        let fake = FakeAgent::install(FakeCli::Claude, Scenario::Ok).unwrap();
+        let path = with_fake(&fake);
+        let plan = usage_plan(&f, budget);
+        let (run, doc) = f.run_with_path(&plan, &[], &path);
+        assert_eq!(run.code, 75, "{budget}: {doc}\n{}", run.stderr);
+        assert_eq!(doc["status"], "paused", "{doc}");
+        assert_eq!(doc["reason"], "budget-exhausted", "{doc}");
+        assert_eq!(
+            doc["step"], "third",
+            "{budget}: the first claude step stays under the cap: {doc}"
+        );
+        assert!(
+            doc["message"].as_str().unwrap().contains(cap_words),
+            "{doc}"
+        );
+        assert_eq!(f.count("start third"), 0);
+        let id = doc["run"].as_str().unwrap().to_owned();
+
+        // Resuming without more room pauses again at once, before the same boundary.
+        let (run, doc) = f.run_with_path(&plan, &["--resume", &id], &path);
+        assert_eq!(
+            (run.code, doc["step"].as_str()),
+            (75, Some("third")),
+            "{doc}"
+        );
+        // More than the first cap in one extension, or a cap the plan does not set, is refused.
+        let tokens = budget.starts_with("tokens");
+        let too_much = [extension[0], if tokens { "21" } else { "0.03" }];
+        let not_set = if tokens {
+            ["--cost-extra", "0.01"]
+        } else {
+            ["--tokens-extra", "5"]
+        };
+        for refused in [too_much, not_set] {
+            let mut args = vec!["--resume", id.as_str()];
+            args.extend(refused);
+            let (run, doc) = f.run_with_path(&plan, &args, &path);
+            assert_eq!(run.code, 4, "{refused:?}: {doc}");
+            assert_eq!(doc["reason"], "budget-extension-exhausted", "{doc}");
+        }
+
+        let mut resume = vec!["--resume", id.as_str()];
+        resume.extend(extension);
+        let (run, doc) = f.run_with_path(&plan, &resume, &path);
+        assert_eq!(run.code, 0, "{budget}: {doc}\n{}", run.stderr);
+        assert_eq!(f.count("start third"), 1);
+        let dispatched = fake
+            .invocations()
+            .iter()
+            .filter(|i| !i.stdin.contains("Reply with exactly: OK"))
+            .count();
+        assert_eq!(dispatched, 2, "each claude step once, none again");
+
+        let ledger = f.ledger(&id);
+        let steps: Vec<&str> = ledger.iter().map(|r| r["step"].as_str().unwrap()).collect();
+        assert_eq!(steps, ["first", "second", "third"]);
+        for row in &ledger[..2] {
+            assert!(row["tokens_in"].as_u64().unwrap() > 0, "{row}");
+            assert!(row["tokens_out"].as_u64().unwrap() > 0, "{row}");
+            assert_eq!(row["cost_usd"].as_f64(), Some(0.0123), "{row}");
+        }
+        for key in ["tokens_in", "tokens_out", "cost_usd"] {
+            assert_eq!(ledger[2][key], Value::Null, "{key}: {}", ledger[2]);
+        }
+    }
+}
+
+/// A land step onto `target` of two members that each write their own file.
+fn land_plan(f: &Fixture, target: &str, gates: &str) -> PathBuf {
+    let agent = f.agent("lander", WORKER);
+    f.plan(&format!(
+        "workflow: 1\nname: landing\nagent: \"{agent}\"\nsteps:\n  - id: fix\n    kind: fanout\n    \
+         items: [a, b]\n    maxFanout: 2\n    template:\n      prompt: \"Fix. ITEM={{{{item}}}}\"\n      \
+         deliverable: file\n      writes: [\"out/{{{{item}}}}.txt\"]\n  - id: fixed\n    kind: join\n    for: fix\n    \
+         policy: all-declared\n  - id: ship\n    kind: land\n    needs: [fixed]\n    for: fix\n    target: {target}\n{gates}"
+    ))
+}
+
+/// A landing that errors (here: its target names no commit) is no verdict on the member: the
+/// run ends with the error exit code and a message naming the member, the step and the error,
+/// records no landing, and a resume once the target exists lands both members.
+#[test]
+fn a_land_that_errors_records_no_verdict_and_a_resume_lands_the_member() {
+    let f = Fixture::new();
+    let plan = land_plan(&f, "release", "");
+    let (run, doc) = f.run(&plan, &["--run-id", "7"]);
+    assert_eq!(run.code, 5, "{doc}\n{}", run.stderr);
+    assert_eq!(doc["status"], "error", "{doc}");
+    let message = doc["message"].as_str().unwrap();
+    for word in ["`ship`", "`a`", "release", "--resume 7"] {
+        assert!(message.contains(word), "{word} in {message}");
+    }
+    let state = f.path("state.db").display().to_string();
+    let log = f
+        .repo
+        .cli(["workflow", "log", "7", "--state", &state])
+        .run();
+    assert!(!log.stdout.contains("land-target-busy"), "{}", log.stdout);
+    assert!(!log.stdout.contains("land-ended"), "{}", log.stdout);
+
+    f.repo.git(&["branch", "release", "main"]);
+    let (run, doc) = f.run(&plan, &["--resume", "7"]);
+    assert_eq!(run.code, 0, "{doc}\n{}", run.stderr);
+    let tree = f.repo.git(&["ls-tree", "-r", "--name-only", "release"]);
+    assert!(
+        tree.contains("out/a.txt") && tree.contains("out/b.txt"),
+        "{tree}"
+    );
+    assert_eq!(
+        (f.count("start a"), f.count("start b")),
+        (1, 1),
+        "no member dispatched again"
+    );
+    assert_eq!(f.worktrees(), 1);
+}
+
+/// A landing cut short by a signal records nothing for its member: the run stops interrupted
+/// and a resume lands it.
+#[test]
+fn an_interrupted_land_records_nothing_and_a_resume_lands_the_member() {
+    let f = Fixture::new();
+    let dir = f.dir.path().display().to_string();
+    f.gates(&format!(
+        "version: 1\ngates:\n  - id: slow\n    command: \"touch {dir}/landing; if [ -e {dir}/slow ]; then sleep 30; fi\"\n"
+    ));
+    f.repo.commit_all("the landing gate");
+    let plan = land_plan(&f, "main", "    gates: [slow]\n");
+    write_file(&f.path("slow"), "");
+    let child = f
+        .repo
+        .command(f.args(&plan, &["--run-id", "8"]))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while !f.path("landing").exists() {
+        assert!(started.elapsed() < Duration::from_secs(60), "{:?}", f.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let run = greenlight_testkit::signal_and_wait(child, "-TERM", Duration::from_secs(20));
+    assert_eq!(run.code, 143, "{}{}", run.stdout, run.stderr);
+    let state = f.path("state.db").display().to_string();
+    let log = f
+        .repo
+        .cli(["workflow", "log", "8", "--state", &state])
+        .run();
+    assert!(!log.stdout.contains("land-ended"), "{}", log.stdout);
+
+    std::fs::remove_file(f.path("slow")).unwrap();
+    let (run, doc) = f.run(&plan, &["--resume", "8"]);
+    assert_eq!(run.code, 0, "{doc}\n{}", run.stderr);
+    let tree = f.repo.git(&["ls-tree", "-r", "--name-only", "main"]);
+    assert!(
+        tree.contains("out/a.txt") && tree.contains("out/b.txt"),
+        "{tree}"
+    );
+    assert_eq!(f.worktrees(), 1);
+}
+
+/// The run's end sweeps whichever way the run ends: here its gate fails (no fail route), the
+/// run fails, and still no escapee of an agent or of the gate outlives it.
+#[test]
+fn a_failed_run_still_ends_what_its_agents_and_gates_left() {
+    let f = Fixture::new();
+    let dir = f.dir.path().display().to_string();
+    let agent = f.agent(
+        "leaver",
+        "setsid env -i sleep 40 >/dev/null 2>&1 &\necho $! > \"$DIR/agent-escapee\"\n\
+         i=0\nwhile [ ! -e \"$DIR/gated\" ] && [ $i -lt 150 ]; do sleep 0.1; i=$((i+1)); done\necho done",
+    );
+    f.gates(&format!(
+        "version: 1\ngates:\n  - id: red\n    command: \"setsid env -i sleep 40 >/dev/null 2>&1 & echo $! > {dir}/gate-escapee; touch {dir}/gated; exit 1\"\n"
+    ));
+    let plan = f.plan(&format!(
+        "workflow: 1\nname: leaves\nagent: \"{agent}\"\nsteps:\n  - id: work\n    kind: fanout\n    \
+         items: [one]\n    maxFanout: 1\n    template:\n      prompt: \"Work. ITEM={{{{item}}}}\"\n  \
+         - id: worked\n    kind: join\n    for: work\n    policy: all-declared\n  \
+         - id: judged\n    kind: gate\n    gates: [red]\n"
+    ));
+    let (run, doc) = f.run(&plan, &[]);
+    assert_eq!(run.code, 1, "{doc}\n{}", run.stderr);
+    assert_eq!(doc["reason"], "gate-failed", "{doc}");
+    for file in ["agent-escapee", "gate-escapee"] {
+        let (pid, alive) = alive_from(&f, file);
+        assert!(!alive, "{file} {pid} outlived the failed run");
+    }
 }

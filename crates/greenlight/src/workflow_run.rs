@@ -50,6 +50,12 @@ pub struct RunArgs {
     /// On resume: wall-clock time to add (recorded; capped).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub wall_clock_extra: Option<Duration>,
+    /// On resume: reported tokens to add to the plan's budget.tokens cap (recorded; capped).
+    #[arg(long, value_name = "N")]
+    pub tokens_extra: Option<u64>,
+    /// On resume: US dollars to add to the plan's budget.costUsd cap (recorded; capped).
+    #[arg(long, value_name = "USD")]
+    pub cost_extra: Option<f64>,
     /// One JSON object on stdout at the end (a pause's includes the resume command).
     #[arg(long)]
     pub json: bool,
@@ -161,6 +167,8 @@ pub fn run(args: RunArgs) -> i32 {
         max_wall_clock: args.max_wall_clock,
         budget_extra: args.budget_extra,
         wall_clock_extra: args.wall_clock_extra,
+        tokens_extra: args.tokens_extra,
+        cost_extra_usd: args.cost_extra,
     };
     let agents = PlanAgents {
         families: EveryFamily::from_process_env(),
@@ -364,6 +372,8 @@ mod tests {
             max_wall_clock: None,
             budget_extra: None,
             wall_clock_extra: None,
+            tokens_extra: None,
+            cost_extra: None,
             json: true,
             state: Some("s.db".into()),
         };

@@ -44,6 +44,8 @@ pub struct Judged {
 /// The gate runner's options for gates in `cwd`, with `extra_env` on top of the inherited
 /// environment; every gate of the config, no work-evidence, `base` as the base ref (the run's
 /// base commit: a gate that diffs against the base sees the run's, whatever `origin/HEAD` is).
+/// Agents run beside these gates, so the runner claims no adopted process for a gate
+/// (`sweep_adopted` off); the run's end sweeps them ([`crate::run::run`]).
 pub fn options(
     settings: &GateSettings,
     cwd: PathBuf,
@@ -61,6 +63,8 @@ pub fn options(
         extra_env,
         cache: settings.cache.clone(),
         remote: settings.remote.clone(),
+        // A workflow's agents run beside its gates: a gate ends only what carries its token.
+        sweep_adopted: false,
     }
 }
 

@@ -43,6 +43,12 @@ pub enum Entry {
         dispatches: u64,
         /// Wall-clock seconds added.
         wall_clock_sec: u64,
+        /// Reported tokens added to the token cap.
+        #[serde(default, skip_serializing_if = "is_zero")]
+        tokens: u64,
+        /// US dollars added to the cost cap.
+        #[serde(default, skip_serializing_if = "is_zero_usd")]
+        cost_usd: f64,
     },
     /// A worktree was created, removed or kept.
     Worktree {
@@ -234,4 +240,12 @@ pub trait Journal {
     /// Whether a person asked the run to pause (`greenlight workflow pause`) and it has not
     /// paused since.
     fn pause_requested(&mut self, id: &str) -> Result<bool, JournalError>;
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+fn is_zero_usd(n: &f64) -> bool {
+    *n == 0.0
 }

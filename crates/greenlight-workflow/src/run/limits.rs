@@ -79,7 +79,7 @@ impl Spent {
             && self.wall_ms >= sec.saturating_mul(1000)
         {
             return Some(format!(
-                "the wall clock of {sec}s is spent ({}s so far)",
+                "the wall clock of {sec}s is spent ({}s so far); resume with --wall-clock-extra DURATION",
                 self.wall_ms / 1000
             ));
         }
@@ -87,7 +87,7 @@ impl Spent {
             && self.tokens >= cap
         {
             return Some(format!(
-                "the cap of {cap} reported tokens is spent ({})",
+                "the cap of {cap} reported tokens is spent ({}); resume with --tokens-extra N",
                 self.tokens
             ));
         }
@@ -95,7 +95,7 @@ impl Spent {
             && self.cost_usd >= cap
         {
             return Some(format!(
-                "the cap of ${cap} reported cost is spent (${:.4})",
+                "the cap of ${cap} reported cost is spent (${:.4}); resume with --cost-extra USD",
                 self.cost_usd
             ));
         }
@@ -103,15 +103,36 @@ impl Spent {
     }
 }
 
+/// What one resume asks to add (each 0 or more).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Extension {
+    /// `--budget-extra`: dispatch units.
+    pub dispatches: u64,
+    /// `--wall-clock-extra`: seconds.
+    pub wall_clock_sec: u64,
+    /// `--tokens-extra`: reported tokens.
+    pub tokens: u64,
+    /// `--cost-extra`: US dollars.
+    pub cost_usd: f64,
+}
+
+impl Extension {
+    /// Whether it adds nothing.
+    pub fn is_empty(&self) -> bool {
+        *self == Extension::default()
+    }
+}
+
 /// A resume's extension, checked against the cap: each part at most the run's first limit of
-/// its kind, and [`MAX_EXTENSIONS`] in all.
+/// its kind (a spend cap the run does not have cannot be extended), and [`MAX_EXTENSIONS`] in
+/// all.
 pub fn check_extension(
     spent: &Spent,
-    first_dispatches: u64,
-    first_wall_clock_sec: Option<u64>,
-    dispatches: u64,
-    wall_clock_sec: u64,
+    first: &Limits,
+    extra: &Extension,
 ) -> Result<(), (Reason, String)> {
+    let (first_dispatches, first_wall_clock_sec) = (first.dispatches, first.wall_clock_sec);
+    let (dispatches, wall_clock_sec) = (extra.dispatches, extra.wall_clock_sec);
     let refuse = |message: String| Err((Reason::BudgetExtensionExhausted, message));
     if spent.extensions >= MAX_EXTENSIONS {
         return refuse(format!(
@@ -128,6 +149,34 @@ pub fn check_extension(
         return refuse(format!(
             "--wall-clock-extra {wall_clock_sec}s is more than the run's first wall clock of {first_wall}s, the most one extension may add"
         ));
+    }
+    match first.tokens {
+        None if extra.tokens > 0 => {
+            return refuse(
+                "--tokens-extra: the run has no token cap (the plan sets no budget.tokens), so there is none to extend".into(),
+            );
+        }
+        Some(cap) if extra.tokens > cap => {
+            return refuse(format!(
+                "--tokens-extra {} is more than the run's first token cap of {cap}, the most one extension may add",
+                extra.tokens
+            ));
+        }
+        _ => {}
+    }
+    match first.cost_usd {
+        None if extra.cost_usd > 0.0 => {
+            return refuse(
+                "--cost-extra: the run has no cost cap (the plan sets no budget.costUsd), so there is none to extend".into(),
+            );
+        }
+        Some(cap) if extra.cost_usd > cap => {
+            return refuse(format!(
+                "--cost-extra {} is more than the run's first cost cap of ${cap}, the most one extension may add",
+                extra.cost_usd
+            ));
+        }
+        _ => {}
     }
     Ok(())
 }

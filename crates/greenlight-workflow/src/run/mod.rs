@@ -65,6 +65,10 @@ pub struct Launch {
     pub budget_extra: Option<u64>,
     /// `--wall-clock-extra`.
     pub wall_clock_extra: Option<Duration>,
+    /// `--tokens-extra`.
+    pub tokens_extra: Option<u64>,
+    /// `--cost-extra`.
+    pub cost_extra_usd: Option<f64>,
 }
 
 /// How the runtime runs things, as the binary read it once.
@@ -133,6 +137,21 @@ pub enum Error {
     /// git.
     #[error("{0}")]
     Worktree(#[from] WorktreeError),
+    /// A landing could not be decided (git failed, the target names no commit or has no
+    /// verify.yaml): no verdict on the member is recorded, so a resume lands it again.
+    #[error(
+        "land step `{step}`, member `{item}`: {error}; nothing was recorded for the member: fix that, then `--resume {run}` lands it again"
+    )]
+    Land {
+        /// The run.
+        run: String,
+        /// The land step.
+        step: String,
+        /// The member.
+        item: String,
+        /// What went wrong.
+        error: String,
+    },
 }
 
 fn now_ms() -> u64 {
@@ -157,6 +176,8 @@ enum Done {
         step: String,
         verdict: Result<(bool, String), String>,
         ledger: Vec<Dispatched>,
+        /// The worktrees it judged, free again.
+        judged: Vec<PathBuf>,
     },
     Land {
         step: String,
@@ -202,11 +223,23 @@ pub async fn run(
     let args = preflight::arguments(plan, &launch.args).map_err(Error::Input)?;
     let top = worktrees::toplevel(&launch.start_dir)?;
     let resuming = launch.resume.is_some();
-    if !resuming && (launch.budget_extra.is_some() || launch.wall_clock_extra.is_some()) {
+    let extra = limits::Extension {
+        dispatches: launch.budget_extra.unwrap_or(0),
+        wall_clock_sec: launch.wall_clock_extra.map_or(0, |d| d.as_secs().max(1)),
+        tokens: launch.tokens_extra.unwrap_or(0),
+        cost_usd: launch.cost_extra_usd.unwrap_or(0.0),
+    };
+    if !resuming && !extra.is_empty() {
         return Err(Error::Input(
-            "--budget-extra and --wall-clock-extra extend a paused run; give them with --resume ID"
+            "--budget-extra, --wall-clock-extra, --tokens-extra and --cost-extra extend a paused run; give them with --resume ID"
                 .into(),
         ));
+    }
+    if !(extra.cost_usd.is_finite() && extra.cost_usd >= 0.0) {
+        return Err(Error::Input(format!(
+            "--cost-extra {}: give a number of US dollars, 0 or more",
+            extra.cost_usd
+        )));
     }
 
     // Who the run is: a recorded one checked for resuming, or a new one (recorded once the
@@ -321,23 +354,21 @@ pub async fn run(
         }
     };
     let mut entries: Vec<(u64, Entry)> = recorded.map(|r| r.entries).unwrap_or_default();
-    let extra = (
-        launch.budget_extra.unwrap_or(0),
-        launch.wall_clock_extra.map_or(0, |d| d.as_secs().max(1)),
-    );
-    if extra != (0, 0) {
+    if !extra.is_empty() {
         let spent = Spent::of(&entries, now_ms());
-        limits::check_extension(
-            &spent,
-            run_row.budget,
-            run_row.wall_clock_sec,
-            extra.0,
-            extra.1,
-        )
-        .map_err(|(reason, message)| Error::Refused(Refusal { reason, message }))?;
+        let first = Limits {
+            dispatches: run_row.budget,
+            wall_clock_sec: run_row.wall_clock_sec,
+            tokens: run_row.token_cap,
+            cost_usd: run_row.cost_cap_usd,
+        };
+        limits::check_extension(&spent, &first, &extra)
+            .map_err(|(reason, message)| Error::Refused(Refusal { reason, message }))?;
         fresh.push(Entry::Extended {
-            dispatches: extra.0,
-            wall_clock_sec: extra.1,
+            dispatches: extra.dispatches,
+            wall_clock_sec: extra.wall_clock_sec,
+            tokens: extra.tokens,
+            cost_usd: extra.cost_usd,
         });
     }
     let id = match &launch.resume {
@@ -359,6 +390,7 @@ pub async fn run(
         probed,
         entries: Vec::new(),
         made: BTreeMap::new(),
+        fresh: BTreeSet::new(),
         started: BTreeSet::new(),
         ok_units: BTreeSet::new(),
         joins_told: BTreeSet::new(),
@@ -369,7 +401,12 @@ pub async fn run(
         driver.record(entry)?;
     }
     driver.entries.splice(0..0, std::mem::take(&mut entries));
-    driver.drive(resuming, interrupt).await
+    let ended = driver.drive(resuming, interrupt).await;
+    // Every agent and gate of this invocation is done (or was ended with its work): whatever is
+    // still this process's child was adopted from one of them, even a descendant that cleared
+    // its environment and so carries no token a gate could claim it by. It ends here.
+    greenlight_proc::end_adopted();
+    ended
 }
 
 struct Driver<'a> {
@@ -386,6 +423,9 @@ struct Driver<'a> {
     entries: Vec<(u64, Entry)>,
     /// The worktrees made, by unit (`None`, `None`: the run's own).
     made: BTreeMap<(Option<String>, Option<String>), Tree>,
+    /// Worktrees made by this invocation that no agent has worked in yet: clean, so their
+    /// first dispatch needs no reset.
+    fresh: BTreeSet<PathBuf>,
     /// Boundaries started (a dispatch or a gate recorded).
     started: BTreeSet<String>,
     /// Units whose last settle was ok.
@@ -442,23 +482,29 @@ impl<'a> Driver<'a> {
 
     fn limits(&self) -> Limits {
         let (mut dispatches, mut wall) = (self.run.budget, self.run.wall_clock_sec);
+        let (mut tokens, mut cost) = (self.run.token_cap, self.run.cost_cap_usd);
         for (_, entry) in &self.entries {
             if let Entry::Extended {
                 dispatches: d,
                 wall_clock_sec: w,
+                tokens: t,
+                cost_usd: c,
             } = entry
             {
                 dispatches += d;
                 if *w > 0 {
                     wall = Some(wall.unwrap_or(0) + w);
                 }
+                // Only a cap the run has is extended (the extension's check refuses others).
+                tokens = tokens.map(|cap| cap + t);
+                cost = cost.map(|cap| cap + c);
             }
         }
         Limits {
             dispatches,
             wall_clock_sec: wall,
-            tokens: self.run.token_cap,
-            cost_usd: self.run.cost_cap_usd,
+            tokens,
+            cost_usd: cost,
         }
     }
 
@@ -472,36 +518,87 @@ impl<'a> Driver<'a> {
         if let Some(tree) = self.made.get(&key) {
             return Ok(tree.clone());
         }
-        let tree = match item {
-            Some(item) => {
-                self.trees
-                    .tree(Some(step), Some(item), member_index(self.plan, step, item))
-            }
-            None => self.trees.tree(None, None, 0),
-        };
+        if let Some(item) = item {
+            self.make_members(&[(step.to_owned(), item.to_owned())])?;
+            return self.made.get(&key).cloned().ok_or_else(|| {
+                Error::Input(format!("the worktree of `{step}` [{item}] was not made"))
+            });
+        }
+        let tree = self.trees.tree(None, None, 0);
         self.trees
             .check_branch(&tree)
             .map_err(|e| Error::Input(e.to_string()))?;
-        // A member starts from the run's own worktree as its steps left it (what the steps
-        // before the fan-out wrote); the run's own starts from the base.
-        let from = match item {
-            Some(_) => {
-                let own = self.tree_for(step, None)?;
-                self.trees.head(&own)?
-            }
-            None => self.run.base_commit.clone(),
-        };
-        if self.trees.ensure(&tree, &from)? {
-            self.record(Entry::Worktree {
-                step: tree.step.clone().unwrap_or_else(|| RUN_TREE.to_owned()),
-                item: item.map(str::to_owned),
-                branch: tree.branch.clone(),
-                path: tree.path.to_string_lossy().into_owned(),
-                state: "created".into(),
-            })?;
+        if self.trees.ensure(&tree, &self.run.base_commit)? {
+            self.created(&tree)?;
         }
         self.made.insert(key, tree.clone());
         Ok(tree)
+    }
+
+    /// Makes the worktrees of `members` (step, item) not made yet, all at once, so a fan-out's
+    /// window starts together rather than one `git worktree add` after another. A member starts
+    /// from the run's own worktree as its steps left it (what the steps before the fan-out
+    /// wrote), or from the base when no step made that worktree yet (nothing was written: the
+    /// same tree, without making one nobody works in). Every worktree made is recorded before
+    /// an error of another is returned.
+    fn make_members(&mut self, members: &[(String, String)]) -> Result<(), Error> {
+        let mut wanted: Vec<Tree> = Vec::new();
+        for (step, item) in members {
+            let key = (Some(step.clone()), Some(item.clone()));
+            if self.made.contains_key(&key)
+                || wanted
+                    .iter()
+                    .any(|t| t.item.as_ref() == Some(item) && t.step.as_ref() == Some(step))
+            {
+                continue;
+            }
+            wanted.push(self.trees.tree(
+                Some(step),
+                Some(item),
+                member_index(self.plan, step, item),
+            ));
+        }
+        if wanted.is_empty() {
+            return Ok(());
+        }
+        self.trees
+            .check_branches(&wanted)
+            .map_err(|e| Error::Input(e.to_string()))?;
+        let from = match self.made.get(&(None, None)) {
+            Some(own) => self.trees.head(own)?,
+            None => self.run.base_commit.clone(),
+        };
+        let mut first_error = None;
+        for (tree, made) in wanted.iter().zip(self.trees.ensure_all(&wanted, &from)) {
+            match made {
+                Ok(fresh) => {
+                    if fresh {
+                        self.created(tree)?;
+                        self.fresh.insert(tree.path.clone());
+                    }
+                    self.made
+                        .insert((tree.step.clone(), tree.item.clone()), tree.clone());
+                }
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        match first_error {
+            Some(e) => Err(e.into()),
+            None => Ok(()),
+        }
+    }
+
+    /// Records that `tree` was made.
+    fn created(&mut self, tree: &Tree) -> Result<(), Error> {
+        self.record(Entry::Worktree {
+            step: tree.step.clone().unwrap_or_else(|| RUN_TREE.to_owned()),
+            item: tree.item.clone(),
+            branch: tree.branch.clone(),
+            path: tree.path.to_string_lossy().into_owned(),
+            state: "created".into(),
+        })
     }
 
     /// Every worktree the run recorded making, whether made by this invocation or not.
@@ -767,15 +864,14 @@ impl<'a> Driver<'a> {
         let gate_files = self.gate_files()?;
         let gate_files = &gate_files;
         let mut work: FuturesUnordered<Work<'_>> = FuturesUnordered::new();
-        // The worktrees an agent works in now.
+        // The worktrees an agent works in now, and those a gate judges now: a worktree holds one
+        // of them at a time, so no gate judges a tree an agent is still writing. Gates and
+        // landings otherwise run beside agents: their runner ends only what carries a gate's
+        // own token (`sweep_adopted` off), and the run's end sweeps whatever else is left.
         let mut busy_trees: BTreeSet<PathBuf> = BTreeSet::new();
-        // Gates and landings run alone: the gate runner ends every child of this process it did
-        // not start once a gate run is prepared and as each phase ends (the sweep `verify`
-        // relies on), which would take running agents, or another gate's processes, for
-        // leftovers. So a gate step or a landing waits until no agent runs, and an agent waits
-        // until no gate or landing runs.
-        let mut agents_running = 0usize;
-        let mut judging = false;
+        let mut judged_trees: BTreeSet<PathBuf> = BTreeSet::new();
+        // One landing at a time: each lands on a target another may be moving.
+        let mut landing = false;
         let ended = loop {
             self.tell_joins()?;
             // A limit reached (or a person's pause request) starts no new boundary.
@@ -789,7 +885,23 @@ impl<'a> Driver<'a> {
             };
             let mut blocked: Option<String> = None;
             let mut stop: Option<Ended> = None;
-            for action in scheduler.next() {
+            let actions = scheduler.next();
+            // The members about to start get their worktrees at once.
+            let members: Vec<(String, String)> = actions
+                .iter()
+                .filter_map(|a| match a {
+                    Action::Dispatch {
+                        step,
+                        item: Some(item),
+                        ..
+                    } if stop_new.is_none() || self.started.contains(step) => {
+                        Some((step.clone(), item.clone()))
+                    }
+                    _ => None,
+                })
+                .collect();
+            self.make_members(&members)?;
+            for action in actions {
                 let step_of = |a: &Action| match a {
                     Action::Dispatch { step, .. } | Action::RunGate { step } => Some(step.clone()),
                     _ => None,
@@ -808,7 +920,7 @@ impl<'a> Driver<'a> {
                     } => {
                         let tree = self.tree_for(&step, item.as_deref())?;
                         // One agent at a time in a worktree: a second waits for the first.
-                        if busy_trees.contains(&tree.path) || judging {
+                        if busy_trees.contains(&tree.path) || judged_trees.contains(&tree.path) {
                             continue;
                         }
                         let Some(agent) = self.agent_of(&step) else {
@@ -819,8 +931,11 @@ impl<'a> Driver<'a> {
                                 "step `{step}` names an agent the run did not probe"
                             )));
                         };
-                        // Every attempt starts from the worktree's last accepted commit.
-                        self.trees.reset(&tree)?;
+                        // Every attempt starts from the worktree's last accepted commit (one
+                        // just made is at it already).
+                        if !self.fresh.remove(&tree.path) {
+                            self.trees.reset(&tree)?;
+                        }
                         let (dispatcher, _) = self
                             .agents
                             .dispatcher(&spec, Some(&model), &tree.env())
@@ -843,7 +958,6 @@ impl<'a> Driver<'a> {
                         let prompt = plan::fill(&agent.prompt, item.as_deref(), self.args);
                         let timeout = self.settings.agent_timeout;
                         busy_trees.insert(tree.path.clone());
-                        agents_running += 1;
                         work.push(Box::pin(async move {
                             let done = dispatch::run(
                                 dispatcher.as_ref(),
@@ -866,9 +980,6 @@ impl<'a> Driver<'a> {
                         }));
                     }
                     Action::RunGate { step } => {
-                        if agents_running > 0 || judging {
-                            continue;
-                        }
                         let Some(gate_step) = plan.steps.iter().find(|s| s.id == step) else {
                             continue;
                         };
@@ -876,6 +987,12 @@ impl<'a> Driver<'a> {
                             continue;
                         };
                         let targets = self.gate_trees(gate_step)?;
+                        if targets
+                            .iter()
+                            .any(|t| busy_trees.contains(&t.path) || judged_trees.contains(&t.path))
+                        {
+                            continue;
+                        }
                         let verdict_agent = match &gate.verdict {
                             Some(v) => {
                                 let (spec, model) = self
@@ -894,7 +1011,8 @@ impl<'a> Driver<'a> {
                             None => None,
                         };
                         self.event(&mut scheduler, Event::GateStarted { step: step.clone() })?;
-                        judging = true;
+                        let judged: Vec<PathBuf> = targets.iter().map(|t| t.path.clone()).collect();
+                        judged_trees.extend(judged.iter().cloned());
                         let settings = &self.settings.gates;
                         let agent_timeout = self.settings.agent_timeout;
                         let mut gate_interrupt = interrupt.clone();
@@ -920,11 +1038,12 @@ impl<'a> Driver<'a> {
                                 step,
                                 verdict,
                                 ledger,
+                                judged,
                             }
                         }));
                     }
                     Action::Land { step, item } => {
-                        if agents_running > 0 || judging {
+                        if landing {
                             continue;
                         }
                         let Some(Kind::Land(land)) =
@@ -951,7 +1070,7 @@ impl<'a> Driver<'a> {
                                 item: item.clone(),
                             },
                         )?;
-                        judging = true;
+                        landing = true;
                         let repo = self.trees.top().to_path_buf();
                         let run_id = self.id.clone();
                         let options = gate_step::options(
@@ -1076,7 +1195,6 @@ impl<'a> Driver<'a> {
                 Done::Dispatch { unit, done } => {
                     let tree = self.tree_for(&unit.0, unit.1.as_deref())?;
                     busy_trees.remove(&tree.path);
-                    agents_running -= 1;
                     let outcome = done.outcome;
                     self.record(Entry::Ledger {
                         row: done.row.clone(),
@@ -1111,7 +1229,7 @@ impl<'a> Driver<'a> {
                     branch,
                     landed,
                 } => {
-                    judging = false;
+                    landing = false;
                     let (failure, outcome, commit, summary) = match &landed {
                         Ok(outcome) => {
                             let commit = match outcome {
@@ -1122,13 +1240,16 @@ impl<'a> Driver<'a> {
                             let word = failure.map_or("landed", |r| r.as_str()).to_owned();
                             (failure, word, commit, outcome.summary())
                         }
-                        // Could not land (git failed, interrupted): the member is not landed.
-                        Err(why) => (
-                            Some(Reason::LandTargetBusy),
-                            Reason::LandTargetBusy.as_str().to_owned(),
-                            None,
-                            why.clone(),
-                        ),
+                        // Could not land: no verdict on the member (an interrupt stopped the
+                        // run above). The run ends with the error; a resume lands it again.
+                        Err(error) => {
+                            return Err(Error::Land {
+                                run: self.id.clone(),
+                                step,
+                                item,
+                                error: error.clone(),
+                            });
+                        }
                     };
                     if failure.is_some() {
                         self.failures
@@ -1155,8 +1276,11 @@ impl<'a> Driver<'a> {
                     step,
                     verdict,
                     ledger,
+                    judged,
                 } => {
-                    judging = false;
+                    for tree in &judged {
+                        judged_trees.remove(tree);
+                    }
                     for row in ledger {
                         self.record(Entry::Ledger { row: row.row })?;
                     }
@@ -1237,12 +1361,13 @@ impl<'a> Driver<'a> {
                     _ => ("completed", None, None),
                 };
                 let keep = status != "completed";
-                for tree in self.recorded_trees() {
-                    if keep {
-                        kept.push(tree.clone());
-                    } else {
-                        self.trees.remove(&tree)?;
-                    }
+                let trees = self.recorded_trees();
+                if keep {
+                    kept.clone_from(&trees);
+                } else {
+                    self.trees.remove_all(&trees)?;
+                }
+                for tree in trees {
                     self.record(Entry::Worktree {
                         step: tree.step.clone().unwrap_or_else(|| RUN_TREE.to_owned()),
                         item: tree.item.clone(),

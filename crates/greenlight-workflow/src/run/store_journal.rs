@@ -300,9 +300,12 @@ impl Journal for StoreJournal<'_> {
                             let fam = greenlight_agent_family(agent);
                             tx.record_workflow_probe(run, fam, answered)?;
                         }
+                        // A spend cap's extension lives in the records only (the runtime sums
+                        // them); the store keeps units and wall clock.
                         Entry::Extended {
                             dispatches,
                             wall_clock_sec,
+                            ..
                         } => {
                             if *dispatches > 0 {
                                 tx.extend_workflow_budget(run, *dispatches)?;

@@ -6,6 +6,14 @@
 //! and the work of a step is committed on its branch the moment it is accepted, so a land, a
 //! gate and a resume all see the same tree. Every git call goes through greenlight-proc's one
 //! `git` helper.
+//!
+//! A fan-out's worktrees are made (and a finished run's removed) partly at once. Registering or
+//! unregistering a worktree is serial: `git worktree add` and `remove` read every other
+//! worktree's administrative files, and one that a parallel `add` is still writing reads as
+//! empty, which git dies on ("failed to read .git/worktrees/<name>/commondir"). What costs the
+//! time is each worktree's own: its checkout (`git reset --hard` in it: its own index, its own
+//! branch's ref lock) and its files' deletion, and those run one thread each. The members'
+//! branches are deleted in one `git branch -D`.
 
 use std::path::{Path, PathBuf};
 
@@ -152,9 +160,30 @@ impl Worktrees {
             .map_err(|_| WorktreeError::BadBranch(tree.branch.clone()))
     }
 
-    /// Makes `tree` from commit `from` on its own branch, or, when a resume finds it made,
-    /// keeps it. Returns whether it was made now.
-    pub fn ensure(&self, tree: &Tree, from: &str) -> Result<bool, WorktreeError> {
+    /// [`Worktrees::check_branch`] for each of `trees` at once (one thread each): the first
+    /// refused, in their order.
+    pub fn check_branches(&self, trees: &[Tree]) -> Result<(), WorktreeError> {
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = trees
+                .iter()
+                .map(|tree| scope.spawn(move || self.check_branch(tree)))
+                .collect();
+            handles
+                .into_iter()
+                .zip(trees)
+                .map(|(handle, tree)| {
+                    handle
+                        .join()
+                        .unwrap_or_else(|_| Err(WorktreeError::BadBranch(tree.branch.clone())))
+                })
+                .collect::<Result<Vec<()>, _>>()
+                .map(|_| ())
+        })
+    }
+
+    /// Registers `tree` as a worktree on its own branch at commit `from`, its files not yet
+    /// checked out, unless a resume finds it made. Returns whether it was made now.
+    fn register(&self, tree: &Tree, from: &str) -> Result<bool, WorktreeError> {
         if tree.path.join(".git").exists() {
             return Ok(false);
         }
@@ -173,6 +202,7 @@ impl Worktrees {
                 "worktree",
                 "add",
                 "--quiet",
+                "--no-checkout",
                 "-B",
                 &tree.branch,
                 &path,
@@ -180,6 +210,59 @@ impl Worktrees {
             ],
         )?;
         Ok(true)
+    }
+
+    /// Checks out the tree of a worktree registered with `--no-checkout` (what `git worktree
+    /// add` does last by itself). A run killed before it leaves a worktree that the next
+    /// dispatch's reset fills in.
+    fn check_out(&self, tree: &Tree) -> Result<(), WorktreeError> {
+        git_out(&tree.path, &["reset", "--quiet", "--hard"]).map(|_| ())
+    }
+
+    /// Makes `tree` from commit `from` on its own branch, or, when a resume finds it made,
+    /// keeps it. Returns whether it was made now.
+    pub fn ensure(&self, tree: &Tree, from: &str) -> Result<bool, WorktreeError> {
+        let made = self.register(tree, from)?;
+        if made {
+            self.check_out(tree)?;
+        }
+        Ok(made)
+    }
+
+    /// [`Worktrees::ensure`] for each of `trees`, every one from `from`: registered one after
+    /// another, checked out at once (one thread each). The answers in the same order.
+    pub fn ensure_all(&self, trees: &[Tree], from: &str) -> Vec<Result<bool, WorktreeError>> {
+        let registered: Vec<Result<bool, WorktreeError>> =
+            trees.iter().map(|tree| self.register(tree, from)).collect();
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = trees
+                .iter()
+                .zip(registered)
+                .map(|(tree, registered)| {
+                    scope.spawn(move || match registered {
+                        Ok(true) => self.check_out(tree).map(|()| true),
+                        other => other,
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .zip(trees)
+                .map(|(handle, tree)| {
+                    handle.join().unwrap_or_else(|_| {
+                        Err(WorktreeError::Git {
+                            args: "reset --hard".into(),
+                            dir: tree.path.clone(),
+                            failure: git::Failure::Spawn {
+                                source: std::io::Error::other(
+                                    "the thread checking it out panicked",
+                                ),
+                            },
+                        })
+                    })
+                })
+                .collect()
+        })
     }
 
     /// Puts `tree` back to its branch's tip: what an attempt that never settled, or failed,
@@ -216,14 +299,41 @@ impl Worktrees {
         resolve(&self.top, &tree.branch)
     }
 
-    /// Removes `tree` and its branch (a finished run's members were landed or are not wanted).
-    pub fn remove(&self, tree: &Tree) -> Result<(), WorktreeError> {
-        if tree.path.exists() {
+    /// Removes each of `trees` and its branch (a finished run's members were landed or are not
+    /// wanted): the worktrees at once (one thread each), then the branches that exist in one
+    /// `git branch -D`. The first error, once every removal was tried.
+    pub fn remove_all(&self, trees: &[Tree]) -> Result<(), WorktreeError> {
+        let present: Vec<&Tree> = trees.iter().filter(|tree| tree.path.exists()).collect();
+        // The files first, at once; a directory that will not go is git's to report below.
+        std::thread::scope(|scope| {
+            for tree in &present {
+                scope.spawn(move || std::fs::remove_dir_all(&tree.path));
+            }
+        });
+        // Then each worktree unregistered, one after another (`--force`: its directory is gone,
+        // or held files nobody wants).
+        let mut first_error = None;
+        for tree in present {
             let path = tree.path.to_string_lossy().into_owned();
-            git_out(&self.top, &["worktree", "remove", "--force", &path])?;
+            if let Err(e) = git_out(&self.top, &["worktree", "remove", "--force", &path]) {
+                first_error.get_or_insert(e);
+            }
         }
-        if resolve(&self.top, &tree.branch).is_ok() {
-            git_out(&self.top, &["branch", "--quiet", "-D", &tree.branch])?;
+        if let Some(e) = first_error {
+            return Err(e);
+        }
+        let prefix = format!("refs/heads/greenlight/wf-{}/", self.run);
+        let existing = git_out(&self.top, &["for-each-ref", "--format=%(refname)", &prefix])?;
+        let existing: Vec<&str> = existing.lines().collect();
+        let doomed: Vec<&str> = trees
+            .iter()
+            .map(|tree| tree.branch.as_str())
+            .filter(|branch| existing.contains(&format!("refs/heads/{branch}").as_str()))
+            .collect();
+        if !doomed.is_empty() {
+            let mut args = vec!["branch", "--quiet", "-D"];
+            args.extend(doomed);
+            git_out(&self.top, &args)?;
         }
         Ok(())
     }

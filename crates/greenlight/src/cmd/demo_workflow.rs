@@ -120,6 +120,8 @@ fn demo(keep: bool) -> Result<i32, String> {
         max_wall_clock: None,
         budget_extra: None,
         wall_clock_extra: None,
+        tokens_extra: None,
+        cost_extra: None,
         json: false,
         state: Some(state.clone()),
     });
