@@ -15,6 +15,7 @@ mod serve;
 mod stream;
 mod summary;
 mod sweep;
+pub mod wake;
 
 pub use config::{Config, DEFAULT_LISTEN, Limits, read_token_file};
 pub use error::{ApiError, Error};

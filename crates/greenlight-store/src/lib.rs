@@ -37,7 +37,8 @@
 //! ```
 //!
 //! Nothing here touches the user's worktree: the only file written is the database (and SQLite's
-//! `-wal` / `-shm` beside it).
+//! `-wal` / `-shm` beside it); the `-wake` directory a server may make beside it is only read,
+//! to poke the server after each commit ([`wake`]).
 
 #![cfg(unix)]
 
@@ -50,6 +51,7 @@ mod owner;
 mod read;
 mod schema;
 mod tx;
+pub mod wake;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -154,6 +156,8 @@ pub struct Store {
     conn: Connection,
     path: PathBuf,
     clock: Arc<dyn WallClock>,
+    /// Pokes whoever follows the file after each commit (see [`wake`]).
+    waker: wake::Waker,
 }
 
 impl std::fmt::Debug for Store {
@@ -222,6 +226,7 @@ impl Store {
             conn,
             path: path.to_path_buf(),
             clock,
+            waker: wake::Waker::new(wake::dir_for(path)),
         })
     }
 
@@ -260,7 +265,8 @@ impl Store {
 
     /// Run `f` in one IMMEDIATE transaction: committed if it returns `Ok`, rolled back (leaving
     /// nothing behind) if it returns `Err`. Every row written in it carries the same timestamp,
-    /// read once from the clock.
+    /// read once from the clock. After the commit, whoever listens beside the file is poked
+    /// (see [`wake`]): persist first, then wake.
     pub fn write<T, E>(&mut self, f: impl FnOnce(&Tx<'_>) -> Result<T, E>) -> Result<T, E>
     where
         E: From<Error>,
@@ -273,6 +279,7 @@ impl Store {
         let tx = Tx::new(tx, &self.path, now);
         let value = f(&tx)?;
         tx.commit()?;
+        self.waker.poke();
         Ok(value)
     }
 
