@@ -218,7 +218,9 @@ fn two_serves_on_one_state_file_are_both_woken_and_the_last_removes_the_director
     stop(first);
     assert_eq!(f.sockets().len(), 1, "the second server's socket stays");
     // A second goal, so the second server's watcher starts at seq 1 too.
-    let other = load::create_goal(&f.state, f.dir.path());
+    let worktree = f.dir.path().join("other");
+    std::fs::create_dir(&worktree).unwrap();
+    let other = load::create_goal(&f.state, &worktree);
     assert_woken(&delivery_after_commit(&f, other, second_addr, 10, || {}));
     stop(second);
     assert!(!f.wake_dir().exists(), "{:?}", f.entries());
