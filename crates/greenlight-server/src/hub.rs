@@ -270,16 +270,19 @@ impl Hub {
             .spawn(move || {
                 // Owned by this thread: its socket is removed when the poller ends.
                 let listener = listener;
+                let mut failed = false;
                 while !hub.stopping.load(Ordering::SeqCst) {
                     match &listener {
-                        Some(listener) => listener.wait(SAFETY_POLL),
-                        None => std::thread::sleep(POLL_INTERVAL),
+                        Some(listener) if !failed => listener.wait(SAFETY_POLL),
+                        _ => std::thread::sleep(POLL_INTERVAL),
                     }
                     // A failed read (a writer holding an exclusive lock for a migration, say) is
-                    // retried on the next tick; nothing is skipped because the position stays.
+                    // retried soon, poked or not; nothing is skipped because the position stays.
                     let Ok(head) = store.last_frame_position() else {
+                        failed = true;
                         continue;
                     };
+                    failed = false;
                     let event_head = store.last_seq().unwrap_or(events);
                     if head < position {
                         // The newest frames were pruned, so new frames may take positions at or

@@ -12,6 +12,7 @@ use std::io::ErrorKind;
 use std::os::unix::fs::FileTypeExt;
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use greenlight_store::wake;
@@ -19,6 +20,10 @@ use greenlight_store::wake;
 /// How long the poller waits for a poke before it looks at the file anyway: the most a frame
 /// whose poke was lost (a writer that does not poke, a socket removed under the server) waits.
 pub const SAFETY_POLL: Duration = Duration::from_millis(250);
+
+/// Listeners this process bound so far: two servers of one process on the same file (tests
+/// start several) never pick the same name.
+static SERVERS: AtomicU32 = AtomicU32::new(0);
 
 /// How often a bind is retried when another server removed the directory between our making it
 /// and binding in it (it removes the directory when its own socket was the last one there).
@@ -37,7 +42,12 @@ impl Listener {
     /// (making the directory, and removing sockets there whose server is gone).
     pub fn bind(db: &Path) -> std::io::Result<Listener> {
         let dir = wake::dir_for(db);
-        let name = format!("{}.{:x}", std::process::id(), nonce());
+        let name = format!(
+            "{}.{:x}.{}",
+            std::process::id(),
+            nonce(),
+            SERVERS.fetch_add(1, Ordering::Relaxed)
+        );
         let path = dir.join(name);
         let mut attempt = 0;
         let socket = loop {
