@@ -6,8 +6,9 @@
 //! block: one non-blocking datagram to each socket in the directory, and a missing directory, a
 //! dead listener's socket or a full queue costs the writer a failed system call and nothing
 //! else. A listener must keep a slow poll of its own, so a lost poke only delays. This module
-//! knows nothing about who listens; it sends to every unix datagram socket it finds there.
+//! knows nothing about who listens; it sends to every socket it finds there.
 
+use std::os::unix::fs::FileTypeExt;
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
 
@@ -51,6 +52,11 @@ impl Waker {
             return;
         };
         for entry in entries.flatten() {
+            // Sockets only (the directory entry says so without another system call): a
+            // symlink placed there is not followed to whatever socket it names.
+            if !entry.file_type().is_ok_and(|t| t.is_socket()) {
+                continue;
+            }
             // A stale socket (its listener was killed) refuses; a full queue would block and
             // is skipped: that listener has a poke waiting already.
             let _ = socket.send_to(POKE, entry.path());

@@ -116,3 +116,24 @@ fn a_poke_with_nobody_listening_costs_microseconds() {
         "a poke with no wake directory took {each:?}"
     );
 }
+
+#[test]
+fn a_symlink_in_the_wake_directory_is_not_followed_to_the_socket_it_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("state.db");
+    let mut store = Store::open(&db).unwrap();
+    let goal = goal(&mut store, dir.path());
+    let wake_dir = wake::dir_for(&db);
+    std::fs::create_dir(&wake_dir).unwrap();
+    let elsewhere = UnixDatagram::bind(dir.path().join("elsewhere")).unwrap();
+    std::os::unix::fs::symlink(dir.path().join("elsewhere"), wake_dir.join("link")).unwrap();
+    let listener = UnixDatagram::bind(wake_dir.join("listener")).unwrap();
+    append(&mut store, goal);
+    assert!(poked(&listener), "the socket in the directory was poked");
+    elsewhere.set_nonblocking(true).unwrap();
+    let mut byte = [0u8; 4];
+    assert!(
+        elsewhere.recv(&mut byte).is_err(),
+        "the socket the symlink names got a poke"
+    );
+}
