@@ -60,7 +60,8 @@ declare -A p50 p99 rss
 # result NAME FILE: reads the load client's `result` line of FILE into p50/p99/rss[NAME].
 result() {
     local line
-    line=$(grep '^result ' "$2" | tail -n 1)
+    # A run that printed no result (it crashed) leaves its figures empty, not the script ended.
+    line=$(grep '^result ' "$2" | tail -n 1 || true)
     p50[$1]=$(sed -n 's/.*p50_ms=\([0-9.]*\).*/\1/p' <<<"$line")
     p99[$1]=$(sed -n 's/.*p99_ms=\([0-9.]*\).*/\1/p' <<<"$line")
     rss[$1]=$(sed -n 's/.*rss_kib=\([0-9]*\).*/\1/p' <<<"$line")
