@@ -1,22 +1,30 @@
 #!/usr/bin/env bash
-# SSE load benchmark of `greenlight serve` (release build): SUBSCRIBERS watchers of one goal,
-# FRAMES frames written at RATE/s by a separate writer process through the store, every 10th
-# watcher dropped once mid-stream and resumed by cursor. Prints p50/p99/max delivery latency
-# (receive time minus the microsecond timestamp the writer puts in each frame just before its
-# commit) and the server's peak RSS (VmHWM). Fails on any gap, duplicate or incomplete
-# watcher; prints MET/MISSED for the targets p99 < 50 ms and RSS < 64 MiB.
+# SSE load benchmark of `greenlight serve` (release build), side by side with nchan (nginx's
+# pub/sub module) on the same workload, in one run:
+#   - greenlight at 100 and at 1,000 watchers of one goal, FRAMES frames committed at RATE/s by a
+#     separate writer process through the store (it pokes the server's wake-up socket after each
+#     commit), every 10th watcher dropped once mid-stream and resumed by cursor;
+#   - nchan, where nginx and libnginx-mod-nchan are installed, at 100 and 1,000 watchers of one
+#     channel: the same watcher client, the writer publishing by HTTP POST at the same rate;
+#   - the floor: the same writer committing to a SQLite file with the same durability and a
+#     reader woken by the same socket, reading each frame back from the file, no HTTP.
+# Latency is receive time minus the microsecond timestamp the writer puts in each frame just
+# before its commit (or POST). Prints p50/p99 for each, the servers' peak RSS (VmHWM), and
+# MET/MISSED for the targets: 100-watcher p50 <= 2 x nchan's (or, where durability costs more
+# than that, <= 1.5 x the floor's), 1,000-watcher p99 < 50 ms, server RSS < 64 MiB. Exits
+# non-zero only on a correctness failure of greenlight's: a gap, a duplicate, an incomplete
+# watcher.
 #
-# usage: scripts/bench-stream.sh [SUBSCRIBERS [FRAMES [RATE]]]   (default 1000 10000 200)
+# usage: scripts/bench-stream.sh [FRAMES [RATE]]   (default 3000 200)
 set -euo pipefail
 
-subscribers=${1:-1000}
-frames=${2:-10000}
-rate=${3:-200}
+frames=${1:-3000}
+rate=${2:-200}
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
 # One descriptor per watcher on each side, plus the store and the pipes.
-need=$((subscribers * 2 + 256))
+need=$((1000 * 2 + 256))
 if [ "$(ulimit -n)" != unlimited ] && [ "$(ulimit -n)" -lt "$need" ]; then
     ulimit -n "$need" 2>/dev/null || ulimit -n "$(ulimit -Hn)"
     if [ "$(ulimit -n)" -lt "$need" ]; then
@@ -25,7 +33,8 @@ if [ "$(ulimit -n)" != unlimited ] && [ "$(ulimit -n)" -lt "$need" ]; then
     fi
 fi
 
-cargo build --release --quiet -p greenlight -p greenlight-testkit --bin greenlight --bin greenlight-stream-load
+cargo build --release --quiet -p greenlight -p greenlight-testkit -p greenlight-server \
+    --bin greenlight --bin greenlight-stream-load --example wake_floor
 bin="${CARGO_TARGET_DIR:-$root/target}/release"
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/greenlight-bench-stream.XXXXXX")
@@ -45,24 +54,127 @@ if command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then
     pin_server=(taskset -c 0) pin_client=(taskset -c 1)
 fi
 
-"${pin_server[@]}" "$bin/greenlight" serve --listen 127.0.0.1:0 --state "$work/state.db" 2>"$work/serve.log" &
-server=$!
-addr=
-for _ in $(seq 1 100); do
-    addr=$(sed -n 's|.*serving on http://\([^/]*\)/.*|\1|p' "$work/serve.log")
-    [ -n "$addr" ] && break
-    kill -0 "$server" 2>/dev/null || { cat "$work/serve.log" >&2; exit 1; }
-    sleep 0.1
-done
-[ -n "$addr" ] || { echo "bench-stream: the server did not start:" >&2; cat "$work/serve.log" >&2; exit 1; }
-
-echo "bench-stream: greenlight serve on $addr (pid $server), $subscribers subscribers x $frames frames at $rate/s"
 status=0
-"${pin_client[@]}" "$bin/greenlight-stream-load" --addr "$addr" --state "$work/state.db" \
-    --subscribers "$subscribers" --frames "$frames" --rate "$rate" --drop-every 10 \
-    --server-pid "$server" --p99-ms 50 --rss-mib 64 || status=$?
+declare -A p50 p99 rss
 
-kill -TERM "$server"
-wait "$server" || { echo "bench-stream: the server did not exit 0 on SIGTERM" >&2; status=1; }
-server=
+# result NAME FILE: reads the load client's `result` line of FILE into p50/p99/rss[NAME].
+result() {
+    local line
+    # A run that printed no result (it crashed) leaves its figures empty, not the script ended.
+    line=$(grep '^result ' "$2" | tail -n 1 || true)
+    p50[$1]=$(sed -n 's/.*p50_ms=\([0-9.]*\).*/\1/p' <<<"$line")
+    p99[$1]=$(sed -n 's/.*p99_ms=\([0-9.]*\).*/\1/p' <<<"$line")
+    rss[$1]=$(sed -n 's/.*rss_kib=\([0-9]*\).*/\1/p' <<<"$line")
+}
+
+# greenlight N: serve a fresh state file, N watchers, the writer; stop the server.
+greenlight() {
+    local n=$1 dir="$work/greenlight-$1" addr=
+    mkdir -p "$dir"
+    "${pin_server[@]}" "$bin/greenlight" serve --listen 127.0.0.1:0 --state "$dir/state.db" 2>"$dir/serve.log" &
+    server=$!
+    for _ in $(seq 1 100); do
+        addr=$(sed -n 's|.*serving on http://\([^/]*\)/.*|\1|p' "$dir/serve.log")
+        [ -n "$addr" ] && break
+        kill -0 "$server" 2>/dev/null || { cat "$dir/serve.log" >&2; exit 1; }
+        sleep 0.1
+    done
+    [ -n "$addr" ] || { echo "bench-stream: the server did not start:" >&2; cat "$dir/serve.log" >&2; exit 1; }
+    echo "== greenlight serve on $addr (pid $server): $n watchers x $frames frames at $rate/s"
+    local p99_target=()
+    [ "$n" -ge 1000 ] && p99_target=(--p99-ms 50)
+    "${pin_client[@]}" "$bin/greenlight-stream-load" --addr "$addr" --state "$dir/state.db" \
+        --subscribers "$n" --frames "$frames" --rate "$rate" --drop-every 10 \
+        --server-pid "$server" "${p99_target[@]}" --rss-mib 64 | tee "$dir/load.out" || status=1
+    result "greenlight-$n" "$dir/load.out"
+    kill -TERM "$server"
+    wait "$server" || { echo "bench-stream: the server did not exit 0 on SIGTERM" >&2; status=1; }
+    server=
+    if [ -e "$dir/state.db-wake" ]; then
+        echo "bench-stream: the server left its wake-up directory behind" >&2
+        status=1
+    fi
+}
+
+nchan_module=/usr/lib/nginx/modules/ngx_nchan_module.so
+have_nchan() { command -v nginx >/dev/null && [ -f "$nchan_module" ]; }
+
+# nchan N: nginx with nchan on a free port, N watchers of channel 1, the POST writer.
+nchan() {
+    local n=$1 dir="$work/nchan-$1" port worker=
+    mkdir -p "$dir"
+    port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+    {
+        echo "load_module $nchan_module;"
+        [ "$(id -u)" = 0 ] && echo "user root;"
+        echo "worker_processes 1; worker_rlimit_nofile 8192; daemon off;"
+        echo "pid $dir/nginx.pid; error_log $dir/error.log warn;"
+        echo "events { worker_connections 8192; }"
+        echo "http {"
+        echo "  access_log off;"
+        for t in client_body proxy fastcgi uwsgi scgi; do echo "  ${t}_temp_path $dir/$t;"; done
+        echo "  nchan_shared_memory_size 256m;"
+        echo "  server {"
+        echo "    listen 127.0.0.1:$port;"
+        # Every message kept for the whole run, so a dropped watcher resumes by Last-Event-ID.
+        echo "    location ~ ^/pub/(\\w+)\$ { nchan_publisher; nchan_channel_id \$1;"
+        echo "      nchan_message_buffer_length $((frames + 10)); nchan_message_timeout 1h; }"
+        echo "    location ~ ^/sub/(\\w+)\$ { nchan_subscriber eventsource; nchan_channel_id \$1; }"
+        echo "  }"
+        echo "}"
+    } >"$dir/nginx.conf"
+    "${pin_server[@]}" nginx -p "$dir" -c "$dir/nginx.conf" 2>"$dir/nginx.log" &
+    server=$!
+    for _ in $(seq 1 100); do
+        python3 -c "import socket; socket.create_connection(('127.0.0.1',$port),1)" 2>/dev/null && break
+        kill -0 "$server" 2>/dev/null || { cat "$dir/nginx.log" "$dir/error.log" >&2 2>/dev/null; return 1; }
+        sleep 0.1
+    done
+    worker=$(pgrep -P "$server" | head -n 1 || true)
+    echo "== nchan (nginx $(nginx -v 2>&1 | sed 's|.*/||')) on 127.0.0.1:$port (worker pid ${worker:-?}): $n watchers x $frames messages at $rate/s"
+    # nchan's own misses (a watcher left behind) are reported, not a failure of this benchmark.
+    "${pin_client[@]}" "$bin/greenlight-stream-load" --addr "127.0.0.1:$port" --nchan \
+        --subscribers "$n" --frames "$frames" --rate "$rate" --drop-every 10 \
+        ${worker:+--server-pid "$worker"} | tee "$dir/load.out" ||
+        echo "bench-stream: nchan did not deliver every message to every watcher in time (see above)"
+    result "nchan-$n" "$dir/load.out"
+    kill -TERM "$server" 2>/dev/null || true
+    wait "$server" 2>/dev/null || true
+    server=
+}
+
+greenlight 100
+greenlight 1000
+if have_nchan; then
+    nchan 100 || echo "bench-stream: nchan did not start; its figures are missing"
+    nchan 1000 || echo "bench-stream: nchan did not start; its figures are missing"
+else
+    echo "== nchan not installed (apt-get install nginx libnginx-mod-nchan): no side-by-side figures"
+fi
+echo "== floor: the same writer, a reader woken by the same socket, no HTTP"
+mkdir -p "$work/floor"
+"$bin/examples/wake_floor" --state "$work/floor/state.db" --frames "$frames" --rate "$rate" |
+    tee "$work/floor/out" || { echo "bench-stream: the floor run failed" >&2; status=1; }
+result floor "$work/floor/out"
+
+mark() { if awk "BEGIN { exit !($1) }"; then echo MET; else echo MISSED; fi; }
+echo
+echo "== summary ($frames frames at $rate/s; latency in ms)"
+printf '%-18s %9s %9s %10s\n' "" p50 p99 "peak RSS"
+for name in greenlight-100 greenlight-1000 nchan-100 nchan-1000 floor; do
+    [ -n "${p50[$name]:-}" ] || continue
+    kib=${rss[$name]:-0}
+    printf '%-18s %9s %9s %10s\n' "$name" "${p50[$name]}" "${p99[$name]}" \
+        "$( ((kib > 0)) && awk "BEGIN { printf \"%.1f MiB\", $kib / 1024 }" || echo -)"
+done
+g100=${p50[greenlight-100]:-0}
+if [ -n "${p50[nchan-100]:-}" ]; then
+    echo "target 100-watcher p50 <= 2 x nchan's (${p50[nchan-100]} ms): $(mark "$g100 <= 2 * ${p50[nchan-100]}")"
+fi
+if [ -n "${p50[floor]:-}" ]; then
+    echo "target 100-watcher p50 <= 1.5 x the durable floor's (${p50[floor]} ms): $(mark "$g100 <= 1.5 * ${p50[floor]}")"
+fi
+echo "target 1,000-watcher p99 < 50 ms: $(mark "${p99[greenlight-1000]:-1e9} < 50")"
+peak=$(( ${rss[greenlight-100]:-0} > ${rss[greenlight-1000]:-0} ? ${rss[greenlight-100]:-0} : ${rss[greenlight-1000]:-0} ))
+echo "target server RSS < 64 MiB: $(mark "$peak > 0 && $peak < 64 * 1024")"
 exit "$status"

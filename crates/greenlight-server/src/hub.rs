@@ -3,9 +3,11 @@
 //! pool of read connections request handlers borrow.
 //!
 //! Persist first, then publish: the poller only ever publishes frames it read back from the
-//! file, so a subscriber can never see a frame a reconnect would not replay. A stream's
-//! broadcast lives exactly as long as its watchers: the last [`Watch`] to go drops it, and no
-//! more watchers or streams than the [`Limits`] are ever held.
+//! file, so a subscriber can never see a frame a reconnect would not replay. It looks when a
+//! committing writer pokes it ([`crate::wake`]) and at least every [`SAFETY_POLL`], so a lost
+//! poke delays a frame and never loses one. A stream's broadcast lives exactly as long as its
+//! watchers: the last [`Watch`] to go drops it, and no more watchers or streams than the
+//! [`Limits`] are ever held.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -19,9 +21,11 @@ use greenlight_stream::{StreamId, encode_frame};
 use tokio::sync::{broadcast, watch};
 
 use crate::error::ApiError;
+use crate::wake::{Listener, SAFETY_POLL};
 use crate::{Error, Limits};
 
-/// How often the poller looks for new commits: well under the 100 ms delivery promise.
+/// How often the poller looks for new commits when it could not bind its wake-up socket (a
+/// state path too long for a socket's name, say): well under the 100 ms delivery promise.
 pub const POLL_INTERVAL: Duration = Duration::from_millis(10);
 /// Batches (one per poll that found frames of the stream) a subscriber may fall behind the live
 /// feed before it is disconnected (it resumes by cursor from the file, so nothing is lost).
@@ -91,6 +95,8 @@ pub struct Hub {
     pool: Mutex<Vec<Store>>,
     stopping: AtomicBool,
     shutdown: watch::Sender<bool>,
+    /// The poller's wake-up socket, poked on stop so the poller sees it at once.
+    wake_path: Mutex<Option<PathBuf>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -111,6 +117,7 @@ impl Hub {
             pool: Mutex::new(vec![store]),
             stopping: AtomicBool::new(false),
             shutdown: watch::channel(false).0,
+            wake_path: Mutex::new(None),
         }))
     }
 
@@ -175,6 +182,9 @@ impl Hub {
     pub fn stop(&self) {
         self.stopping.store(true, Ordering::SeqCst);
         let _ = self.shutdown.send(true);
+        if let Some(path) = lock(&self.wake_path).as_deref() {
+            crate::wake::interrupt(path);
+        }
     }
 
     /// Runs `f` with a read connection on the blocking pool.
@@ -238,23 +248,41 @@ impl Hub {
         }
     }
 
-    /// The poller: every [`POLL_INTERVAL`], a cheap look at the file's last frame and last event;
-    /// when either moved, read and publish the new frames and bump the change counter.
-    pub fn spawn_poller(self: &Arc<Self>) -> Result<std::thread::JoinHandle<()>, Error> {
+    /// The poller: when poked, and at least every [`SAFETY_POLL`] (every [`POLL_INTERVAL`] when
+    /// no wake-up socket could be bound), a cheap look at the file's last frame and last event;
+    /// when either moved, read and publish the new frames and bump the change counter. Returns
+    /// the thread and, when the wake-up socket could not be bound, why (the poller then polls).
+    pub fn spawn_poller(
+        self: &Arc<Self>,
+    ) -> Result<(std::thread::JoinHandle<()>, Option<std::io::Error>), Error> {
         let store = Store::open(&self.state)?;
         let mut position = store.last_frame_position()?;
         let mut events = store.last_seq()?;
+        // Bound before the first look, so a commit after that look always pokes it.
+        let (listener, unbound) = match Listener::bind(&self.state) {
+            Ok(listener) => (Some(listener), None),
+            Err(e) => (None, Some(e)),
+        };
+        *lock(&self.wake_path) = listener.as_ref().map(|l| l.path().to_path_buf());
         let hub = Arc::clone(self);
-        std::thread::Builder::new()
+        let thread = std::thread::Builder::new()
             .name("greenlight-serve-poll".into())
             .spawn(move || {
+                // Owned by this thread: its socket is removed when the poller ends.
+                let listener = listener;
+                let mut failed = false;
                 while !hub.stopping.load(Ordering::SeqCst) {
-                    std::thread::sleep(POLL_INTERVAL);
+                    match &listener {
+                        Some(listener) if !failed => listener.wait(SAFETY_POLL),
+                        _ => std::thread::sleep(POLL_INTERVAL),
+                    }
                     // A failed read (a writer holding an exclusive lock for a migration, say) is
-                    // retried on the next tick; nothing is skipped because the position stays.
+                    // retried soon, poked or not; nothing is skipped because the position stays.
                     let Ok(head) = store.last_frame_position() else {
+                        failed = true;
                         continue;
                     };
+                    failed = false;
                     let event_head = store.last_seq().unwrap_or(events);
                     if head < position {
                         // The newest frames were pruned, so new frames may take positions at or
@@ -272,7 +300,9 @@ impl Hub {
                         hub.changes.send_modify(|n| *n += 1);
                     }
                 }
+                *lock(&hub.wake_path) = None;
             })
-            .map_err(Error::Runtime)
+            .map_err(Error::Runtime)?;
+        Ok((thread, unbound))
     }
 }

@@ -16,6 +16,7 @@ mod stream;
 mod summary;
 mod sweep;
 mod workflow;
+pub mod wake;
 
 pub use config::{Config, DEFAULT_LISTEN, Limits, read_token_file};
 pub use error::{ApiError, Error};

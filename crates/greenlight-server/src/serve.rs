@@ -1,5 +1,5 @@
 //! Starting and stopping a server: bind (so a busy port or a refused address is reported before
-//! anything runs), the poller, the routes behind the guard, the connection loop (`TCP_NODELAY`,
+//! anything runs), the poller (woken by committing writers), the routes behind the guard, the connection loop (`TCP_NODELAY`,
 //! a bound on how long a request's head may take), and a clean stop that ends every open stream.
 
 use std::net::SocketAddr;
@@ -72,6 +72,7 @@ pub struct Server {
     hub: Arc<Hub>,
     stop: Option<oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<Result<(), Error>>>,
+    wake_unavailable: Option<std::io::Error>,
 }
 
 impl std::fmt::Debug for Server {
@@ -91,6 +92,12 @@ impl Server {
     /// What its live feed holds right now (watchers and their streams).
     pub fn held(&self) -> crate::Held {
         self.hub.held()
+    }
+
+    /// Why committing writers cannot wake this server (its socket could not be bound beside
+    /// the state file), when they cannot: it then looks every [`crate::POLL_INTERVAL`].
+    pub fn wake_unavailable(&self) -> Option<&std::io::Error> {
+        self.wake_unavailable.as_ref()
     }
 
     /// `http://<addr>/`.
@@ -134,7 +141,7 @@ pub fn start(config: Config) -> Result<Server, Error> {
     let addr = listener.local_addr().map_err(Error::Runtime)?;
     listener.set_nonblocking(true).map_err(Error::Runtime)?;
     let hub = Hub::new(config.state.clone(), config.limits)?;
-    let poller = hub.spawn_poller()?;
+    let (poller, wake_unavailable) = hub.spawn_poller()?;
     let extra = config.extra_routes.clone();
     let app = App {
         hub: Arc::clone(&hub),
@@ -184,6 +191,7 @@ pub fn start(config: Config) -> Result<Server, Error> {
         hub,
         stop: Some(stop_tx),
         thread: Some(thread),
+        wake_unavailable,
     })
 }
 

@@ -830,6 +830,7 @@ fn load_100_subscribers_by_1000_frames_every_10th_dropped_and_resumed() {
     let server = f.serve();
     let plan = Plan {
         addr: server.addr(),
+        source: load::Source::Greenlight,
         goal: f.goal.0,
         subscribers: 100,
         frames: 1000,

@@ -296,10 +296,12 @@ pub(crate) fn frames_since<A: Access + ?Sized>(
     raws.into_iter().map(|raw| decode_frame(a, raw)).collect()
 }
 
-/// The file-wide position of the last frame committed (0 when none).
+/// The file-wide position of the last frame committed (0 when none). A cached statement: the
+/// server asks after every commit it is woken for.
 pub(crate) fn last_frame_position<A: Access + ?Sized>(a: &A) -> Result<i64, Error> {
     a.conn()
-        .query_row("SELECT COALESCE(MAX(id), 0) FROM frames", [], |r| r.get(0))
+        .prepare_cached("SELECT COALESCE(MAX(id), 0) FROM frames")
+        .and_then(|mut stmt| stmt.query_row([], |r| r.get(0)))
         .map_err(|e| sql_err(a, e))
 }
 

@@ -37,7 +37,8 @@
 //! ```
 //!
 //! Nothing here touches the user's worktree: the only file written is the database (and SQLite's
-//! `-wal` / `-shm` beside it).
+//! `-wal` / `-shm` beside it); the `-wake` directory a server may make beside it is only read,
+//! to poke the server after each commit ([`wake`]).
 
 #![cfg(unix)]
 
@@ -51,6 +52,7 @@ mod read;
 mod schema;
 mod tx;
 mod workflow;
+pub mod wake;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -160,6 +162,8 @@ pub struct Store {
     conn: Connection,
     path: PathBuf,
     clock: Arc<dyn WallClock>,
+    /// Pokes whoever follows the file after each commit (see [`wake`]).
+    waker: wake::Waker,
 }
 
 impl std::fmt::Debug for Store {
@@ -238,6 +242,7 @@ impl Store {
             conn,
             path: path.to_path_buf(),
             clock,
+            waker: wake::Waker::new(wake::dir_for(path)),
         })
     }
 
@@ -276,7 +281,8 @@ impl Store {
 
     /// Run `f` in one IMMEDIATE transaction: committed if it returns `Ok`, rolled back (leaving
     /// nothing behind) if it returns `Err`. Every row written in it carries the same timestamp,
-    /// read once from the clock.
+    /// read once from the clock. After the commit, whoever listens beside the file is poked
+    /// (see [`wake`]): persist first, then wake.
     pub fn write<T, E>(&mut self, f: impl FnOnce(&Tx<'_>) -> Result<T, E>) -> Result<T, E>
     where
         E: From<Error>,
@@ -289,6 +295,7 @@ impl Store {
         let tx = Tx::new(tx, &self.path, now);
         let value = f(&tx)?;
         tx.commit()?;
+        self.waker.poke();
         Ok(value)
     }
 

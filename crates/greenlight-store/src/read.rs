@@ -268,8 +268,10 @@ pub trait Reads: sealed::Access {
 
     /// The highest event seq (0 when the log is empty).
     fn last_seq(&self) -> Result<i64, Error> {
+        // Cached: the server asks after every commit it is woken for.
         self.conn()
-            .query_row("SELECT COALESCE(MAX(seq), 0) FROM events", [], |r| r.get(0))
+            .prepare_cached("SELECT COALESCE(MAX(seq), 0) FROM events")
+            .and_then(|mut stmt| stmt.query_row([], |r| r.get(0)))
             .map_err(|e| sql_err(self, e))
     }
 

@@ -1,7 +1,9 @@
 //! The SSE load harness: a writer that appends activity frames to one goal through the store at
 //! a fixed rate (each carrying its microsecond timestamp), and N subscribers that follow the
 //! goal's stream, some dropping once and resuming by cursor, checking every frame arrives once
-//! and in order and recording how late it arrived.
+//! and in order and recording how late it arrived. The same subscribers follow an nchan
+//! channel (nginx's pub/sub module) fed by HTTP POST at the same rate, for a side-by-side
+//! figure: [`Source::Nchan`].
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -75,12 +77,64 @@ pub fn write_frames(state: &Path, goal: GoalId, frames: u64, rate: u64) {
 }
 
 /// Frames a goal's stream holds before the writer's: the `goal-state active` frame the store
-/// writes when the goal is created.
+/// writes when the goal is created (on nchan, the message the load client publishes before
+/// the subscribers come, `s=1`).
 pub const GOAL_FRAMES_BEFORE_WRITER: u64 = 1;
+
+/// The body of the nchan message with seq `seq`: `t=<µs> s=<seq>`, the time taken just before
+/// it is sent.
+pub fn nchan_message(seq: u64) -> String {
+    format!("t={} s={seq}", now_us())
+}
+
+/// POSTs `body` to nchan's publisher location for channel `channel` on `addr`.
+pub async fn nchan_publish(addr: SocketAddr, channel: i64, body: &str) -> std::io::Result<()> {
+    let path = format!("/pub/{channel}");
+    let headers = [("Content-Type", "text/plain")];
+    let mut response =
+        sse::request_with_body(addr, "POST", &path, &headers, body.as_bytes()).await?;
+    let _ = response.body().await?;
+    if (200..300).contains(&response.status) {
+        Ok(())
+    } else {
+        Err(std::io::Error::other(format!(
+            "POST {path}: status {}",
+            response.status
+        )))
+    }
+}
+
+/// Publishes `frames` messages to nchan channel `channel` at `rate` per second, one POST each
+/// (seqs 2, 3, …: seq 1 was published before the subscribers came), as [`write_frames`]
+/// commits frames.
+pub async fn publish_frames(addr: SocketAddr, channel: i64, frames: u64, rate: u64) {
+    let start = tokio::time::Instant::now();
+    let every = Duration::from_secs_f64(1.0 / rate.max(1) as f64);
+    for i in 0..frames {
+        tokio::time::sleep_until(start + every.mul_f64(i as f64)).await;
+        nchan_publish(
+            addr,
+            channel,
+            &nchan_message(i + 1 + GOAL_FRAMES_BEFORE_WRITER),
+        )
+        .await
+        .expect("publish a message");
+    }
+}
 
 /// The seq of the writer's last frame: where every subscriber must get to.
 fn last_seq(plan: &Plan) -> u64 {
     plan.frames + GOAL_FRAMES_BEFORE_WRITER
+}
+
+/// Whose stream the subscribers follow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// `greenlight serve`: `/api/goals/<goal>/stream`; the seq is the id's (`<goal>:<seq>`).
+    Greenlight,
+    /// nchan: `/sub/<goal>`, published by [`publish_frames`]; its ids are its own
+    /// (`<time>:<tag>`), so the seq is the data's `s=<seq>` and a resume sends the last id.
+    Nchan,
 }
 
 /// What the subscribers do.
@@ -88,6 +142,8 @@ fn last_seq(plan: &Plan) -> u64 {
 pub struct Plan {
     /// The server.
     pub addr: SocketAddr,
+    /// Which kind of server it is.
+    pub source: Source,
     /// The goal streamed.
     pub goal: i64,
     /// How many subscribers.
@@ -132,11 +188,17 @@ impl Report {
     }
 }
 
+/// The number after `key` in `data` (`t=` the stamp, `s=` an nchan message's seq).
+fn number_after(data: &str, key: &str) -> Option<u64> {
+    let rest = &data[data.find(key)? + key.len()..];
+    let end = rest
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(rest.len());
+    rest[..end].parse().ok()
+}
+
 fn stamp(data: &str) -> Option<u64> {
-    let rest = &data[data.find("t=")? + 2..];
-    rest[..rest.find(|c: char| !c.is_ascii_digit())?]
-        .parse()
-        .ok()
+    number_after(data, "t=")
 }
 
 #[derive(Default)]
@@ -158,12 +220,20 @@ async fn subscriber(
 ) -> One {
     let mut one = One::default();
     let mut ready = Some(ready);
-    let path = format!("/api/goals/{}/stream", plan.goal);
+    let path = match plan.source {
+        Source::Greenlight => format!("/api/goals/{}/stream", plan.goal),
+        Source::Nchan => format!("/sub/{}", plan.goal),
+    };
     let mut drop_at =
         (plan.drop_every > 0 && index.is_multiple_of(plan.drop_every)).then_some(plan.frames / 2);
     let prefix = format!("{}:", plan.goal);
+    // nchan's ids are its own: a resume sends back the last one seen.
+    let mut last_id = String::new();
     while one.last < last_seq(plan) && Instant::now() < deadline {
-        let cursor = format!("{}:{}", plan.goal, one.last);
+        let cursor = match plan.source {
+            Source::Greenlight => format!("{}:{}", plan.goal, one.last),
+            Source::Nchan => last_id.clone(),
+        };
         let headers: Vec<(&str, &str)> = if one.last > 0 {
             vec![("Last-Event-ID", &cursor)]
         } else {
@@ -192,12 +262,18 @@ async fn subscriber(
         let reading = tokio::time::timeout(left, async {
             while let Ok(Some(event)) = response.next_event().await {
                 let now = now_us();
-                let Some(seq) = event
-                    .id
-                    .as_deref()
-                    .and_then(|id| id.strip_prefix(&prefix))
-                    .and_then(|s| s.parse::<u64>().ok())
-                else {
+                let seq = match plan.source {
+                    Source::Greenlight => event
+                        .id
+                        .as_deref()
+                        .and_then(|id| id.strip_prefix(&prefix))
+                        .and_then(|s| s.parse::<u64>().ok()),
+                    Source::Nchan => number_after(&event.data, "s="),
+                };
+                if let Some(id) = &event.id {
+                    last_id.clone_from(id);
+                }
+                let Some(seq) = seq else {
                     one.gaps += 1;
                     one.problems.push(format!(
                         "subscriber {index}: event without a cursor: {}",

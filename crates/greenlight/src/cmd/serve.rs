@@ -108,6 +108,12 @@ pub fn run(args: Args) -> i32 {
     } else {
         errln!("greenlight: serving on {url}");
     }
+    if let Some(e) = server.wake_unavailable() {
+        errln!(
+            "greenlight: note: writers cannot wake this server ({e}); it looks for new frames every {} ms instead",
+            greenlight_server::POLL_INTERVAL.as_millis()
+        );
+    }
     #[cfg(feature = "mcp")]
     errln!("greenlight: MCP (streamable HTTP) on {url}mcp");
     #[cfg(not(feature = "mcp"))]

@@ -39,6 +39,7 @@ mod proc_git_env;
 mod proc_signals;
 mod run_record;
 mod serve_cli;
+mod serve_wake;
 mod state_disk_full;
 mod untrusted_files_cli;
 mod verify;

@@ -33,7 +33,7 @@ fn served_addr(line: &str) -> SocketAddr {
 }
 
 /// Ends the server if the test fails before it was stopped.
-struct EndOnDrop(i32);
+pub(crate) struct EndOnDrop(pub(crate) i32);
 
 impl Drop for EndOnDrop {
     fn drop(&mut self) {
@@ -135,7 +135,7 @@ fn goal_run_serve_prints_the_url_of_its_server_on_stderr() {
 /// `greenlight serve` on a free loopback port for the state file `state`; returns once it
 /// printed its address. The stderr pipe goes back to the child (a closed one would fail the
 /// server's later writes).
-fn serve(state: &std::path::Path) -> (std::process::Child, EndOnDrop, SocketAddr) {
+pub(crate) fn serve(state: &std::path::Path) -> (std::process::Child, EndOnDrop, SocketAddr) {
     let mut child = Command::new(greenlight_bin())
         .args(["serve", "--listen", "127.0.0.1:0", "--state"])
         .arg(state)
