@@ -15,8 +15,8 @@ mod serve;
 mod stream;
 mod summary;
 mod sweep;
-mod workflow;
 pub mod wake;
+mod workflow;
 
 pub use config::{Config, DEFAULT_LISTEN, Limits, read_token_file};
 pub use error::{ApiError, Error};

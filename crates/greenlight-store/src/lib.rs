@@ -51,8 +51,8 @@ mod owner;
 mod read;
 mod schema;
 mod tx;
-mod workflow;
 pub mod wake;
+mod workflow;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
