@@ -984,3 +984,67 @@ fn a_failed_run_still_ends_what_its_agents_and_gates_left() {
         assert!(!alive, "{file} {pid} outlived the failed run");
     }
 }
+
+/// The merge queue through the binary: of four members that each passed on their own, `b`
+/// conflicts with `a` (both write `shared.txt`), and `d` is green alone but red merged after `c`
+/// (the target's gate fails when both files are there). `a` and `c` land, in item order; `b` and
+/// `d` stop with their reasons, kept for a person, and neither blocks the member after it.
+#[test]
+fn land_stops_a_conflicting_and_a_red_after_merge_member_and_lands_the_others() {
+    let f = Fixture::new();
+    f.gates(
+        "version: 1\ngates:\n  - id: apart\n    command: \"! { test -f out/c.txt && test -f out/d.txt; }\"\n",
+    );
+    f.repo.git(&["add", "-A"]);
+    f.repo.git(&["commit", "-q", "-m", "the gate that judges landings"]);
+    let before = f.repo.git(&["rev-parse", "main"]);
+    let agent = f.agent(
+        "lander",
+        "mkdir -p out\necho \"$item\" > \"out/$item.txt\"\n\
+         case $item in a|b) echo \"$item\" > shared.txt ;; esac\necho done",
+    );
+    let plan = f.plan(&format!(
+        "workflow: 1\nname: queue\nagent: \"{agent}\"\nsteps:\n  - id: fix\n    kind: fanout\n    \
+         items: [a, b, c, d]\n    maxFanout: 4\n    template:\n      prompt: \"Fix. ITEM={{{{item}}}}\"\n      \
+         deliverable: file\n      writes: [\"out/{{{{item}}}}.txt\"]\n  - id: fixed\n    kind: join\n    for: fix\n    \
+         policy: all-declared\n  - id: ship\n    kind: land\n    needs: [fixed]\n    for: fix\n    target: main\n    \
+         gates: [apart]\n"
+    ));
+    let (run, doc) = f.run(&plan, &["--run-id", "3"]);
+    assert_ne!(run.code, 0, "two members did not land: {doc}\n{}", run.stderr);
+
+    let tree = f.repo.git(&["ls-tree", "-r", "--name-only", "main"]);
+    let landed: Vec<&str> = ["a", "b", "c", "d"]
+        .into_iter()
+        .filter(|item| tree.lines().any(|l| l == format!("out/{item}.txt")))
+        .collect();
+    assert_eq!(landed, ["a", "c"], "{tree}");
+    assert_eq!(
+        f.repo.git(&["show", "main:shared.txt"]).trim(),
+        "a",
+        "the first member's side stands"
+    );
+    // Two landings, one merge commit each, onto the tip the run started from.
+    let merges = f.repo.git(&["rev-list", "--merges", &format!("{}..main", before.trim())]);
+    assert_eq!(merges.lines().count(), 2, "{merges}");
+
+    let state = f.path("state.db").display().to_string();
+    let log = f
+        .repo
+        .cli(["workflow", "log", "3", "--json", "--state", &state])
+        .run();
+    assert_eq!(log.code, 0, "{}", log.stderr);
+    let text = log.stdout;
+    assert!(text.contains("land-conflict"), "{text}");
+    assert!(text.contains("shared.txt"), "the conflict names its file: {text}");
+    assert!(text.contains("land-red"), "{text}");
+    assert!(text.contains("apart"), "the red landing names its gate: {text}");
+    // The members that did not land keep their branches for a person.
+    let branches = f.repo.git(&["branch", "--list", "greenlight/wf-3/*"]);
+    for item in ["b", "d"] {
+        assert!(
+            branches.lines().any(|l| l.trim().ends_with(&format!("/{item}"))),
+            "{item} kept: {branches}"
+        );
+    }
+}
