@@ -996,7 +996,8 @@ fn land_stops_a_conflicting_and_a_red_after_merge_member_and_lands_the_others() 
         "version: 1\ngates:\n  - id: apart\n    command: \"! { test -f out/c.txt && test -f out/d.txt; }\"\n",
     );
     f.repo.git(&["add", "-A"]);
-    f.repo.git(&["commit", "-q", "-m", "the gate that judges landings"]);
+    f.repo
+        .git(&["commit", "-q", "-m", "the gate that judges landings"]);
     let before = f.repo.git(&["rev-parse", "main"]);
     let agent = f.agent(
         "lander",
@@ -1011,7 +1012,11 @@ fn land_stops_a_conflicting_and_a_red_after_merge_member_and_lands_the_others() 
          gates: [apart]\n"
     ));
     let (run, doc) = f.run(&plan, &["--run-id", "3"]);
-    assert_ne!(run.code, 0, "two members did not land: {doc}\n{}", run.stderr);
+    assert_ne!(
+        run.code, 0,
+        "two members did not land: {doc}\n{}",
+        run.stderr
+    );
 
     let tree = f.repo.git(&["ls-tree", "-r", "--name-only", "main"]);
     let landed: Vec<&str> = ["a", "b", "c", "d"]
@@ -1025,7 +1030,9 @@ fn land_stops_a_conflicting_and_a_red_after_merge_member_and_lands_the_others() 
         "the first member's side stands"
     );
     // Two landings, one merge commit each, onto the tip the run started from.
-    let merges = f.repo.git(&["rev-list", "--merges", &format!("{}..main", before.trim())]);
+    let merges = f
+        .repo
+        .git(&["rev-list", "--merges", &format!("{}..main", before.trim())]);
     assert_eq!(merges.lines().count(), 2, "{merges}");
 
     let state = f.path("state.db").display().to_string();
@@ -1036,14 +1043,22 @@ fn land_stops_a_conflicting_and_a_red_after_merge_member_and_lands_the_others() 
     assert_eq!(log.code, 0, "{}", log.stderr);
     let text = log.stdout;
     assert!(text.contains("land-conflict"), "{text}");
-    assert!(text.contains("shared.txt"), "the conflict names its file: {text}");
+    assert!(
+        text.contains("shared.txt"),
+        "the conflict names its file: {text}"
+    );
     assert!(text.contains("land-red"), "{text}");
-    assert!(text.contains("apart"), "the red landing names its gate: {text}");
+    assert!(
+        text.contains("apart"),
+        "the red landing names its gate: {text}"
+    );
     // The members that did not land keep their branches for a person.
     let branches = f.repo.git(&["branch", "--list", "greenlight/wf-3/*"]);
     for item in ["b", "d"] {
         assert!(
-            branches.lines().any(|l| l.trim().ends_with(&format!("/{item}"))),
+            branches
+                .lines()
+                .any(|l| l.trim().ends_with(&format!("/{item}"))),
             "{item} kept: {branches}"
         );
     }
