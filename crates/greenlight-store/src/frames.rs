@@ -371,17 +371,7 @@ pub(crate) fn open_runs<A: Access + ?Sized>(a: &A) -> Result<Vec<(RunId, RunOwne
          WHERE ended_at IS NULL AND owner_pid IS NOT NULL AND owner_start IS NOT NULL \
          AND owner_pidns IS NOT NULL AND owner_host IS NOT NULL ORDER BY id",
         [],
-        |r| {
-            Ok((
-                RunId(r.get(0)?),
-                RunOwner {
-                    pid: r.get(1)?,
-                    start: r.get(2)?,
-                    pid_ns: r.get(3)?,
-                    host: r.get(4)?,
-                },
-            ))
-        },
+        |r| Ok((RunId(r.get(0)?), RunOwner::from_row(r, 1)?)),
     )
 }
 

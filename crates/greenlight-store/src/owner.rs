@@ -79,6 +79,17 @@ fn proc_is_ours() -> bool {
 }
 
 impl RunOwner {
+    /// The owner held in four columns of `row` from `first` on, in the order every owned table
+    /// keeps them: `owner_pid, owner_start, owner_pidns, owner_host`.
+    pub(crate) fn from_row(row: &rusqlite::Row<'_>, first: usize) -> rusqlite::Result<RunOwner> {
+        Ok(RunOwner {
+            pid: row.get(first)?,
+            start: row.get(first + 1)?,
+            pid_ns: row.get(first + 2)?,
+            host: row.get(first + 3)?,
+        })
+    }
+
     /// This process, or `None` when `/proc` cannot say who it is (the run is then recorded
     /// without an owner and never judged gone).
     pub fn current() -> Option<RunOwner> {

@@ -1092,17 +1092,7 @@ fn open_workflow_runs<A: Access + ?Sized>(a: &A) -> Result<Vec<(WorkflowRunId, R
          WHERE status = 'running' AND owner_pid IS NOT NULL AND owner_start IS NOT NULL \
          AND owner_pidns IS NOT NULL AND owner_host IS NOT NULL ORDER BY id",
         [],
-        |r| {
-            Ok((
-                WorkflowRunId(r.get(0)?),
-                RunOwner {
-                    pid: r.get(1)?,
-                    start: r.get(2)?,
-                    pid_ns: r.get(3)?,
-                    host: r.get(4)?,
-                },
-            ))
-        },
+        |r| Ok((WorkflowRunId(r.get(0)?), RunOwner::from_row(r, 1)?)),
     )
 }
 
