@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+use crate::db::DbError;
 use crate::model::{DispatchId, DispatchOutcome, GateVerdict, GoalId, GoalState};
 
 /// Everything that can go wrong opening or changing the state database.
@@ -25,6 +26,15 @@ pub enum Error {
         source: std::io::Error,
     },
 
+    /// A PostgreSQL store URL that cannot be used as given.
+    #[error("the store URL {shown} cannot be used: {why}")]
+    StoreUrl {
+        /// The URL without its password.
+        shown: String,
+        /// What is wrong and how to fix it.
+        why: String,
+    },
+
     /// SQLite refused to open the file or to apply the connection settings.
     #[error(
         "cannot open the state database {path}: {source}; {}",
@@ -34,7 +44,7 @@ pub enum Error {
         /// The database file.
         path: PathBuf,
         /// What SQLite said.
-        source: rusqlite::Error,
+        source: DbError,
     },
 
     /// Opening failed, and the file system holding the database has no room: SQLite reports a
@@ -50,7 +60,7 @@ pub enum Error {
         /// Its directory, where the check failed.
         dir: PathBuf,
         /// What SQLite said.
-        source: rusqlite::Error,
+        source: DbError,
     },
 
     /// The file was written by a newer greenlight whose schema this binary does not know.
@@ -78,7 +88,7 @@ pub enum Error {
         /// The version the failed step would have produced.
         version: i64,
         /// What SQLite said.
-        source: rusqlite::Error,
+        source: DbError,
     },
 
     /// Any other SQLite failure while reading or writing.
@@ -87,7 +97,7 @@ pub enum Error {
         /// The database file.
         path: PathBuf,
         /// What SQLite said.
-        source: rusqlite::Error,
+        source: DbError,
     },
 
     /// `finish_run` on a run that is unknown or already ended.
@@ -382,9 +392,12 @@ pub enum Error {
 }
 
 /// What to do about a SQLite failure, by its kind.
-fn sql_advice(source: &rusqlite::Error) -> &'static str {
+fn sql_advice(source: &DbError) -> &'static str {
     use rusqlite::ErrorCode as C;
-    match source.sqlite_error_code() {
+    if let DbError::Postgres(_) = source {
+        return pg_advice(source);
+    }
+    match sqlite_code(source) {
         Some(C::DatabaseCorrupt | C::NotADatabase) => {
             "the file is damaged; move it (and its -wal and -shm files) aside to start a new \
              state database, or pass --state PATH to use another one"
@@ -406,8 +419,36 @@ fn sql_advice(source: &rusqlite::Error) -> &'static str {
     }
 }
 
-/// How many bytes the space check writes: what SQLite needs first when it opens a WAL database
-/// (the shared-memory index grows by 32 KiB), twice over.
+fn pg_advice(source: &DbError) -> &'static str {
+    if source.pg_unreachable() {
+        return "PostgreSQL cannot be reached: check the server is up and the URL's host, port, \
+                user, password and sslmode, then run the command again (a running worker \
+                finishes its turn and stops claiming until it can)";
+    }
+    match source.pg_code() {
+        Some("28P01" | "28000") => {
+            "PostgreSQL refused the credentials: fix the user or password in the URL (or the \
+             file its password_file names)"
+        }
+        Some("3D000") => {
+            "the database in the URL does not exist: create it (`createdb NAME`) or name another"
+        }
+        Some("42501") => "the user lacks a privilege the store needs on this database: grant it",
+        Some("55P03" | "57014") => {
+            "another greenlight held the store's write lock too long; run the command again"
+        }
+        Some("53100") => "the database server's disk is full: free space there, then run again",
+        _ => "check the URL names a greenlight store you can write (`greenlight store check`)",
+    }
+}
+
+fn sqlite_code(source: &DbError) -> Option<rusqlite::ErrorCode> {
+    match source {
+        DbError::Sqlite(e) => e.sqlite_error_code(),
+        _ => None,
+    }
+}
+
 const SPACE_PROBE_BYTES: usize = 64 * 1024;
 
 /// Whether `dir` has no room left: a probe file is written there (and removed) and the write
@@ -438,7 +479,7 @@ impl Error {
             return self;
         };
         let could_be_space = matches!(
-            source.sqlite_error_code(),
+            sqlite_code(source),
             Some(C::SystemIoFailure | C::DiskFull | C::CannotOpen)
         );
         let dir = match path.parent() {
@@ -465,15 +506,15 @@ impl Error {
             _ => return false,
         };
         matches!(
-            source.sqlite_error_code(),
+            sqlite_code(source),
             Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
         )
     }
 
-    pub(crate) fn sql(path: &std::path::Path, source: rusqlite::Error) -> Self {
+    pub(crate) fn sql(path: &std::path::Path, source: impl Into<DbError>) -> Self {
         Error::Sql {
             path: path.to_path_buf(),
-            source,
+            source: source.into(),
         }
     }
 }

@@ -12,7 +12,7 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 
 use greenlight_stream::{Frame, FrameBody, RunKind, StreamId};
-use rusqlite::{OptionalExtension, params};
+use crate::db::{OptionalExtension, params};
 
 use crate::Error;
 use crate::model::Millis;
@@ -82,6 +82,7 @@ impl Tx<'_> {
             "INSERT INTO frames (stream, seq, kind, body, at) VALUES (?1, ?2, ?3, ?4, ?5)",
             params![name, seq, body.kind(), text, self.now()],
         )?;
+        self.note(|n| n.frames = true);
         Ok(Frame {
             stream,
             seq,
@@ -99,9 +100,9 @@ impl Tx<'_> {
     ) -> Result<RunId, Error> {
         let count = u32::try_from(gates.len()).unwrap_or(u32::MAX);
         let owner = RunOwner::current();
-        self.exec(
+        let run_raw = self.insert_id(
             "INSERT INTO runs (kind, worktree, gates, started_at, owner_pid, owner_start, \
-             owner_pidns, owner_host) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+             owner_pidns, owner_host) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) RETURNING id",
             params![
                 kind.as_str(),
                 worktree.as_os_str().as_bytes(),
@@ -113,7 +114,7 @@ impl Tx<'_> {
                 owner.as_ref().map(|o| o.host.as_str()),
             ],
         )?;
-        let run = RunId(self.conn().last_insert_rowid());
+        let run = RunId(run_raw);
         self.append_frame(
             run.stream(),
             &FrameBody::RunStarted {
@@ -241,7 +242,7 @@ fn decode_frame<A: Access + ?Sized>(a: &A, raw: RawFrame) -> Result<(i64, Frame)
 
 const FRAME_COLUMNS: &str = "id, stream, seq, body, at";
 
-fn raw_frame(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawFrame> {
+fn raw_frame(r: &crate::db::Row) -> crate::db::DbResult<RawFrame> {
     Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
 }
 
@@ -300,8 +301,7 @@ pub(crate) fn frames_since<A: Access + ?Sized>(
 /// server asks after every commit it is woken for.
 pub(crate) fn last_frame_position<A: Access + ?Sized>(a: &A) -> Result<i64, Error> {
     a.conn()
-        .prepare_cached("SELECT COALESCE(MAX(id), 0) FROM frames")
-        .and_then(|mut stmt| stmt.query_row([], |r| r.get(0)))
+        .query_row("SELECT COALESCE(MAX(id), 0) FROM frames", (), |r| r.get(0))
         .map_err(|e| sql_err(a, e))
 }
 
@@ -320,7 +320,7 @@ type RawRun = (
     Option<Vec<u8>>,
 );
 
-fn raw_run(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawRun> {
+fn raw_run(r: &crate::db::Row) -> crate::db::DbResult<RawRun> {
     Ok((
         r.get(0)?,
         r.get(1)?,
@@ -370,7 +370,7 @@ pub(crate) fn open_runs<A: Access + ?Sized>(a: &A) -> Result<Vec<(RunId, RunOwne
         "SELECT id, owner_pid, owner_start, owner_pidns, owner_host FROM runs \
          WHERE ended_at IS NULL AND owner_pid IS NOT NULL AND owner_start IS NOT NULL \
          AND owner_pidns IS NOT NULL AND owner_host IS NOT NULL ORDER BY id",
-        [],
+        (),
         |r| Ok((RunId(r.get(0)?), RunOwner::from_row(r, 1)?)),
     )
 }
@@ -521,7 +521,7 @@ mod tests {
         conn.execute(
             "INSERT INTO frames (stream, seq, kind, body, at) VALUES ('1', 1, 'error', \
              '{\"type\":\"error\",\"code\":\"X\",\"message\":\"m\",\"extra\":1}', 1)",
-            [],
+            (),
         )
         .expect("raw insert");
         let store = open(&path);

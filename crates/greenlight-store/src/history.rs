@@ -11,7 +11,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use greenlight_stream::GateVerdict;
-use rusqlite::params;
+use crate::db::{Param, Value, params};
 
 use crate::Error;
 use crate::frames::{Run, RunId};
@@ -175,7 +175,7 @@ impl Tx<'_> {
         let added = self.insert_gate_row(
             "?1, NULL, NULL, r.repository, r.worktree",
             "runs r WHERE r.id = ?1",
-            [&run.0, &rusqlite::types::Null, &rusqlite::types::Null],
+            [&run.0, &Value::Null, &Value::Null],
             row,
         )?;
         if added == 0 {
@@ -215,7 +215,7 @@ impl Tx<'_> {
         &self,
         scope: &str,
         from: &str,
-        keys: [&dyn rusqlite::ToSql; 3],
+        keys: [&dyn Param; 3],
         row: &NewRunGate,
     ) -> Result<usize, Error> {
         let duration = row
@@ -223,7 +223,7 @@ impl Tx<'_> {
             .map(|ms| i64::try_from(ms).unwrap_or(i64::MAX));
         let digest = row.digest.as_ref();
         let reasons = digest.map(|d| d.reasons.join(","));
-        let fields: [&dyn rusqlite::ToSql; 10] = [
+        let fields: [&dyn Param; 10] = [
             &row.gate,
             &row.verdict.as_str(),
             &row.exit_code,
@@ -242,7 +242,7 @@ impl Tx<'_> {
                  digest_format, digest_reasons) \
                  SELECT {scope}, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13 FROM {from}"
             ),
-            rusqlite::params_from_iter(keys.into_iter().chain(fields)),
+            keys.iter().chain(&fields).map(|p| p.value()).collect::<Vec<Value>>(),
         )
     }
 }
@@ -315,7 +315,7 @@ pub(crate) fn runs_in<A: Access + ?Sized>(
             a,
             &runs_sql(column),
             params![key, limit(max)],
-            |r| r.get::<_, i64>(0),
+            |r| r.get::<i64>(0),
         )?);
     }
     let mut runs = Vec::new();
@@ -349,7 +349,7 @@ struct RawRow {
     digest_reasons: Option<String>,
 }
 
-fn raw_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawRow> {
+fn raw_row(r: &crate::db::Row) -> crate::db::DbResult<RawRow> {
     Ok(RawRow {
         id: r.get(0)?,
         run: r.get(1)?,
@@ -471,7 +471,7 @@ pub(crate) fn gate_ids<A: Access + ?Sized>(
     let mut ids = Vec::new();
     for (column, key) in scope_keys(scope) {
         let sql = gate_ids_sql(column);
-        ids.extend(collect(a, &sql, params![key], |r| r.get::<_, String>(0))?);
+        ids.extend(collect(a, &sql, params![key], |r| r.get::<String>(0))?);
     }
     ids.sort();
     ids.dedup();
@@ -728,7 +728,7 @@ mod tests {
             "/r/a",
             &[row("unit", GateVerdict::Pass, 5, 1)],
         );
-        use rusqlite::types::Value;
+        use crate::db::Value;
         let key = || Value::Blob(b"/r/.git".to_vec());
         let gate = || Value::Text("unit".into());
         let mut queries = Vec::new();
@@ -737,13 +737,13 @@ mod tests {
             queries.push((
                 format!("runs_by_{column}"),
                 runs_sql(column),
-                vec![key(), Value::Integer(100)],
+                vec![key(), Value::Int(100)],
             ));
             for measured in [false, true] {
                 queries.push((
                     index.clone(),
                     newest_rows_sql(column, measured),
-                    vec![key(), gate(), Value::Integer(100)],
+                    vec![key(), gate(), Value::Int(100)],
                 ));
             }
             queries.push((index, gate_ids_sql(column), vec![key()]));
@@ -752,8 +752,8 @@ mod tests {
             let plan: Vec<String> = collect(
                 &store,
                 &format!("EXPLAIN QUERY PLAN {sql}"),
-                rusqlite::params_from_iter(values),
-                |r| r.get::<_, String>(3),
+                values,
+                |r| r.get::<String>(3),
             )
             .expect("plan");
             let text = plan.join("\n");

@@ -42,12 +42,14 @@
 
 #![cfg(unix)]
 
+mod db;
 mod error;
 mod frames;
 mod history;
 mod listing;
 mod model;
 mod owner;
+pub mod pg;
 mod read;
 mod schema;
 mod tx;
@@ -62,6 +64,9 @@ use std::time::Duration;
 
 use rusqlite::{Connection, TransactionBehavior};
 
+use crate::db::Conn;
+
+pub use db::DbError;
 pub use error::Error;
 pub use frames::{INTERRUPTED, Run, RunId};
 pub use greenlight_stream;
@@ -156,14 +161,22 @@ pub fn default_state_path_from(env: impl Fn(&str) -> Option<OsString>) -> Result
     Err(Error::NoStatePath)
 }
 
-/// An open state database. Not `Sync`: give each thread (or process) its own `Store` on the same
-/// file; SQLite's locking makes them safe together.
+/// An open state database: a SQLite file, or a PostgreSQL database named by a
+/// `postgres://` URL given where a path goes. Not `Sync`: give each thread (or process) its own
+/// `Store`; SQLite's locking, or PostgreSQL's, makes them safe together.
 pub struct Store {
-    conn: Connection,
+    handle: Handle,
+    /// The file, or the URL without its password: what messages name.
     path: PathBuf,
     clock: Arc<dyn WallClock>,
-    /// Pokes whoever follows the file after each commit (see [`wake`]).
-    waker: wake::Waker,
+    /// Pokes whoever follows the file after each commit (see [`wake`]); PostgreSQL notifies
+    /// its listeners itself.
+    waker: Option<wake::Waker>,
+}
+
+enum Handle {
+    Sqlite(Connection),
+    Postgres(pg::Pooled),
 }
 
 impl std::fmt::Debug for Store {
@@ -173,6 +186,18 @@ impl std::fmt::Debug for Store {
             .finish_non_exhaustive()
     }
 }
+
+/// The channel PostgreSQL notifies after a transaction that appended frames commits.
+pub const FRAMES_CHANNEL: &str = "greenlight_frames";
+
+/// The channel PostgreSQL notifies after a transaction that queued work commits.
+pub const QUEUE_CHANNEL: &str = "greenlight_queue";
+
+/// PostgreSQL's stand-in for SQLite's IMMEDIATE transaction: every writer takes this one
+/// transaction-scoped advisory lock first, so writers run one at a time, each seeing every
+/// commit before it, exactly as on SQLite. Writes are a few small statements, so one lock
+/// costs little; queue claims, which must not wait on each other, do not take it.
+pub(crate) const PG_BEGIN_WRITE: &str = "BEGIN; SELECT pg_advisory_xact_lock(7165064437063036020)";
 
 impl Store {
     /// Closes the open runs whose owner is gone, as [`Tx::close_abandoned_runs`] does; looks
@@ -209,15 +234,18 @@ impl Store {
     }
 
     fn open_unchecked(path: &Path, clock: Arc<dyn WallClock>) -> Result<Store, Error> {
+        if let Some(url) = path.to_str().filter(|p| pg::is_url(p)) {
+            return Store::open_postgres(&pg::PgTarget::parse(url)?, clock);
+        }
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|source| Error::CreateDir {
                 path: dir.to_path_buf(),
                 source,
             })?;
         }
-        let open_err = |source| Error::Open {
+        let open_err = |source: rusqlite::Error| Error::Open {
             path: path.to_path_buf(),
-            source,
+            source: source.into(),
         };
         let mut conn = Connection::open(path).map_err(open_err)?;
         // busy_timeout first: switching to WAL itself needs a lock another process may hold.
@@ -239,18 +267,41 @@ impl Store {
             }
         }
         Ok(Store {
-            conn,
+            handle: Handle::Sqlite(conn),
             path: path.to_path_buf(),
             clock,
-            waker: wake::Waker::new(wake::dir_for(path)),
+            waker: Some(wake::Waker::new(wake::dir_for(path))),
         })
+    }
+
+    /// Opens the PostgreSQL store `target` names and brings its schema up to date.
+    pub fn open_postgres(target: &pg::PgTarget, clock: Arc<dyn WallClock>) -> Result<Store, Error> {
+        let path = PathBuf::from(target.shown());
+        let open_err = |source| Error::Open {
+            path: path.clone(),
+            source,
+        };
+        let pooled = target.take().map_err(open_err)?;
+        schema::migrate_postgres(Conn::Postgres(pooled.cell()), &path)?;
+        Ok(Store {
+            handle: Handle::Postgres(pooled),
+            path,
+            clock,
+            waker: None,
+        })
+    }
+
+    /// Whether this store is a PostgreSQL database (shared by many machines) rather than a
+    /// file.
+    pub fn is_postgres(&self) -> bool {
+        matches!(self.handle, Handle::Postgres(_))
     }
 
     /// WAL, foreign keys, durable commits, and the schema brought up to date.
     fn set_up(conn: &mut Connection, path: &Path) -> Result<(), Error> {
-        let open_err = |source| Error::Open {
+        let open_err = |source: rusqlite::Error| Error::Open {
             path: path.to_path_buf(),
-            source,
+            source: source.into(),
         };
         conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get::<_, String>(0))
             .map_err(open_err)?;
@@ -263,15 +314,28 @@ impl Store {
         schema::migrate(conn, path)
     }
 
+    pub(crate) fn conn(&self) -> Conn<'_> {
+        match &self.handle {
+            Handle::Sqlite(c) => Conn::Sqlite(c),
+            Handle::Postgres(p) => Conn::Postgres(p.cell()),
+        }
+    }
+
     /// Lets this connection's commits return before the disk has them (WAL with `synchronous =
     /// NORMAL`): a power cut may lose its last transactions, never corrupt the file, and a
     /// `kill -9` loses nothing. For records that are a view rather than a verdict (verify and
     /// hook runs), written many times per second, where an fsync per commit would cost more
     /// than the run.
     pub fn relax_durability(&mut self) -> Result<(), Error> {
-        self.conn
-            .pragma_update(None, "synchronous", "NORMAL")
-            .map_err(|e| Error::sql(&self.path, e))
+        match &self.handle {
+            Handle::Sqlite(c) => c
+                .pragma_update(None, "synchronous", "NORMAL")
+                .map_err(|e| Error::sql(&self.path, e)),
+            // Per session: this connection's commits return before the WAL is flushed.
+            Handle::Postgres(p) => Conn::Postgres(p.cell())
+                .batch("SET synchronous_commit = off")
+                .map_err(|e| Error::sql(&self.path, e)),
+        }
     }
 
     /// The database file.
@@ -279,24 +343,49 @@ impl Store {
         &self.path
     }
 
-    /// Run `f` in one IMMEDIATE transaction: committed if it returns `Ok`, rolled back (leaving
-    /// nothing behind) if it returns `Err`. Every row written in it carries the same timestamp,
-    /// read once from the clock. After the commit, whoever listens beside the file is poked
-    /// (see [`wake`]): persist first, then wake.
+    /// Run `f` in one write transaction (SQLite: IMMEDIATE; PostgreSQL: under the store's
+    /// write lock): committed if it returns `Ok`, rolled back (leaving nothing behind) if it
+    /// returns `Err`. Every row written in it carries the same timestamp, read once from the
+    /// clock. After the commit, whoever follows the store is woken (see [`wake`]; PostgreSQL
+    /// delivers its notifications at the commit itself): persist first, then wake.
     pub fn write<T, E>(&mut self, f: impl FnOnce(&Tx<'_>) -> Result<T, E>) -> Result<T, E>
     where
         E: From<Error>,
     {
         let now = self.clock.now_ms();
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(|e| Error::sql(&self.path, e))?;
-        let tx = Tx::new(tx, &self.path, now);
-        let value = f(&tx)?;
-        tx.commit()?;
-        self.waker.poke();
-        Ok(value)
+        let path = &self.path;
+        match &mut self.handle {
+            Handle::Sqlite(conn) => {
+                let tx = conn
+                    .transaction_with_behavior(TransactionBehavior::Immediate)
+                    .map_err(|e| Error::sql(path, e))?;
+                let value = f(&Tx::new(Conn::Sqlite(&tx), path, now))?;
+                tx.commit().map_err(|e| Error::sql(path, e))?;
+                if let Some(waker) = &mut self.waker {
+                    waker.poke();
+                }
+                Ok(value)
+            }
+            Handle::Postgres(pooled) => {
+                let conn = Conn::Postgres(pooled.cell());
+                if let Err(e) = conn.batch(PG_BEGIN_WRITE) {
+                    pooled.discard();
+                    return Err(Error::sql(path, e).into());
+                }
+                let tx = Tx::new(conn, path, now);
+                let outcome = f(&tx);
+                let end = match &outcome {
+                    Ok(_) => tx.pg_commit_sql(),
+                    Err(_) => "ROLLBACK".to_owned(),
+                };
+                drop(tx);
+                if let Err(e) = conn.batch(&end) {
+                    pooled.discard();
+                    return Err(Error::sql(path, e).into());
+                }
+                outcome
+            }
+        }
     }
 
     /// Run `f` over one consistent snapshot (a read transaction): every query in it sees the
@@ -306,33 +395,46 @@ impl Store {
     where
         E: From<Error>,
     {
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Deferred)
-            .map_err(|e| Error::sql(&self.path, e))?;
-        let snapshot = Snapshot {
-            tx,
-            path: &self.path,
-        };
-        let value = f(&snapshot)?;
-        // Nothing was written; ending the read transaction releases the snapshot.
-        snapshot
-            .tx
-            .rollback()
-            .map_err(|e| Error::sql(&self.path, e))?;
-        Ok(value)
+        let path = &self.path;
+        match &mut self.handle {
+            Handle::Sqlite(conn) => {
+                let tx = conn
+                    .transaction_with_behavior(TransactionBehavior::Deferred)
+                    .map_err(|e| Error::sql(path, e))?;
+                let value = f(&Snapshot {
+                    conn: Conn::Sqlite(&tx),
+                    path,
+                })?;
+                // Nothing was written; ending the read transaction releases the snapshot.
+                tx.rollback().map_err(|e| Error::sql(path, e))?;
+                Ok(value)
+            }
+            Handle::Postgres(pooled) => {
+                let conn = Conn::Postgres(pooled.cell());
+                if let Err(e) = conn.batch("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY") {
+                    pooled.discard();
+                    return Err(Error::sql(path, e).into());
+                }
+                let outcome = f(&Snapshot { conn, path });
+                if let Err(e) = conn.batch("ROLLBACK") {
+                    pooled.discard();
+                    return Err(Error::sql(path, e).into());
+                }
+                outcome
+            }
+        }
     }
 }
 
 /// A read-only view of one instant of the database, from [`Store::read`].
 pub struct Snapshot<'a> {
-    tx: rusqlite::Transaction<'a>,
+    conn: Conn<'a>,
     path: &'a Path,
 }
 
 impl read::sealed::Access for Snapshot<'_> {
-    fn conn(&self) -> &Connection {
-        &self.tx
+    fn conn(&self) -> Conn<'_> {
+        self.conn
     }
     fn db_path(&self) -> &Path {
         self.path
@@ -342,8 +444,8 @@ impl read::sealed::Access for Snapshot<'_> {
 impl Reads for Snapshot<'_> {}
 
 impl read::sealed::Access for Store {
-    fn conn(&self) -> &Connection {
-        &self.conn
+    fn conn(&self) -> Conn<'_> {
+        Store::conn(self)
     }
     fn db_path(&self) -> &Path {
         &self.path

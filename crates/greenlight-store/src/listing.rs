@@ -6,7 +6,7 @@
 //! are never deleted, and stay reachable by id and in the list with archived goals included.
 //! Each part is one range of an index, stopping at the page's size.
 
-use rusqlite::params;
+use crate::db::params;
 
 use crate::Error;
 use crate::model::{Goal, GoalId, Millis};
@@ -76,7 +76,7 @@ pub(crate) fn goal_page<A: Access + Reads + ?Sized>(
             a,
             "SELECT id FROM goals WHERE updated_at >= ?3 AND id < ?1 ORDER BY id DESC LIMIT ?2",
             params![before, n, page.now - ARCHIVE_AFTER_MS],
-            |r| r.get::<_, i64>(0),
+            |r| r.get::<i64>(0),
         )?);
         ids
     };

@@ -81,7 +81,7 @@ fn proc_is_ours() -> bool {
 impl RunOwner {
     /// The owner held in four columns of `row` from `first` on, in the order every owned table
     /// keeps them: `owner_pid, owner_start, owner_pidns, owner_host`.
-    pub(crate) fn from_row(row: &rusqlite::Row<'_>, first: usize) -> rusqlite::Result<RunOwner> {
+    pub(crate) fn from_row(row: &crate::db::Row, first: usize) -> crate::db::DbResult<RunOwner> {
         Ok(RunOwner {
             pid: row.get(first)?,
             start: row.get(first + 1)?,

@@ -8,7 +8,7 @@ use std::ffi::OsString;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 
-use rusqlite::{OptionalExtension, Row, params};
+use crate::db::{OptionalExtension, Row, params};
 
 use crate::Error;
 use crate::model::{
@@ -20,7 +20,7 @@ use crate::model::{
 pub(crate) mod sealed {
     /// Access to the connection; sealed so only this crate can implement [`super::Reads`].
     pub trait Access {
-        fn conn(&self) -> &rusqlite::Connection;
+        fn conn(&self) -> crate::db::Conn<'_>;
         fn db_path(&self) -> &std::path::Path;
     }
 }
@@ -82,7 +82,7 @@ pub trait Reads: sealed::Access {
     /// Every goal ever created, oldest first (cleared and done ones included).
     fn goals(&self) -> Result<Vec<Goal>, Error> {
         let sql = format!("SELECT {GOAL_COLUMNS} FROM goals ORDER BY id");
-        let raws = collect(self, &sql, [], RawGoal::from_row)?;
+        let raws = collect(self, &sql, (), RawGoal::from_row)?;
         raws.into_iter().map(|r| r.decode(self.db_path())).collect()
     }
 
@@ -161,21 +161,21 @@ pub trait Reads: sealed::Access {
             |r| {
                 Ok((
                     (
-                        r.get::<_, i64>(0)?,
-                        r.get::<_, u32>(1)?,
-                        r.get::<_, u32>(2)?,
+                        r.get::<i64>(0)?,
+                        r.get::<u32>(1)?,
+                        r.get::<u32>(2)?,
                     ),
                     (
-                        r.get::<_, String>(3)?,
-                        r.get::<_, String>(4)?,
-                        r.get::<_, String>(5)?,
+                        r.get::<String>(3)?,
+                        r.get::<String>(4)?,
+                        r.get::<String>(5)?,
                     ),
                     (
-                        r.get::<_, String>(6)?,
-                        r.get::<_, Option<String>>(7)?,
-                        r.get::<_, Option<i64>>(8)?,
+                        r.get::<String>(6)?,
+                        r.get::<Option<String>>(7)?,
+                        r.get::<Option<i64>>(8)?,
                     ),
-                    (r.get::<_, i64>(9)?, r.get::<_, Option<i64>>(10)?),
+                    (r.get::<i64>(9)?, r.get::<Option<i64>>(10)?),
                 ))
             },
         )?;
@@ -238,12 +238,12 @@ pub trait Reads: sealed::Access {
             params![after, goal.map(|g| g.0), limit],
             |r| {
                 Ok((
-                    r.get::<_, i64>(0)?,
-                    r.get::<_, Option<i64>>(1)?,
-                    r.get::<_, Option<u32>>(2)?,
-                    r.get::<_, String>(3)?,
-                    r.get::<_, String>(4)?,
-                    r.get::<_, i64>(5)?,
+                    r.get::<i64>(0)?,
+                    r.get::<Option<i64>>(1)?,
+                    r.get::<Option<u32>>(2)?,
+                    r.get::<String>(3)?,
+                    r.get::<String>(4)?,
+                    r.get::<i64>(5)?,
                 ))
             },
         )?;
@@ -270,8 +270,7 @@ pub trait Reads: sealed::Access {
     fn last_seq(&self) -> Result<i64, Error> {
         // Cached: the server asks after every commit it is woken for.
         self.conn()
-            .prepare_cached("SELECT COALESCE(MAX(seq), 0) FROM events")
-            .and_then(|mut stmt| stmt.query_row([], |r| r.get(0)))
+            .query_row("SELECT COALESCE(MAX(seq), 0) FROM events", (), |r| r.get(0))
             .map_err(|e| sql_err(self, e))
     }
 
@@ -460,7 +459,7 @@ pub trait Reads: sealed::Access {
     }
 }
 
-pub(crate) fn sql_err<A: sealed::Access + ?Sized>(a: &A, e: rusqlite::Error) -> Error {
+pub(crate) fn sql_err<A: sealed::Access + ?Sized>(a: &A, e: crate::db::DbError) -> Error {
     Error::sql(a.db_path(), e)
 }
 
@@ -468,16 +467,13 @@ pub(crate) fn collect<A, T, P>(
     a: &A,
     sql: &str,
     params: P,
-    f: impl FnMut(&Row<'_>) -> rusqlite::Result<T>,
+    f: impl FnMut(&Row) -> crate::db::DbResult<T>,
 ) -> Result<Vec<T>, Error>
 where
     A: sealed::Access + ?Sized,
-    P: rusqlite::Params,
+    P: crate::db::Params,
 {
-    let mut stmt = a.conn().prepare_cached(sql).map_err(|e| sql_err(a, e))?;
-    let rows = stmt.query_map(params, f).map_err(|e| sql_err(a, e))?;
-    rows.collect::<Result<Vec<_>, _>>()
-        .map_err(|e| sql_err(a, e))
+    a.conn().query_map(sql, params, f).map_err(|e| sql_err(a, e))
 }
 
 fn corrupt(path: &Path, what: &'static str, found: impl Into<String>) -> Error {
@@ -528,7 +524,7 @@ pub(crate) struct RawGoal {
 }
 
 impl RawGoal {
-    pub(crate) fn from_row(r: &Row<'_>) -> rusqlite::Result<Self> {
+    pub(crate) fn from_row(r: &Row) -> crate::db::DbResult<Self> {
         Ok(RawGoal {
             id: r.get(0)?,
             worktree: r.get(1)?,
@@ -610,7 +606,7 @@ struct RawGate {
 }
 
 impl RawGate {
-    fn from_row(r: &Row<'_>) -> rusqlite::Result<Self> {
+    fn from_row(r: &Row) -> crate::db::DbResult<Self> {
         Ok(RawGate {
             id: r.get(0)?,
             goal: r.get(1)?,
@@ -669,7 +665,7 @@ pub(crate) struct RawGateRun {
 }
 
 impl RawGateRun {
-    pub(crate) fn from_row(r: &Row<'_>) -> rusqlite::Result<Self> {
+    pub(crate) fn from_row(r: &Row) -> crate::db::DbResult<Self> {
         Ok(RawGateRun {
             id: r.get(0)?,
             goal: r.get(1)?,
@@ -742,7 +738,7 @@ pub(crate) struct RawDispatch {
 }
 
 impl RawDispatch {
-    pub(crate) fn from_row(r: &Row<'_>) -> rusqlite::Result<Self> {
+    pub(crate) fn from_row(r: &Row) -> crate::db::DbResult<Self> {
         Ok(RawDispatch {
             id: r.get(0)?,
             goal: r.get(1)?,

@@ -8,6 +8,8 @@ use std::path::Path;
 
 use rusqlite::{Connection, TransactionBehavior};
 
+use crate::db::Conn;
+
 use crate::Error;
 
 /// The migration steps; `MIGRATIONS[i]` produces version `i + 1`.
@@ -443,13 +445,13 @@ pub(crate) fn migrate(conn: &mut Connection, path: &Path) -> Result<(), Error> {
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(|source| Error::Open {
                 path: path.to_path_buf(),
-                source,
+                source: source.into(),
             })?;
         let version: i64 = tx
             .query_row("PRAGMA user_version", [], |r| r.get(0))
             .map_err(|source| Error::Open {
                 path: path.to_path_buf(),
-                source,
+                source: source.into(),
             })?;
         if version > SCHEMA_VERSION {
             return Err(Error::SchemaTooNew {
@@ -469,16 +471,117 @@ pub(crate) fn migrate(conn: &mut Connection, path: &Path) -> Result<(), Error> {
             return Ok(());
         };
         let next = version + 1;
-        let failed = |source| Error::Migrate {
+        let failed = |source: rusqlite::Error| Error::Migrate {
             path: path.to_path_buf(),
             version: next,
-            source,
+            source: source.into(),
         };
         tx.execute_batch(step).map_err(failed)?;
         tx.pragma_update(None, "user_version", next)
             .map_err(failed)?;
         tx.commit().map_err(failed)?;
     }
+}
+
+/// A PostgreSQL store at version [`PG_BASELINE_VERSION`], made in one step: the same tables as
+/// a SQLite file after `MIGRATIONS[..12]`, in PostgreSQL's types. (No PostgreSQL store older
+/// than that exists, so its history is not replayed.)
+const PG_BASELINE: &str = include_str!("schema_pg.sql");
+
+/// The version [`PG_BASELINE`] produces.
+const PG_BASELINE_VERSION: i64 = 12;
+
+/// The PostgreSQL spelling of each step after the baseline: `PG_STEPS[i]` produces version
+/// `PG_BASELINE_VERSION + 1 + i`, the same version `MIGRATIONS` gives a SQLite file.
+const PG_STEPS: &[&str] = &[];
+
+const _: () = assert!(
+    PG_BASELINE_VERSION + PG_STEPS.len() as i64 == SCHEMA_VERSION,
+    "every SQLite migration step needs its PostgreSQL spelling"
+);
+
+/// Bring a PostgreSQL store up to [`SCHEMA_VERSION`], one transaction per step, each under the
+/// store's write lock so two processes opening a new database at once apply each step once.
+pub(crate) fn migrate_postgres(conn: Conn<'_>, path: &Path) -> Result<(), Error> {
+    let open_err = |source| Error::Open {
+        path: path.to_path_buf(),
+        source,
+    };
+    // Without the lock first: a current store (every open but the first) costs one query.
+    if pg_version(conn).ok() == Some(SCHEMA_VERSION) {
+        return Ok(());
+    }
+    loop {
+        conn.batch(crate::PG_BEGIN_WRITE).map_err(open_err)?;
+        let version = conn
+            .batch("CREATE TABLE IF NOT EXISTS greenlight_schema (version BIGINT NOT NULL)")
+            .and_then(|()| pg_version(conn));
+        let version = match version {
+            Ok(v) => v,
+            Err(e) => {
+                let _ = conn.batch("ROLLBACK");
+                return Err(open_err(e));
+            }
+        };
+        let step = match version {
+            v if v == SCHEMA_VERSION => None,
+            v if v > SCHEMA_VERSION => {
+                let _ = conn.batch("ROLLBACK");
+                return Err(Error::SchemaTooNew {
+                    path: path.to_path_buf(),
+                    found: v,
+                    supported: SCHEMA_VERSION,
+                });
+            }
+            0 => Some(PG_BASELINE),
+            v => match usize::try_from(v - PG_BASELINE_VERSION - 1)
+                .ok()
+                .and_then(|i| PG_STEPS.get(i))
+            {
+                Some(step) => Some(*step),
+                None => {
+                    let _ = conn.batch("ROLLBACK");
+                    return Err(Error::Corrupt {
+                        path: path.to_path_buf(),
+                        what: "greenlight_schema.version",
+                        found: v.to_string(),
+                    });
+                }
+            },
+        };
+        let Some(step) = step else {
+            conn.batch("COMMIT").map_err(open_err)?;
+            return Ok(());
+        };
+        let next = if version == 0 {
+            PG_BASELINE_VERSION
+        } else {
+            version + 1
+        };
+        let applied = conn.batch(step).and_then(|()| {
+            conn.execute("DELETE FROM greenlight_schema", ())?;
+            conn.execute("INSERT INTO greenlight_schema (version) VALUES (?1)", [next])?;
+            conn.batch("COMMIT")
+        });
+        if let Err(source) = applied {
+            let _ = conn.batch("ROLLBACK");
+            return Err(Error::Migrate {
+                path: path.to_path_buf(),
+                version: next,
+                source,
+            });
+        }
+    }
+}
+
+/// The version a PostgreSQL store records (0: none yet).
+fn pg_version(conn: Conn<'_>) -> Result<i64, crate::db::DbError> {
+    use crate::db::OptionalExtension;
+    conn.query_row("SELECT MAX(version) FROM greenlight_schema", (), |r| {
+        r.get::<Option<i64>>(0)
+    })
+    .optional()
+    .map(|v| v.flatten().unwrap_or(0))
 }
 
 #[cfg(test)]
@@ -527,7 +630,7 @@ mod tests {
             .query_row(
                 "SELECT g.command, g.timeout_sec, g.mutex, d.reply, o.model_probed \
                  FROM gates g, dispatches d, goals o",
-                [],
+                (),
                 |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
             )
             .expect("row");
@@ -555,13 +658,13 @@ mod tests {
         conn.execute(
             "INSERT INTO tool_calls (dispatch_id, seq, step, call_id, tool, arguments, status, started_at) \
              VALUES (1, 1, 1, 'c', 'run', '{}', 'intent', 2)",
-            [],
+            (),
         )
         .expect("a tool call row");
         let bad = conn.execute(
             "INSERT INTO tool_calls (dispatch_id, seq, step, call_id, tool, arguments, status, started_at, ended_at) \
              VALUES (1, 2, 1, 'c', 'run', '{}', 'intent', 2, 3)",
-            [],
+            (),
         );
         assert!(bad.is_err(), "an intent has no end");
     }
@@ -584,7 +687,7 @@ mod tests {
         let (repository, rows): (Option<Vec<u8>>, i64) = conn
             .query_row(
                 "SELECT repository, (SELECT COUNT(*) FROM run_gates) FROM runs",
-                [],
+                (),
                 |r| Ok((r.get(0)?, r.get(1)?)),
             )
             .expect("row");
@@ -592,7 +695,7 @@ mod tests {
         conn.execute(
             "INSERT INTO run_gates (run_id, gate, verdict, exit_code, duration_ms, attempts, \
              decided_at) VALUES (1, 'unit', 'flaky', 0, 40, 2, 2)",
-            [],
+            (),
         )
         .expect("a gate row");
         let cached: i64 = conn
@@ -615,7 +718,7 @@ mod tests {
                     "INSERT INTO run_gates (run_id, gate, verdict, exit_code, duration_ms, \
                      attempts, decided_at) VALUES {bad}"
                 ),
-                [],
+                (),
             );
             assert!(refused.is_err(), "{bad} must be refused");
         }
@@ -638,7 +741,7 @@ mod tests {
             .query_row(
                 "SELECT g.repository, g.worktree, r.owner_pid FROM run_gates g \
                  JOIN runs r ON r.id = g.run_id",
-                [],
+                (),
                 |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
             )
             .expect("row");
@@ -707,7 +810,7 @@ mod tests {
             "INSERT INTO run_gates (goal_id, turn, gate, verdict, exit_code, duration_ms, \
              attempts, decided_at, digest_class, digest_format, digest_reasons) \
              VALUES (1, 1, 'unit', 'pass', 0, 30, 1, 4, 'partial', 'pytest', 'no-summary')",
-            [],
+            (),
         )
         .expect("a goal's row with telemetry");
         for bad in [
@@ -730,7 +833,7 @@ mod tests {
                      duration_ms, attempts, decided_at, digest_class, digest_format, \
                      digest_reasons) VALUES {bad}"
                 ),
-                [],
+                (),
             );
             assert!(refused.is_err(), "{bad} must be refused");
         }
@@ -751,7 +854,7 @@ mod tests {
         let (version, runs, workflows): (i64, i64, i64) = conn
             .query_row(
                 "SELECT (SELECT user_version FROM pragma_user_version),                  (SELECT COUNT(*) FROM runs), (SELECT COUNT(*) FROM workflow_runs)",
-                [],
+                (),
                 |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
             )
             .expect("counts");

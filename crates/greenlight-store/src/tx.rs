@@ -9,7 +9,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use greenlight_stream::{FrameBody, StreamId};
-use rusqlite::{Connection, OptionalExtension, params};
+use crate::db::{Conn, OptionalExtension, params};
 use serde_json::{Value, json};
 
 use crate::Error;
@@ -22,14 +22,23 @@ use crate::read::{self, Reads, sealed::Access};
 
 /// One open IMMEDIATE transaction. Obtained only through [`Store::write`](crate::Store::write).
 pub struct Tx<'a> {
-    tx: rusqlite::Transaction<'a>,
+    tx: Conn<'a>,
     path: &'a Path,
     now: Millis,
+    /// Which PostgreSQL channels to notify when this transaction commits.
+    notify: std::cell::Cell<Notify>,
+}
+
+/// What a committed transaction tells PostgreSQL listeners.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Notify {
+    pub(crate) frames: bool,
+    pub(crate) queue: bool,
 }
 
 impl Access for Tx<'_> {
-    fn conn(&self) -> &Connection {
-        &self.tx
+    fn conn(&self) -> Conn<'_> {
+        self.tx
     }
     fn db_path(&self) -> &Path {
         self.path
@@ -59,12 +68,43 @@ fn int(v: u64) -> i64 {
 }
 
 impl<'a> Tx<'a> {
-    pub(crate) fn new(tx: rusqlite::Transaction<'a>, path: &'a Path, now: Millis) -> Self {
-        Tx { tx, path, now }
+    pub(crate) fn new(tx: Conn<'a>, path: &'a Path, now: Millis) -> Self {
+        Tx {
+            tx,
+            path,
+            now,
+            notify: std::cell::Cell::default(),
+        }
     }
 
-    pub(crate) fn commit(self) -> Result<(), Error> {
-        self.tx.commit().map_err(|e| Error::sql(self.path, e))
+    /// Marks that this transaction appended frames or queued work, so PostgreSQL listeners are
+    /// notified when it commits.
+    pub(crate) fn note(&self, change: impl FnOnce(&mut Notify)) {
+        let mut n = self.notify.get();
+        change(&mut n);
+        self.notify.set(n);
+    }
+
+    /// What ends this transaction on PostgreSQL: its notifications, then `COMMIT` (a
+    /// notification is delivered only if, and when, the transaction commits).
+    pub(crate) fn pg_commit_sql(&self) -> String {
+        let n = self.notify.get();
+        let mut sql = String::new();
+        if n.frames {
+            sql.push_str(&format!("NOTIFY {}; ", crate::FRAMES_CHANNEL));
+        }
+        if n.queue {
+            sql.push_str(&format!("NOTIFY {}; ", crate::QUEUE_CHANNEL));
+        }
+        sql.push_str("COMMIT");
+        sql
+    }
+
+    /// Runs an `INSERT … RETURNING id` and gives the new row's id.
+    pub(crate) fn insert_id(&self, sql: &str, params: impl crate::db::Params) -> Result<i64, Error> {
+        self.tx
+            .query_row(sql, params, |r| r.get(0))
+            .map_err(|e| self.sql(e))
     }
 
     /// The timestamp every row of this transaction carries.
@@ -72,15 +112,12 @@ impl<'a> Tx<'a> {
         self.now
     }
 
-    fn sql(&self, e: rusqlite::Error) -> Error {
+    fn sql(&self, e: crate::db::DbError) -> Error {
         Error::sql(self.path, e)
     }
 
-    pub(crate) fn exec(&self, sql: &str, params: impl rusqlite::Params) -> Result<usize, Error> {
-        self.tx
-            .prepare_cached(sql)
-            .and_then(|mut s| s.execute(params))
-            .map_err(|e| self.sql(e))
+    pub(crate) fn exec(&self, sql: &str, params: impl crate::db::Params) -> Result<usize, Error> {
+        self.tx.execute(sql, params).map_err(|e| self.sql(e))
     }
 
     /// Append an event; returns its seq. Mutating methods call this themselves; call it directly
@@ -97,11 +134,11 @@ impl<'a> Tx<'a> {
             what: "event payload",
             source,
         })?;
-        self.exec(
-            "INSERT INTO events (goal_id, turn, kind, payload, at) VALUES (?1, ?2, ?3, ?4, ?5)",
+        self.insert_id(
+            "INSERT INTO events (goal_id, turn, kind, payload, at) VALUES (?1, ?2, ?3, ?4, ?5) \
+             RETURNING seq",
             params![goal.map(|g| g.0), turn, kind, text, self.now],
-        )?;
-        Ok(self.tx.last_insert_rowid())
+        )
     }
 
     fn goal_state(&self, goal: GoalId) -> Result<GoalState, Error> {
@@ -151,10 +188,10 @@ impl<'a> Tx<'a> {
             });
         }
         let (argv, endpoint) = agent_json_columns(&new.agent)?;
-        self.exec(
+        let id_raw = self.insert_id(
             "INSERT INTO goals (worktree, text, state, agent_family, agent_model, agent_argv, judge, \
              max_turns, retries, gate_timeout_sec, created_at, updated_at, agent_endpoint) \
-             VALUES (?1, ?2, 'active', ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10, ?11)",
+             VALUES (?1, ?2, 'active', ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10, ?11) RETURNING id",
             params![
                 worktree.as_os_str().as_bytes(),
                 new.text,
@@ -169,7 +206,7 @@ impl<'a> Tx<'a> {
                 endpoint,
             ],
         )?;
-        let id = GoalId(self.tx.last_insert_rowid());
+        let id = GoalId(id_raw);
         self.append_event(
             Some(id),
             None,
@@ -332,13 +369,13 @@ impl<'a> Tx<'a> {
         if gate.command.trim().is_empty() {
             return Err(Error::EmptyGateCommand { goal });
         }
-        self.exec(
+        let id_raw = self.insert_id(
             "INSERT INTO gates (goal_id, position, command, timeout_sec, mutex, created_at) \
              VALUES (?1, (SELECT COALESCE(MAX(position), 0) + 1 FROM gates WHERE goal_id = ?1), \
-             ?2, ?3, ?4, ?5)",
+             ?2, ?3, ?4, ?5) RETURNING id",
             params![goal.0, gate.command, gate.timeout_sec, gate.mutex, self.now],
         )?;
-        let id = GateId(self.tx.last_insert_rowid());
+        let id = GateId(id_raw);
         self.append_event(
             Some(goal),
             None,
@@ -525,10 +562,10 @@ impl<'a> Tx<'a> {
                 self.now
             ],
         )?;
-        self.exec(
+        let id = self.insert_id(
             "INSERT INTO gate_runs (goal_id, gate_id, turn, attempt, verdict, exit_code, duration_ms, \
              workspace_key, replayed, digest, evidence, created_at) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) RETURNING id",
             params![
                 run.goal.0,
                 run.gate.0,
@@ -544,7 +581,6 @@ impl<'a> Tx<'a> {
                 self.now,
             ],
         )?;
-        let id = self.tx.last_insert_rowid();
         self.append_event(
             Some(run.goal),
             run.turn,
@@ -574,12 +610,12 @@ impl<'a> Tx<'a> {
     /// a crash leaves a row for [`Tx::recover_interrupted`] to find.
     pub fn begin_dispatch(&self, d: &NewDispatch) -> Result<DispatchId, Error> {
         self.require_state(d.goal, &[GoalState::Active], "dispatched")?;
-        self.exec(
+        let id_raw = self.insert_id(
             "INSERT INTO dispatches (goal_id, turn, attempt, family, model, outcome, started_at, step) \
-             VALUES (?1, ?2, ?3, ?4, ?5, 'in-flight', ?6, ?7)",
+             VALUES (?1, ?2, ?3, ?4, ?5, 'in-flight', ?6, ?7) RETURNING id",
             params![d.goal.0, d.turn, d.attempt, d.family.as_str(), d.model, self.now, d.step.as_str()],
         )?;
-        let id = DispatchId(self.tx.last_insert_rowid());
+        let id = DispatchId(id_raw);
         self.append_event(
             Some(d.goal),
             Some(d.turn),

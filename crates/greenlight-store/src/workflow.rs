@@ -13,7 +13,7 @@ use std::path::PathBuf;
 
 use greenlight_stream::{Frame, FrameBody, StreamId, TurnTokens};
 use greenlight_types::{Family, MemberState, WorkflowStatus};
-use rusqlite::{OptionalExtension, Row, params};
+use crate::db::{OptionalExtension, Row, params};
 
 use crate::Error;
 use crate::model::{Millis, is_kebab};
@@ -385,12 +385,12 @@ impl Tx<'_> {
         }
         let owner = RunOwner::current();
         let b = &new.budget;
-        self.exec(
+        let run_raw = self.insert_id(
             "INSERT INTO workflow_runs (id, name, plan_path, repository, worktree, base_commit, \
              plan_digest, args_hash, plan_json, args_json, budget_units, token_cap, cost_cap_usd, \
              wall_clock_ms, status, owner_pid, owner_start, owner_pidns, owner_host, started_at, \
              updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, \
-             'running', ?15, ?16, ?17, ?18, ?19, ?19)",
+             'running', ?15, ?16, ?17, ?18, ?19, ?19) RETURNING id",
             params![
                 new.id.map(|id| id.0),
                 new.name,
@@ -413,7 +413,7 @@ impl Tx<'_> {
                 self.now(),
             ],
         )?;
-        let run = WorkflowRunId(self.conn().last_insert_rowid());
+        let run = WorkflowRunId(run_raw);
         self.append_frame(
             run.stream(),
             &FrameBody::WorkflowRunStarted {
@@ -486,9 +486,9 @@ impl Tx<'_> {
                 change: "dispatched to",
             });
         }
-        self.exec(
+        let id_raw = self.insert_id(
             "INSERT INTO workflow_dispatches (run_id, step, item, attempt, family, model, \
-             worktree, started_at, outcome) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'in-flight')",
+             worktree, started_at, outcome) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'in-flight') RETURNING id",
             params![
                 new.run.0,
                 new.step,
@@ -500,7 +500,7 @@ impl Tx<'_> {
                 self.now(),
             ],
         )?;
-        let id = WorkflowDispatchId(self.conn().last_insert_rowid());
+        let id = WorkflowDispatchId(id_raw);
         self.touch(new.run)?;
         let frame = self.append_frame(
             new.run.stream(),
@@ -949,7 +949,7 @@ struct RawRun {
 }
 
 impl RawRun {
-    fn from_row(r: &Row<'_>) -> rusqlite::Result<Self> {
+    fn from_row(r: &Row) -> crate::db::DbResult<Self> {
         Ok(RawRun {
             id: r.get(0)?,
             name: r.get(1)?,
@@ -1091,7 +1091,7 @@ fn open_workflow_runs<A: Access + ?Sized>(a: &A) -> Result<Vec<(WorkflowRunId, R
         "SELECT id, owner_pid, owner_start, owner_pidns, owner_host FROM workflow_runs \
          WHERE status = 'running' AND owner_pid IS NOT NULL AND owner_start IS NOT NULL \
          AND owner_pidns IS NOT NULL AND owner_host IS NOT NULL ORDER BY id",
-        [],
+        (),
         |r| Ok((WorkflowRunId(r.get(0)?), RunOwner::from_row(r, 1)?)),
     )
 }
