@@ -13,6 +13,10 @@
 #        an ActionCache miss), and only then is DIR/env written, a file to `source`:
 #          export GREENLIGHT_TEST_REAPI=http://127.0.0.1:PORT
 #          export GREENLIGHT_TEST_PG=postgresql://postgres@127.0.0.1:PGPORT/greenlight
+#          export GREENLIGHT_TEST_PG_CA=DIR/pg/ca.crt
+#        The server also takes TLS (its certificate, for 127.0.0.1, is signed by that CA), and
+#        has two more roles for the store's connection tests: gl_password (password "pw-test",
+#        which it must give) and gl_tls (which must connect over TLS).
 #        (database greenlight is empty; bgd is BuildGrid's). On failure it stops what it
 #        started, prints the log's tail and exits 1, leaving DIR for `stop`.
 # stop   stops BuildGrid (its own process group) and PostgreSQL, then removes DIR. Safe to run
@@ -148,7 +152,32 @@ unix_socket_directories = ''
 fsync = off
 synchronous_commit = off
 full_page_writes = off
+max_connections = 300
+ssl = on
+ssl_cert_file = 'server.crt'
+ssl_key_file = 'server.key'
 CONF
+    # TLS and passwords, for the store's connection tests: a certificate for 127.0.0.1 signed by
+    # a CA of this run (DIR/pg/ca.crt), a role that must give a password (gl_password, password
+    # "pw-test") and one that must come over TLS (gl_tls).
+    openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj '/CN=greenlight test CA' \
+        -keyout "$dir/pg/ca.key" -out "$dir/pg/ca.crt" >/dev/null 2>&1 ||
+        die "openssl could not make the test CA (apt-get install openssl)"
+    openssl req -newkey rsa:2048 -nodes -subj '/CN=127.0.0.1' \
+        -keyout "$dir/pg/data/server.key" -out "$dir/pg/server.csr" >/dev/null 2>&1 &&
+        printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' >"$dir/pg/san.ext" &&
+        openssl x509 -req -in "$dir/pg/server.csr" -CA "$dir/pg/ca.crt" -CAkey "$dir/pg/ca.key" \
+            -CAcreateserial -days 2 -extfile "$dir/pg/san.ext" -out "$dir/pg/data/server.crt" \
+            >/dev/null 2>&1 ||
+        die "openssl could not make the test server certificate"
+    chmod 600 "$dir/pg/data/server.key"
+    [[ "$(id -u)" == 0 ]] && chown postgres "$dir/pg/data/server.key" "$dir/pg/data/server.crt"
+    {
+        printf 'host all gl_password 127.0.0.1/32 scram-sha-256\n'
+        printf 'hostnossl all gl_tls 127.0.0.1/32 reject\n'
+        cat "$dir/pg/data/pg_hba.conf"
+    } >"$dir/pg/hba.new" && mv "$dir/pg/hba.new" "$dir/pg/data/pg_hba.conf"
+    [[ "$(id -u)" == 0 ]] && chown postgres "$dir/pg/data/pg_hba.conf"
     local pg_port port attempt
     for attempt in 1 2 3; do
         read -r pg_port port < <(free_ports 2)
@@ -162,7 +191,9 @@ CONF
         fi
     done
     "$pg_bin/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$pg_port" -U postgres -d postgres \
-        -c 'create database bgd' -c 'create database greenlight' >/dev/null ||
+        -c 'create database bgd' -c 'create database greenlight' \
+        -c "create role gl_password login superuser password 'pw-test'" \
+        -c 'create role gl_tls login superuser' >/dev/null ||
         die "creating the databases bgd and greenlight on 127.0.0.1:$pg_port failed (above)"
     "$venv/bin/bgd" migrate apply "$scheme://postgres@127.0.0.1:$pg_port/bgd" >"$dir/migrate.log" 2>&1 ||
         { tail -n 20 "$dir/migrate.log" >&2; die "bgd migrate apply failed (log above: $dir/migrate.log)"; }
@@ -201,6 +232,7 @@ CONF
     {
         echo "export GREENLIGHT_TEST_REAPI=http://127.0.0.1:$port"
         echo "export GREENLIGHT_TEST_PG=postgresql://postgres@127.0.0.1:$pg_port/greenlight"
+        echo "export GREENLIGHT_TEST_PG_CA=$dir/pg/ca.crt"
     } >"$env_tmp"
     mv "$env_tmp" "$dir/env"
     trap - EXIT

@@ -173,7 +173,8 @@ impl Tx<'_> {
         // The run's repository and worktree are copied onto the row: history reads a gate's
         // newest rows in scope from one index, without joining every row to its run.
         let added = self.insert_gate_row(
-            "?1, NULL, NULL, r.repository, r.worktree",
+            // ?2 and ?3 are NULL, typed so PostgreSQL can plan a parameter it never compares.
+            "?1, CAST(?2 AS BIGINT), CAST(?3 AS BIGINT), r.repository, r.worktree",
             "runs r WHERE r.id = ?1",
             [&run.0, &Value::Null, &Value::Null],
             row,

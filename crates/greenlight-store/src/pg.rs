@@ -20,8 +20,9 @@ use crate::db::{DbError, PgClient};
 /// How long connecting may take before the store says the database is unreachable.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Idle connections kept per URL.
+/// Idle connections kept per URL, and in all.
 const POOL_IDLE: usize = 8;
+const POOL_IDLE_TOTAL: usize = 16;
 
 /// Whether a text names a PostgreSQL store rather than a file.
 pub fn is_url(text: &str) -> bool {
@@ -184,7 +185,16 @@ fn redact(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_owned();
     };
-    let rest = rest.split_once('?').map_or(rest, |(r, _)| r);
+    let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
+    let query: Vec<&str> = query
+        .split('&')
+        .filter(|p| !p.is_empty() && !p.starts_with("password="))
+        .collect();
+    let query = if query.is_empty() {
+        String::new()
+    } else {
+        format!("?{}", query.join("&"))
+    };
     let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
     let authority = match authority.rsplit_once('@') {
         Some((user, host)) => match user.split_once(':') {
@@ -193,7 +203,7 @@ fn redact(url: &str) -> String {
         },
         None => authority.to_owned(),
     };
-    format!("{scheme}://{authority}/{path}")
+    format!("{scheme}://{authority}/{path}{query}")
 }
 
 type Pool = Mutex<HashMap<String, Vec<PgClient>>>;
@@ -232,8 +242,9 @@ impl Drop for Pooled {
             return;
         }
         if let Ok(mut p) = pool().lock() {
+            let total: usize = p.values().map(Vec::len).sum();
             let idle = p.entry(std::mem::take(&mut self.key)).or_default();
-            if idle.len() < POOL_IDLE {
+            if idle.len() < POOL_IDLE && total < POOL_IDLE_TOTAL {
                 idle.push(client);
             }
         }
@@ -403,8 +414,8 @@ mod tests {
     #[test]
     fn a_password_never_reaches_a_message() {
         assert_eq!(
-            redact("postgres://me:s3cret@db.example:5432/gl?sslmode=require"),
-            "postgres://me:***@db.example:5432/gl"
+            redact("postgres://me:s3cret@db.example:5432/gl?password=s3cret&sslmode=require"),
+            "postgres://me:***@db.example:5432/gl?sslmode=require"
         );
         assert_eq!(
             redact("postgresql://me@127.0.0.1/gl"),

@@ -234,7 +234,7 @@ pub trait Reads: sealed::Access {
         let raws = collect(
             self,
             "SELECT seq, goal_id, turn, kind, payload, at FROM events \
-             WHERE seq > ?1 AND (?2 IS NULL OR goal_id = ?2) ORDER BY seq LIMIT ?3",
+             WHERE seq > ?1 AND (CAST(?2 AS BIGINT) IS NULL OR goal_id = ?2) ORDER BY seq LIMIT ?3",
             params![after, goal.map(|g| g.0), limit],
             |r| {
                 Ok((

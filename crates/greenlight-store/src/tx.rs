@@ -135,8 +135,10 @@ impl<'a> Tx<'a> {
             source,
         })?;
         self.insert_id(
-            "INSERT INTO events (goal_id, turn, kind, payload, at) VALUES (?1, ?2, ?3, ?4, ?5) \
-             RETURNING seq",
+            // The next seq by hand, under the write lock, so the log stays gap-free on both
+            // backends (a PostgreSQL sequence would keep the numbers a rollback used).
+            "INSERT INTO events (seq, goal_id, turn, kind, payload, at) \
+             SELECT COALESCE(MAX(seq), 0) + 1, ?1, ?2, ?3, ?4, ?5 FROM events RETURNING seq",
             params![goal.map(|g| g.0), turn, kind, text, self.now],
         )
     }
@@ -484,7 +486,7 @@ impl<'a> Tx<'a> {
     /// failed before it could start): it does not count against the budget.
     pub fn refund_turn(&self, goal: GoalId) -> Result<(), Error> {
         self.exec(
-            "UPDATE goals SET turns_used = MAX(turns_used - 1, 0), updated_at = ?2 WHERE id = ?1",
+            "UPDATE goals SET turns_used = CASE WHEN turns_used > 0 THEN turns_used - 1 ELSE 0 END, updated_at = ?2 WHERE id = ?1",
             params![goal.0, self.now],
         )?;
         Ok(())
@@ -856,7 +858,7 @@ impl<'a> Tx<'a> {
     pub fn hook_block(&self, session_id: &str) -> Result<u32, Error> {
         self.exec(
             "INSERT INTO hook_sessions (session_id, blocks, updated_at) VALUES (?1, 1, ?2) \
-             ON CONFLICT (session_id) DO UPDATE SET blocks = blocks + 1, updated_at = ?2",
+             ON CONFLICT (session_id) DO UPDATE SET blocks = hook_sessions.blocks + 1, updated_at = ?2",
             params![session_id, self.now],
         )?;
         self.hook_blocks(session_id)

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 
 use greenlight_stream::{Frame, FrameBody, StreamId, TurnTokens};
 use greenlight_types::{Family, MemberState, WorkflowStatus};
-use crate::db::{OptionalExtension, Row, params};
+use crate::db::{Backend, OptionalExtension, Row, params};
 
 use crate::Error;
 use crate::model::{Millis, is_kebab};
@@ -389,8 +389,9 @@ impl Tx<'_> {
             "INSERT INTO workflow_runs (id, name, plan_path, repository, worktree, base_commit, \
              plan_digest, args_hash, plan_json, args_json, budget_units, token_cap, cost_cap_usd, \
              wall_clock_ms, status, owner_pid, owner_start, owner_pidns, owner_host, started_at, \
-             updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, \
-             'running', ?15, ?16, ?17, ?18, ?19, ?19) RETURNING id",
+             updated_at) SELECT COALESCE(CAST(?1 AS BIGINT), MAX(id) + 1, 1), ?2, ?3, ?4, ?5, \
+             ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, 'running', ?15, ?16, ?17, ?18, ?19, ?19 \
+             FROM workflow_runs RETURNING id",
             params![
                 new.id.map(|id| id.0),
                 new.name,
@@ -464,11 +465,19 @@ impl Tx<'_> {
         answering: &str,
     ) -> Result<(), Error> {
         self.open_run(run, "probed")?;
-        self.exec(
-            "UPDATE workflow_runs SET models_json = json_set(models_json, '$.' || ?2, ?3), \
-             updated_at = ?4 WHERE id = ?1",
-            params![run.0, family.as_str(), answering, self.now()],
-        )?;
+        // One key of the JSON object set in place: each database spells that its own way.
+        let sql = match self.conn().backend() {
+            Backend::Sqlite => {
+                "UPDATE workflow_runs SET models_json = json_set(models_json, '$.' || ?2, ?3), \
+                 updated_at = ?4 WHERE id = ?1"
+            }
+            Backend::Postgres => {
+                "UPDATE workflow_runs SET models_json = CAST(jsonb_set(CAST(models_json AS JSONB), \
+                 ARRAY[CAST(?2 AS TEXT)], to_jsonb(CAST(?3 AS TEXT))) AS TEXT), updated_at = ?4 \
+                 WHERE id = ?1"
+            }
+        };
+        self.exec(sql, params![run.0, family.as_str(), answering, self.now()])?;
         Ok(())
     }
 
@@ -763,7 +772,7 @@ impl Tx<'_> {
         };
         let changed = self.exec(
             "UPDATE workflow_members SET state = ?4, why_kept = ?5, updated_at = ?6 \
-             WHERE run_id = ?1 AND step = ?2 AND item IS ?3",
+             WHERE run_id = ?1 AND step = ?2 AND item IS NOT DISTINCT FROM ?3",
             params![run.0, step, item, state.as_str(), why, self.now()],
         )?;
         if changed == 0 {
@@ -847,7 +856,7 @@ impl Tx<'_> {
         self.exec(
             "UPDATE workflow_runs SET status = ?2, detail_reason = ?3, detail_step = ?4, \
              detail_label = ?5, detail_message = ?6, pause_requested_at = NULL, updated_at = ?7, \
-             ended_at = CASE WHEN ?8 THEN ?7 END WHERE id = ?1",
+             ended_at = CASE WHEN ?8 THEN CAST(?7 AS BIGINT) END WHERE id = ?1",
             params![
                 run.0,
                 status.as_str(),
@@ -913,8 +922,8 @@ const RUN_COLUMNS: &str = "id, name, plan_path, repository, worktree, base_commi
      detail_reason, detail_step, detail_label, detail_message, pause_requested_at, owner_pid, \
      owner_start, owner_pidns, owner_host, started_at, updated_at, ended_at, \
      (SELECT COUNT(*) FROM workflow_dispatches d WHERE d.run_id = workflow_runs.id), \
-     (SELECT SUM(tokens_in) FROM workflow_dispatches d WHERE d.run_id = workflow_runs.id), \
-     (SELECT SUM(tokens_out) FROM workflow_dispatches d WHERE d.run_id = workflow_runs.id), \
+     (SELECT CAST(SUM(tokens_in) AS BIGINT) FROM workflow_dispatches d WHERE d.run_id = workflow_runs.id), \
+     (SELECT CAST(SUM(tokens_out) AS BIGINT) FROM workflow_dispatches d WHERE d.run_id = workflow_runs.id), \
      (SELECT SUM(cost_usd) FROM workflow_dispatches d WHERE d.run_id = workflow_runs.id)";
 
 /// A run row as SQLite holds it; decoded by [`RawRun::decode`].

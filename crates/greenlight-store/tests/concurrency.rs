@@ -3,6 +3,8 @@
 //! The process tests re-run this test binary with `--exact child` and an environment variable
 //! that tells the `child` test what to do; without the variable `child` does nothing.
 
+mod common;
+
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -136,7 +138,7 @@ fn child() {
 #[test]
 fn writers_in_parallel_threads_never_see_database_is_locked() {
     let dir = tempfile::tempdir().expect("tmp");
-    let db = dir.path().join("state.db");
+    let db = common::state_at(dir.path().join("state.db"));
     let handles: Vec<_> = (0..4)
         .map(|i| {
             let db = db.clone();
@@ -161,7 +163,7 @@ fn writers_in_parallel_threads_never_see_database_is_locked() {
 #[test]
 fn writers_in_parallel_processes_never_see_database_is_locked() {
     let dir = tempfile::tempdir().expect("tmp");
-    let db = dir.path().join("state.db");
+    let db = common::state_at(dir.path().join("state.db"));
     let children: Vec<_> = (0..3)
         .map(|i| {
             let wt = dir.path().join(format!("wt{i}"));
@@ -193,7 +195,7 @@ fn writers_in_parallel_processes_never_see_database_is_locked() {
 #[test]
 fn a_runner_killed_with_sigkill_leaves_a_dispatch_that_recovery_marks_interrupted() {
     let dir = tempfile::tempdir().expect("tmp");
-    let db = dir.path().join("state.db");
+    let db = common::state_at(dir.path().join("state.db"));
     let wt = dir.path().join("wt");
     std::fs::create_dir(&wt).expect("mkdir");
     let mut child = child_command("crash", &db, &wt)
@@ -254,7 +256,7 @@ fn a_runner_killed_with_sigkill_leaves_a_dispatch_that_recovery_marks_interrupte
 fn many_connections_opening_a_new_file_at_once_all_succeed() {
     for round in 0..20 {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("state.db");
+        let path = common::state_at(dir.path().join("state.db"));
         let barrier = std::sync::Arc::new(std::sync::Barrier::new(6));
         let handles: Vec<_> = (0..6)
             .map(|_| {

@@ -2,6 +2,8 @@
 //! of the default list, still there by id and with archived goals included), and a watcher
 //! learns which goals and runs changed since it last looked.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 
 use greenlight_store::greenlight_stream::RunKind;
@@ -34,7 +36,7 @@ fn ids(goals: &[greenlight_store::Goal]) -> Vec<i64> {
 
 /// Goals 1..=12: odd ones done, 1–6 of them finished more than a week ago; 12 stays active.
 fn twelve_goals(dir: &Path) -> Store {
-    let db = dir.join("s.db");
+    let db = common::state_at(dir.join("s.db"));
     let mut store = Store::open(&db).expect("open");
     for i in 1..=12 {
         let worktree = dir.join(format!("wt{i}"));
@@ -49,9 +51,9 @@ fn twelve_goals(dir: &Path) -> Store {
             })
             .expect("goal");
     }
-    let raw = rusqlite::Connection::open(&db).expect("raw");
+    let mut raw = common::Raw::open(&db);
     let old = SystemClock.now_ms() - ARCHIVE_AFTER_MS - 60_000;
-    raw.execute("UPDATE goals SET updated_at = ?1 WHERE id <= 6", [old])
+    raw.execute("UPDATE goals SET updated_at = ?1 WHERE id <= 6", &[old.into()])
         .expect("age");
     store
 }

@@ -2,6 +2,8 @@
 //! frame, by whoever looks; a run whose owner lives, or lives in another pid namespace or on
 //! another host, stays open.
 
+mod common;
+
 use std::path::Path;
 use std::sync::Arc;
 
@@ -29,13 +31,13 @@ fn begin(store: &mut Store) -> RunId {
 #[test]
 fn a_run_whose_owner_is_gone_is_closed_as_interrupted_once_with_its_frame() {
     let dir = tempfile::tempdir().expect("tmp");
-    let db = dir.path().join("s.db");
+    let db = common::state_at(dir.path().join("s.db"));
     let mut store = open(&db);
     let live = begin(&mut store);
     let killed = begin(&mut store);
     let foreign_ns = begin(&mut store);
     let foreign_host = begin(&mut store);
-    let raw = rusqlite::Connection::open(&db).expect("raw");
+    let mut raw = common::Raw::open(&db);
     let dead = reaped_pid();
     for (run, extra) in [
         (killed, ""),
@@ -44,7 +46,7 @@ fn a_run_whose_owner_is_gone_is_closed_as_interrupted_once_with_its_frame() {
     ] {
         raw.execute(
             &format!("UPDATE runs SET owner_pid = ?1{extra} WHERE id = ?2"),
-            (dead, run.0),
+            &[i64::from(dead).into(), run.0.into()],
         )
         .expect("owner");
     }
@@ -92,16 +94,16 @@ fn a_run_whose_owner_is_gone_is_closed_as_interrupted_once_with_its_frame() {
 #[test]
 fn a_run_closed_meanwhile_by_its_owner_is_left_as_its_owner_wrote_it() {
     let dir = tempfile::tempdir().expect("tmp");
-    let db = dir.path().join("s.db");
+    let db = common::state_at(dir.path().join("s.db"));
     let mut store = open(&db);
     let run = begin(&mut store);
     store
         .write(|tx| tx.finish_run(run, "passed", 0, 5))
         .expect("finish");
-    let raw = rusqlite::Connection::open(&db).expect("raw");
+    let mut raw = common::Raw::open(&db);
     raw.execute(
         "UPDATE runs SET owner_pid = ?1 WHERE id = ?2",
-        (reaped_pid(), run.0),
+        &[i64::from(reaped_pid()).into(), run.0.into()],
     )
     .expect("owner");
     assert_eq!(store.close_abandoned_runs().expect("close"), []);

@@ -1,5 +1,7 @@
 //! Behaviour of the state database through its public API, on real SQLite files in temp dirs.
 
+mod common;
+
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -13,17 +15,19 @@ use serde_json::json;
 
 struct Fixture {
     dir: tempfile::TempDir,
+    /// The store's location: a file in `dir`, or a fresh PostgreSQL schema.
+    db: PathBuf,
 }
 
 impl Fixture {
     fn new() -> Self {
-        Fixture {
-            dir: tempfile::tempdir().expect("temp dir"),
-        }
+        let dir = tempfile::tempdir().expect("temp dir");
+        let db = common::state_at(dir.path().join("state").join("state.db"));
+        Fixture { dir, db }
     }
 
     fn db(&self) -> PathBuf {
-        self.dir.path().join("state").join("state.db")
+        self.db.clone()
     }
 
     fn open(&self) -> Store {
@@ -37,8 +41,8 @@ impl Fixture {
         p
     }
 
-    fn raw(&self) -> rusqlite::Connection {
-        rusqlite::Connection::open(self.db()).expect("raw connection")
+    fn raw(&self) -> common::Raw {
+        common::Raw::open(&self.db)
     }
 }
 
@@ -73,22 +77,22 @@ fn seqs(store: &Store) -> Vec<i64> {
 fn migrates_an_empty_file_to_the_current_schema_in_wal_mode() {
     let fx = Fixture::new();
     let _store = fx.open();
-    let raw = fx.raw();
-    let version: i64 = raw
-        .query_row("PRAGMA user_version", [], |r| r.get(0))
-        .expect("version");
-    assert_eq!(version, SCHEMA_VERSION);
-    let mode: String = raw
-        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
-        .expect("mode");
-    assert_eq!(mode, "wal");
-    let mut tables: Vec<String> = raw
-        .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")
-        .expect("prepare")
-        .query_map([], |r| r.get(0))
-        .expect("query")
-        .collect::<Result<_, _>>()
-        .expect("rows");
+    let mut raw = fx.raw();
+    assert_eq!(raw.schema_version(), SCHEMA_VERSION);
+    let mut tables = if common::postgres_base().is_some() {
+        // PostgreSQL has no journal mode to check; it is durable by its own WAL.
+        raw.texts(
+            "SELECT table_name FROM information_schema.tables \
+             WHERE table_schema = current_schema() AND table_name <> 'greenlight_schema'",
+            &[],
+        )
+    } else {
+        assert_eq!(raw.texts("PRAGMA journal_mode", &[]), ["wal"]);
+        raw.texts(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'",
+            &[],
+        )
+    };
     tables.sort();
     assert_eq!(
         tables,
@@ -119,9 +123,7 @@ fn migrates_an_empty_file_to_the_current_schema_in_wal_mode() {
 fn a_database_from_a_newer_greenlight_is_refused_with_a_clear_error() {
     let fx = Fixture::new();
     drop(fx.open());
-    fx.raw()
-        .pragma_update(None, "user_version", SCHEMA_VERSION + 1)
-        .expect("bump version");
+    fx.raw().set_schema_version(SCHEMA_VERSION + 1);
     let err = Store::open(&fx.db()).expect_err("newer schema must be refused");
     assert!(
         matches!(err, Error::SchemaTooNew { found, .. } if found == SCHEMA_VERSION + 1),
@@ -192,11 +194,10 @@ fn one_live_goal_per_worktree_is_enforced_with_a_clear_error() {
     assert!(err.to_string().contains("greenlight goal clear"), "{err}");
 
     // The index itself refuses, even for a writer that skips the library's check.
-    let raw = fx.raw();
-    let bypass = raw.execute(
+    let bypass = fx.raw().execute(
         "INSERT INTO goals (worktree, text, state, agent_family, max_turns, retries, gate_timeout_sec, created_at, updated_at) \
          SELECT worktree, 'x', 'active', 'claude', 1, 1, 1, 0, 0 FROM goals WHERE id = ?1",
-        [first.0],
+        &[first.0.into()],
     );
     assert!(
         bypass.is_err(),
@@ -233,11 +234,9 @@ fn a_transaction_that_fails_midway_leaves_nothing_behind() {
     assert!(matches!(err, Error::NotKebabCase { .. }), "{err:?}");
     assert!(store.goals().expect("goals").is_empty());
     assert_eq!(store.last_seq().expect("seq"), before);
-    let raw = fx.raw();
+    let mut raw = fx.raw();
     for table in ["goals", "gates", "turns", "events"] {
-        let n: i64 = raw
-            .query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |r| r.get(0))
-            .expect("count");
+        let n = raw.int(&format!("SELECT COUNT(*) FROM {table}"), &[]);
         assert_eq!(n, 0, "{table} must be empty after the rollback");
     }
 }
@@ -276,9 +275,9 @@ fn the_event_log_is_append_only_even_for_raw_sql() {
     fx.open()
         .write(|tx| tx.create_goal(&new_goal(&wt)))
         .expect("create");
-    let raw = fx.raw();
-    assert!(raw.execute("UPDATE events SET kind = 'x'", []).is_err());
-    assert!(raw.execute("DELETE FROM events", []).is_err());
+    let mut raw = fx.raw();
+    assert!(raw.execute("UPDATE events SET kind = 'x'", &[]).is_err());
+    assert!(raw.execute("DELETE FROM events", &[]).is_err());
 }
 
 #[test]
@@ -349,15 +348,13 @@ fn tokens_not_reported_stay_null_and_reported_zero_stays_zero() {
             )
         })
         .expect("finish");
-    let raw = fx.raw();
-    let nulls: (bool, bool, bool, bool, bool, bool) = raw
-        .query_row(
-            "SELECT tokens_in IS NULL, tokens_out IS NULL, cache_read_tokens IS NULL, cache_write_tokens IS NULL, cost_usd IS NULL, token_source IS NULL FROM dispatches WHERE id = ?1",
-            [unknown.0],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?)),
-        )
-        .expect("row");
-    assert_eq!(nulls, (true, true, true, true, true, true));
+    let nulls = fx.raw().texts(
+        "SELECT tokens_in IS NULL AND tokens_out IS NULL AND cache_read_tokens IS NULL \
+         AND cache_write_tokens IS NULL AND cost_usd IS NULL AND token_source IS NULL \
+         FROM dispatches WHERE id = ?1",
+        &[unknown.0.into()],
+    );
+    assert_eq!(nulls, ["1"]);
     let ledger = store.dispatches(id).expect("ledger");
     assert_eq!(ledger[0].tokens, Tokens::default());
     assert_eq!(ledger[0].reason.as_deref(), Some("dispatch-timeout"));

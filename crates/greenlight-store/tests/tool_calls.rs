@@ -1,6 +1,8 @@
 //! The openai family's records: a goal's server settings (never its key) and the write-ahead
 //! tool-call ledger, on real SQLite files in temp dirs.
 
+mod common;
+
 use std::sync::Arc;
 
 use greenlight_store::{
@@ -10,7 +12,7 @@ use greenlight_store::{
 
 fn open(dir: &tempfile::TempDir) -> Store {
     Store::open_with_clock(
-        &dir.path().join("state.db"),
+        &common::state_at(dir.path().join("state.db")),
         Arc::new(StepClock::new(1_000, 1)),
     )
     .expect("open")

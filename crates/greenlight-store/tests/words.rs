@@ -3,6 +3,8 @@
 //! member it wrote: agent families, goal states, dispatch outcomes, gate verdicts of a goal's
 //! runs and of recorded verify runs, and run kinds.
 
+mod common;
+
 use std::path::Path;
 use std::sync::Arc;
 
@@ -35,14 +37,14 @@ fn goal_for(worktree: &Path, family: Family) -> NewGoal {
 
 /// The text in `column` of the only row of `table` whose `key` is `id`.
 fn stored(db: &Path, sql: &str, id: i64) -> String {
-    let raw = rusqlite::Connection::open(db).expect("raw connection");
-    raw.query_row(sql, [id], |r| r.get(0)).expect("stored text")
+    let mut raw = common::Raw::open(db);
+    raw.texts(sql, &[id.into()]).remove(0)
 }
 
 #[test]
 fn every_family_and_dispatch_outcome_is_stored_as_its_name_and_read_back() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let db = dir.path().join("state.db");
+    let db = common::state_at(dir.path().join("state.db"));
     let mut store = open(&db);
     for family in Family::ALL {
         let wt = dir.path().join(family.as_str());
@@ -105,7 +107,7 @@ fn every_family_and_dispatch_outcome_is_stored_as_its_name_and_read_back() {
 #[test]
 fn every_goal_state_is_stored_as_its_name_and_read_back() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let db = dir.path().join("state.db");
+    let db = common::state_at(dir.path().join("state.db"));
     let mut store = open(&db);
     let goal = store
         .write(|tx| tx.create_goal(&goal_for(dir.path(), Family::Command)))
@@ -152,7 +154,7 @@ fn gate_run(goal: GoalId, gate: greenlight_store::GateId, verdict: GateVerdict) 
 #[test]
 fn a_goal_gate_run_keeps_its_verdict_and_refuses_the_verdicts_only_verify_reaches() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let db = dir.path().join("state.db");
+    let db = common::state_at(dir.path().join("state.db"));
     let mut store = open(&db);
     let goal = store
         .write(|tx| tx.create_goal(&goal_for(dir.path(), Family::Command)))
@@ -204,7 +206,7 @@ fn a_goal_gate_run_keeps_its_verdict_and_refuses_the_verdicts_only_verify_reache
 #[test]
 fn every_verdict_and_run_kind_of_a_recorded_run_is_stored_as_its_name_and_read_back() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let db = dir.path().join("state.db");
+    let db = common::state_at(dir.path().join("state.db"));
     let mut store = open(&db);
     for kind in RunKind::ALL {
         let run = store
@@ -234,14 +236,10 @@ fn every_verdict_and_run_kind_of_a_recorded_run_is_stored_as_its_name_and_read_b
         );
         assert_eq!(store.run(run).expect("read").expect("run").kind, kind);
         let rows = store.run_gates(run).expect("rows");
-        let raw = rusqlite::Connection::open(&db).expect("raw");
-        let mut texts: Vec<String> = raw
-            .prepare("SELECT verdict FROM run_gates WHERE run_id = ?1 ORDER BY gate")
-            .expect("prepare")
-            .query_map([run.0], |r| r.get(0))
-            .expect("query")
-            .map(|t| t.expect("text"))
-            .collect();
+        let mut texts = common::Raw::open(&db).texts(
+            "SELECT verdict FROM run_gates WHERE run_id = ?1 ORDER BY gate",
+            &[run.0.into()],
+        );
         texts.sort();
         let mut names: Vec<String> = GateVerdict::NAMES.iter().map(|n| n.to_string()).collect();
         names.sort();

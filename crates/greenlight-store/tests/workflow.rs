@@ -1,6 +1,8 @@
 //! Workflow runs in the store: a run's row, events, ledger and member worktrees, each change
 //! with its frame on the run's `wf-<id>` stream, through the public API on a real SQLite file.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -65,7 +67,7 @@ fn kinds(store: &Store, run: WorkflowRunId) -> Vec<&'static str> {
 #[test]
 fn a_run_is_created_with_its_inputs_and_its_stream_starts_with_run_started() {
     let dir = tempfile::tempdir().expect("tmp");
-    let mut store = open(&dir.path().join("s.db"));
+    let mut store = open(&common::state_at(dir.path().join("s.db")));
     let run = store
         .write(|tx| tx.create_workflow_run(&new_run(Some(5))))
         .expect("create");
@@ -126,7 +128,7 @@ fn a_run_is_created_with_its_inputs_and_its_stream_starts_with_run_started() {
 #[test]
 fn plan_arguments_and_events_that_are_not_json_are_refused_and_nothing_is_written() {
     let dir = tempfile::tempdir().expect("tmp");
-    let mut store = open(&dir.path().join("s.db"));
+    let mut store = open(&common::state_at(dir.path().join("s.db")));
     let bad = store.write(|tx| {
         tx.create_workflow_run(&NewWorkflowRun {
             plan_json: "{not json".into(),
@@ -154,7 +156,7 @@ fn plan_arguments_and_events_that_are_not_json_are_refused_and_nothing_is_writte
 #[test]
 fn events_are_numbered_per_run_kept_verbatim_and_a_frame_lands_with_its_event() {
     let dir = tempfile::tempdir().expect("tmp");
-    let mut store = open(&dir.path().join("s.db"));
+    let mut store = open(&common::state_at(dir.path().join("s.db")));
     let a = store
         .write(|tx| tx.create_workflow_run(&new_run(None)))
         .expect("a");
@@ -210,7 +212,7 @@ fn events_are_numbered_per_run_kept_verbatim_and_a_frame_lands_with_its_event() 
 #[test]
 fn the_ledger_records_each_dispatch_and_the_spend_is_counted_from_it_with_unknowns_null() {
     let dir = tempfile::tempdir().expect("tmp");
-    let mut store = open(&dir.path().join("s.db"));
+    let mut store = open(&common::state_at(dir.path().join("s.db")));
     let run = store
         .write(|tx| tx.create_workflow_run(&new_run(Some(3))))
         .expect("create");
@@ -354,7 +356,7 @@ fn the_ledger_records_each_dispatch_and_the_spend_is_counted_from_it_with_unknow
 #[test]
 fn probes_record_each_familys_answering_model() {
     let dir = tempfile::tempdir().expect("tmp");
-    let mut store = open(&dir.path().join("s.db"));
+    let mut store = open(&common::state_at(dir.path().join("s.db")));
     let run = store
         .write(|tx| tx.create_workflow_run(&new_run(None)))
         .expect("create");
@@ -378,7 +380,7 @@ fn probes_record_each_familys_answering_model() {
 #[test]
 fn a_pause_request_then_a_pause_then_a_resume_then_an_end_each_with_its_frame() {
     let dir = tempfile::tempdir().expect("tmp");
-    let mut store = open(&dir.path().join("s.db"));
+    let mut store = open(&common::state_at(dir.path().join("s.db")));
     let run = store
         .write(|tx| tx.create_workflow_run(&new_run(Some(1))))
         .expect("create");
@@ -520,7 +522,7 @@ fn reaped_pid() -> i64 {
 #[test]
 fn a_run_whose_process_died_is_interrupted_once_its_dispatch_settled_and_it_resumes() {
     let dir = tempfile::tempdir().expect("tmp");
-    let db = dir.path().join("s.db");
+    let db = common::state_at(dir.path().join("s.db"));
     let mut store = open(&db);
     let live = store
         .write(|tx| tx.create_workflow_run(&new_run(None)))
@@ -534,12 +536,12 @@ fn a_run_whose_process_died_is_interrupted_once_its_dispatch_settled_and_it_resu
     let (in_flight, _) = store
         .write(|tx| tx.start_workflow_dispatch(&dispatch(killed, "fix", Some("a"), 1)))
         .expect("dispatch");
-    let raw = rusqlite::Connection::open(&db).expect("raw");
+    let mut raw = common::Raw::open(&db);
     let dead = reaped_pid();
     for (run, extra) in [(killed, ""), (foreign, ", owner_pidns = 'pid:[1]'")] {
         raw.execute(
             &format!("UPDATE workflow_runs SET owner_pid = ?1{extra} WHERE id = ?2"),
-            (dead, run.0),
+            &[i64::from(dead).into(), run.0.into()],
         )
         .expect("owner");
     }
@@ -605,7 +607,7 @@ fn a_run_whose_process_died_is_interrupted_once_its_dispatch_settled_and_it_resu
 #[test]
 fn member_worktrees_are_recorded_and_a_kept_one_says_why() {
     let dir = tempfile::tempdir().expect("tmp");
-    let mut store = open(&dir.path().join("s.db"));
+    let mut store = open(&common::state_at(dir.path().join("s.db")));
     let run = store
         .write(|tx| tx.create_workflow_run(&new_run(None)))
         .expect("create");
@@ -671,7 +673,7 @@ fn member_worktrees_are_recorded_and_a_kept_one_says_why() {
 #[test]
 fn one_snapshot_reads_a_run_with_its_events_ledger_and_members() {
     let dir = tempfile::tempdir().expect("tmp");
-    let mut store = open(&dir.path().join("s.db"));
+    let mut store = open(&common::state_at(dir.path().join("s.db")));
     let run = store
         .write(|tx| tx.create_workflow_run(&new_run(None)))
         .expect("create");
@@ -722,7 +724,7 @@ fn one_snapshot_reads_a_run_with_its_events_ledger_and_members() {
 #[test]
 fn concurrent_writers_number_one_runs_events_and_frames_without_a_hole() {
     let dir = tempfile::tempdir().expect("tmp");
-    let db = dir.path().join("s.db");
+    let db = common::state_at(dir.path().join("s.db"));
     let run = open(&db)
         .write(|tx| tx.create_workflow_run(&new_run(None)))
         .expect("create");
@@ -768,7 +770,7 @@ fn concurrent_writers_number_one_runs_events_and_frames_without_a_hole() {
 #[ignore = "prints figures; run on demand"]
 fn figures_recording_a_dispatch_and_reading_a_run_back() {
     let dir = tempfile::tempdir().expect("tmp");
-    let mut store = Store::open(&dir.path().join("s.db")).expect("open");
+    let mut store = Store::open(&common::state_at(dir.path().join("s.db"))).expect("open");
     let run = store
         .write(|tx| tx.create_workflow_run(&new_run(None)))
         .expect("create");
