@@ -9,7 +9,6 @@
 //! are declared with the matching types (`BIGINT`, `DOUBLE PRECISION`, `TEXT`, `BYTEA`), so one
 //! row decodes the same from either.
 
-use std::cell::RefCell;
 use std::collections::HashMap;
 
 /// Which database a connection talks to.
@@ -50,6 +49,9 @@ pub enum DbError {
     /// What PostgreSQL (or the connection to it) said.
     #[error("{}", pg_message(.0))]
     Postgres(#[from] postgres::Error),
+    /// The connection's thread is gone.
+    #[error("the PostgreSQL connection is gone: {0}")]
+    Gone(String),
     /// TLS could not be set up for the connection.
     #[error("TLS: {0}")]
     Tls(String),
@@ -221,6 +223,12 @@ pub(crate) use params;
 #[derive(Debug)]
 pub(crate) struct Row(Vec<Value>);
 
+// Rows cross from the connection's thread.
+const _: fn() = || {
+    fn send<T: Send>() {}
+    send::<Row>();
+};
+
 impl Row {
     /// Column `index` decoded as `T`.
     pub(crate) fn get<T: FromValue>(&self, index: usize) -> Result<T, DbError> {
@@ -324,20 +332,23 @@ impl<T> OptionalExtension<T> for Result<T, DbError> {
     }
 }
 
-/// A PostgreSQL connection with its prepared statements, keyed by the store's SQL text.
-pub(crate) struct PgClient {
+/// A PostgreSQL connection, on a thread of its own with its prepared statements (keyed by
+/// the store's SQL text). Why a thread: the `postgres` client blocks on a runtime of its own,
+/// which may not run inside another runtime's thread, and the goal loop and the server call
+/// the store from async code. Each call is a closure sent to that thread and waited for.
+pub struct PgClient {
+    jobs: std::sync::mpsc::Sender<Job>,
+}
+
+type Job = Box<dyn FnOnce(&mut PgSession) + Send>;
+
+/// What the connection's thread owns.
+pub(crate) struct PgSession {
     pub(crate) client: postgres::Client,
     statements: HashMap<String, postgres::Statement>,
 }
 
-impl PgClient {
-    pub(crate) fn new(client: postgres::Client) -> PgClient {
-        PgClient {
-            client,
-            statements: HashMap::new(),
-        }
-    }
-
+impl PgSession {
     fn statement(&mut self, sql: &str) -> Result<postgres::Statement, DbError> {
         if let Some(s) = self.statements.get(sql) {
             return Ok(s.clone());
@@ -345,6 +356,84 @@ impl PgClient {
         let s = self.client.prepare(&pg_sql(sql))?;
         self.statements.insert(sql.to_owned(), s.clone());
         Ok(s)
+    }
+}
+
+impl PgClient {
+    /// Connects with `connect` on a new thread; that thread lives as long as the client.
+    pub(crate) fn spawn(
+        connect: impl FnOnce() -> Result<postgres::Client, DbError> + Send + 'static,
+    ) -> Result<PgClient, DbError> {
+        let (jobs, inbox) = std::sync::mpsc::channel::<Job>();
+        let (ready, connected) = std::sync::mpsc::channel();
+        std::thread::Builder::new()
+            .name("greenlight-pg".into())
+            .spawn(move || {
+                let mut session = match connect() {
+                    Ok(client) => {
+                        let _ = ready.send(Ok(()));
+                        PgSession {
+                            client,
+                            statements: HashMap::new(),
+                        }
+                    }
+                    Err(e) => {
+                        let _ = ready.send(Err(e));
+                        return;
+                    }
+                };
+                while let Ok(job) = inbox.recv() {
+                    job(&mut session);
+                }
+            })
+            .map_err(|e| DbError::Gone(format!("cannot start its thread: {e}")))?;
+        connected
+            .recv()
+            .map_err(|_| DbError::Gone("its thread ended while connecting".into()))??;
+        Ok(PgClient { jobs })
+    }
+
+    /// Runs `f` on the connection's thread and waits for its answer.
+    pub(crate) fn call<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut PgSession) -> Result<T, DbError> + Send + 'static,
+    ) -> Result<T, DbError> {
+        let (answer, answered) = std::sync::mpsc::channel();
+        self.jobs
+            .send(Box::new(move |session| {
+                let _ = answer.send(f(session));
+            }))
+            .map_err(|_| DbError::Gone("its thread has ended".into()))?;
+        answered
+            .recv()
+            .map_err(|_| DbError::Gone("its thread ended during a statement".into()))?
+    }
+
+    fn execute(&self, sql: &str, values: Vec<Value>) -> Result<u64, DbError> {
+        let sql = sql.to_owned();
+        self.call(move |s| {
+            let stmt = s.statement(&sql)?;
+            Ok(s.client.execute(&stmt, &pg_params(&values))?)
+        })
+    }
+
+    fn query(&self, sql: &str, values: Vec<Value>) -> Result<Vec<Row>, DbError> {
+        let sql = sql.to_owned();
+        self.call(move |s| {
+            let stmt = s.statement(&sql)?;
+            let rows = s.client.query(&stmt, &pg_params(&values))?;
+            rows.iter().map(pg_row).collect()
+        })
+    }
+
+    pub(crate) fn batch(&self, sql: &str) -> Result<(), DbError> {
+        let sql = sql.to_owned();
+        self.call(move |s| Ok(s.client.batch_execute(&sql)?))
+    }
+
+    /// Whether the connection is gone (the server closed it, or its thread ended).
+    pub(crate) fn is_closed(&self) -> bool {
+        self.call(|s| Ok(s.client.is_closed())).unwrap_or(true)
     }
 }
 
@@ -372,7 +461,7 @@ pub(crate) fn pg_sql(sql: &str) -> String {
 #[derive(Clone, Copy)]
 pub enum Conn<'a> {
     Sqlite(&'a rusqlite::Connection),
-    Postgres(&'a RefCell<PgClient>),
+    Postgres(&'a PgClient),
 }
 
 impl Conn<'_> {
@@ -391,10 +480,7 @@ impl Conn<'_> {
                 .prepare_cached(sql)?
                 .execute(rusqlite::params_from_iter(values.iter()))?),
             Conn::Postgres(c) => {
-                let mut c = c.borrow_mut();
-                let stmt = c.statement(sql)?;
-                let refs = pg_params(&values);
-                let n = c.client.execute(&stmt, &refs)?;
+                let n = c.execute(sql, values)?;
                 Ok(usize::try_from(n).unwrap_or(usize::MAX))
             }
         }
@@ -419,15 +505,7 @@ impl Conn<'_> {
                 }
                 Ok(out)
             }
-            Conn::Postgres(c) => {
-                let mut c = c.borrow_mut();
-                let stmt = c.statement(sql)?;
-                let refs = pg_params(&values);
-                let rows = c.client.query(&stmt, &refs)?;
-                rows.iter()
-                    .map(|r| pg_row(r).and_then(|row| f(&row)))
-                    .collect()
-            }
+            Conn::Postgres(c) => c.query(sql, values)?.iter().map(f).collect(),
         }
     }
 
@@ -455,7 +533,7 @@ impl Conn<'_> {
     pub(crate) fn batch(&self, sql: &str) -> Result<(), DbError> {
         match self {
             Conn::Sqlite(c) => Ok(c.execute_batch(sql)?),
-            Conn::Postgres(c) => Ok(c.borrow_mut().client.batch_execute(sql)?),
+            Conn::Postgres(c) => c.batch(sql),
         }
     }
 }

@@ -282,7 +282,7 @@ impl Store {
             source,
         };
         let pooled = target.take().map_err(open_err)?;
-        schema::migrate_postgres(Conn::Postgres(pooled.cell()), &path)?;
+        schema::migrate_postgres(Conn::Postgres(pooled.client()), &path)?;
         Ok(Store {
             handle: Handle::Postgres(pooled),
             path,
@@ -317,7 +317,7 @@ impl Store {
     pub(crate) fn conn(&self) -> Conn<'_> {
         match &self.handle {
             Handle::Sqlite(c) => Conn::Sqlite(c),
-            Handle::Postgres(p) => Conn::Postgres(p.cell()),
+            Handle::Postgres(p) => Conn::Postgres(p.client()),
         }
     }
 
@@ -332,7 +332,7 @@ impl Store {
                 .pragma_update(None, "synchronous", "NORMAL")
                 .map_err(|e| Error::sql(&self.path, e)),
             // Per session: this connection's commits return before the WAL is flushed.
-            Handle::Postgres(p) => Conn::Postgres(p.cell())
+            Handle::Postgres(p) => Conn::Postgres(p.client())
                 .batch("SET synchronous_commit = off")
                 .map_err(|e| Error::sql(&self.path, e)),
         }
@@ -367,7 +367,7 @@ impl Store {
                 Ok(value)
             }
             Handle::Postgres(pooled) => {
-                let conn = Conn::Postgres(pooled.cell());
+                let conn = Conn::Postgres(pooled.client());
                 if let Err(e) = conn.batch(PG_BEGIN_WRITE) {
                     pooled.discard();
                     return Err(Error::sql(path, e).into());
@@ -410,7 +410,7 @@ impl Store {
                 Ok(value)
             }
             Handle::Postgres(pooled) => {
-                let conn = Conn::Postgres(pooled.cell());
+                let conn = Conn::Postgres(pooled.client());
                 if let Err(e) = conn.batch("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY") {
                     pooled.discard();
                     return Err(Error::sql(path, e).into());

@@ -8,7 +8,6 @@
 //! `verify-ca`. `sslmode=require` encrypts without checking the certificate unless a root
 //! certificate is given, as libpq does.
 
-use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -142,16 +141,19 @@ impl PgTarget {
         &self.shown
     }
 
-    fn connect(&self) -> Result<postgres::Client, DbError> {
-        match &self.tls {
-            Tls::Off => Ok(self.config.connect(postgres::NoTls)?),
+    /// A new connection (on its own thread: see [`PgClient`]).
+    pub(crate) fn connect(&self) -> Result<PgClient, DbError> {
+        let config = self.config.clone();
+        let tls = self.tls.clone();
+        PgClient::spawn(move || match &tls {
+            Tls::Off => Ok(config.connect(postgres::NoTls)?),
             tls => {
                 let connector = tokio_postgres_rustls::MakeRustlsConnect::new(
-                    client_config(tls).map_err(|e| DbError::Tls(e.to_string()))?,
+                    client_config(tls).map_err(DbError::Tls)?,
                 );
-                Ok(self.config.connect(connector)?)
+                Ok(config.connect(connector)?)
             }
-        }
+        })
     }
 
     /// A connection from the pool, or a new one.
@@ -161,20 +163,20 @@ impl PgTarget {
             .ok()
             .and_then(|mut p| p.get_mut(&self.key).and_then(Vec::pop));
         let client = match idle {
-            Some(c) if !c.client.is_closed() => c,
+            Some(c) if !c.is_closed() => c,
             _ => {
-                let mut client = self.connect()?;
+                let client = self.connect()?;
                 // A writer waits this long for the store's write lock, as SQLite's busy
                 // timeout does, then fails visibly instead of hanging.
-                client.batch_execute(&format!(
+                client.batch(&format!(
                     "SET lock_timeout = '{}ms'",
                     crate::BUSY_TIMEOUT.as_millis()
                 ))?;
-                PgClient::new(client)
+                client
             }
         };
         Ok(Pooled {
-            client: Some(RefCell::new(client)),
+            client: Some(client),
             key: self.key.clone(),
         })
     }
@@ -216,12 +218,12 @@ fn pool() -> &'static Pool {
 /// A connection taken from the pool; given back when dropped, unless it broke or was left
 /// inside a transaction.
 pub(crate) struct Pooled {
-    client: Option<RefCell<PgClient>>,
+    client: Option<PgClient>,
     key: String,
 }
 
 impl Pooled {
-    pub(crate) fn cell(&self) -> &RefCell<PgClient> {
+    pub(crate) fn client(&self) -> &PgClient {
         self.client.as_ref().expect("a pooled connection is present until dropped")
     }
 
@@ -237,8 +239,7 @@ impl Drop for Pooled {
         let Some(client) = self.client.take() else {
             return;
         };
-        let client = client.into_inner();
-        if client.client.is_closed() {
+        if client.is_closed() {
             return;
         }
         if let Ok(mut p) = pool().lock() {
