@@ -26,6 +26,26 @@ pub enum Error {
         source: std::io::Error,
     },
 
+    /// A worker's lease on a queue item is gone: another worker claimed it after the lease
+    /// ran out, or it ended. Nothing was written.
+    #[error(
+        "queue item {item} is no longer this worker's (its lease ran out and another worker \
+         took it, or it ended); this worker stops working on it and wrote nothing more"
+    )]
+    LeaseLost {
+        /// The item.
+        item: i64,
+    },
+
+    /// A queue label that is empty or holds other characters than letters, digits and `-_.:=`.
+    #[error(
+        "label `{label}` cannot be used: a label is letters, digits and `-_.:=`, e.g. gpu or os=linux"
+    )]
+    BadLabel {
+        /// The label as given.
+        label: String,
+    },
+
     /// A PostgreSQL store URL that cannot be used as given.
     #[error("the store URL {shown} cannot be used: {why}")]
     StoreUrl {

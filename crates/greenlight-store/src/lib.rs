@@ -50,6 +50,7 @@ mod listing;
 mod model;
 mod owner;
 pub mod pg;
+mod queue;
 mod read;
 mod schema;
 mod tx;
@@ -83,6 +84,7 @@ pub use model::{
     Recovered, Tokens, ToolCallRecord, ToolCallStatus, Turn,
 };
 pub use owner::{Liveness, RunOwner};
+pub use queue::{Fence, NewQueueItem, QueueClaim, QueueItem, QueueItemId, QueueState};
 pub use read::Reads;
 pub use schema::SCHEMA_VERSION;
 pub use tx::Tx;
@@ -172,6 +174,8 @@ pub struct Store {
     /// Pokes whoever follows the file after each commit (see [`wake`]); PostgreSQL notifies
     /// its listeners itself.
     waker: Option<wake::Waker>,
+    /// The queue item this store writes for, checked first in every write (see [`queue`]).
+    fence: Option<Fence>,
 }
 
 enum Handle {
@@ -271,6 +275,7 @@ impl Store {
             path: path.to_path_buf(),
             clock,
             waker: Some(wake::Waker::new(wake::dir_for(path))),
+            fence: None,
         })
     }
 
@@ -288,6 +293,7 @@ impl Store {
             path,
             clock,
             waker: None,
+            fence: None,
         })
     }
 
@@ -359,6 +365,9 @@ impl Store {
                 let tx = conn
                     .transaction_with_behavior(TransactionBehavior::Immediate)
                     .map_err(|e| Error::sql(path, e))?;
+                if let Some(fence) = self.fence {
+                    queue::check_fence(Conn::Sqlite(&tx), path, fence)?;
+                }
                 let value = f(&Tx::new(Conn::Sqlite(&tx), path, now))?;
                 tx.commit().map_err(|e| Error::sql(path, e))?;
                 if let Some(waker) = &mut self.waker {
@@ -373,7 +382,12 @@ impl Store {
                     return Err(Error::sql(path, e).into());
                 }
                 let tx = Tx::new(conn, path, now);
-                let outcome = f(&tx);
+                let outcome = match self.fence {
+                    Some(fence) => queue::check_fence(conn, path, fence)
+                        .map_err(E::from)
+                        .and_then(|()| f(&tx)),
+                    None => f(&tx),
+                };
                 let end = match &outcome {
                     Ok(_) => tx.pg_commit_sql(),
                     Err(_) => "ROLLBACK".to_owned(),
@@ -386,6 +400,69 @@ impl Store {
                 outcome
             }
         }
+    }
+
+    /// From now on every write first checks that `fence`'s queue item is still held under its
+    /// epoch, and fails with [`Error::LeaseLost`] otherwise: what a worker sets on the store
+    /// its claimed goal runs on.
+    pub fn set_fence(&mut self, fence: Option<Fence>) {
+        self.fence = fence;
+    }
+
+    /// Claims the oldest queue item that `worker`, having `labels`, may run, under a lease of
+    /// `lease_ms` from now; `None` when there is none. See [`queue`] for why claims never
+    /// collide.
+    pub fn claim_queue_item(
+        &mut self,
+        worker: &str,
+        labels: &[String],
+        lease_ms: u64,
+    ) -> Result<Option<(QueueItem, Fence)>, Error> {
+        let now = self.clock.now_ms();
+        let path = &self.path;
+        let claimed = match &mut self.handle {
+            Handle::Sqlite(conn) => {
+                let tx = conn
+                    .transaction_with_behavior(TransactionBehavior::Immediate)
+                    .map_err(|e| Error::sql(path, e))?;
+                let claimed = queue::claim(Conn::Sqlite(&tx), path, worker, labels, now, lease_ms)?;
+                tx.commit().map_err(|e| Error::sql(path, e))?;
+                claimed
+            }
+            Handle::Postgres(pooled) => {
+                // Not under the write lock: workers claiming at once skip each other's rows.
+                let conn = Conn::Postgres(pooled.client());
+                conn.batch("BEGIN").map_err(|e| Error::sql(path, e))?;
+                let claimed = queue::claim(conn, path, worker, labels, now, lease_ms);
+                let end = if claimed.is_ok() { "COMMIT" } else { "ROLLBACK" };
+                if let Err(e) = conn.batch(end) {
+                    pooled.discard();
+                    return Err(Error::sql(path, e));
+                }
+                claimed?
+            }
+        };
+        let Some((item, _)) = claimed else {
+            return Ok(None);
+        };
+        let fence = Fence {
+            item: item.id,
+            epoch: item.lease_epoch,
+        };
+        let item = queue::queue_item(self, item.id)?.unwrap_or(item);
+        Ok(Some((item, fence)))
+    }
+
+    /// Extends `worker`'s lease on `fence`'s item by `lease_ms` from now; `false` when the item
+    /// is no longer its own (another worker claimed it after the lease ran out, or it ended).
+    pub fn renew_queue_lease(
+        &mut self,
+        fence: Fence,
+        worker: &str,
+        lease_ms: u64,
+    ) -> Result<bool, Error> {
+        let now = self.clock.now_ms();
+        queue::renew(self.conn(), &self.path, fence, worker, now, lease_ms)
     }
 
     /// Run `f` over one consistent snapshot (a read transaction): every query in it sees the

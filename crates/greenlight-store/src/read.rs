@@ -449,6 +449,21 @@ pub trait Reads: sealed::Access {
         crate::workflow::workflow_members(self, run)
     }
 
+    /// The queue item with this id.
+    fn queue_item(&self, id: crate::QueueItemId) -> Result<Option<crate::QueueItem>, Error> {
+        crate::queue::queue_item(self, id)
+    }
+
+    /// Every queue item, oldest first.
+    fn queue_items(&self) -> Result<Vec<crate::QueueItem>, Error> {
+        crate::queue::queue_items(self)
+    }
+
+    /// Every claim of a queue item, in order.
+    fn queue_claims(&self, id: crate::QueueItemId) -> Result<Vec<crate::QueueClaim>, Error> {
+        crate::queue::queue_claims(self, id)
+    }
+
     /// A workflow run with its events, ledger and members (read them in one
     /// [`Store::read`](crate::Store::read) snapshot so they agree).
     fn workflow_record(
