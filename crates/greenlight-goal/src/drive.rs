@@ -43,7 +43,7 @@ pub fn run_marker(state: &Path, goal: GoalId) -> (String, String) {
 
 /// Where the runner lock of the goals of the database at `state` lives.
 fn runners_dir(state: &Path) -> PathBuf {
-    state.with_extension("runners")
+    greenlight_store::local_anchor(state).with_extension("runners")
 }
 
 /// Whether this process runs inside `goal`'s own run: it carries the goal's marker (`marker`

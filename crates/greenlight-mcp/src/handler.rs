@@ -115,7 +115,11 @@ impl McpServer {
 
     fn evidence_root(&self) -> Option<PathBuf> {
         let state = self.state_path().ok()?;
-        Some(state.parent()?.join("evidence"))
+        Some(
+            greenlight_store::local_anchor(&state)
+                .parent()?
+                .join("evidence"),
+        )
     }
 }
 

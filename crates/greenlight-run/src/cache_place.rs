@@ -12,6 +12,8 @@ use crate::RunEnv;
 /// turns the cache off.
 pub fn cache_settings(state: Option<&Path>, env: &RunEnv) -> Option<CacheSettings> {
     let state = env.state_path(state).ok()?;
-    let state_dir = state.parent()?.to_path_buf();
+    let state_dir = greenlight_store::local_anchor(&state)
+        .parent()?
+        .to_path_buf();
     CacheSettings::locate(|name| env.vars.var(name), &state_dir)
 }

@@ -263,7 +263,9 @@ impl Hub {
             Ok(listener) => (Some(listener), None),
             Err(e) => (None, Some(e)),
         };
-        *lock(&self.wake_path) = listener.as_ref().map(|l| l.path().to_path_buf());
+        *lock(&self.wake_path) = listener
+            .as_ref()
+            .and_then(|l| l.path().map(std::path::Path::to_path_buf));
         let hub = Arc::clone(self);
         let thread = std::thread::Builder::new()
             .name("greenlight-serve-poll".into())

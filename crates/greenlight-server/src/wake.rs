@@ -1,6 +1,8 @@
-//! The listening end of the store's wake-ups: a unix datagram socket of this server's own in
-//! the wake directory beside the state file, which every committing writer pokes
-//! ([`greenlight_store::wake`]).
+//! The listening end of the store's wake-ups: for a SQLite file, a unix datagram socket of
+//! this server's own in the wake directory beside it, which every committing writer pokes
+//! ([`greenlight_store::wake`]); for a PostgreSQL store, a connection that `LISTEN`s on the
+//! channel every committing writer notifies ([`greenlight_store::CHANGES_CHANNEL`]), wherever
+//! that writer runs.
 //!
 //! The socket is this process's alone while it lives, and gone when it ends: removed (with the
 //! directory, when no other server still listens there) on drop, and a socket left by a
@@ -29,18 +31,66 @@ static SERVERS: AtomicU32 = AtomicU32::new(0);
 /// and binding in it (it removes the directory when its own socket was the last one there).
 const BIND_ATTEMPTS: usize = 5;
 
+/// What a server waits on between looks at the store.
+pub enum Listener {
+    /// A SQLite file's wake-up socket.
+    Socket(SocketListener),
+    /// A PostgreSQL store's `LISTEN`ing connection.
+    Postgres(greenlight_store::pg::Listener),
+}
+
+impl Listener {
+    /// The listener for the store at `db` (a file, or a `postgres://` URL).
+    pub fn bind(db: &Path) -> std::io::Result<Listener> {
+        match db.to_str().filter(|d| greenlight_store::pg::is_url(d)) {
+            Some(url) => greenlight_store::pg::PgTarget::parse(url)
+                .and_then(|target| {
+                    greenlight_store::pg::Listener::listen(
+                        &target,
+                        &[greenlight_store::CHANGES_CHANNEL],
+                    )
+                })
+                .map(Listener::Postgres)
+                .map_err(std::io::Error::other),
+            None => SocketListener::bind(db).map(Listener::Socket),
+        }
+    }
+
+    /// The socket's path, which a stop pokes (a PostgreSQL listener has none: it wakes at
+    /// least every wait's timeout).
+    pub fn path(&self) -> Option<&Path> {
+        match self {
+            Listener::Socket(s) => Some(s.path()),
+            Listener::Postgres(_) => None,
+        }
+    }
+
+    /// Waits until woken or `timeout` passed. A PostgreSQL connection that broke makes this
+    /// wait the whole timeout, so the caller's poll goes on.
+    pub fn wait(&self, timeout: Duration) {
+        match self {
+            Listener::Socket(s) => s.wait(timeout),
+            Listener::Postgres(l) => {
+                if l.wait(timeout).is_err() {
+                    std::thread::sleep(timeout);
+                }
+            }
+        }
+    }
+}
+
 /// This server's socket in the wake directory; removed on drop.
 #[derive(Debug)]
-pub struct Listener {
+pub struct SocketListener {
     socket: UnixDatagram,
     path: PathBuf,
     dir: PathBuf,
 }
 
-impl Listener {
+impl SocketListener {
     /// Binds a socket of this process's own in the wake directory of the state file at `db`
     /// (making the directory, and removing sockets there whose server is gone).
-    pub fn bind(db: &Path) -> std::io::Result<Listener> {
+    pub fn bind(db: &Path) -> std::io::Result<SocketListener> {
         let dir = wake::dir_for(db);
         let name = format!(
             "{}.{:x}.{}",
@@ -60,7 +110,7 @@ impl Listener {
                 Err(e) => return Err(e),
             }
         };
-        Ok(Listener { socket, path, dir })
+        Ok(SocketListener { socket, path, dir })
     }
 
     /// The socket's path (what writers send to).
@@ -92,7 +142,7 @@ pub fn interrupt(path: &Path) {
     }
 }
 
-impl Drop for Listener {
+impl Drop for SocketListener {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.path);
         // Fails, as it should, while another server's socket is still there.

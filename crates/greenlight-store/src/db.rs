@@ -582,9 +582,11 @@ fn pg_row(r: &postgres::Row) -> Result<Row, DbError> {
         let value = if *ty == Type::INT8 {
             r.try_get::<_, Option<i64>>(i)?.map(Value::Int)
         } else if *ty == Type::INT4 {
-            r.try_get::<_, Option<i32>>(i)?.map(|n| Value::Int(n.into()))
+            r.try_get::<_, Option<i32>>(i)?
+                .map(|n| Value::Int(n.into()))
         } else if *ty == Type::INT2 {
-            r.try_get::<_, Option<i16>>(i)?.map(|n| Value::Int(n.into()))
+            r.try_get::<_, Option<i16>>(i)?
+                .map(|n| Value::Int(n.into()))
         } else if *ty == Type::BOOL {
             r.try_get::<_, Option<bool>>(i)?
                 .map(|b| Value::Int(i64::from(b)))

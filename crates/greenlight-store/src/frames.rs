@@ -11,8 +11,8 @@ use std::ffi::OsString;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 
-use greenlight_stream::{Frame, FrameBody, RunKind, StreamId};
 use crate::db::{OptionalExtension, params};
+use greenlight_stream::{Frame, FrameBody, RunKind, StreamId};
 
 use crate::Error;
 use crate::model::Millis;
@@ -82,7 +82,6 @@ impl Tx<'_> {
             "INSERT INTO frames (stream, seq, kind, body, at) VALUES (?1, ?2, ?3, ?4, ?5)",
             params![name, seq, body.kind(), text, self.now()],
         )?;
-        self.note(|n| n.frames = true);
         Ok(Frame {
             stream,
             seq,

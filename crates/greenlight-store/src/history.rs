@@ -10,8 +10,8 @@
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use greenlight_stream::GateVerdict;
 use crate::db::{Param, Value, params};
+use greenlight_stream::GateVerdict;
 
 use crate::Error;
 use crate::frames::{Run, RunId};
@@ -243,7 +243,10 @@ impl Tx<'_> {
                  digest_format, digest_reasons) \
                  SELECT {scope}, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13 FROM {from}"
             ),
-            keys.iter().chain(&fields).map(|p| p.value()).collect::<Vec<Value>>(),
+            keys.iter()
+                .chain(&fields)
+                .map(|p| p.value())
+                .collect::<Vec<Value>>(),
         )
     }
 }
@@ -750,13 +753,11 @@ mod tests {
             queries.push((index, gate_ids_sql(column), vec![key()]));
         }
         for (index, sql, values) in queries {
-            let plan: Vec<String> = collect(
-                &store,
-                &format!("EXPLAIN QUERY PLAN {sql}"),
-                values,
-                |r| r.get::<String>(3),
-            )
-            .expect("plan");
+            let plan: Vec<String> =
+                collect(&store, &format!("EXPLAIN QUERY PLAN {sql}"), values, |r| {
+                    r.get::<String>(3)
+                })
+                .expect("plan");
             let text = plan.join("\n");
             assert!(
                 text.contains(&format!("USING INDEX {index}"))

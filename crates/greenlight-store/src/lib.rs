@@ -142,11 +142,16 @@ impl WallClock for StepClock {
 }
 
 /// The state database path in the environment `env` looks variables up in (the one the front
-/// end read): `GREENLIGHT_STATE` if set, else `$XDG_STATE_HOME/greenlight/state.db`, else
+/// end read): `GREENLIGHT_STORE` if set (a `postgres://` URL: see [`pg`]), else
+/// `GREENLIGHT_STATE` if set, else `$XDG_STATE_HOME/greenlight/state.db`, else
 /// `~/.local/state/greenlight/state.db`. (`--state PATH` on the command line wins over all of
 /// these; the binary handles that.)
 pub fn default_state_path_from(env: impl Fn(&str) -> Option<OsString>) -> Result<PathBuf, Error> {
     let set = |name| env(name).filter(|v| !v.is_empty());
+    // A PostgreSQL store shared by many machines (`postgres://…`) wins over the local file.
+    if let Some(url) = set("GREENLIGHT_STORE") {
+        return Ok(PathBuf::from(url));
+    }
     if let Some(path) = set("GREENLIGHT_STATE") {
         return Ok(PathBuf::from(path));
     }
@@ -161,6 +166,25 @@ pub fn default_state_path_from(env: impl Fn(&str) -> Option<OsString>) -> Result
         return Ok(PathBuf::from(home).join(".local/state/greenlight/state.db"));
     }
     Err(Error::NoStatePath)
+}
+
+/// Where the files that live beside a state database go (the goal runners' locks, the result
+/// cache's key, evidence files): the file itself for a SQLite store; for a PostgreSQL store,
+/// which has no file, a stand-in path on this machine named after its URL, under the
+/// temporary directory (everything kept there is a lock or may be lost: a lost cache key only
+/// costs cache misses).
+pub fn local_anchor(location: &Path) -> PathBuf {
+    let Some(url) = location.to_str().filter(|l| pg::is_url(l)) else {
+        return location.to_path_buf();
+    };
+    // FNV-1a: stable across builds and processes, which is all a directory name needs.
+    let hash = url.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    std::env::temp_dir()
+        .join("greenlight-postgres")
+        .join(format!("{hash:016x}"))
+        .join("state")
 }
 
 /// An open state database: a SQLite file, or a PostgreSQL database named by a
@@ -191,8 +215,9 @@ impl std::fmt::Debug for Store {
     }
 }
 
-/// The channel PostgreSQL notifies after a transaction that appended frames commits.
-pub const FRAMES_CHANNEL: &str = "greenlight_frames";
+/// The channel PostgreSQL notifies after every write transaction commits (what SQLite's
+/// writers poke the wake directory for): a server following the store looks at once.
+pub const CHANGES_CHANNEL: &str = "greenlight_changes";
 
 /// The channel PostgreSQL notifies after a transaction that queued work commits.
 pub const QUEUE_CHANNEL: &str = "greenlight_queue";
@@ -434,7 +459,11 @@ impl Store {
                 let conn = Conn::Postgres(pooled.client());
                 conn.batch("BEGIN").map_err(|e| Error::sql(path, e))?;
                 let claimed = queue::claim(conn, path, worker, labels, now, lease_ms);
-                let end = if claimed.is_ok() { "COMMIT" } else { "ROLLBACK" };
+                let end = if claimed.is_ok() {
+                    "COMMIT"
+                } else {
+                    "ROLLBACK"
+                };
                 if let Err(e) = conn.batch(end) {
                     pooled.discard();
                     return Err(Error::sql(path, e));

@@ -182,6 +182,41 @@ impl PgTarget {
     }
 }
 
+/// A connection that only listens: it waits for PostgreSQL's notifications on some channels
+/// (what a server following the store, or an idle worker, waits on instead of polling).
+pub struct Listener {
+    client: PgClient,
+}
+
+impl Listener {
+    /// Listens on `channels` of the store `target` names.
+    pub fn listen(target: &PgTarget, channels: &[&str]) -> Result<Listener, Error> {
+        let shown = || PathBuf::from(target.shown());
+        let client = target.connect().map_err(|e| Error::Open {
+            path: shown(),
+            source: e,
+        })?;
+        let sql: String = channels.iter().map(|c| format!("LISTEN {c}; ")).collect();
+        client.batch(&sql).map_err(|e| Error::sql(&shown(), e))?;
+        Ok(Listener { client })
+    }
+
+    /// Waits until a notification comes or `timeout` passed; every notification already
+    /// queued is taken with the first. `Err` when the connection is gone.
+    pub fn wait(&self, timeout: Duration) -> Result<bool, DbError> {
+        use postgres::fallible_iterator::FallibleIterator as _;
+        self.client.call(move |s| {
+            let mut notifications = s.client.notifications();
+            let came = notifications.timeout_iter(timeout).next()?.is_some();
+            if came {
+                let mut pending = notifications.iter();
+                while pending.next()?.is_some() {}
+            }
+            Ok(came)
+        })
+    }
+}
+
 /// The URL with any password replaced by `***`.
 fn redact(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
@@ -224,7 +259,9 @@ pub(crate) struct Pooled {
 
 impl Pooled {
     pub(crate) fn client(&self) -> &PgClient {
-        self.client.as_ref().expect("a pooled connection is present until dropped")
+        self.client
+            .as_ref()
+            .expect("a pooled connection is present until dropped")
     }
 
     /// Drops the connection instead of giving it back (after an error that may have left it
@@ -444,8 +481,14 @@ mod tests {
         let url = format!("postgres://me@h/gl?password_file={}", file.display());
         let target = PgTarget::parse(&url).expect("parse");
         assert_eq!(target.config.get_password(), Some(&b"from-file"[..]));
-        let missing = format!("postgres://me@h/gl?password_file={}/nope", dir.path().display());
+        let missing = format!(
+            "postgres://me@h/gl?password_file={}/nope",
+            dir.path().display()
+        );
         let err = PgTarget::parse(&missing).unwrap_err();
-        assert!(err.to_string().contains("cannot read the password file"), "{err}");
+        assert!(
+            err.to_string().contains("cannot read the password file"),
+            "{err}"
+        );
     }
 }

@@ -136,7 +136,10 @@ fn raw_item(r: &Row) -> crate::db::DbResult<(QueueItem, String)> {
     ))
 }
 
-fn decode<A: Access + ?Sized>(a: &A, (mut item, state): (QueueItem, String)) -> Result<QueueItem, Error> {
+fn decode<A: Access + ?Sized>(
+    a: &A,
+    (mut item, state): (QueueItem, String),
+) -> Result<QueueItem, Error> {
     item.state = match state.as_str() {
         "queued" => QueueState::Queued,
         "claimed" => QueueState::Claimed,
@@ -177,6 +180,17 @@ pub(crate) fn queue_items<A: Access + ?Sized>(a: &A) -> Result<Vec<QueueItem>, E
     let sql = format!("SELECT {ITEM_COLUMNS} FROM queue_items ORDER BY id");
     let raws = collect(a, &sql, (), raw_item)?;
     raws.into_iter().map(|r| decode(a, r)).collect()
+}
+
+/// How many items are not ended (queued or claimed).
+pub(crate) fn open_count<A: Access + ?Sized>(a: &A) -> Result<u64, Error> {
+    a.conn()
+        .query_row(
+            "SELECT COUNT(*) FROM queue_items WHERE state <> 'ended'",
+            (),
+            |r| r.get(0),
+        )
+        .map_err(|e| sql_err(a, e))
 }
 
 /// Every claim of `item`, in order.
@@ -244,6 +258,30 @@ impl Tx<'_> {
         self.exec(
             "UPDATE queue_items SET goal_id = ?2 WHERE id = ?1",
             params![item.0, goal.0],
+        )?;
+        Ok(())
+    }
+
+    /// Moves `goal` to `worktree`: a worker that took over a queued goal on another machine
+    /// runs it in a worktree of its own, prepared from the same repository and base.
+    pub fn move_goal_worktree(
+        &self,
+        goal: GoalId,
+        worktree: &std::path::Path,
+    ) -> Result<(), Error> {
+        use std::os::unix::ffi::OsStrExt;
+        let n = self.exec(
+            "UPDATE goals SET worktree = ?2, updated_at = ?3 WHERE id = ?1",
+            params![goal.0, worktree.as_os_str().as_bytes(), self.now()],
+        )?;
+        if n == 0 {
+            return Err(Error::NoSuchGoal(goal));
+        }
+        self.append_event(
+            Some(goal),
+            None,
+            "goal-moved",
+            &serde_json::json!({"worktree": worktree.to_string_lossy()}),
         )?;
         Ok(())
     }
@@ -355,14 +393,20 @@ pub(crate) fn renew(
 }
 
 /// The check a fenced store makes first in each write transaction.
-pub(crate) fn check_fence(conn: Conn<'_>, path: &std::path::Path, fence: Fence) -> Result<(), Error> {
+pub(crate) fn check_fence(
+    conn: Conn<'_>,
+    path: &std::path::Path,
+    fence: Fence,
+) -> Result<(), Error> {
     // PostgreSQL: FOR SHARE holds the row until this transaction ends, so a claim (FOR UPDATE
     // SKIP LOCKED) cannot take the item between this check and the commit.
     let sql = match conn.backend() {
         Backend::Postgres => {
             "SELECT lease_epoch FROM queue_items WHERE id = ?1 AND state = 'claimed' FOR SHARE"
         }
-        Backend::Sqlite => "SELECT lease_epoch FROM queue_items WHERE id = ?1 AND state = 'claimed'",
+        Backend::Sqlite => {
+            "SELECT lease_epoch FROM queue_items WHERE id = ?1 AND state = 'claimed'"
+        }
     };
     let epoch: Option<u64> = conn
         .query_row(sql, [fence.item.0], |r| r.get(0))

@@ -160,11 +160,7 @@ pub trait Reads: sealed::Access {
             [dispatch.0],
             |r| {
                 Ok((
-                    (
-                        r.get::<i64>(0)?,
-                        r.get::<u32>(1)?,
-                        r.get::<u32>(2)?,
-                    ),
+                    (r.get::<i64>(0)?, r.get::<u32>(1)?, r.get::<u32>(2)?),
                     (
                         r.get::<String>(3)?,
                         r.get::<String>(4)?,
@@ -459,6 +455,11 @@ pub trait Reads: sealed::Access {
         crate::queue::queue_items(self)
     }
 
+    /// How many queue items are queued or claimed (not ended).
+    fn queue_open_count(&self) -> Result<u64, Error> {
+        crate::queue::open_count(self)
+    }
+
     /// Every claim of a queue item, in order.
     fn queue_claims(&self, id: crate::QueueItemId) -> Result<Vec<crate::QueueClaim>, Error> {
         crate::queue::queue_claims(self, id)
@@ -488,7 +489,9 @@ where
     A: sealed::Access + ?Sized,
     P: crate::db::Params,
 {
-    a.conn().query_map(sql, params, f).map_err(|e| sql_err(a, e))
+    a.conn()
+        .query_map(sql, params, f)
+        .map_err(|e| sql_err(a, e))
 }
 
 fn corrupt(path: &Path, what: &'static str, found: impl Into<String>) -> Error {

@@ -629,7 +629,10 @@ pub(crate) fn migrate_postgres(conn: Conn<'_>, path: &Path) -> Result<(), Error>
         };
         let applied = conn.batch(step).and_then(|()| {
             conn.execute("DELETE FROM greenlight_schema", ())?;
-            conn.execute("INSERT INTO greenlight_schema (version) VALUES (?1)", [next])?;
+            conn.execute(
+                "INSERT INTO greenlight_schema (version) VALUES (?1)",
+                [next],
+            )?;
             conn.batch("COMMIT")
         });
         if let Err(source) = applied {

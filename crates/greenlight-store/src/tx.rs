@@ -8,8 +8,8 @@
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use greenlight_stream::{FrameBody, StreamId};
 use crate::db::{Conn, OptionalExtension, params};
+use greenlight_stream::{FrameBody, StreamId};
 use serde_json::{Value, json};
 
 use crate::Error;
@@ -29,10 +29,10 @@ pub struct Tx<'a> {
     notify: std::cell::Cell<Notify>,
 }
 
-/// What a committed transaction tells PostgreSQL listeners.
+/// What a committed transaction tells PostgreSQL listeners besides that it changed something.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Notify {
-    pub(crate) frames: bool,
+    /// Work was queued (or given back): idle workers look.
     pub(crate) queue: bool,
 }
 
@@ -77,8 +77,8 @@ impl<'a> Tx<'a> {
         }
     }
 
-    /// Marks that this transaction appended frames or queued work, so PostgreSQL listeners are
-    /// notified when it commits.
+    /// Marks that this transaction queued work, so idle PostgreSQL workers are notified when it
+    /// commits.
     pub(crate) fn note(&self, change: impl FnOnce(&mut Notify)) {
         let mut n = self.notify.get();
         change(&mut n);
@@ -89,10 +89,7 @@ impl<'a> Tx<'a> {
     /// notification is delivered only if, and when, the transaction commits).
     pub(crate) fn pg_commit_sql(&self) -> String {
         let n = self.notify.get();
-        let mut sql = String::new();
-        if n.frames {
-            sql.push_str(&format!("NOTIFY {}; ", crate::FRAMES_CHANNEL));
-        }
+        let mut sql = format!("NOTIFY {}; ", crate::CHANGES_CHANNEL);
         if n.queue {
             sql.push_str(&format!("NOTIFY {}; ", crate::QUEUE_CHANNEL));
         }
@@ -101,7 +98,11 @@ impl<'a> Tx<'a> {
     }
 
     /// Runs an `INSERT … RETURNING id` and gives the new row's id.
-    pub(crate) fn insert_id(&self, sql: &str, params: impl crate::db::Params) -> Result<i64, Error> {
+    pub(crate) fn insert_id(
+        &self,
+        sql: &str,
+        params: impl crate::db::Params,
+    ) -> Result<i64, Error> {
         self.tx
             .query_row(sql, params, |r| r.get(0))
             .map_err(|e| self.sql(e))

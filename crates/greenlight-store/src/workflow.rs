@@ -11,9 +11,9 @@ use std::collections::BTreeMap;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
+use crate::db::{Backend, OptionalExtension, Row, params};
 use greenlight_stream::{Frame, FrameBody, StreamId, TurnTokens};
 use greenlight_types::{Family, MemberState, WorkflowStatus};
-use crate::db::{Backend, OptionalExtension, Row, params};
 
 use crate::Error;
 use crate::model::{Millis, is_kebab};

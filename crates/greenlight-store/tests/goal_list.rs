@@ -53,8 +53,11 @@ fn twelve_goals(dir: &Path) -> Store {
     }
     let mut raw = common::Raw::open(&db);
     let old = SystemClock.now_ms() - ARCHIVE_AFTER_MS - 60_000;
-    raw.execute("UPDATE goals SET updated_at = ?1 WHERE id <= 6", &[old.into()])
-        .expect("age");
+    raw.execute(
+        "UPDATE goals SET updated_at = ?1 WHERE id <= 6",
+        &[old.into()],
+    )
+    .expect("age");
     store
 }
 

@@ -7,9 +7,7 @@ mod common;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 
-use greenlight_store::{
-    Error, Millis, NewQueueItem, QueueState, Reads, Store, WallClock,
-};
+use greenlight_store::{Error, Millis, NewQueueItem, QueueState, Reads, Store, WallClock};
 
 /// A clock the test moves by hand, shared by every store of the test.
 #[derive(Debug, Default)]
@@ -41,8 +39,12 @@ fn labels_decide_who_claims_and_an_expired_lease_moves_the_item_under_a_new_epoc
     let clock = Arc::new(HandClock(AtomicI64::new(1_000)));
     let mut a = Store::open_with_clock(&db, clock.clone()).expect("open a");
     let mut b = Store::open_with_clock(&db, clock.clone()).expect("open b");
-    let gpu = a.write(|tx| tx.submit_queue_item(&item(&["gpu"]))).expect("submit");
-    let plain = a.write(|tx| tx.submit_queue_item(&item(&[]))).expect("submit");
+    let gpu = a
+        .write(|tx| tx.submit_queue_item(&item(&["gpu"])))
+        .expect("submit");
+    let plain = a
+        .write(|tx| tx.submit_queue_item(&item(&[])))
+        .expect("submit");
 
     // A worker without the label takes only the plain item, then finds nothing.
     let (first, fence_b) = b
@@ -51,7 +53,11 @@ fn labels_decide_who_claims_and_an_expired_lease_moves_the_item_under_a_new_epoc
         .expect("an item");
     assert_eq!(first.id, plain);
     assert_eq!((first.state, first.lease_epoch), (QueueState::Claimed, 1));
-    assert!(b.claim_queue_item("b", &labels(&["linux"]), 30_000).expect("claim").is_none());
+    assert!(
+        b.claim_queue_item("b", &labels(&["linux"]), 30_000)
+            .expect("claim")
+            .is_none()
+    );
     // One with it takes the labelled one.
     let (second, _) = a
         .claim_queue_item("a", &labels(&["gpu", "linux"]), 30_000)
@@ -70,7 +76,10 @@ fn labels_decide_who_claims_and_an_expired_lease_moves_the_item_under_a_new_epoc
     // b, fenced on its old epoch, can write nothing more, nor renew, nor end the item.
     b.set_fence(Some(fence_b));
     let refused = b.write(|tx| tx.append_event(None, None, "note", &serde_json::json!({})));
-    assert!(matches!(refused, Err(Error::LeaseLost { .. })), "{refused:?}");
+    assert!(
+        matches!(refused, Err(Error::LeaseLost { .. })),
+        "{refused:?}"
+    );
     assert!(!b.renew_queue_lease(fence_b, "b", 30_000).expect("renew"));
     let ended = b.write(|tx| tx.end_queue_item(fence_b, "done"));
     assert!(matches!(ended, Err(Error::LeaseLost { .. })), "{ended:?}");
@@ -78,10 +87,14 @@ fn labels_decide_who_claims_and_an_expired_lease_moves_the_item_under_a_new_epoc
     // a holds it: renews, writes fenced, ends it; the claims are on record.
     assert!(a.renew_queue_lease(fence_a, "a", 30_000).expect("renew"));
     a.set_fence(Some(fence_a));
-    a.write(|tx| tx.end_queue_item(fence_a, "done")).expect("end");
+    a.write(|tx| tx.end_queue_item(fence_a, "done"))
+        .expect("end");
     a.set_fence(None);
     let stored = a.queue_item(plain).expect("read").expect("item");
-    assert_eq!((stored.state, stored.outcome.as_deref()), (QueueState::Ended, Some("done")));
+    assert_eq!(
+        (stored.state, stored.outcome.as_deref()),
+        (QueueState::Ended, Some("done"))
+    );
     let claims: Vec<_> = a
         .queue_claims(plain)
         .expect("claims")
@@ -91,8 +104,14 @@ fn labels_decide_who_claims_and_an_expired_lease_moves_the_item_under_a_new_epoc
     assert_eq!(claims, [(1, "b".to_owned()), (2, "a".to_owned())]);
     // An ended item is never claimed again, however old its lease.
     clock.0.store(1_000_000, Ordering::SeqCst);
-    let left = a.claim_queue_item("a", &labels(&["gpu"]), 30_000).expect("claim");
-    assert_eq!(left.map(|(i, _)| i.id), Some(gpu), "only the expired gpu item is left");
+    let left = a
+        .claim_queue_item("a", &labels(&["gpu"]), 30_000)
+        .expect("claim");
+    assert_eq!(
+        left.map(|(i, _)| i.id),
+        Some(gpu),
+        "only the expired gpu item is left"
+    );
 }
 
 #[test]
@@ -100,10 +119,20 @@ fn a_released_item_goes_back_to_the_queue_and_a_bad_label_or_request_is_refused(
     let dir = tempfile::tempdir().expect("tmp");
     let db = common::state_at(dir.path().join("s.db"));
     let mut store = Store::open(&db).expect("open");
-    let id = store.write(|tx| tx.submit_queue_item(&item(&[]))).expect("submit");
-    let (_, fence) = store.claim_queue_item("w", &[], 30_000).expect("claim").expect("item");
-    store.write(|tx| tx.release_queue_item(fence)).expect("release");
-    let (back, fence2) = store.claim_queue_item("v", &[], 30_000).expect("claim").expect("item");
+    let id = store
+        .write(|tx| tx.submit_queue_item(&item(&[])))
+        .expect("submit");
+    let (_, fence) = store
+        .claim_queue_item("w", &[], 30_000)
+        .expect("claim")
+        .expect("item");
+    store
+        .write(|tx| tx.release_queue_item(fence))
+        .expect("release");
+    let (back, fence2) = store
+        .claim_queue_item("v", &[], 30_000)
+        .expect("claim")
+        .expect("item");
     assert_eq!((back.id, fence2.epoch), (id, 2));
 
     let bad = store.write(|tx| tx.submit_queue_item(&item(&["has space"])));
@@ -112,7 +141,11 @@ fn a_released_item_goes_back_to_the_queue_and_a_bad_label_or_request_is_refused(
     not_json.spec_json = "{oops".into();
     let bad = store.write(|tx| tx.submit_queue_item(&not_json));
     assert!(matches!(bad, Err(Error::NotJson { .. })), "{bad:?}");
-    assert_eq!(store.queue_items().expect("items").len(), 1, "nothing refused was queued");
+    assert_eq!(
+        store.queue_items().expect("items").len(),
+        1,
+        "nothing refused was queued"
+    );
 }
 
 #[test]
@@ -155,6 +188,10 @@ fn many_workers_claiming_at_once_take_each_item_exactly_once() {
     all.dedup();
     assert_eq!(all.len(), ITEMS, "no item claimed by two workers");
     for id in all {
-        assert_eq!(store.queue_claims(id).expect("claims").len(), 1, "item {id}");
+        assert_eq!(
+            store.queue_claims(id).expect("claims").len(),
+            1,
+            "item {id}"
+        );
     }
 }

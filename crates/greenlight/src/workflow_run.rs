@@ -59,8 +59,8 @@ pub struct RunArgs {
     /// One JSON object on stdout at the end (a pause's includes the resume command).
     #[arg(long)]
     pub json: bool,
-    /// The state database [default: $GREENLIGHT_STATE, else $XDG_STATE_HOME/greenlight/state.db].
-    #[arg(long, value_name = "PATH")]
+    /// The state database: a file, or a postgres:// URL [default: $GREENLIGHT_STORE, else $GREENLIGHT_STATE, else $XDG_STATE_HOME/greenlight/state.db].
+    #[arg(long, visible_alias = "store", value_name = "PATH|URL")]
     pub state: Option<PathBuf>,
 }
 

@@ -83,7 +83,11 @@ impl Raw {
         if text.starts_with("postgres") {
             let mut config: postgres::Config = text.parse().expect("the test's URL");
             config.application_name("greenlight-test-raw");
-            Raw::Postgres(config.connect(postgres::NoTls).expect("raw PostgreSQL connection"))
+            Raw::Postgres(
+                config
+                    .connect(postgres::NoTls)
+                    .expect("raw PostgreSQL connection"),
+            )
         } else {
             Raw::Sqlite(rusqlite::Connection::open(location).expect("raw SQLite connection"))
         }
@@ -124,7 +128,9 @@ impl Raw {
                         rusqlite::types::ValueRef::Text(t) => {
                             String::from_utf8_lossy(t).into_owned()
                         }
-                        rusqlite::types::ValueRef::Blob(b) => String::from_utf8_lossy(b).into_owned(),
+                        rusqlite::types::ValueRef::Blob(b) => {
+                            String::from_utf8_lossy(b).into_owned()
+                        }
                     })
                 })
                 .expect("query")
@@ -177,8 +183,11 @@ impl Raw {
                 .pragma_update(None, "user_version", version)
                 .expect("set user_version"),
             Raw::Postgres(_) => {
-                self.execute("UPDATE greenlight_schema SET version = ?1", &[Arg::Int(version)])
-                    .expect("set the version");
+                self.execute(
+                    "UPDATE greenlight_schema SET version = ?1",
+                    &[Arg::Int(version)],
+                )
+                .expect("set the version");
             }
         }
     }

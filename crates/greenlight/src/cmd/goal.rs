@@ -21,8 +21,8 @@ const DEFAULT_AGENT: &str = "claude";
 /// Options shared by every `goal` subcommand.
 #[derive(Debug, Clone, clap::Args)]
 pub struct Common {
-    /// The state database [default: $GREENLIGHT_STATE, else $XDG_STATE_HOME/greenlight/state.db].
-    #[arg(long, global = true, value_name = "PATH")]
+    /// The state database: a file, or a postgres:// URL [default: $GREENLIGHT_STORE, else $GREENLIGHT_STATE, else $XDG_STATE_HOME/greenlight/state.db].
+    #[arg(long, global = true, visible_alias = "store", value_name = "PATH|URL")]
     pub state: Option<PathBuf>,
     /// The worktree whose goal this is [default: the current directory].
     #[arg(long, global = true, value_name = "DIR")]
@@ -68,6 +68,11 @@ pub enum Command {
     /// List, add or remove the goal's gates.
     #[command(subcommand)]
     Gate(GateCommand),
+    /// Put a goal on the store's queue, for whichever `goal worker` is free to run it.
+    Submit(Box<super::goal_queue::SubmitArgs>),
+    /// Claim queued goals and run them, each in a worktree prepared from its repository and
+    /// base, renewing a lease on each (another worker takes over if this one dies).
+    Worker(Box<super::goal_queue::WorkerArgs>),
 }
 
 /// `goal gate …`.
@@ -114,7 +119,7 @@ pub struct AgentArgs {
 }
 
 impl AgentArgs {
-    fn openai(&self) -> OpenAiArgs {
+    pub fn openai(&self) -> OpenAiArgs {
         OpenAiArgs {
             base_url: self.base_url.clone(),
             api_key_env: self.api_key_env.clone(),
@@ -397,6 +402,14 @@ fn dispatch(args: Args) -> CliResult {
         Command::Status { json } => status(&mut store, &worktree, json),
         Command::Log { follow, json } => log(&store, &worktree, follow, json),
         Command::Gate(command) => gate(&mut store, &worktree, command),
+        Command::Submit(submit) => {
+            super::goal_queue::submit(&mut store, &worktree, *submit, &families)
+        }
+        Command::Worker(args) => {
+            let state = store.path().to_path_buf();
+            drop(store);
+            super::goal_queue::worker(&state, *args)
+        }
     }
 }
 

@@ -43,8 +43,8 @@ pub struct Args {
     /// A directory of the repository whose history to show [default: the current directory].
     #[arg(short = 'C', long, value_name = "DIR")]
     pub cwd: Option<PathBuf>,
-    /// The state database [default: $GREENLIGHT_STATE, else $XDG_STATE_HOME/greenlight/state.db].
-    #[arg(long, value_name = "PATH")]
+    /// The state database: a file, or a postgres:// URL [default: $GREENLIGHT_STORE, else $GREENLIGHT_STATE, else $XDG_STATE_HOME/greenlight/state.db].
+    #[arg(long, visible_alias = "store", value_name = "PATH|URL")]
     pub state: Option<PathBuf>,
 }
 

@@ -20,7 +20,7 @@ pub struct Args {
     pub command: Option<McpCommand>,
     /// The state database runs and goals are read from and recorded in [default:
     /// $GREENLIGHT_STATE, else $XDG_STATE_HOME/greenlight/state.db].
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, visible_alias = "store", value_name = "PATH|URL")]
     pub state: Option<PathBuf>,
 }
 

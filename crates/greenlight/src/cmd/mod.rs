@@ -7,6 +7,7 @@ pub mod demo;
 pub mod demo_workflow;
 pub mod digest;
 pub mod goal;
+pub mod goal_queue;
 pub mod history;
 pub mod hook;
 pub mod init;

@@ -12,8 +12,8 @@ pub struct Args {
     /// The address to listen on; anything but loopback requires --token-file.
     #[arg(long, value_name = "ADDR", default_value = DEFAULT_LISTEN)]
     pub listen: SocketAddr,
-    /// The state database [default: $GREENLIGHT_STATE, else $XDG_STATE_HOME/greenlight/state.db].
-    #[arg(long, value_name = "PATH")]
+    /// The state database: a file, or a postgres:// URL [default: $GREENLIGHT_STORE, else $GREENLIGHT_STATE, else $XDG_STATE_HOME/greenlight/state.db].
+    #[arg(long, visible_alias = "store", value_name = "PATH|URL")]
     pub state: Option<PathBuf>,
     /// A file whose first line is the token every request must carry (bearer header, or the
     /// cookie `/login?token=…` sets).

@@ -67,7 +67,7 @@ pub struct Args {
     pub no_record: bool,
     /// The state database runs are recorded in [default: $GREENLIGHT_STATE, else
     /// $XDG_STATE_HOME/greenlight/state.db].
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, visible_alias = "store", value_name = "PATH|URL")]
     pub state: Option<PathBuf>,
     /// Run every gate (a version 2 file replays unchanged results from the cache) and store
     /// the fresh results.

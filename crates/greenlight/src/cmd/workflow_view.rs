@@ -28,8 +28,8 @@ pub struct RunArgs {
     /// One JSON document on stdout instead of lines.
     #[arg(long)]
     pub json: bool,
-    /// The state database [default: $GREENLIGHT_STATE, else $XDG_STATE_HOME/greenlight/state.db].
-    #[arg(long, value_name = "PATH")]
+    /// The state database: a file, or a postgres:// URL [default: $GREENLIGHT_STORE, else $GREENLIGHT_STATE, else $XDG_STATE_HOME/greenlight/state.db].
+    #[arg(long, visible_alias = "store", value_name = "PATH|URL")]
     pub state: Option<PathBuf>,
 }
 
@@ -39,8 +39,8 @@ pub struct ListArgs {
     /// One JSON array on stdout instead of lines.
     #[arg(long)]
     pub json: bool,
-    /// The state database [default: $GREENLIGHT_STATE, else $XDG_STATE_HOME/greenlight/state.db].
-    #[arg(long, value_name = "PATH")]
+    /// The state database: a file, or a postgres:// URL [default: $GREENLIGHT_STORE, else $GREENLIGHT_STATE, else $XDG_STATE_HOME/greenlight/state.db].
+    #[arg(long, visible_alias = "store", value_name = "PATH|URL")]
     pub state: Option<PathBuf>,
 }
 
@@ -50,8 +50,8 @@ pub struct PauseArgs {
     /// The workflow run's id.
     #[arg(value_name = "ID")]
     pub id: i64,
-    /// The state database [default: $GREENLIGHT_STATE, else $XDG_STATE_HOME/greenlight/state.db].
-    #[arg(long, value_name = "PATH")]
+    /// The state database: a file, or a postgres:// URL [default: $GREENLIGHT_STORE, else $GREENLIGHT_STATE, else $XDG_STATE_HOME/greenlight/state.db].
+    #[arg(long, visible_alias = "store", value_name = "PATH|URL")]
     pub state: Option<PathBuf>,
 }
 
