@@ -19,6 +19,7 @@ mod goal_hostile;
 mod goal_judge_dispatch;
 mod goal_loop;
 mod goal_openai;
+mod goal_queue;
 mod goal_remote;
 mod goal_resume;
 mod goal_support;
