@@ -440,10 +440,14 @@ fn sql_advice(source: &DbError) -> &'static str {
 }
 
 fn pg_advice(source: &DbError) -> &'static str {
+    if source.to_string().contains("password missing") {
+        return "the server asks for a password and the URL gives none: add it to the URL, or \
+                name a file holding it with ?password_file=PATH";
+    }
     if source.pg_unreachable() {
         return "PostgreSQL cannot be reached: check the server is up and the URL's host, port, \
-                user, password and sslmode, then run the command again (a running worker \
-                finishes its turn and stops claiming until it can)";
+                user, password and sslmode, then run the command again (workers retry every \
+                few seconds and claim nothing until it answers)";
     }
     match source.pg_code() {
         Some("28P01" | "28000") => {

@@ -187,6 +187,49 @@ pub fn local_anchor(location: &Path) -> PathBuf {
         .join("state")
 }
 
+/// The schema version the store at `location` records, read without changing anything:
+/// `None` when there is no store there yet (no file; a PostgreSQL database greenlight never
+/// opened). What `greenlight store check` reports before `migrate` brings it up to date.
+pub fn stored_schema_version(location: &Path) -> Result<Option<i64>, Error> {
+    if let Some(url) = location.to_str().filter(|l| pg::is_url(l)) {
+        let target = pg::PgTarget::parse(url)?;
+        let shown = PathBuf::from(target.shown());
+        let client = target.connect().map_err(|source| Error::Open {
+            path: shown.clone(),
+            source,
+        })?;
+        let conn = Conn::Postgres(&client);
+        let exists: bool = conn
+            .query_row(
+                "SELECT to_regclass('greenlight_schema') IS NOT NULL",
+                (),
+                |r| r.get(0),
+            )
+            .map_err(|e| Error::sql(&shown, e))?;
+        if !exists {
+            return Ok(None);
+        }
+        return conn
+            .query_row("SELECT MAX(version) FROM greenlight_schema", (), |r| {
+                r.get(0)
+            })
+            .map_err(|e| Error::sql(&shown, e));
+    }
+    if !location.exists() {
+        return Ok(None);
+    }
+    let open_err = |source: rusqlite::Error| Error::Open {
+        path: location.to_path_buf(),
+        source: source.into(),
+    };
+    let conn = Connection::open_with_flags(location, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+        .map_err(open_err)?;
+    conn.busy_timeout(BUSY_TIMEOUT).map_err(open_err)?;
+    conn.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0))
+        .map(Some)
+        .map_err(open_err)
+}
+
 /// An open state database: a SQLite file, or a PostgreSQL database named by a
 /// `postgres://` URL given where a path goes. Not `Sync`: give each thread (or process) its own
 /// `Store`; SQLite's locking, or PostgreSQL's, makes them safe together.

@@ -59,6 +59,8 @@ enum Command {
     History(cmd::history::Args),
     /// Serve the dashboard and the live API (SSE with resume) for a state file.
     Serve(cmd::serve::Args),
+    /// The state store (a SQLite file or a PostgreSQL database): check it, migrate it.
+    Store(cmd::store::Args),
     /// The result cache of version 2 gates: stats, prune, clear.
     #[command(subcommand)]
     Cache(cmd::cache::Command),
@@ -110,6 +112,7 @@ fn main() {
         Command::Hook(command) => cmd::hook::run(command),
         Command::History(args) => cmd::history::run(args),
         Command::Serve(args) => cmd::serve::run(args),
+        Command::Store(args) => cmd::store::run(args),
         Command::Mcp(args) => cmd::mcp::run(args),
         Command::Cache(command) => cmd::cache::run(command),
         Command::Worker(args) => cmd::worker::run(args),

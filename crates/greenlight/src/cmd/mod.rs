@@ -14,6 +14,7 @@ pub mod init;
 pub mod mcp;
 pub mod mcp_install;
 pub mod serve;
+pub mod store;
 pub mod verify;
 pub mod worker;
 pub mod workflow;

@@ -42,6 +42,7 @@ mod run_record;
 mod serve_cli;
 mod serve_wake;
 mod state_disk_full;
+mod store_cli;
 mod untrusted_files_cli;
 mod verify;
 mod verify_cache;
