@@ -460,7 +460,6 @@ impl Store {
                     Ok(_) => tx.pg_commit_sql(),
                     Err(_) => "ROLLBACK".to_owned(),
                 };
-                drop(tx);
                 if let Err(e) = conn.batch(&end) {
                     pooled.discard();
                     return Err(Error::sql(path, e).into());

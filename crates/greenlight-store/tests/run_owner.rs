@@ -46,7 +46,7 @@ fn a_run_whose_owner_is_gone_is_closed_as_interrupted_once_with_its_frame() {
     ] {
         raw.execute(
             &format!("UPDATE runs SET owner_pid = ?1{extra} WHERE id = ?2"),
-            &[i64::from(dead).into(), run.0.into()],
+            &[dead.into(), run.0.into()],
         )
         .expect("owner");
     }
@@ -103,7 +103,7 @@ fn a_run_closed_meanwhile_by_its_owner_is_left_as_its_owner_wrote_it() {
     let mut raw = common::Raw::open(&db);
     raw.execute(
         "UPDATE runs SET owner_pid = ?1 WHERE id = ?2",
-        &[i64::from(reaped_pid()).into(), run.0.into()],
+        &[reaped_pid().into(), run.0.into()],
     )
     .expect("owner");
     assert_eq!(store.close_abandoned_runs().expect("close"), []);

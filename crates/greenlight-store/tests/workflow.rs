@@ -541,7 +541,7 @@ fn a_run_whose_process_died_is_interrupted_once_its_dispatch_settled_and_it_resu
     for (run, extra) in [(killed, ""), (foreign, ", owner_pidns = 'pid:[1]'")] {
         raw.execute(
             &format!("UPDATE workflow_runs SET owner_pid = ?1{extra} WHERE id = ?2"),
-            &[i64::from(dead).into(), run.0.into()],
+            &[dead.into(), run.0.into()],
         )
         .expect("owner");
     }
