@@ -53,22 +53,34 @@ impl Drop for SmallDisk {
 fn a_full_disk_is_named_when_the_state_file_is_written_and_when_it_is_opened() {
     let disk = SmallDisk::mount("1m");
     let repo = TempRepo::worktree_with_commit();
-    // The gate fills the disk (when asked to) while the run, already recorded as started, waits
-    // to record it.
+    // The gate fills the disk (when asked to) once the run is recorded as started: the recorder
+    // opens the database on a thread of its own while the gates start, so the gate waits for the
+    // run's first commit (the write-ahead log of a database closed cleanly is empty until then).
+    // Without the wait a fast gate can fill the disk before the open, which is the open's case.
     let fill = |d: &Path| {
         format!(
             "dd if=/dev/zero of={}/fill bs=4k 2>/dev/null; true",
             d.display()
         )
     };
-    repo.verify_yaml(&format!(
-        "version: 1\ngates:\n  - id: fill\n    command: if [ -f {0}/fill-now ]; then {1}; fi\n",
-        disk.path().display(),
-        fill(disk.path())
-    ));
-    std::fs::write(disk.path().join("fill-now"), "").unwrap();
     let state = disk.path().join("state.db");
     let state_arg = state.to_str().unwrap();
+    repo.verify_yaml(&format!(
+        "version: 1\ngates:\n  - id: fill\n    command: if [ -f {0}/fill-now ]; then \
+         for i in $(seq 1000); do [ -s {2}-wal ] && break; sleep 0.01; done; {1}; fi\n",
+        disk.path().display(),
+        fill(disk.path()),
+        state.display()
+    ));
+    // A first run makes the database, so the next one's open finds it migrated.
+    let first = repo.greenlight(["verify", "--state", state_arg]);
+    assert_eq!(first.code, 0, "{}", first.render());
+    assert!(
+        !disk.path().join("state.db-wal").exists(),
+        "a clean close leaves no write-ahead log: {}",
+        first.render()
+    );
+    std::fs::write(disk.path().join("fill-now"), "").unwrap();
     let mid_run = repo.greenlight(["verify", "--state", state_arg]);
     assert_eq!(mid_run.code, 0, "{}", mid_run.render());
     assert!(
