@@ -3,7 +3,8 @@
 # pub/sub module) on the same workload, in one run:
 #   - greenlight at 100 and at 1,000 watchers of one goal, FRAMES frames committed at RATE/s by a
 #     separate writer process through the store (it pokes the server's wake-up socket after each
-#     commit), every 10th watcher dropped once mid-stream and resumed by cursor;
+#     commit), every 10th watcher dropped once mid-stream and resumed by cursor; on each backend:
+#     a SQLite file, and PostgreSQL (a fresh schema; the server LISTENs, each commit NOTIFYs);
 #   - nchan, where nginx and libnginx-mod-nchan are installed, at 100 and 1,000 watchers of one
 #     channel: the same watcher client, the writer publishing by HTTP POST at the same rate;
 #   - the floor: the same writer committing to a SQLite file with the same durability and a
@@ -15,10 +16,12 @@
 # non-zero only on a correctness failure of greenlight's: a gap, a duplicate, an incomplete
 # watcher.
 #
-# usage: scripts/bench-stream.sh [FRAMES [RATE]]   (default 3000 200)
+# usage: scripts/bench-stream.sh [FRAMES [RATE]]   (default 2000 200)
+# env:   GREENLIGHT_TEST_PG  a PostgreSQL URL whose user may create schemas; unset, the script
+#                            starts the services of scripts/ci/remote-services.sh and stops them
 set -euo pipefail
 
-frames=${1:-3000}
+frames=${1:-2000}
 rate=${2:-200}
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -39,14 +42,42 @@ bin="${CARGO_TARGET_DIR:-$root/target}/release"
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/greenlight-bench-stream.XXXXXX")
 server=
+services= # the services directory when this script started them
 cleanup() {
     if [ -n "$server" ] && kill -0 "$server" 2>/dev/null; then
         kill -TERM "$server" 2>/dev/null || true
         wait "$server" 2>/dev/null || true
     fi
+    if [ -n "$services" ]; then
+        scripts/ci/remote-services.sh stop "$services" || true
+    fi
     rm -rf "$work"
 }
 trap cleanup EXIT
+
+psql_bin="${GREENLIGHT_PG_BIN:-/usr/lib/postgresql/15/bin}/psql"
+[ -x "$psql_bin" ] || psql_bin=$(command -v psql) ||
+    { echo "bench-stream: psql is missing: apt-get install postgresql" >&2; exit 1; }
+if [ -z "${GREENLIGHT_TEST_PG:-}" ]; then
+    # Its own mktemp dir (not under $work): as root the cluster runs as `postgres`, which must
+    # be able to reach it.
+    services=$(mktemp -d)
+    echo "== starting PostgreSQL (scripts/ci/remote-services.sh)"
+    scripts/ci/remote-services.sh start "$services" >&2 ||
+        { echo "bench-stream: PostgreSQL did not start (above)" >&2; exit 1; }
+    # shellcheck source=/dev/null
+    . "$services/env"
+fi
+
+# fresh_pg_store NAME: a schema of its own on the test server, as a store URL.
+fresh_pg_store() {
+    local schema="stream_$1_$$_$RANDOM"
+    "$psql_bin" "$GREENLIGHT_TEST_PG" -XAtq -v ON_ERROR_STOP=1 -c "CREATE SCHEMA $schema" >&2
+    case $GREENLIGHT_TEST_PG in
+        *\?*) echo "$GREENLIGHT_TEST_PG&options=-csearch_path%3D$schema" ;;
+        *) echo "$GREENLIGHT_TEST_PG?options=-csearch_path%3D$schema" ;;
+    esac
+}
 
 # Server and client on separate cores when taskset is there, so one does not starve the other.
 pin_server=() pin_client=()
@@ -67,11 +98,19 @@ result() {
     rss[$1]=$(sed -n 's/.*rss_kib=\([0-9]*\).*/\1/p' <<<"$line")
 }
 
-# greenlight N: serve a fresh state file, N watchers, the writer; stop the server.
+# greenlight BACKEND N: serve a fresh store (BACKEND sqlite: a file; postgres: a schema), N
+# watchers, the writer; stop the server.
 greenlight() {
-    local n=$1 dir="$work/greenlight-$1" addr=
+    local backend=$1 n=$2 name dir addr='' store
+    name=$([ "$backend" = sqlite ] && echo "greenlight-$n" || echo "postgres-$n")
+    dir="$work/$name"
     mkdir -p "$dir"
-    "${pin_server[@]}" "$bin/greenlight" serve --listen 127.0.0.1:0 --state "$dir/state.db" 2>"$dir/serve.log" &
+    if [ "$backend" = sqlite ]; then
+        store="$dir/state.db"
+    else
+        store=$(fresh_pg_store "$n")
+    fi
+    "${pin_server[@]}" "$bin/greenlight" serve --listen 127.0.0.1:0 --state "$store" 2>"$dir/serve.log" &
     server=$!
     for _ in $(seq 1 100); do
         addr=$(sed -n 's|.*serving on http://\([^/]*\)/.*|\1|p' "$dir/serve.log")
@@ -80,13 +119,13 @@ greenlight() {
         sleep 0.1
     done
     [ -n "$addr" ] || { echo "bench-stream: the server did not start:" >&2; cat "$dir/serve.log" >&2; exit 1; }
-    echo "== greenlight serve on $addr (pid $server): $n watchers x $frames frames at $rate/s"
+    echo "== greenlight serve ($backend) on $addr (pid $server): $n watchers x $frames frames at $rate/s"
     local p99_target=()
     [ "$n" -ge 1000 ] && p99_target=(--p99-ms 50)
-    "${pin_client[@]}" "$bin/greenlight-stream-load" --addr "$addr" --state "$dir/state.db" \
+    "${pin_client[@]}" "$bin/greenlight-stream-load" --addr "$addr" --state "$store" \
         --subscribers "$n" --frames "$frames" --rate "$rate" --drop-every 10 \
         --server-pid "$server" "${p99_target[@]}" --rss-mib 64 | tee "$dir/load.out" || status=1
-    result "greenlight-$n" "$dir/load.out"
+    result "$name" "$dir/load.out"
     kill -TERM "$server"
     wait "$server" || { echo "bench-stream: the server did not exit 0 on SIGTERM" >&2; status=1; }
     server=
@@ -143,8 +182,10 @@ nchan() {
     server=
 }
 
-greenlight 100
-greenlight 1000
+greenlight sqlite 100
+greenlight sqlite 1000
+greenlight postgres 100
+greenlight postgres 1000
 if have_nchan; then
     nchan 100 || echo "bench-stream: nchan did not start; its figures are missing"
     nchan 1000 || echo "bench-stream: nchan did not start; its figures are missing"
@@ -161,20 +202,23 @@ mark() { if awk "BEGIN { exit !($1) }"; then echo MET; else echo MISSED; fi; }
 echo
 echo "== summary ($frames frames at $rate/s; latency in ms)"
 printf '%-18s %9s %9s %10s\n' "" p50 p99 "peak RSS"
-for name in greenlight-100 greenlight-1000 nchan-100 nchan-1000 floor; do
+for name in greenlight-100 greenlight-1000 postgres-100 postgres-1000 nchan-100 nchan-1000 floor; do
     [ -n "${p50[$name]:-}" ] || continue
     kib=${rss[$name]:-0}
     printf '%-18s %9s %9s %10s\n' "$name" "${p50[$name]}" "${p99[$name]}" \
         "$( ((kib > 0)) && awk "BEGIN { printf \"%.1f MiB\", $kib / 1024 }" || echo -)"
 done
-g100=${p50[greenlight-100]:-0}
-if [ -n "${p50[nchan-100]:-}" ]; then
-    echo "target 100-watcher p50 <= 2 x nchan's (${p50[nchan-100]} ms): $(mark "$g100 <= 2 * ${p50[nchan-100]}")"
-fi
-if [ -n "${p50[floor]:-}" ]; then
-    echo "target 100-watcher p50 <= 1.5 x the durable floor's (${p50[floor]} ms): $(mark "$g100 <= 1.5 * ${p50[floor]}")"
-fi
-echo "target 1,000-watcher p99 < 50 ms: $(mark "${p99[greenlight-1000]:-1e9} < 50")"
-peak=$(( ${rss[greenlight-100]:-0} > ${rss[greenlight-1000]:-0} ? ${rss[greenlight-100]:-0} : ${rss[greenlight-1000]:-0} ))
-echo "target server RSS < 64 MiB: $(mark "$peak > 0 && $peak < 64 * 1024")"
+for backend in greenlight postgres; do
+    g100=${p50[$backend-100]:-1e9}
+    label=$([ "$backend" = greenlight ] && echo SQLite || echo PostgreSQL)
+    if [ -n "${p50[nchan-100]:-}" ]; then
+        echo "$label: target 100-watcher p50 <= 2 x nchan's (${p50[nchan-100]} ms): $(mark "$g100 <= 2 * ${p50[nchan-100]}")"
+    fi
+    if [ "$backend" = greenlight ] && [ -n "${p50[floor]:-}" ]; then
+        echo "$label: target 100-watcher p50 <= 1.5 x the durable floor's (${p50[floor]} ms): $(mark "$g100 <= 1.5 * ${p50[floor]}")"
+    fi
+    echo "$label: target 1,000-watcher p99 < 50 ms: $(mark "${p99[$backend-1000]:-1e9} < 50")"
+    peak=$(( ${rss[$backend-100]:-0} > ${rss[$backend-1000]:-0} ? ${rss[$backend-100]:-0} : ${rss[$backend-1000]:-0} ))
+    echo "$label: target server RSS < 64 MiB: $(mark "$peak > 0 && $peak < 64 * 1024")"
+done
 exit "$status"

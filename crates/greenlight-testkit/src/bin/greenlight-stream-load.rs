@@ -1,11 +1,11 @@
-//! The SSE load client of `scripts/bench-stream.sh`: creates a goal in the state file a running
-//! `greenlight serve` reads, connects the subscribers, starts itself again as the writer (a
-//! separate process appending frames through the store at a fixed rate), and reports delivery
-//! latency, the server's peak RSS, and any gap, duplicate or incomplete subscriber. With
-//! `--nchan` instead of `--state`, the same subscribers follow channel 1 of an nchan server and
-//! the writer publishes to it by HTTP POST at the same rate.
+//! The SSE load client of `scripts/bench-stream.sh`: creates a goal in the store a running
+//! `greenlight serve` reads (a SQLite file or a PostgreSQL URL), connects the subscribers, starts
+//! itself again as the writer (a separate process appending frames through the store at a fixed
+//! rate), and reports delivery latency, the server's peak RSS, and any gap, duplicate or
+//! incomplete subscriber. With `--nchan` instead of `--state`, the same subscribers follow
+//! channel 1 of an nchan server and the writer publishes to it by HTTP POST at the same rate.
 //!
-//! `greenlight-stream-load --addr ADDR (--state PATH | --nchan) [--subscribers N] [--frames N]
+//! `greenlight-stream-load --addr ADDR (--state PATH|URL | --nchan) [--subscribers N] [--frames N]
 //! [--rate N] [--drop-every N] [--server-pid PID] [--p99-ms N] [--rss-mib N]`; the last line is
 //! `result p50_ms=… p99_ms=… rss_kib=…` for the script; exit 1 on any gap, duplicate or
 //! incomplete subscriber, 2 on bad arguments.
@@ -88,7 +88,13 @@ fn load_mode(args: &[String]) -> Result<ExitCode, String> {
         (Source::Nchan, NCHAN_CHANNEL, command)
     } else {
         let state: PathBuf = arg(args, "--state", None)?;
-        let dir = state.parent().unwrap_or(Path::new(".")).to_path_buf();
+        // The goal's worktree must exist but is never used; a PostgreSQL store has no directory
+        // of its own, so its goal names the current one.
+        let dir = if greenlight_store::pg::is_url(&state.to_string_lossy()) {
+            std::env::current_dir().map_err(|e| e.to_string())?
+        } else {
+            state.parent().unwrap_or(Path::new(".")).to_path_buf()
+        };
         let goal = load::create_goal(&state, &dir).0;
         let mut command = Command::new(std::env::current_exe().map_err(|e| e.to_string())?);
         command
