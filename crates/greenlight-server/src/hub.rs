@@ -278,25 +278,29 @@ impl Hub {
                         Some(listener) if !failed => listener.wait(SAFETY_POLL),
                         _ => std::thread::sleep(POLL_INTERVAL),
                     }
+                    // New frames first: the read that finds them is the only one between a
+                    // commit and its watchers (on PostgreSQL each read is a round trip).
                     // A failed read (a writer holding an exclusive lock for a migration, say) is
                     // retried soon, poked or not; nothing is skipped because the position stays.
+                    let Ok(next) = hub.publish_since(&store, position) else {
+                        failed = true;
+                        continue;
+                    };
+                    let mut moved = next != position;
+                    position = next;
                     let Ok(head) = store.last_frame_position() else {
                         failed = true;
                         continue;
                     };
                     failed = false;
-                    let event_head = store.last_seq().unwrap_or(events);
                     if head < position {
                         // The newest frames were pruned, so new frames may take positions at or
                         // below ours: start again from the file's last one.
                         position = head;
+                        moved = true;
                     }
-                    let moved = head != position || event_head != events;
-                    if head != position
-                        && let Ok(next) = hub.publish_since(&store, position)
-                    {
-                        position = next;
-                    }
+                    let event_head = store.last_seq().unwrap_or(events);
+                    moved |= event_head != events;
                     events = event_head;
                     if moved {
                         hub.changes.send_modify(|n| *n += 1);
