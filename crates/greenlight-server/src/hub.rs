@@ -249,8 +249,9 @@ impl Hub {
     }
 
     /// The poller: when poked, and at least every [`SAFETY_POLL`] (every [`POLL_INTERVAL`] when
-    /// no wake-up socket could be bound), a cheap look at the file's last frame and last event;
-    /// when either moved, read and publish the new frames and bump the change counter. Returns
+    /// no wake-up socket could be bound), reads and publishes the frames after its position,
+    /// then looks at the store's last frame (pruned?) and last event, and bumps the change
+    /// counter when anything moved. Returns
     /// the thread and, when the wake-up socket could not be bound, why (the poller then polls).
     pub fn spawn_poller(
         self: &Arc<Self>,
