@@ -142,17 +142,9 @@ pub struct ResumeArgs {
     pub loop_args: LoopArgs,
 }
 
-/// Arguments of `greenlight goal run`.
+/// How long a goal may go on and who accepts it: the same for `goal run` and `goal submit`.
 #[derive(Debug, clap::Args)]
-pub struct RunArgs {
-    /// What the agent must achieve.
-    pub goal: String,
-    #[command(flatten)]
-    pub agent: AgentArgs,
-    /// A gate command; repeat for several, run in order [default: the gates of
-    /// .greenlight/verify.yaml, else .commandmate/verify.yaml].
-    #[arg(long = "gate", value_name = "CMD")]
-    pub gates: Vec<String>,
+pub struct GoalLimits {
     /// Turns before the goal pauses.
     #[arg(long, default_value_t = 20)]
     pub max_turns: u32,
@@ -166,6 +158,21 @@ pub struct RunArgs {
     /// A judge model (same family) that must accept the goal after the gates pass, or `none`.
     #[arg(long, default_value = "none")]
     pub judge: String,
+}
+
+/// Arguments of `greenlight goal run`.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// What the agent must achieve.
+    pub goal: String,
+    #[command(flatten)]
+    pub agent: AgentArgs,
+    /// A gate command; repeat for several, run in order [default: the gates of
+    /// .greenlight/verify.yaml, else .commandmate/verify.yaml].
+    #[arg(long = "gate", value_name = "CMD")]
+    pub gates: Vec<String>,
+    #[command(flatten)]
+    pub limits: GoalLimits,
     /// Also serve the dashboard and the live API while the goal runs (`--serve` on
     /// 127.0.0.1:7357, or `--serve=ADDR`; loopback only: use `greenlight serve` for a token).
     #[arg(long, value_name = "ADDR", num_args = 0..=1, require_equals = true,
@@ -278,10 +285,10 @@ fn dispatch(args: Args) -> CliResult {
                     model: run.agent.model.clone(),
                     openai: run.agent.openai(),
                     gates: run.gates,
-                    max_turns: run.max_turns,
-                    retries: run.retries,
-                    gate_timeout: run.gate_timeout,
-                    judge: run.judge,
+                    max_turns: run.limits.max_turns,
+                    retries: run.limits.retries,
+                    gate_timeout: run.limits.gate_timeout,
+                    judge: run.limits.judge,
                 },
                 &families,
             )

@@ -44,18 +44,8 @@ pub struct SubmitArgs {
     /// A gate command; repeat for several [default: the gates of the base's verify.yaml].
     #[arg(long = "gate", value_name = "CMD")]
     pub gates: Vec<String>,
-    /// Turns before the goal pauses.
-    #[arg(long, default_value_t = 20)]
-    pub max_turns: u32,
-    /// Consecutive failures of one gate before the goal pauses.
-    #[arg(long, default_value_t = 3)]
-    pub retries: u32,
-    /// Time limit of each gate [default as for `goal run`].
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
-    pub gate_timeout: Option<Duration>,
-    /// A judge model (same family) that must accept the goal after the gates pass, or `none`.
-    #[arg(long, default_value = "none")]
-    pub judge: String,
+    #[command(flatten)]
+    pub limits: super::goal::GoalLimits,
 }
 
 /// Arguments of `greenlight goal worker`.
@@ -176,12 +166,13 @@ pub fn submit(
         api_key_env: args.agent.api_key_env,
         tool_format: args.agent.tool_format,
         gates: args.gates,
-        max_turns: args.max_turns,
-        retries: args.retries,
+        max_turns: args.limits.max_turns,
+        retries: args.limits.retries,
         gate_timeout_ms: args
+            .limits
             .gate_timeout
             .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
-        judge: args.judge,
+        judge: args.limits.judge,
     };
     let spec_json = serde_json::to_string(&spec).map_err(|e| (exit::ERROR, e.to_string()))?;
     let mut labels = args.labels;
