@@ -26,70 +26,21 @@
 # Env:   GREENLIGHT_BIN      a prebuilt greenlight binary (default: built here, release)
 #        GREENLIGHT_TEST_PG  a PostgreSQL URL whose user may create schemas; unset, the script
 #                            starts the services of scripts/ci/remote-services.sh and stops them
-# Needs: git, python3, psql (PostgreSQL 15's, or GREENLIGHT_PG_BIN's), and for the services what scripts/ci/remote-services.sh needs.
+# Needs: git, python3, psql (PostgreSQL 15's, or GREENLIGHT_PG_BIN's), and for the services what
+#        scripts/ci/remote-services.sh needs.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=scripts/bench/lib.sh
+source "$ROOT/scripts/bench/lib.sh"
 
-for tool in git python3; do
-    command -v "$tool" >/dev/null || { echo "bench-goal-workers: $tool is missing" >&2; exit 1; }
-done
 # The results are read back with PostgreSQL's own client, the one remote-services.sh uses.
 PSQL="${GREENLIGHT_PG_BIN:-/usr/lib/postgresql/15/bin}/psql"
 [[ -x "$PSQL" ]] || PSQL="$(command -v psql)" ||
     { echo "bench-goal-workers: psql is missing: apt-get install postgresql" >&2; exit 1; }
-# Bad options fail here, before anything is built or started.
-python3 "$ROOT/scripts/bench/goal_workers.py" --check-args "$@" || exit 2
 
-if [[ -z "${GREENLIGHT_BIN:-}" ]]; then
-    cargo build --quiet --release -p greenlight --manifest-path "$ROOT/Cargo.toml"
-    GREENLIGHT_BIN="${CARGO_TARGET_DIR:-$ROOT/target}/release/greenlight"
-fi
-[[ -x "$GREENLIGHT_BIN" ]] || { echo "no executable at GREENLIGHT_BIN=$GREENLIGHT_BIN" >&2; exit 1; }
-BIN="$(realpath "$GREENLIGHT_BIN")"
-
-WORK="$(mktemp -d)"
-SERVICES="" # the services directory when this script started them
-DRIVER_PID=""
-# shellcheck disable=SC2329 # run by the EXIT trap
-cleanup() {
-    if [[ -n "$DRIVER_PID" ]]; then
-        kill -TERM "$DRIVER_PID" 2>/dev/null || true
-        wait "$DRIVER_PID" 2>/dev/null || true
-    fi
-    if [[ -n "$SERVICES" ]]; then
-        "$ROOT/scripts/ci/remote-services.sh" stop "$SERVICES" || true
-    fi
-    rm -rf "$WORK"
+# shellcheck disable=SC2329 # called by bench_driver once the services are up
+bench_driver_args() {
+    printf '%s\n' --pg "$GREENLIGHT_TEST_PG" --psql "$PSQL"
 }
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-# A state directory of this run's own, never the user's.
-export XDG_CACHE_HOME="$WORK/xdg-cache" XDG_STATE_HOME="$WORK/xdg-state"
-unset GREENLIGHT_CACHE_DIR GREENLIGHT_STATE GREENLIGHT_STORE GREENLIGHT_NO_RECORD
-
-if [[ -z "${GREENLIGHT_TEST_PG:-}" ]]; then
-    # Its own mktemp dir (not under $WORK): as root the cluster runs as `postgres`, which must
-    # be able to reach it.
-    SERVICES="$(mktemp -d)"
-    echo "== starting PostgreSQL (scripts/ci/remote-services.sh)" >&2
-    if ! "$ROOT/scripts/ci/remote-services.sh" start "$SERVICES" >&2; then
-        echo "NOT MEASURED: the services did not start (above)" >&2
-        exit 1
-    fi
-    # shellcheck source=/dev/null
-    source "$SERVICES/env"
-fi
-
-# In the background, so a TERM to this script reaches the driver (which stops its workers)
-# before the services go.
-python3 "$ROOT/scripts/bench/goal_workers.py" --bin "$BIN" --pg "$GREENLIGHT_TEST_PG" \
-    --psql "$PSQL" \
-    --work "$WORK/run" "$@" &
-DRIVER_PID=$!
-rc=0
-wait "$DRIVER_PID" || rc=$?
-DRIVER_PID=""
-exit "$rc"
+bench_driver goal_workers GREENLIGHT_TEST_PG PostgreSQL "$@"

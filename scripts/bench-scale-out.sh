@@ -52,63 +52,12 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=scripts/bench/lib.sh
+source "$ROOT/scripts/bench/lib.sh"
 
-for tool in git python3; do
-    command -v "$tool" >/dev/null || { echo "bench-scale-out: $tool is missing" >&2; exit 1; }
-done
-# Bad options fail here, before anything is built or started.
-python3 "$ROOT/scripts/bench/scale_out.py" --check-args "$@" || exit 2
-
-if [[ -z "${GREENLIGHT_BIN:-}" ]]; then
-    cargo build --quiet --release -p greenlight --manifest-path "$ROOT/Cargo.toml"
-    GREENLIGHT_BIN="${CARGO_TARGET_DIR:-$ROOT/target}/release/greenlight"
-fi
-[[ -x "$GREENLIGHT_BIN" ]] || { echo "no executable at GREENLIGHT_BIN=$GREENLIGHT_BIN" >&2; exit 1; }
-BIN="$(realpath "$GREENLIGHT_BIN")"
-
-WORK="$(mktemp -d)"
-SERVICES="" # the services directory when this script started them
-DRIVER_PID=""
-# shellcheck disable=SC2329 # run by the EXIT trap
-cleanup() {
-    if [[ -n "$DRIVER_PID" ]]; then
-        kill -TERM "$DRIVER_PID" 2>/dev/null || true
-        wait "$DRIVER_PID" 2>/dev/null || true
-    fi
-    if [[ -n "$SERVICES" ]]; then
-        "$ROOT/scripts/ci/remote-services.sh" stop "$SERVICES" || true
-    fi
-    rm -rf "$WORK"
+# shellcheck disable=SC2329 # called by bench_driver once the services are up
+bench_driver_args() {
+    echo "== grid $GREENLIGHT_TEST_REAPI" >&2
+    printf '%s\n' --endpoint "$GREENLIGHT_TEST_REAPI"
 }
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-# A cache, MAC key, state database and lock root of this run's own, never the user's.
-export XDG_CACHE_HOME="$WORK/xdg-cache" XDG_STATE_HOME="$WORK/xdg-state"
-export CM_VERIFY_LOCK_ROOT="$WORK/locks"
-unset GREENLIGHT_CACHE_DIR GREENLIGHT_STATE GREENLIGHT_NO_RECORD
-
-if [[ -z "${GREENLIGHT_TEST_REAPI:-}" ]]; then
-    # Its own mktemp dir (not under $WORK): as root the cluster runs as `postgres`, which must
-    # be able to reach it.
-    SERVICES="$(mktemp -d)"
-    echo "== starting PostgreSQL and BuildGrid (scripts/ci/remote-services.sh)" >&2
-    if ! "$ROOT/scripts/ci/remote-services.sh" start "$SERVICES" >&2; then
-        echo "NOT MEASURED: the remote services did not start (above)" >&2
-        exit 1
-    fi
-    # shellcheck source=/dev/null
-    source "$SERVICES/env"
-fi
-echo "== grid $GREENLIGHT_TEST_REAPI" >&2
-
-# In the background, so a TERM to this script reaches the driver (which stops its workers)
-# before the services go.
-python3 "$ROOT/scripts/bench/scale_out.py" --bin "$BIN" --endpoint "$GREENLIGHT_TEST_REAPI" \
-    --work "$WORK/run" "$@" &
-DRIVER_PID=$!
-rc=0
-wait "$DRIVER_PID" || rc=$?
-DRIVER_PID=""
-exit "$rc"
+bench_driver scale_out GREENLIGHT_TEST_REAPI "PostgreSQL and BuildGrid" "$@"

@@ -42,15 +42,14 @@ bin="${CARGO_TARGET_DIR:-$root/target}/release"
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/greenlight-bench-stream.XXXXXX")
 server=
-services= # the services directory when this script started them
+# shellcheck source=scripts/bench/lib.sh
+. scripts/bench/lib.sh
 cleanup() {
     if [ -n "$server" ] && kill -0 "$server" 2>/dev/null; then
         kill -TERM "$server" 2>/dev/null || true
         wait "$server" 2>/dev/null || true
     fi
-    if [ -n "$services" ]; then
-        scripts/ci/remote-services.sh stop "$services" || true
-    fi
+    bench_services_stop
     rm -rf "$work"
 }
 trap cleanup EXIT
@@ -58,16 +57,7 @@ trap cleanup EXIT
 psql_bin="${GREENLIGHT_PG_BIN:-/usr/lib/postgresql/15/bin}/psql"
 [ -x "$psql_bin" ] || psql_bin=$(command -v psql) ||
     { echo "bench-stream: psql is missing: apt-get install postgresql" >&2; exit 1; }
-if [ -z "${GREENLIGHT_TEST_PG:-}" ]; then
-    # Its own mktemp dir (not under $work): as root the cluster runs as `postgres`, which must
-    # be able to reach it.
-    services=$(mktemp -d)
-    echo "== starting PostgreSQL (scripts/ci/remote-services.sh)"
-    scripts/ci/remote-services.sh start "$services" >&2 ||
-        { echo "bench-stream: PostgreSQL did not start (above)" >&2; exit 1; }
-    # shellcheck source=/dev/null
-    . "$services/env"
-fi
+bench_services_start GREENLIGHT_TEST_PG PostgreSQL || exit 1
 
 # fresh_pg_store NAME: a schema of its own on the test server, as a store URL.
 fresh_pg_store() {

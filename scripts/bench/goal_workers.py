@@ -48,27 +48,26 @@ class NotMeasured(Exception):
     """A part whose figure would not mean what it claims."""
 
 
-PSQL = "psql"
+class Store:
+    """A schema of its own on the server, so each configuration starts from an empty queue,
+    read back with psql."""
 
+    def __init__(self, args, name):
+        self.psql, self.server = args.psql, args.pg
+        self.schema = f"bench_{name}_{os.getpid()}_{time.time_ns() % 10**9}"
+        self._run(f"CREATE SCHEMA {self.schema}")
+        sep = "&" if "?" in args.pg else "?"
+        self.url = f"{args.pg}{sep}options=-csearch_path%3D{self.schema}"
 
-def psql(pg, sql):
-    out = subprocess.run([PSQL, pg, "-XAtq", "-v", "ON_ERROR_STOP=1", "-c", sql],
-                         capture_output=True, text=True)
-    if out.returncode != 0:
-        raise NotMeasured(f"psql failed on {sql!r}: {out.stderr.strip()}")
-    return [line.split("|") for line in out.stdout.splitlines() if line]
+    def _run(self, sql):
+        out = subprocess.run([self.psql, self.server, "-XAtq", "-v", "ON_ERROR_STOP=1", "-c", sql],
+                             capture_output=True, text=True)
+        if out.returncode != 0:
+            raise NotMeasured(f"psql failed on {sql!r}: {out.stderr.strip()}")
+        return [line.split("|") for line in out.stdout.splitlines() if line]
 
-
-def fresh_store(pg, name):
-    """A schema of its own on the server, so each configuration starts from an empty queue."""
-    schema = f"bench_{name}_{os.getpid()}_{time.time_ns() % 10**9}"
-    psql(pg, f"CREATE SCHEMA {schema}")
-    sep = "&" if "?" in pg else "?"
-    return schema, f"{pg}{sep}options=-csearch_path%3D{schema}"
-
-
-def query(pg, schema, sql):
-    return psql(pg, f"SET search_path TO {schema}; {sql}")
+    def query(self, sql):
+        return self._run(f"SET search_path TO {self.schema}; {sql}")
 
 
 def make_repo(path):
@@ -139,12 +138,21 @@ def wait_started(work, count, limit=30):
     raise NotMeasured(f"not every worker started within {limit} s (logs in {work})")
 
 
-def check_done(pg, schema, records, goals, work):
+def workload(args, work, name, turn):
+    """A fresh store, a repository and a scripted agent of `turn` seconds, under `work`."""
+    store = Store(args, name)
+    repo = work / "repo"
+    make_repo(repo)
+    records = work / "records"
+    return store, repo, records, make_agent(work / "agent.sh", records, turn)
+
+
+def check_done(store, records, goals, work):
     """Each goal ended done, was claimed once, and its agent ran once, in its own worktree:
     a figure from a run that did anything else is not the makespan of this workload."""
-    rows = query(pg, schema, "SELECT i.id, i.state, coalesce(i.outcome, ''), "
-                             "(SELECT count(*) FROM queue_claims c WHERE c.item_id = i.id) "
-                             "FROM queue_items i ORDER BY i.id")
+    rows = store.query("SELECT i.id, i.state, coalesce(i.outcome, ''), "
+                       "(SELECT count(*) FROM queue_claims c WHERE c.item_id = i.id) "
+                       "FROM queue_items i ORDER BY i.id")
     if len(rows) != goals:
         raise NotMeasured(f"{len(rows)} queue items, not {goals}")
     bad = [r for r in rows if r[1:] != ["ended", "done", "1"]]
@@ -157,25 +165,21 @@ def check_done(pg, schema, records, goals, work):
 
 
 def makespan(args, count, work):
-    schema, store = fresh_store(args.pg, f"m{count}")
-    repo = work / "repo"
-    make_repo(repo)
-    records = work / "records"
-    agent = make_agent(work / "agent.sh", records, args.turn)
+    store, repo, records, agent = workload(args, work, f"m{count}", args.turn)
     for i in range(args.goals):
-        submit(args, store, repo, agent, f"task {i}")
+        submit(args, store.url, repo, agent, f"task {i}")
     started_ms = time.time_ns() // 10**6
-    workers = start_workers(args, store, work, count, until_empty=True)
+    workers = start_workers(args, store.url, work, count, until_empty=True)
     try:
         for w in workers:
             if w.wait(timeout=1800) != 0:
                 raise NotMeasured(f"a worker exited {w.returncode} (logs in {work})")
     finally:
         stop_workers(workers)
-    check_done(args.pg, schema, records, args.goals, work)
-    (ended_ms,), = query(args.pg, schema, "SELECT max(ended_at) FROM queue_items")
-    by_worker = dict(query(args.pg, schema, "SELECT worker, count(*) FROM queue_claims "
-                                            "GROUP BY worker ORDER BY worker"))
+    check_done(store, records, args.goals, work)
+    (ended_ms,), = store.query("SELECT max(ended_at) FROM queue_items")
+    by_worker = dict(store.query("SELECT worker, count(*) FROM queue_claims "
+                                 "GROUP BY worker ORDER BY worker"))
     return {"workers": count, "makespan_s": (int(ended_ms) - started_ms) / 1000,
             "goals_by_worker": {k: int(v) for k, v in by_worker.items()}}
 
@@ -187,21 +191,17 @@ def percentile(values, p):
 
 def claim_latency(args, work, count=4):
     """Idle workers (listening), goals submitted one at a time: submit to first dispatch."""
-    schema, store = fresh_store(args.pg, "latency")
-    repo = work / "repo"
-    make_repo(repo)
-    records = work / "records"
-    agent = make_agent(work / "agent.sh", records, 0)
-    workers = start_workers(args, store, work, count, until_empty=False)
+    store, repo, records, agent = workload(args, work, "latency", 0)
+    workers = start_workers(args, store.url, work, count, until_empty=False)
     try:
         wait_started(work, count)
         for i in range(args.latency_goals):
-            submit(args, store, repo, agent, f"task {i}")
+            submit(args, store.url, repo, agent, f"task {i}")
             time.sleep(args.latency_gap)
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
-            (open_items,), = query(args.pg, schema,
-                                   "SELECT count(*) FROM queue_items WHERE state <> 'ended'")
+            (open_items,), = store.query(
+                "SELECT count(*) FROM queue_items WHERE state <> 'ended'")
             if open_items == "0":
                 break
             time.sleep(0.1)
@@ -209,10 +209,10 @@ def claim_latency(args, work, count=4):
             raise NotMeasured(f"goals still open after 120 s (logs in {work})")
     finally:
         stop_workers(workers)
-    check_done(args.pg, schema, records, args.latency_goals, work)
-    rows = query(args.pg, schema,
-                 "SELECT i.id, (SELECT min(d.started_at) FROM dispatches d "
-                 "WHERE d.goal_id = i.goal_id) - i.submitted_at FROM queue_items i")
+    check_done(store, records, args.latency_goals, work)
+    rows = store.query(
+        "SELECT i.id, (SELECT min(d.started_at) FROM dispatches d "
+        "WHERE d.goal_id = i.goal_id) - i.submitted_at FROM queue_items i")
     latencies = [int(ms) for _, ms in rows]
     return {"goals": len(latencies), "idle_workers": count,
             "p50_ms": percentile(latencies, 50), "p99_ms": percentile(latencies, 99),
@@ -223,8 +223,6 @@ def main(argv):
     args = parse_args(argv)
     if args.check_args:
         return 0
-    global PSQL
-    PSQL = args.psql
     work = Path(args.work)
     doc = {"goals": args.goals, "turn_s": args.turn, "makespan": [], "claim_latency": None}
     failed = []
