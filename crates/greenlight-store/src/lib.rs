@@ -84,7 +84,7 @@ pub use model::{
     Recovered, Tokens, ToolCallRecord, ToolCallStatus, Turn,
 };
 pub use owner::{Liveness, RunOwner};
-pub use queue::{Fence, NewQueueItem, QueueClaim, QueueItem, QueueItemId, QueueState};
+pub use queue::{Fence, NewQueueItem, QueueClaim, QueueItem, QueueItemId, QueueKind, QueueState};
 pub use read::Reads;
 pub use schema::SCHEMA_VERSION;
 pub use tx::Tx;
@@ -513,7 +513,7 @@ impl Store {
                 claimed?
             }
         };
-        let Some((item, _)) = claimed else {
+        let Some((item, _, _)) = claimed else {
             return Ok(None);
         };
         let fence = Fence {

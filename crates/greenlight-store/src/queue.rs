@@ -1,6 +1,7 @@
-//! The queue of goals any worker may take: `goal submit` puts an item on it (a repository, a
-//! base commit, the goal's request as JSON, the labels a worker must have), `goal worker`
-//! claims the oldest item it can run and holds it under a lease it renews.
+//! The queue of work any worker may take: `goal submit` and `workflow submit` put an item on it
+//! (a goal or a workflow run: a repository, a base commit, the request as JSON, the labels a
+//! worker must have), `goal worker` claims the oldest item it can run and holds it under a
+//! lease it renews.
 //!
 //! The rules that keep one item with one worker:
 //! - A claim is one statement that picks the oldest claimable item (queued, or claimed under a
@@ -22,6 +23,7 @@ use serde::Serialize;
 use crate::db::{Backend, Conn, OptionalExtension, Row, params};
 use crate::model::{GoalId, Millis};
 use crate::read::{collect, sealed::Access, sql_err};
+use crate::workflow::WorkflowRunId;
 use crate::{Error, Tx};
 
 /// A queue item's id.
@@ -35,14 +37,36 @@ impl std::fmt::Display for QueueItemId {
     }
 }
 
-/// What `goal submit` queues.
+/// What a queue item asks a worker to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum QueueKind {
+    /// A goal (`goal submit`).
+    Goal,
+    /// A workflow run (`workflow submit`).
+    Workflow,
+}
+
+impl QueueKind {
+    fn as_str(self) -> &'static str {
+        match self {
+            QueueKind::Goal => "goal",
+            QueueKind::Workflow => "workflow",
+        }
+    }
+}
+
+/// What `goal submit` or `workflow submit` queues.
 #[derive(Debug, Clone)]
 pub struct NewQueueItem {
+    /// A goal or a workflow run.
+    pub kind: QueueKind,
     /// Where a worker gets the code: a path or URL `git clone` takes.
     pub repository: String,
     /// The commit (or ref) the worker's worktree starts from.
     pub base: String,
-    /// The goal's request, as JSON text (the store keeps it as given).
+    /// The request (a goal's, or a workflow plan with its arguments), as JSON text (the store
+    /// keeps it as given).
     pub spec_json: String,
     /// Labels a worker must have, all of them, to claim the item.
     pub labels: Vec<String>,
@@ -65,6 +89,8 @@ pub enum QueueState {
 pub struct QueueItem {
     /// Its id.
     pub id: QueueItemId,
+    /// A goal or a workflow run.
+    pub kind: QueueKind,
     /// Where a worker gets the code.
     pub repository: String,
     /// The commit its worktree starts from.
@@ -75,8 +101,10 @@ pub struct QueueItem {
     pub labels: Vec<String>,
     /// Queued, claimed or ended.
     pub state: QueueState,
-    /// The goal the first worker made for it.
+    /// The goal the first worker made for it (a goal item).
     pub goal: Option<GoalId>,
+    /// The workflow run the first worker started for it (a workflow item).
+    pub workflow_run: Option<WorkflowRunId>,
     /// The worker holding it.
     pub lease_owner: Option<String>,
     /// How many times it was claimed (the current holder's epoch).
@@ -113,18 +141,23 @@ pub struct Fence {
 }
 
 const ITEM_COLUMNS: &str = "id, repository, base, spec, state, goal_id, lease_owner, \
-     lease_epoch, lease_until, outcome, submitted_at, ended_at";
+     lease_epoch, lease_until, outcome, submitted_at, ended_at, kind, workflow_run";
 
-fn raw_item(r: &Row) -> crate::db::DbResult<(QueueItem, String)> {
+/// An item as read, with its state and kind still as text.
+pub(crate) type RawItem = (QueueItem, String, String);
+
+fn raw_item(r: &Row) -> crate::db::DbResult<RawItem> {
     Ok((
         QueueItem {
             id: QueueItemId(r.get(0)?),
+            kind: QueueKind::Goal,
             repository: r.get(1)?,
             base: r.get(2)?,
             spec_json: r.get(3)?,
             labels: Vec::new(),
             state: QueueState::Queued,
             goal: r.get::<Option<i64>>(5)?.map(GoalId),
+            workflow_run: r.get::<Option<i64>>(13)?.map(WorkflowRunId),
             lease_owner: r.get(6)?,
             lease_epoch: r.get(7)?,
             lease_until: r.get(8)?,
@@ -133,13 +166,22 @@ fn raw_item(r: &Row) -> crate::db::DbResult<(QueueItem, String)> {
             ended_at: r.get(11)?,
         },
         r.get(4)?,
+        r.get(12)?,
     ))
 }
 
-fn decode<A: Access + ?Sized>(
-    a: &A,
-    (mut item, state): (QueueItem, String),
-) -> Result<QueueItem, Error> {
+fn decode<A: Access + ?Sized>(a: &A, (mut item, state, kind): RawItem) -> Result<QueueItem, Error> {
+    item.kind = match kind.as_str() {
+        "goal" => QueueKind::Goal,
+        "workflow" => QueueKind::Workflow,
+        _ => {
+            return Err(Error::Corrupt {
+                path: a.db_path().to_path_buf(),
+                what: "queue_items.kind",
+                found: kind,
+            });
+        }
+    };
     item.state = match state.as_str() {
         "queued" => QueueState::Queued,
         "claimed" => QueueState::Claimed,
@@ -231,7 +273,7 @@ impl Tx<'_> {
     pub fn submit_queue_item(&self, new: &NewQueueItem) -> Result<QueueItemId, Error> {
         serde_json::from_str::<serde_json::Value>(&new.spec_json).map_err(|source| {
             Error::NotJson {
-                what: "the queued goal's request",
+                what: "the queued item's request",
                 source,
             }
         })?;
@@ -240,8 +282,14 @@ impl Tx<'_> {
         }
         let id = QueueItemId(self.insert_id(
             "INSERT INTO queue_items (kind, repository, base, spec, state, submitted_at) \
-             VALUES ('goal', ?1, ?2, ?3, 'queued', ?4) RETURNING id",
-            params![new.repository, new.base, new.spec_json, self.now()],
+             VALUES (?5, ?1, ?2, ?3, 'queued', ?4) RETURNING id",
+            params![
+                new.repository,
+                new.base,
+                new.spec_json,
+                self.now(),
+                new.kind.as_str()
+            ],
         )?);
         for label in &new.labels {
             self.exec(
@@ -258,6 +306,21 @@ impl Tx<'_> {
         self.exec(
             "UPDATE queue_items SET goal_id = ?2 WHERE id = ?1",
             params![item.0, goal.0],
+        )?;
+        Ok(())
+    }
+
+    /// Records the workflow run a worker started for `item` (its first claim starts it), in the
+    /// transaction that creates the run, so a worker killed at any moment leaves either both or
+    /// neither and the next worker never starts a second run.
+    pub fn attach_queue_workflow(
+        &self,
+        item: QueueItemId,
+        run: WorkflowRunId,
+    ) -> Result<(), Error> {
+        self.exec(
+            "UPDATE queue_items SET workflow_run = ?2 WHERE id = ?1",
+            params![item.0, run.0],
         )?;
         Ok(())
     }
@@ -350,7 +413,7 @@ pub(crate) fn claim(
     labels: &[String],
     now: Millis,
     lease_ms: u64,
-) -> Result<Option<(QueueItem, String)>, Error> {
+) -> Result<Option<RawItem>, Error> {
     let sql = claim_sql(conn.backend(), labels.len());
     let mut values: Vec<crate::db::Value> = vec![
         crate::db::Param::value(&worker),
@@ -362,7 +425,7 @@ pub(crate) fn claim(
         .query_row(&sql, values, raw_item)
         .optional()
         .map_err(|e| Error::sql(path, e))?;
-    if let Some((item, _)) = &claimed {
+    if let Some((item, _, _)) = &claimed {
         conn.execute(
             "INSERT INTO queue_claims (item_id, epoch, worker, claimed_at) VALUES (?1, ?2, ?3, ?4)",
             params![item.id.0, item.lease_epoch, worker, now],

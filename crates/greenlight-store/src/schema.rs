@@ -464,6 +464,58 @@ CREATE TABLE queue_claims (
     PRIMARY KEY (item_id, epoch)
 );
 "#,
+    // Version 14: the queue carries workflow runs too (`workflow submit`): an item is a goal or
+    // a workflow run, and names the run its first worker started. SQLite cannot change a CHECK
+    // in place, so the three queue tables are rebuilt: the new ones reference each other, and
+    // renaming them onto the old names carries those references along.
+    r#"
+CREATE TABLE queue_items_v14 (
+    id           INTEGER PRIMARY KEY AUTOINCREMENT,
+    kind         TEXT    NOT NULL CHECK (kind IN ('goal', 'workflow')),
+    repository   TEXT    NOT NULL CHECK (repository <> ''),
+    base         TEXT    NOT NULL CHECK (base <> ''),
+    spec         TEXT    NOT NULL CHECK (json_valid(spec)),
+    state        TEXT    NOT NULL CHECK (state IN ('queued', 'claimed', 'ended')),
+    goal_id      INTEGER REFERENCES goals (id),
+    workflow_run INTEGER REFERENCES workflow_runs (id),
+    lease_owner  TEXT,
+    lease_epoch  INTEGER NOT NULL DEFAULT 0 CHECK (lease_epoch >= 0),
+    lease_until  INTEGER,
+    outcome      TEXT    CHECK (outcome <> ''),
+    submitted_at INTEGER NOT NULL,
+    ended_at     INTEGER,
+    CHECK ((state = 'claimed') = (lease_owner IS NOT NULL AND lease_until IS NOT NULL)),
+    CHECK ((state = 'ended') = (outcome IS NOT NULL AND ended_at IS NOT NULL)),
+    CHECK (kind = 'goal' OR goal_id IS NULL),
+    CHECK (kind = 'workflow' OR workflow_run IS NULL)
+);
+INSERT INTO queue_items_v14 (id, kind, repository, base, spec, state, goal_id, lease_owner,
+    lease_epoch, lease_until, outcome, submitted_at, ended_at)
+    SELECT id, kind, repository, base, spec, state, goal_id, lease_owner, lease_epoch,
+        lease_until, outcome, submitted_at, ended_at
+    FROM queue_items;
+CREATE TABLE queue_labels_v14 (
+    item_id INTEGER NOT NULL REFERENCES queue_items_v14 (id),
+    label   TEXT    NOT NULL CHECK (label <> ''),
+    PRIMARY KEY (item_id, label)
+);
+INSERT INTO queue_labels_v14 SELECT item_id, label FROM queue_labels;
+CREATE TABLE queue_claims_v14 (
+    item_id    INTEGER NOT NULL REFERENCES queue_items_v14 (id),
+    epoch      INTEGER NOT NULL CHECK (epoch >= 1),
+    worker     TEXT    NOT NULL CHECK (worker <> ''),
+    claimed_at INTEGER NOT NULL,
+    PRIMARY KEY (item_id, epoch)
+);
+INSERT INTO queue_claims_v14 SELECT item_id, epoch, worker, claimed_at FROM queue_claims;
+DROP TABLE queue_labels;
+DROP TABLE queue_claims;
+DROP TABLE queue_items;
+ALTER TABLE queue_items_v14 RENAME TO queue_items;
+ALTER TABLE queue_labels_v14 RENAME TO queue_labels;
+ALTER TABLE queue_claims_v14 RENAME TO queue_claims;
+CREATE INDEX queue_items_open ON queue_items (id) WHERE state <> 'ended';
+"#,
 ];
 
 /// The schema version this binary writes.
@@ -561,6 +613,14 @@ CREATE TABLE queue_claims (
     claimed_at BIGINT  NOT NULL,
     PRIMARY KEY (item_id, epoch)
 );
+"#,
+    // Version 14: workflow runs on the queue.
+    r#"
+ALTER TABLE queue_items DROP CONSTRAINT queue_items_kind_check;
+ALTER TABLE queue_items ADD CONSTRAINT queue_items_kind_check CHECK (kind IN ('goal', 'workflow'));
+ALTER TABLE queue_items ADD COLUMN workflow_run BIGINT REFERENCES workflow_runs (id);
+ALTER TABLE queue_items ADD CHECK (kind = 'goal' OR goal_id IS NULL);
+ALTER TABLE queue_items ADD CHECK (kind = 'workflow' OR workflow_run IS NULL);
 "#,
 ];
 
@@ -954,6 +1014,61 @@ mod tests {
                 .into(),
         ] {
             assert!(conn.execute(&bad, []).is_err(), "{bad} must be refused");
+        }
+    }
+    /// A version-13 queue keeps its items, labels and claims through the rebuild; the rebuilt
+    /// tables still refuse a label or claim of no item, and take a workflow item.
+    #[test]
+    fn a_version_13_queue_keeps_its_rows_and_takes_workflow_items() {
+        let (_dir, path, mut conn) = file_at_version(13);
+        conn.execute_batch(
+            "INSERT INTO queue_items (kind, repository, base, spec, state, lease_owner, \
+             lease_epoch, lease_until, submitted_at) \
+             VALUES ('goal', '/r', 'abc', '{}', 'claimed', 'w1', 1, 99, 5); \
+             INSERT INTO queue_labels (item_id, label) VALUES (1, 'gpu'); \
+             INSERT INTO queue_claims (item_id, epoch, worker, claimed_at) VALUES (1, 1, 'w1', 6);",
+        )
+        .expect("rows");
+        migrate(&mut conn, &path).expect("migrate");
+        // The kind's checks, without keys (so a refusal here is the check's).
+        for bad in [
+            "UPDATE queue_items SET workflow_run = 1 WHERE kind = 'goal'",
+            "INSERT INTO queue_items (kind, repository, base, spec, state, goal_id, \
+             submitted_at) VALUES ('workflow', '/r', 'abc', '{}', 'queued', 1, 7)",
+        ] {
+            assert!(conn.execute(bad, []).is_err(), "{bad} must be refused");
+        }
+        conn.pragma_update(None, "foreign_keys", true).expect("fk");
+        let kept: (String, String, i64, String, String) = conn
+            .query_row(
+                "SELECT q.kind, q.lease_owner, q.lease_until, l.label, c.worker \
+                 FROM queue_items q JOIN queue_labels l ON l.item_id = q.id \
+                 JOIN queue_claims c ON c.item_id = q.id",
+                (),
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+            )
+            .expect("the rows kept");
+        assert_eq!(
+            kept,
+            ("goal".into(), "w1".into(), 99, "gpu".into(), "w1".into())
+        );
+        conn.execute(
+            "INSERT INTO queue_items (kind, repository, base, spec, state, submitted_at) \
+             VALUES ('workflow', '/r', 'abc', '{}', 'queued', 7)",
+            [],
+        )
+        .expect("a workflow item");
+        let id: i64 = conn
+            .query_row("SELECT MAX(id) FROM queue_items", (), |r| r.get(0))
+            .expect("id");
+        assert_eq!(id, 2, "ids go on from the old table's");
+        for bad in [
+            "INSERT INTO queue_labels (item_id, label) VALUES (9, 'x')",
+            "INSERT INTO queue_claims (item_id, epoch, worker, claimed_at) VALUES (9, 1, 'w', 1)",
+            "INSERT INTO queue_items (kind, repository, base, spec, state, submitted_at) \
+             VALUES ('build', '/r', 'abc', '{}', 'queued', 7)",
+        ] {
+            assert!(conn.execute(bad, []).is_err(), "{bad} must be refused");
         }
     }
 }

@@ -7,7 +7,10 @@ mod common;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 
-use greenlight_store::{Error, Millis, NewQueueItem, QueueState, Reads, Store, WallClock};
+use greenlight_store::{
+    Error, Millis, NewQueueItem, NewWorkflowRun, QueueKind, QueueState, Reads, Store, WallClock,
+    WorkflowBudget,
+};
 
 /// A clock the test moves by hand, shared by every store of the test.
 #[derive(Debug, Default)]
@@ -21,6 +24,7 @@ impl WallClock for HandClock {
 
 fn item(labels: &[&str]) -> NewQueueItem {
     NewQueueItem {
+        kind: QueueKind::Goal,
         repository: "/srv/repo.git".into(),
         base: "0123abcd".into(),
         spec_json: r#"{"text":"make it pass"}"#.into(),
@@ -111,6 +115,62 @@ fn labels_decide_who_claims_and_an_expired_lease_moves_the_item_under_a_new_epoc
         left.map(|(i, _)| i.id),
         Some(gpu),
         "only the expired gpu item is left"
+    );
+}
+
+#[test]
+fn a_workflow_item_is_claimed_as_one_and_names_the_run_its_first_worker_started() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let db = common::state_at(dir.path().join("s.db"));
+    let mut store = Store::open(&db).expect("open");
+    let goal = store
+        .write(|tx| tx.submit_queue_item(&item(&[])))
+        .expect("submit a goal");
+    let mut workflow = item(&[]);
+    workflow.kind = QueueKind::Workflow;
+    let flow = store
+        .write(|tx| tx.submit_queue_item(&workflow))
+        .expect("submit a workflow run");
+    let (first, _) = store
+        .claim_queue_item("w", &[], 30_000)
+        .expect("claim")
+        .expect("item");
+    assert_eq!((first.id, first.kind), (goal, QueueKind::Goal));
+    let (second, fence) = store
+        .claim_queue_item("w", &[], 30_000)
+        .expect("claim")
+        .expect("item");
+    assert_eq!((second.id, second.kind), (flow, QueueKind::Workflow));
+    assert_eq!(second.workflow_run, None);
+    // The run and the item's link to it are one transaction.
+    let run = store
+        .write(|tx| {
+            let run = tx.create_workflow_run(&NewWorkflowRun {
+                id: None,
+                name: "fan".into(),
+                plan_path: "plan.yaml".into(),
+                repository: "/r/.git".into(),
+                worktree: "/r".into(),
+                base_commit: "0123abcd".into(),
+                plan_digest: "sha256:plan".into(),
+                args_hash: "sha256:args".into(),
+                plan_json: "{}".into(),
+                args_json: "{}".into(),
+                budget: WorkflowBudget {
+                    units: Some(3),
+                    token_cap: None,
+                    cost_cap_usd: None,
+                    wall_clock_ms: None,
+                },
+            })?;
+            tx.attach_queue_workflow(fence.item, run)?;
+            Ok::<_, Error>(run)
+        })
+        .expect("start the run");
+    let read = store.queue_item(flow).expect("read").expect("the item");
+    assert_eq!(
+        (read.kind, read.workflow_run, read.goal),
+        (QueueKind::Workflow, Some(run), None)
     );
 }
 

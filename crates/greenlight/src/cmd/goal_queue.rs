@@ -181,6 +181,7 @@ pub fn submit(
     let id = store
         .write(|tx| {
             tx.submit_queue_item(&NewQueueItem {
+                kind: greenlight_store::QueueKind::Goal,
                 repository: repository.clone(),
                 base: base.clone(),
                 spec_json,
