@@ -11,8 +11,8 @@ use std::path::PathBuf;
 use greenlight_store::greenlight_stream::FrameBody;
 use greenlight_store::greenlight_types::{Family, MemberState, WorkflowStatus};
 use greenlight_store::{
-    NewWorkflowDispatch, NewWorkflowMember, NewWorkflowRun, Reads, Store, WorkflowBudget,
-    WorkflowDetail, WorkflowDispatchEnd, WorkflowDispatchId, WorkflowRunId,
+    NewWorkflowDispatch, NewWorkflowMember, NewWorkflowRun, QueueItemId, Reads, Store,
+    WorkflowBudget, WorkflowDetail, WorkflowDispatchEnd, WorkflowDispatchId, WorkflowRunId,
 };
 
 use crate::run::journal::{Entry, Journal, JournalError, LedgerRow, NewRun, RecordedRun};
@@ -30,6 +30,9 @@ pub struct StoreJournal<'s> {
     dispatches: BTreeMap<(String, Option<String>), u32>,
     /// The repository's common git directory, recorded with a new run.
     repository: PathBuf,
+    /// The queue item a worker runs this run for: a new run is linked to it in the transaction
+    /// that creates the run.
+    queue_item: Option<QueueItemId>,
 }
 
 impl<'s> StoreJournal<'s> {
@@ -41,7 +44,14 @@ impl<'s> StoreJournal<'s> {
             gate_tries: BTreeMap::new(),
             dispatches: BTreeMap::new(),
             repository,
+            queue_item: None,
         }
+    }
+
+    /// The journal of a run a queue worker runs for `item`.
+    pub fn for_queue_item(mut self, item: QueueItemId) -> Self {
+        self.queue_item = Some(item);
+        self
     }
 }
 
@@ -152,7 +162,13 @@ impl Journal for StoreJournal<'_> {
         };
         let id = self
             .store
-            .write(|tx| tx.create_workflow_run(&new))
+            .write(|tx| {
+                let id = tx.create_workflow_run(&new)?;
+                if let Some(item) = self.queue_item {
+                    tx.attach_queue_workflow(item, id)?;
+                }
+                Ok::<_, greenlight_store::Error>(id)
+            })
             .map_err(err)?;
         Ok(id.to_string())
     }
