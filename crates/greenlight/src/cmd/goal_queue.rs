@@ -442,6 +442,15 @@ async fn run_item(
     signals: &InterruptWatch,
     families: &EveryFamily,
 ) -> Result<String, Failed> {
+    if item.kind != greenlight_store::QueueKind::Goal {
+        // The store takes workflow items; this worker does not run them yet. Said, never
+        // guessed at: the item goes back, and ends as failed after MAX_CLAIMS claims.
+        return Err(
+            "it is a workflow run; this greenlight's worker runs only goals"
+                .to_owned()
+                .into(),
+        );
+    }
     let spec: QueuedGoal = serde_json::from_str(&item.spec_json)
         .map_err(|e| format!("its request is not one this greenlight reads: {e}"))?;
     let worktree = prepare_worktree(&worker.work_dir, item).await?;
