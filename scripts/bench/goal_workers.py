@@ -130,7 +130,7 @@ def wait_started(work, count, limit=30):
     """Until every worker has said it takes goals (it listens from then on)."""
     deadline = time.monotonic() + limit
     while time.monotonic() < deadline:
-        ready = sum("taking goals from" in (work / f"worker-{w}.log").read_text()
+        ready = sum("taking work from" in (work / f"worker-{w}.log").read_text()
                     for w in range(count))
         if ready == count:
             return

@@ -436,7 +436,7 @@ impl Store {
                 if let Some(fence) = self.fence {
                     queue::check_fence(Conn::Sqlite(&tx), path, fence)?;
                 }
-                let value = f(&Tx::new(Conn::Sqlite(&tx), path, now))?;
+                let value = f(&Tx::new(Conn::Sqlite(&tx), path, now, self.fence))?;
                 tx.commit().map_err(|e| Error::sql(path, e))?;
                 if let Some(waker) = &mut self.waker {
                     waker.poke();
@@ -449,7 +449,7 @@ impl Store {
                     pooled.discard();
                     return Err(Error::sql(path, e).into());
                 }
-                let tx = Tx::new(conn, path, now);
+                let tx = Tx::new(conn, path, now, self.fence);
                 let outcome = match self.fence {
                     Some(fence) => queue::check_fence(conn, path, fence)
                         .map_err(E::from)

@@ -325,6 +325,24 @@ impl Tx<'_> {
         Ok(())
     }
 
+    /// Whether this transaction holds the claim, under its epoch, of the queue item `run`
+    /// belongs to (the write checked the claim at its start and, on PostgreSQL, holds its row).
+    pub(crate) fn holds_claim_on(&self, run: WorkflowRunId) -> Result<bool, Error> {
+        let Some(fence) = self.fence() else {
+            return Ok(false);
+        };
+        let linked: Option<Option<i64>> = self
+            .conn()
+            .query_row(
+                "SELECT workflow_run FROM queue_items WHERE id = ?1",
+                [fence.item.0],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(|e| Error::sql(self.db_path(), e))?;
+        Ok(linked.flatten() == Some(run.0))
+    }
+
     /// Moves `goal` to `worktree`: a worker that took over a queued goal on another machine
     /// runs it in a worktree of its own, prepared from the same repository and base.
     pub fn move_goal_worktree(

@@ -27,6 +27,9 @@ pub struct Tx<'a> {
     now: Millis,
     /// Which PostgreSQL channels to notify when this transaction commits.
     notify: std::cell::Cell<Notify>,
+    /// The queue claim this transaction was checked against (see [`crate::Store::set_fence`]):
+    /// held, under its epoch, for as long as the transaction runs.
+    fence: Option<crate::Fence>,
 }
 
 /// What a committed transaction tells PostgreSQL listeners besides that it changed something.
@@ -68,13 +71,24 @@ fn int(v: u64) -> i64 {
 }
 
 impl<'a> Tx<'a> {
-    pub(crate) fn new(tx: Conn<'a>, path: &'a Path, now: Millis) -> Self {
+    pub(crate) fn new(
+        tx: Conn<'a>,
+        path: &'a Path,
+        now: Millis,
+        fence: Option<crate::Fence>,
+    ) -> Self {
         Tx {
             tx,
             path,
             now,
             notify: std::cell::Cell::default(),
+            fence,
         }
+    }
+
+    /// The queue claim this transaction holds, checked at its start; `None` when unfenced.
+    pub(crate) fn fence(&self) -> Option<crate::Fence> {
+        self.fence
     }
 
     /// Marks that this transaction queued work, so idle PostgreSQL workers are notified when it

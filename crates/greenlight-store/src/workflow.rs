@@ -635,8 +635,12 @@ impl Tx<'_> {
 
     /// Takes a paused or interrupted run (or a running one whose owner is gone) back into
     /// running, owned by this process, with its `workflow-resumed` frame. Refuses an ended run
-    /// and a running one another live process owns. Any dispatch still in flight from the
-    /// process that died is settled as `interrupted` first (it still spent its unit).
+    /// and a running one another live process owns, unless this transaction holds the claim on
+    /// the queue item the run belongs to: then the queue has already decided that the last
+    /// driver's lease ran out, and `/proc` (which cannot see another machine, or another pid
+    /// namespace, and so always calls such an owner alive) is not asked. Any dispatch still in
+    /// flight from the process that died is settled as `interrupted` first (it still spent its
+    /// unit).
     pub fn resume_workflow_run(&self, run: WorkflowRunId) -> Result<Frame, Error> {
         let Some(found) = workflow_run(self, run)? else {
             return Err(Error::NoSuchWorkflowRun { run: run.0 });
@@ -648,7 +652,10 @@ impl Tx<'_> {
                 change: "resumed",
             });
         }
-        if found.status == WorkflowStatus::Running && found.owner_liveness() == Liveness::Alive {
+        if found.status == WorkflowStatus::Running
+            && found.owner_liveness() == Liveness::Alive
+            && !self.holds_claim_on(run)?
+        {
             return Err(Error::WorkflowRunOwned {
                 run: run.0,
                 pid: found.owner.as_ref().map_or(0, |o| o.pid),

@@ -32,6 +32,27 @@ fn item(labels: &[&str]) -> NewQueueItem {
     }
 }
 
+fn workflow_run() -> NewWorkflowRun {
+    NewWorkflowRun {
+        id: None,
+        name: "fan".into(),
+        plan_path: "plan.yaml".into(),
+        repository: "/r/.git".into(),
+        worktree: "/r".into(),
+        base_commit: "0123abcd".into(),
+        plan_digest: "sha256:plan".into(),
+        args_hash: "sha256:args".into(),
+        plan_json: "{}".into(),
+        args_json: "{}".into(),
+        budget: WorkflowBudget {
+            units: Some(3),
+            token_cap: None,
+            cost_cap_usd: None,
+            wall_clock_ms: None,
+        },
+    }
+}
+
 fn labels(l: &[&str]) -> Vec<String> {
     l.iter().map(|s| s.to_string()).collect()
 }
@@ -145,24 +166,7 @@ fn a_workflow_item_is_claimed_as_one_and_names_the_run_its_first_worker_started(
     // The run and the item's link to it are one transaction.
     let run = store
         .write(|tx| {
-            let run = tx.create_workflow_run(&NewWorkflowRun {
-                id: None,
-                name: "fan".into(),
-                plan_path: "plan.yaml".into(),
-                repository: "/r/.git".into(),
-                worktree: "/r".into(),
-                base_commit: "0123abcd".into(),
-                plan_digest: "sha256:plan".into(),
-                args_hash: "sha256:args".into(),
-                plan_json: "{}".into(),
-                args_json: "{}".into(),
-                budget: WorkflowBudget {
-                    units: Some(3),
-                    token_cap: None,
-                    cost_cap_usd: None,
-                    wall_clock_ms: None,
-                },
-            })?;
+            let run = tx.create_workflow_run(&workflow_run())?;
             tx.attach_queue_workflow(fence.item, run)?;
             Ok::<_, Error>(run)
         })
@@ -172,6 +176,78 @@ fn a_workflow_item_is_claimed_as_one_and_names_the_run_its_first_worker_started(
         (read.kind, read.workflow_run, read.goal),
         (QueueKind::Workflow, Some(run), None)
     );
+}
+
+#[test]
+fn the_holder_of_a_workflow_items_claim_resumes_its_run_though_its_owner_elsewhere_looks_alive() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let db = common::state_at(dir.path().join("s.db"));
+    let clock = Arc::new(HandClock(AtomicI64::new(1_000)));
+    let mut dead = Store::open_with_clock(&db, clock.clone()).expect("open");
+    let mut heir = Store::open_with_clock(&db, clock.clone()).expect("open");
+    let mut workflow = item(&[]);
+    workflow.kind = QueueKind::Workflow;
+    let flow = dead
+        .write(|tx| tx.submit_queue_item(&workflow))
+        .expect("submit");
+    let other = dead
+        .write(|tx| tx.submit_queue_item(&workflow))
+        .expect("submit another");
+    let (_, first) = dead
+        .claim_queue_item("dead", &[], 10_000)
+        .expect("claim")
+        .expect("item");
+    assert_eq!(first.item, flow);
+    dead.set_fence(Some(first));
+    let run = dead
+        .write(|tx| {
+            let run = tx.create_workflow_run(&workflow_run())?;
+            tx.attach_queue_workflow(first.item, run)?;
+            Ok::<_, Error>(run)
+        })
+        .expect("start the run");
+    // Its driver was on another machine: /proc here cannot tell that it died.
+    common::Raw::open(&db)
+        .execute(
+            "UPDATE workflow_runs SET owner_host = 'elsewhere 0' WHERE id = ?1",
+            &[run.0.into()],
+        )
+        .expect("owner");
+    let unfenced = heir.write(|tx| tx.resume_workflow_run(run));
+    assert!(
+        matches!(unfenced, Err(Error::WorkflowRunOwned { .. })),
+        "no claim, no resume: {unfenced:?}"
+    );
+    // The lease runs out; the heir claims the item under the next epoch and resumes.
+    clock.0.store(20_000, Ordering::SeqCst);
+    let (_, second) = heir
+        .claim_queue_item("heir", &[], 10_000)
+        .expect("claim")
+        .expect("the expired item");
+    assert_eq!((second.item, second.epoch), (flow, 2));
+    let (_, elsewhere) = heir
+        .claim_queue_item("heir", &[], 10_000)
+        .expect("claim")
+        .expect("the other item");
+    assert_eq!(elsewhere.item, other);
+    // A claim on another item is no claim on this run.
+    heir.set_fence(Some(elsewhere));
+    let wrong = heir.write(|tx| tx.resume_workflow_run(run));
+    assert!(
+        matches!(wrong, Err(Error::WorkflowRunOwned { .. })),
+        "{wrong:?}"
+    );
+    heir.set_fence(Some(second));
+    heir.write(|tx| tx.resume_workflow_run(run))
+        .expect("the claim's holder resumes");
+    let resumed = heir.workflow_run(run).expect("read").expect("run");
+    assert_eq!(
+        resumed.owner.map(|o| o.pid),
+        Some(i64::from(std::process::id()))
+    );
+    // The dead driver's claim is spent: it cannot write a row of the run again.
+    let late = dead.write(|tx| tx.resume_workflow_run(run));
+    assert!(matches!(late, Err(Error::LeaseLost { .. })), "{late:?}");
 }
 
 #[test]

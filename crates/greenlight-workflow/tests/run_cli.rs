@@ -443,6 +443,65 @@ fn a_kill_during_a_fan_out_then_resume_dispatches_no_finished_member_again() {
 }
 
 #[test]
+fn a_resume_whose_finished_members_worktree_is_gone_is_refused_by_name_and_remakes_nothing() {
+    let f = Fixture::new();
+    // a finishes; b hangs while `slow` exists (the kill comes then).
+    let agent = f.agent(
+        "hang",
+        "echo \"start $item\" >> \"$LOG\"\nif [ $item = b ] && [ -e \"$DIR/slow\" ]; then echo \"waiting $item\" >> \"$LOG\"; \
+         n=0; while [ -e \"$DIR/slow\" ] && [ $n -lt 600 ]; do sleep 0.1; n=$((n+1)); done; exit 1; fi\n\
+         mkdir -p out\necho \"$item\" > \"out/$item.txt\"\necho \"end $item\" >> \"$LOG\"\necho done",
+    );
+    write_file(&f.path("slow"), "");
+    let plan = f.plan(&format!(
+        "workflow: 1\nname: lost\nagent: \"{agent}\"\nsteps:\n  - id: fix\n    kind: fanout\n    \
+         items: [a, b]\n    maxFanout: 2\n    template:\n      prompt: \"Fix. ITEM={{{{item}}}}\"\n      \
+         deliverable: file\n      writes: [\"out/{{{{item}}}}.txt\"]\n  - id: fixed\n    kind: join\n    for: fix\n    \
+         policy: all-declared\n"
+    ));
+    let mut child = f
+        .repo
+        .command(f.args(&plan, &["--run-id", "3"]))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while !(f.count("end a") == 1 && f.count("waiting b") == 1) {
+        assert!(started.elapsed() < Duration::from_secs(60), "{:?}", f.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    std::fs::remove_file(f.path("slow")).unwrap();
+    // a's worktree, with its finished work, is removed by hand.
+    let lost = f.repo.path().join(".git/greenlight/workflows/wf-3/fix--a");
+    assert!(
+        lost.join("out/a.txt").exists(),
+        "a's work was in {}",
+        lost.display()
+    );
+    std::fs::remove_dir_all(&lost).unwrap();
+
+    let (run, doc) = f.run(&plan, &["--resume", "3"]);
+    assert_eq!(run.code, 4, "{doc}\n{}", run.stderr);
+    assert_eq!(doc["status"], "refused", "{doc}");
+    assert_eq!(doc["reason"], "stale-input-refused", "{doc}");
+    let message = doc["message"].as_str().unwrap();
+    assert!(
+        message.contains("`fix` [a]") && message.contains(&lost.display().to_string()),
+        "{message}"
+    );
+    assert!(!lost.exists(), "not remade from the base");
+    assert_eq!(
+        f.count("start a"),
+        1,
+        "a is not dispatched again: {:?}",
+        f.log()
+    );
+}
+
+#[test]
 fn an_agent_that_edits_verify_yaml_in_its_worktree_is_still_judged_by_the_base_gates() {
     let f = Fixture::new();
     let agent = f.agent(

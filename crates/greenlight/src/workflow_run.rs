@@ -64,7 +64,7 @@ pub struct RunArgs {
     pub state: Option<PathBuf>,
 }
 
-fn parse_arg(text: &str) -> Result<(String, String), String> {
+pub(crate) fn parse_arg(text: &str) -> Result<(String, String), String> {
     let (name, value) = text
         .split_once('=')
         .ok_or_else(|| format!("`{text}`: write NAME=VALUE"))?;
@@ -72,11 +72,11 @@ fn parse_arg(text: &str) -> Result<(String, String), String> {
 }
 
 /// The plan's agents, built from every family as `goal run` builds its agent.
-struct PlanAgents {
-    families: EveryFamily,
+pub(crate) struct PlanAgents<'a> {
+    pub(crate) families: &'a EveryFamily,
 }
 
-impl Agents for PlanAgents {
+impl Agents for PlanAgents<'_> {
     fn dispatcher(
         &self,
         agent: &str,
@@ -87,7 +87,7 @@ impl Agents for PlanAgents {
             agent,
             model.map(str::to_owned),
             &OpenAiArgs::default(),
-            &self.families,
+            self.families,
         )?;
         let mut options = AdapterOptions::default();
         let mut base: Vec<_> = self
@@ -170,8 +170,9 @@ pub fn run(args: RunArgs) -> i32 {
         tokens_extra: args.tokens_extra,
         cost_extra_usd: args.cost_extra,
     };
+    let families = EveryFamily::from_process_env();
     let agents = PlanAgents {
-        families: EveryFamily::from_process_env(),
+        families: &families,
     };
     let ran = greenlight_proc::run_main(|signals| async {
         let mut journal = StoreJournal::new(&mut store, repository);

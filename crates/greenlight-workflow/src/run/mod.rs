@@ -525,6 +525,7 @@ impl<'a> Driver<'a> {
             });
         }
         let tree = self.trees.tree(None, None, 0);
+        self.refuse_lost(&tree)?;
         self.trees
             .check_branch(&tree)
             .map_err(|e| Error::Input(e.to_string()))?;
@@ -561,6 +562,9 @@ impl<'a> Driver<'a> {
         if wanted.is_empty() {
             return Ok(());
         }
+        for tree in &wanted {
+            self.refuse_lost(tree)?;
+        }
         self.trees
             .check_branches(&wanted)
             .map_err(|e| Error::Input(e.to_string()))?;
@@ -588,6 +592,46 @@ impl<'a> Driver<'a> {
             Some(e) => Err(e.into()),
             None => Ok(()),
         }
+    }
+
+    /// Refuses to make `tree` again when the run recorded making it: it is not on disk (replay
+    /// takes every recorded tree that is), so the work done in it is gone with it (made on
+    /// another machine, or removed by hand), and a fresh tree from the base would be judged and
+    /// landed in its place.
+    fn refuse_lost(&self, tree: &Tree) -> Result<(), Error> {
+        let made_at = self
+            .entries
+            .iter()
+            .rev()
+            .find_map(|(_, entry)| match entry {
+                Entry::Worktree {
+                    step,
+                    item,
+                    path,
+                    state,
+                    ..
+                } if state == "created"
+                    && *item == tree.item
+                    && (item.is_none() || tree.step.as_ref() == Some(step)) =>
+                {
+                    Some(path.clone())
+                }
+                _ => None,
+            });
+        let Some(made_at) = made_at else {
+            return Ok(());
+        };
+        let unit = match (&tree.step, &tree.item) {
+            (Some(step), Some(item)) => format!("`{step}` [{item}]"),
+            _ => "the run".to_owned(),
+        };
+        Err(Error::Refused(Refusal {
+            reason: Reason::StaleInputRefused,
+            message: format!(
+                "run `{}` made the worktree of {unit} at {made_at}, and it is not there now (made on another machine, or removed): the work done in it cannot be judged or landed here; resume where it was made, or start a new run",
+                self.id,
+            ),
+        }))
     }
 
     /// Records that `tree` was made.

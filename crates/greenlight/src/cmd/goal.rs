@@ -70,8 +70,9 @@ pub enum Command {
     Gate(GateCommand),
     /// Put a goal on the store's queue, for whichever `goal worker` is free to run it.
     Submit(Box<super::goal_queue::SubmitArgs>),
-    /// Claim queued goals and run them, each in a worktree prepared from its repository and
-    /// base, renewing a lease on each (another worker takes over if this one dies).
+    /// Claim queued goals and workflow runs and run them, each in a worktree prepared from its
+    /// repository and base, renewing a lease on each (another worker takes over if this one
+    /// dies).
     Worker(Box<super::goal_queue::WorkerArgs>),
 }
 

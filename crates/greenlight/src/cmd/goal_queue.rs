@@ -1,12 +1,14 @@
 //! `greenlight goal submit` and `greenlight goal worker`: goals put on the store's queue, and
-//! the workers, on any machine that reaches the store, that claim and run them.
+//! the workers, on any machine that reaches the store, that claim and run them and the workflow
+//! runs `workflow submit` queues (whose own side is [`super::workflow_queue`]).
 //!
-//! A worker runs each goal it claims with the ordinary loop, in a worktree it prepares from the
-//! item's repository and base (kept under its work directory, so a worker that restarts on the
-//! same machine resumes in the tree the last one left). While it runs a goal it renews the
-//! lease; the store it runs the goal on is fenced on the claim's epoch, so once the lease is
-//! lost (the worker stalled past it and another took the item) it cannot write one more row of
-//! that goal, and it stops the goal's agent. The rules of claiming live in the store's queue.
+//! A worker runs each item it claims with the ordinary loop (a goal's, or a workflow run's), in
+//! a worktree it prepares from the item's repository and base (kept under its work directory,
+//! so a worker that restarts on the same machine resumes in the tree the last one left). While
+//! it runs an item it renews the lease; the store it runs on is fenced on the claim's epoch, so
+//! once the lease is lost (the worker stalled past it and another took the item) it cannot
+//! write one more row of that item's run, and it stops the run's agents. The rules of claiming
+//! live in the store's queue.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -16,7 +18,9 @@ use std::time::Duration;
 use greenlight_goal::drive::{DriveOptions, GoalRequest, OpenAiArgs, parse_agent, plan_goal};
 use greenlight_goal::engine::Finish;
 use greenlight_proc::{Interrupt, InterruptWatch};
-use greenlight_store::{Fence, GoalId, GoalState, NewQueueItem, QueueItem, Reads, Store};
+use greenlight_store::{
+    Fence, GoalId, GoalState, NewQueueItem, QueueItem, QueueItemId, QueueKind, Reads, Store,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::agents::EveryFamily;
@@ -28,17 +32,8 @@ use crate::goal_run::{CliResult, LoopArgs, exit};
 pub struct SubmitArgs {
     /// What the agent must achieve.
     pub goal: String,
-    /// Where workers get the code: a path or URL every worker can `git clone` [default: the
-    /// repository of the current directory].
-    #[arg(long, value_name = "PATH|URL")]
-    pub repo: Option<String>,
-    /// The commit the goal's worktree starts from [default: HEAD of the current directory,
-    /// resolved to its commit now].
-    #[arg(long, value_name = "COMMIT")]
-    pub base: Option<String>,
-    /// A label a worker must have to take the goal (`goal worker --labels`); repeat for several.
-    #[arg(long = "label", value_name = "LABEL")]
-    pub labels: Vec<String>,
+    #[command(flatten)]
+    pub place: QueuePlace,
     #[command(flatten)]
     pub agent: super::goal::AgentArgs,
     /// A gate command; repeat for several [default: the gates of the base's verify.yaml].
@@ -48,13 +43,30 @@ pub struct SubmitArgs {
     pub limits: super::goal::GoalLimits,
 }
 
+/// Where a queued item's worktree comes from and who may take it: `goal submit`'s and
+/// `workflow submit`'s.
+#[derive(Debug, clap::Args)]
+pub struct QueuePlace {
+    /// Where workers get the code: a path or URL every worker can `git clone` [default: the
+    /// repository of the current directory].
+    #[arg(long, value_name = "PATH|URL")]
+    pub repo: Option<String>,
+    /// The commit the item's worktree starts from [default: HEAD of the current directory,
+    /// resolved to its commit now].
+    #[arg(long, value_name = "COMMIT")]
+    pub base: Option<String>,
+    /// A label a worker must have to take the item (`goal worker --labels`); repeat for several.
+    #[arg(long = "label", value_name = "LABEL")]
+    pub labels: Vec<String>,
+}
+
 /// Arguments of `greenlight goal worker`.
 #[derive(Debug, clap::Args)]
 pub struct WorkerArgs {
-    /// How many goals this worker runs at once.
+    /// How many items (goals, workflow runs) this worker runs at once.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub capacity: u32,
-    /// This worker's labels, comma-separated: it takes only goals whose labels it all has.
+    /// This worker's labels, comma-separated: it takes only items whose labels it all has.
     #[arg(long, value_delimiter = ',', value_name = "LABEL,…")]
     pub labels: Vec<String>,
     /// Where the goals' worktrees are prepared [default: beside the state database, or for a
@@ -68,7 +80,7 @@ pub struct WorkerArgs {
     /// This worker's name in the queue's records [default: HOST:PID].
     #[arg(long)]
     pub name: Option<String>,
-    /// Exit once every queued goal has ended (for batches and tests) instead of waiting for more.
+    /// Exit once every queued item has ended (for batches and tests) instead of waiting for more.
     #[arg(long)]
     pub until_empty: bool,
     #[command(flatten)]
@@ -145,19 +157,6 @@ pub fn submit(
             "--gate needs a command: an empty gate would pass without judging anything".into(),
         ));
     }
-    let repository = match args.repo {
-        Some(r) => r,
-        None => git_out(cwd, &["rev-parse", "--show-toplevel"]).map_err(|e| {
-            usage(format!(
-                "{e}; pass --repo PATH|URL naming what workers clone"
-            ))
-        })?,
-    };
-    let base = match args.base {
-        Some(b) => b,
-        None => git_out(cwd, &["rev-parse", "HEAD"])
-            .map_err(|e| usage(format!("{e}; pass --base COMMIT")))?,
-    };
     let spec = QueuedGoal {
         text: args.goal,
         agent,
@@ -175,13 +174,69 @@ pub fn submit(
         judge: args.limits.judge,
     };
     let spec_json = serde_json::to_string(&spec).map_err(|e| (exit::ERROR, e.to_string()))?;
-    let mut labels = args.labels;
+    let queued =
+        queue_item(store, cwd, QueueKind::Goal, args.place, spec_json).map_err(|e| match e {
+            NotQueued::Usage(why) => usage(why),
+            NotQueued::Store(why) => (exit::ERROR, why),
+        })?;
+    outln!(
+        "greenlight: queued goal item {} ({} at {})",
+        queued.id,
+        queued.repository,
+        queued.base
+    );
+    Ok(exit::DONE)
+}
+
+/// An item on the queue, and where its worktree comes from.
+pub(super) struct Queued {
+    pub(super) id: QueueItemId,
+    pub(super) repository: String,
+    pub(super) base: String,
+}
+
+/// Why a submit put nothing on the queue.
+pub(super) enum NotQueued {
+    /// The submitter's to fix (a repository or base that cannot be resolved, a bad label).
+    Usage(String),
+    /// The store failed.
+    Store(String),
+}
+
+/// Puts one item of `kind` on the queue: its repository and base (`--repo`, `--base`) resolved
+/// here, defaulting to the repository of `cwd` and its HEAD's commit now, so every worker starts
+/// from the same commit whatever the branch does later.
+pub(super) fn queue_item(
+    store: &mut Store,
+    cwd: &Path,
+    kind: QueueKind,
+    place: QueuePlace,
+    spec_json: String,
+) -> Result<Queued, NotQueued> {
+    let QueuePlace {
+        repo,
+        base,
+        mut labels,
+    } = place;
+    let repository = match repo {
+        Some(r) => r,
+        None => git_out(cwd, &["rev-parse", "--show-toplevel"]).map_err(|e| {
+            NotQueued::Usage(format!(
+                "{e}; pass --repo PATH|URL naming what workers clone"
+            ))
+        })?,
+    };
+    let base = match base {
+        Some(b) => b,
+        None => git_out(cwd, &["rev-parse", "HEAD"])
+            .map_err(|e| NotQueued::Usage(format!("{e}; pass --base COMMIT")))?,
+    };
     labels.sort();
     labels.dedup();
     let id = store
         .write(|tx| {
             tx.submit_queue_item(&NewQueueItem {
-                kind: greenlight_store::QueueKind::Goal,
+                kind,
                 repository: repository.clone(),
                 base: base.clone(),
                 spec_json,
@@ -189,11 +244,14 @@ pub fn submit(
             })
         })
         .map_err(|e| match e {
-            greenlight_store::Error::BadLabel { .. } => usage(e.to_string()),
-            e => (exit::ERROR, e.to_string()),
+            greenlight_store::Error::BadLabel { .. } => NotQueued::Usage(e.to_string()),
+            e => NotQueued::Store(e.to_string()),
         })?;
-    outln!("greenlight: queued goal item {id} ({repository} at {base})");
-    Ok(exit::DONE)
+    Ok(Queued {
+        id,
+        repository,
+        base,
+    })
 }
 
 /// How many times an item that fails to start (its clone or its goal cannot be made) is
@@ -201,7 +259,7 @@ pub fn submit(
 const MAX_CLAIMS: u64 = 3;
 
 /// Why a claimed item did not end.
-enum Failed {
+pub(super) enum Failed {
     /// Another worker holds it now.
     LeaseLost,
     /// Anything else, said in words.
@@ -221,6 +279,14 @@ impl From<greenlight_store::Error> for Failed {
             e => Failed::Other(e.to_string()),
         }
     }
+}
+
+/// How a claimed item's run stopped: `outcome` ends the item; `None` gives it back (the worker
+/// was told to stop and the run can be resumed by the next holder).
+pub(super) struct Ran {
+    pub(super) outcome: Option<String>,
+    /// What ran, for the worker's log (`goal 4`, `workflow run 2`).
+    pub(super) subject: String,
 }
 
 /// What one worker process shares between its slots.
@@ -284,7 +350,7 @@ pub fn worker(state: &Path, args: WorkerArgs) -> CliResult {
         stopping: AtomicBool::new(false),
     });
     errln!(
-        "greenlight: worker {} taking goals from {} ({} at once{})",
+        "greenlight: worker {} taking work from {} ({} at once{})",
         worker.name,
         state.display(),
         args.capacity,
@@ -442,40 +508,10 @@ async fn run_item(
     signals: &InterruptWatch,
     families: &EveryFamily,
 ) -> Result<String, Failed> {
-    if item.kind != greenlight_store::QueueKind::Goal {
-        // The store takes workflow items; this worker does not run them yet. Said, never
-        // guessed at: the item goes back, and ends as failed after MAX_CLAIMS claims.
-        return Err(
-            "it is a workflow run; this greenlight's worker runs only goals"
-                .to_owned()
-                .into(),
-        );
-    }
-    let spec: QueuedGoal = serde_json::from_str(&item.spec_json)
-        .map_err(|e| format!("its request is not one this greenlight reads: {e}"))?;
     let worktree = prepare_worktree(&worker.work_dir, item).await?;
     store.set_fence(Some(fence));
-    let goal = match item.goal {
-        Some(goal) => {
-            let record = store.goal(goal)?;
-            match record {
-                Some(g) if g.state == GoalState::Done => {
-                    // The last holder finished the goal but died before ending the item.
-                    store.write(|tx| tx.end_queue_item(fence, "done"))?;
-                    return Ok("was already done".into());
-                }
-                Some(g) if g.worktree != worktree => {
-                    store.write(|tx| tx.move_goal_worktree(goal, &worktree))?;
-                    goal
-                }
-                Some(_) => goal,
-                None => return Err(format!("its goal {goal} is not in the store").into()),
-            }
-        }
-        None => create_goal(store, item, fence, &spec, &worktree, families)?,
-    };
     // Each slot has its own stop: the process's signals, or a lost lease.
-    let (stop_tx, mut stop) = tokio::sync::watch::channel(None::<Interrupt>);
+    let (stop_tx, stop) = tokio::sync::watch::channel(None::<Interrupt>);
     let lost = Arc::new(AtomicBool::new(false));
     let renewer = tokio::task::spawn_local(renew_lease(
         Arc::clone(worker),
@@ -484,6 +520,63 @@ async fn run_item(
         stop_tx,
         Arc::clone(&lost),
     ));
+    let ran = match item.kind {
+        QueueKind::Goal => run_goal(worker, store, item, fence, &worktree, stop, families).await,
+        QueueKind::Workflow => {
+            super::workflow_queue::run_item(store, item, &worktree, &worker.options, stop, families)
+                .await
+        }
+    };
+    renewer.abort();
+    if lost.load(Ordering::SeqCst) {
+        return Err(Failed::LeaseLost);
+    }
+    let Ran { outcome, subject } = ran?;
+    match outcome {
+        Some(outcome) => {
+            store.write(|tx| tx.end_queue_item(fence, &outcome))?;
+            Ok(format!("ended: {outcome} ({subject})"))
+        }
+        None => {
+            // Stopped by a signal: the run is paused or interrupted; the next worker resumes it.
+            store.write(|tx| tx.release_queue_item(fence))?;
+            Ok(format!(
+                "given back to the queue ({subject} stopped by the worker's stop)"
+            ))
+        }
+    }
+}
+
+/// Runs a goal item: the goal its last holder made, or a new one, driven with the ordinary loop.
+async fn run_goal(
+    worker: &Arc<Worker>,
+    store: &mut Store,
+    item: &QueueItem,
+    fence: Fence,
+    worktree: &Path,
+    mut stop: InterruptWatch,
+    families: &EveryFamily,
+) -> Result<Ran, Failed> {
+    let spec: QueuedGoal = serde_json::from_str(&item.spec_json)
+        .map_err(|e| format!("its request is not one this greenlight reads: {e}"))?;
+    let goal = match item.goal {
+        Some(goal) => match store.goal(goal)? {
+            Some(g) if g.state == GoalState::Done => {
+                // The last holder finished the goal but died before ending the item.
+                return Ok(Ran {
+                    outcome: Some("done".into()),
+                    subject: format!("goal {goal}, already done"),
+                });
+            }
+            Some(g) if g.worktree != worktree => {
+                store.write(|tx| tx.move_goal_worktree(goal, worktree))?;
+                goal
+            }
+            Some(_) => goal,
+            None => return Err(format!("its goal {goal} is not in the store").into()),
+        },
+        None => create_goal(store, item, fence, &spec, worktree, families)?,
+    };
     let mut on_started = |_: greenlight_goal::drive::Started<'_>| {};
     let mut on_progress = |_: greenlight_goal::Progress<'_>| {};
     let driven = greenlight_goal::drive(
@@ -496,10 +589,6 @@ async fn run_item(
         &mut on_progress,
     )
     .await;
-    renewer.abort();
-    if lost.load(Ordering::SeqCst) {
-        return Err(Failed::LeaseLost);
-    }
     let driven = match driven {
         Ok(d) => d,
         Err(greenlight_goal::Error::Store(greenlight_store::Error::LeaseLost { .. })) => {
@@ -507,7 +596,7 @@ async fn run_item(
         }
         Err(e) => return Err(e.to_string().into()),
     };
-    let stopped_by_signal = signals.borrow().is_some();
+    let stopped_by_signal = stop.borrow().is_some();
     let outcome = match driven.finish {
         Finish::Done => Some("done".to_owned()),
         Finish::Paused { reason, .. }
@@ -524,19 +613,10 @@ async fn run_item(
                 .unwrap_or_else(|| state.to_string()),
         ),
     };
-    match outcome {
-        Some(outcome) => {
-            store.write(|tx| tx.end_queue_item(fence, &outcome))?;
-            Ok(format!("ended: {outcome} (goal {goal})"))
-        }
-        None => {
-            // Stopped by a signal: the goal is paused; the next worker resumes it.
-            store.write(|tx| tx.release_queue_item(fence))?;
-            Ok(format!(
-                "given back to the queue (goal {goal} paused by the worker's stop)"
-            ))
-        }
-    }
+    Ok(Ran {
+        outcome,
+        subject: format!("goal {goal}"),
+    })
 }
 
 fn create_goal(

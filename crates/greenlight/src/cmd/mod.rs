@@ -18,4 +18,5 @@ pub mod store;
 pub mod verify;
 pub mod worker;
 pub mod workflow;
+pub mod workflow_queue;
 pub mod workflow_view;

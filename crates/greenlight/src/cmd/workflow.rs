@@ -1,5 +1,6 @@
 //! `greenlight workflow check PLAN`: read a workflow plan and report every problem in it, or what
-//! it would run; `greenlight workflow run PLAN` runs it (in [`crate::workflow_run`]).
+//! it would run; `greenlight workflow run PLAN` runs it (in [`crate::workflow_run`]), and
+//! `workflow submit PLAN` queues it for a worker (in [`super::workflow_queue`]).
 //!
 //! The plan is checked whole, by `greenlight-workflow`; this module only reads the file, prints
 //! the result and picks the exit code.
@@ -50,6 +51,10 @@ pub enum Command {
     /// paused or killed run (exit 0 completed, 1 failed, 2 plan or input error, 3 terminal,
     /// 4 resume refused, 5 state or git error, 75 paused).
     Run(crate::workflow_run::RunArgs),
+    /// Put a run of a plan on the store's queue, for whichever `goal worker` is free: the plan
+    /// and its arguments are checked now (exit 2 names the fault, nothing queued); a worker
+    /// runs it in a clone of the repository at the base, and another resumes it if it dies.
+    Submit(Box<super::workflow_queue::SubmitArgs>),
     /// Show a workflow run: its status, budget and spend, each step and member reached, and the
     /// worktrees kept for a person.
     Status(super::workflow_view::RunArgs),
@@ -67,6 +72,7 @@ pub fn run(command: Command) -> i32 {
     match command {
         Command::Check { plan, json } => check(&plan, json),
         Command::Run(args) => crate::workflow_run::run(args),
+        Command::Submit(args) => super::workflow_queue::submit(*args),
         Command::Status(args) => super::workflow_view::status(&args),
         Command::Log(args) => super::workflow_view::log(&args),
         Command::List(args) => super::workflow_view::list(&args),

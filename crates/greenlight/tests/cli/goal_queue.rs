@@ -20,7 +20,7 @@ use greenlight_testkit::{TempRepo, greenlight_bin, signal_and_wait, sse};
 use crate::serve_cli::EndOnDrop;
 
 /// A fresh, empty store of this test's own on the test server: a schema of its own.
-fn fresh_store(test: &str) -> String {
+pub(crate) fn fresh_store(test: &str) -> String {
     let base = std::env::var("GREENLIGHT_TEST_PG").unwrap_or_else(|_| {
         panic!(
             "GREENLIGHT_TEST_PG is not set: start PostgreSQL with \

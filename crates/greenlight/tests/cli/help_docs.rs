@@ -36,6 +36,7 @@ const PAGES: &[(&[&str], &str)] = &[
     (&["mcp"], "mcp.md"),
     (&["worker"], "verify-yaml.md"),
     (&["workflow", "run"], "workflow-run.md"),
+    (&["workflow", "submit"], "workflow-run.md"),
     (&["workflow", "status"], "workflow-views.md"),
     (&["workflow", "log"], "workflow-views.md"),
     (&["workflow", "list"], "workflow-views.md"),

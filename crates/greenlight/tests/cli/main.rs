@@ -61,4 +61,5 @@ mod verify_spawn;
 mod verify_v2;
 mod worker;
 mod workflow_cli;
+mod workflow_queue;
 mod workflow_view;
