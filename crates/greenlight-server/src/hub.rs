@@ -1,6 +1,6 @@
-//! The live feed: one poller thread reads what any process committed to the state file and
-//! publishes it, pre-encoded as SSE, to a broadcast per stream that has watchers; plus the
-//! pool of read connections request handlers borrow.
+//! The live feed: one poller thread reads what any process committed to the state file, and
+//! the runtime's fan-out task publishes it, pre-encoded as SSE, to a broadcast per stream that
+//! has watchers; plus the pool of read connections request handlers borrow.
 //!
 //! Persist first, then publish: the poller only ever publishes frames it read back from the
 //! file, so a subscriber can never see a frame a reconnect would not replay. It looks when a
@@ -18,7 +18,7 @@ use std::time::Duration;
 use axum::body::Bytes;
 use greenlight_store::{Reads, Store};
 use greenlight_stream::{StreamId, encode_frame};
-use tokio::sync::{broadcast, watch};
+use tokio::sync::{broadcast, mpsc, watch};
 
 use crate::error::ApiError;
 use crate::wake::{Listener, SAFETY_POLL};
@@ -208,11 +208,11 @@ impl Hub {
         .map_err(|e| ApiError::internal(format!("a store task failed: {e}")))?
     }
 
-    /// Publishes frames committed after `position`; returns the new position.
+    /// Hands the frames committed after `position` to the fan-out; returns the new position.
     fn publish_since(
-        &self,
         store: &Store,
         mut position: i64,
+        fanout: &mpsc::UnboundedSender<Vec<(StreamId, LiveBatch)>>,
     ) -> Result<i64, greenlight_store::Error> {
         loop {
             let batch = store.frames_since(position, POLL_BATCH)?;
@@ -233,14 +233,12 @@ impl Hub {
                     None => by_stream.push((frame.stream, vec![live])),
                 }
             }
-            let live = lock(&self.live);
-            for (stream, frames) in by_stream {
-                // A stream nobody watches has no broadcast: its frames are only in the file.
-                if let Some(sender) = live.channels.get(&stream) {
-                    let _ = sender.send(LiveBatch::from(frames));
-                }
-            }
-            drop(live);
+            let batches = by_stream
+                .into_iter()
+                .map(|(stream, frames)| (stream, LiveBatch::from(frames)))
+                .collect();
+            // Closed only once the runtime is gone, when nobody is left to watch.
+            let _ = fanout.send(batches);
             position = last;
             if batch.len() < POLL_BATCH {
                 return Ok(position);
@@ -253,10 +251,11 @@ impl Hub {
     /// then looks at the store's last frame (pruned?) and last event, and bumps the change
     /// counter when anything moved. Returns
     /// the thread and, when the wake-up socket could not be bound, why (the poller then polls).
-    pub fn spawn_poller(
-        self: &Arc<Self>,
-    ) -> Result<(std::thread::JoinHandle<()>, Option<std::io::Error>), Error> {
+    pub fn spawn_poller(self: &Arc<Self>) -> Result<Poller, Error> {
         let store = Store::open(&self.state)?;
+        // Unbounded: the runtime takes each batch within a wake-up; a bound would make the
+        // poller wait on a runtime that, at shutdown, no longer runs its tasks.
+        let (fanout, batches) = mpsc::unbounded_channel();
         let mut position = store.last_frame_position()?;
         let mut events = store.last_seq()?;
         // Bound before the first look, so a commit after that look always pokes it.
@@ -283,7 +282,7 @@ impl Hub {
                     // commit and its watchers (on PostgreSQL each read is a round trip).
                     // A failed read (a writer holding an exclusive lock for a migration, say) is
                     // retried soon, poked or not; nothing is skipped because the position stays.
-                    let Ok(next) = hub.publish_since(&store, position) else {
+                    let Ok(next) = Hub::publish_since(&store, position, &fanout) else {
                         failed = true;
                         continue;
                     };
@@ -310,6 +309,48 @@ impl Hub {
                 *lock(&hub.wake_path) = None;
             })
             .map_err(Error::Runtime)?;
-        Ok((thread, unbound))
+        Ok(Poller {
+            thread,
+            fanout: Fanout {
+                hub: Arc::clone(self),
+                batches,
+            },
+            wake_unavailable: unbound,
+        })
+    }
+}
+
+/// The poller's thread, the fan-out the server's runtime must run, and why the wake-up socket
+/// could not be bound (the poller then polls).
+pub struct Poller {
+    /// Reads the new frames when woken, and hands them to `fanout`.
+    pub thread: std::thread::JoinHandle<()>,
+    /// Sends them to their streams' watchers: spawned on the server's runtime.
+    pub fanout: Fanout,
+    /// Why the poller polls instead of being woken, if it does.
+    pub wake_unavailable: Option<std::io::Error>,
+}
+
+/// The runtime's side of the live feed: the batches the poller read, sent to their streams'
+/// broadcasts by a task of the runtime. Sent from the poller's own thread, every watcher's
+/// wake-up would cross threads (an eventfd write each: 100 per frame at 100 watchers); from
+/// here the runtime schedules its watchers itself, after one wake-up per poll.
+pub struct Fanout {
+    hub: Arc<Hub>,
+    batches: mpsc::UnboundedReceiver<Vec<(StreamId, LiveBatch)>>,
+}
+
+impl Fanout {
+    /// Forwards until the poller ends.
+    pub async fn run(mut self) {
+        while let Some(batches) = self.batches.recv().await {
+            let live = lock(&self.hub.live);
+            for (stream, batch) in batches {
+                // A stream nobody watches has no broadcast: its frames are only in the file.
+                if let Some(sender) = live.channels.get(&stream) {
+                    let _ = sender.send(batch);
+                }
+            }
+        }
     }
 }

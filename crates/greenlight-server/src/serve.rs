@@ -141,7 +141,11 @@ pub fn start(config: Config) -> Result<Server, Error> {
     let addr = listener.local_addr().map_err(Error::Runtime)?;
     listener.set_nonblocking(true).map_err(Error::Runtime)?;
     let hub = Hub::new(config.state.clone(), config.limits)?;
-    let (poller, wake_unavailable) = hub.spawn_poller()?;
+    let crate::hub::Poller {
+        thread: poller,
+        fanout,
+        wake_unavailable,
+    } = hub.spawn_poller()?;
     let extra = config.extra_routes.clone();
     let app = App {
         hub: Arc::clone(&hub),
@@ -177,6 +181,7 @@ pub fn start(config: Config) -> Result<Server, Error> {
                 let listener =
                     tokio::net::TcpListener::from_std(listener).map_err(Error::Runtime)?;
                 tokio::spawn(crate::sweep::close_abandoned_runs(sweep_hub));
+                tokio::spawn(fanout.run());
                 serve_connections(listener, router(app, extra), stop_rx).await;
                 Ok(())
             });

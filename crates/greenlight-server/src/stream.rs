@@ -156,19 +156,18 @@ impl Subscriber {
                 Err(broadcast::error::RecvError::Lagged(_)) => return None,
                 Err(broadcast::error::RecvError::Closed) => return None,
             };
-            let mut out: Option<Vec<u8>> = None;
+            let mut out = Chunk::Empty;
             let mut next = Some(first);
             while let Some(batch) = next.take() {
                 for frame in batch.iter() {
                     if frame.seq > self.last + 1 {
                         // Skipped ahead: what lies between is in the file.
                         self.phase = Phase::Replay;
-                        return out.map(Bytes::from);
+                        return out.into_bytes();
                     }
                     // At or below `last`: already sent (the hand-over from the file).
                     if frame.seq == self.last + 1 {
-                        out.get_or_insert_with(Vec::new)
-                            .extend_from_slice(&frame.sse);
+                        out.push(&frame.sse);
                         self.last = frame.seq;
                     }
                 }
@@ -177,14 +176,48 @@ impl Subscriber {
                     Ok(batch) => Some(batch),
                     Err(broadcast::error::TryRecvError::Lagged(_)) => {
                         self.phase = Phase::Done;
-                        return out.map(Bytes::from);
+                        return out.into_bytes();
                     }
                     Err(_) => None,
                 };
             }
-            if let Some(out) = out {
-                return Some(Bytes::from(out));
+            if let Some(out) = out.into_bytes() {
+                return Some(out);
             }
+        }
+    }
+}
+
+/// One write's frames: a lone frame's shared bytes go out as they are, so a frame fanned out
+/// to every watcher is copied for none of them; several are joined into one write.
+enum Chunk {
+    Empty,
+    One(Bytes),
+    Many(Vec<u8>),
+}
+
+impl Chunk {
+    fn push(&mut self, frame: &Bytes) {
+        *self = match std::mem::replace(self, Chunk::Empty) {
+            Chunk::Empty => Chunk::One(frame.clone()),
+            Chunk::One(first) => {
+                let mut joined = Vec::with_capacity(first.len() + frame.len());
+                joined.extend_from_slice(&first);
+                joined.extend_from_slice(frame);
+                Chunk::Many(joined)
+            }
+            Chunk::Many(mut joined) => {
+                joined.extend_from_slice(frame);
+                Chunk::Many(joined)
+            }
+        };
+    }
+
+    fn into_bytes(self) -> Option<Bytes> {
+        match self {
+            Chunk::Empty => None,
+            Chunk::One(bytes) => Some(bytes),
+            Chunk::Many(joined) => Some(Bytes::from(joined)),
         }
     }
 }
