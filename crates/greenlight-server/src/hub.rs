@@ -287,11 +287,6 @@ impl Hub {
                         continue;
                     };
                     let mut moved = next != position;
-                    if moved {
-                        // The fan-out first: on one core the runtime that writes to the
-                        // watchers would otherwise wait behind the two reads below.
-                        std::thread::yield_now();
-                    }
                     position = next;
                     let Ok(head) = store.last_frame_position() else {
                         failed = true;
