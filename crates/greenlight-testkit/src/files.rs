@@ -30,6 +30,15 @@ pub fn read_file(path: &Path) -> String {
     fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
 }
 
+/// The lines of a log that processes append to (`>>`), or none while nothing has written it.
+pub fn log_lines(path: &Path) -> Vec<String> {
+    fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
 /// Makes a named pipe at `path` (creating its parent directories): a file whose open blocks
 /// until a writer comes, which no reader of untrusted files may wait on.
 pub fn mkfifo(path: &Path) {

@@ -95,11 +95,7 @@ impl Fixture {
     }
 
     fn log(&self) -> Vec<String> {
-        std::fs::read_to_string(self.path("log"))
-            .unwrap_or_default()
-            .lines()
-            .map(str::to_owned)
-            .collect()
+        greenlight_testkit::files::log_lines(&self.path("log"))
     }
 
     fn count(&self, line: &str) -> usize {
