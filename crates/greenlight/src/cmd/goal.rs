@@ -271,6 +271,7 @@ fn dispatch(args: Args) -> CliResult {
     let families = EveryFamily::from_process_env();
     let mut store = open_store(&args.common).map_err(|e| (exit::ERROR, e))?;
     let worktree = worktree(&args.common);
+    let common = args.common;
     match args.command {
         Command::Run(run) => {
             let agent = run
@@ -414,6 +415,13 @@ fn dispatch(args: Args) -> CliResult {
             super::goal_queue::submit(&mut store, &worktree, *submit, &families)
         }
         Command::Worker(args) => {
+            if let Some(cwd) = &common.cwd {
+                // Refused rather than ignored: someone who names a tree expects it to be used.
+                return Err(usage(format!(
+                    "--cwd {}: a worker runs no goal of a worktree you name; it prepares each                      item's own under --work-dir DIR",
+                    cwd.display()
+                )));
+            }
             let state = store.path().to_path_buf();
             drop(store);
             super::goal_queue::worker(&state, *args)

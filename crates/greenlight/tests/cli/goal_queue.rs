@@ -335,3 +335,22 @@ fn a_worker_killed_mid_turn_loses_its_goal_to_another_that_finishes_it_with_an_u
     let out = signal_and_wait(server, "-TERM", Duration::from_secs(10));
     assert_eq!(out.code, 0, "{}", out.render());
 }
+
+#[test]
+fn a_worker_given_a_worktree_refuses_it_by_name_instead_of_ignoring_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(greenlight_bin())
+        .args(["goal", "worker", "--until-empty", "--cwd"])
+        .arg(dir.path())
+        .arg("--store")
+        .arg(dir.path().join("s.db"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!("--cwd {}", dir.path().display()))
+            && stderr.contains("--work-dir"),
+        "{stderr}"
+    );
+}
