@@ -10,7 +10,6 @@ use std::time::Duration;
 use greenlight_agent::{AdapterOptions, Dispatcher};
 use greenlight_goal::drive::{Families, OpenAiArgs, parse_agent};
 use greenlight_store::Store;
-use greenlight_workflow::plan;
 use greenlight_workflow::run::dispatch::Agents;
 use greenlight_workflow::run::gate_step::GateSettings;
 use greenlight_workflow::run::store_journal::StoreJournal;
@@ -116,21 +115,9 @@ impl Agents for PlanAgents<'_> {
 /// Runs `workflow run` and returns its exit code.
 pub fn run(args: RunArgs) -> i32 {
     let shown = args.plan.display().to_string();
-    let text = match crate::cmd::workflow::read_plan(&args.plan) {
-        Ok(text) => text,
-        Err(why) => return input_error(&args, &format!("cannot read the plan {shown}: {why}")),
-    };
-    let checked = match plan::check(&text) {
-        Ok(p) => p,
-        Err(problems) => {
-            for p in &problems {
-                errln!("{shown}:{}:{}: {}", p.at.line, p.at.column, p.message);
-            }
-            return input_error(
-                &args,
-                &format!("{} problem(s) in {shown}; nothing was run", problems.len()),
-            );
-        }
+    let checked = match crate::cmd::workflow::read_checked(&args.plan, "run") {
+        Ok((_, checked)) => checked,
+        Err(why) => return input_error(&args, &why),
     };
     let env = crate::environment::get();
     let state = match env.state_path(args.state.as_deref()) {

@@ -418,7 +418,8 @@ fn dispatch(args: Args) -> CliResult {
             if let Some(cwd) = &common.cwd {
                 // Refused rather than ignored: someone who names a tree expects it to be used.
                 return Err(usage(format!(
-                    "--cwd {}: a worker runs no goal of a worktree you name; it prepares each                      item's own under --work-dir DIR",
+                    "--cwd {}: a worker runs no goal of a worktree you name; it prepares each \
+                     item's own under --work-dir DIR",
                     cwd.display()
                 )));
             }

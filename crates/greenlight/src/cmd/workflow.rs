@@ -157,6 +157,26 @@ fn plural(n: u64, one: &'static str, many: &'static str) -> &'static str {
     if n == 1 { one } else { many }
 }
 
+/// The plan's text and the plan checked from it, for a command that acts on it (`run`,
+/// `submit`): every problem printed at its file:line:column, and `Err` says how many and that
+/// nothing was `done` (run, queued).
+pub fn read_checked(path: &Path, done: &str) -> Result<(String, plan::Plan), String> {
+    let shown = path.display();
+    let text = read_plan(path).map_err(|why| format!("cannot read the plan {shown}: {why}"))?;
+    match plan::check(&text) {
+        Ok(checked) => Ok((text, checked)),
+        Err(problems) => {
+            for p in &problems {
+                errln!("{shown}:{}:{}: {}", p.at.line, p.at.column, p.message);
+            }
+            Err(format!(
+                "{} problem(s) in {shown}; nothing was {done}",
+                problems.len()
+            ))
+        }
+    }
+}
+
 /// The plan's text: a regular file of UTF-8, at most [`MAX_PLAN_BYTES`].
 pub fn read_plan(path: &Path) -> Result<String, String> {
     let file = std::fs::File::open(path).map_err(|e| e.to_string())?;

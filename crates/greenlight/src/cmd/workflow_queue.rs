@@ -76,23 +76,12 @@ pub fn submit(args: SubmitArgs) -> i32 {
 
 fn queue(args: SubmitArgs) -> Result<String, (i32, String)> {
     let refused = |why: String| (exit::PLAN_ERROR, why);
-    let shown = args.plan.display().to_string();
-    let text = super::workflow::read_plan(&args.plan)
-        .map_err(|why| refused(format!("cannot read the plan {shown}: {why}")))?;
-    let checked = plan::check(&text).map_err(|problems| {
-        for p in &problems {
-            errln!("{shown}:{}:{}: {}", p.at.line, p.at.column, p.message);
-        }
-        refused(format!(
-            "{} problem(s) in {shown}; nothing was queued",
-            problems.len()
-        ))
-    })?;
+    let (text, checked) = super::workflow::read_checked(&args.plan, "queued").map_err(refused)?;
     let given: BTreeMap<String, String> = args.args.into_iter().collect();
     preflight::arguments(&checked, &given)
         .map_err(|why| refused(format!("{why}; nothing was queued")))?;
     let spec = QueuedWorkflow {
-        plan_path: shown,
+        plan_path: args.plan.display().to_string(),
         plan_text: text,
         args: given,
         budget: args.budget,
