@@ -113,6 +113,16 @@ fn wait_exit(mut child: Child, limit: Duration, what: &str) {
     }
 }
 
+/// Who claimed `item`, as (epoch, worker), in order.
+pub(crate) fn claims_of(queue: &Store, item: greenlight_store::QueueItemId) -> Vec<(u64, String)> {
+    queue
+        .queue_claims(item)
+        .unwrap()
+        .into_iter()
+        .map(|c| (c.epoch, c.worker))
+        .collect()
+}
+
 /// Lines of the agents' records, as (worktree name, pid).
 fn records(path: &Path) -> Vec<(String, String)> {
     std::fs::read_to_string(path)
@@ -307,13 +317,10 @@ fn a_worker_killed_mid_turn_loses_its_goal_to_another_that_finishes_it_with_an_u
         (item.state, item.outcome.as_deref()),
         (QueueState::Ended, Some("done"))
     );
-    let claims: Vec<_> = queue
-        .queue_claims(item.id)
-        .unwrap()
-        .into_iter()
-        .map(|c| (c.epoch, c.worker))
-        .collect();
-    assert_eq!(claims, [(1, "doomed".to_owned()), (2, "heir".to_owned())]);
+    assert_eq!(
+        claims_of(&queue, item.id),
+        [(1, "doomed".to_owned()), (2, "heir".to_owned())]
+    );
     // Two turns by the agents' records: the hung one on the dead worker, the finishing one in
     // the second worker's own worktree.
     let seen = records(&records_file);

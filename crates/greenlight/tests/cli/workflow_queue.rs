@@ -16,7 +16,7 @@ use greenlight_store::{QueueKind, QueueState, Reads, Store};
 use greenlight_testkit::files::{write_executable, write_file};
 use greenlight_testkit::{TempRepo, greenlight_bin};
 
-use crate::goal_queue::fresh_store;
+use crate::goal_queue::{claims_of, fresh_store};
 use crate::serve_cli::EndOnDrop;
 
 /// A repository to submit from, and a directory outside it for scripts, plans, the agents' log
@@ -348,13 +348,10 @@ fn a_worker_killed_mid_fan_out_loses_its_run_to_the_next_that_resumes_it_without
         "{}",
         f.worker_log("heir")
     );
-    let claims: Vec<_> = queue
-        .queue_claims(item.id)
-        .unwrap()
-        .into_iter()
-        .map(|c| (c.epoch, c.worker))
-        .collect();
-    assert_eq!(claims, [(1, "doomed".to_owned()), (2, "heir".to_owned())]);
+    assert_eq!(
+        claims_of(&queue, item.id),
+        [(1, "doomed".to_owned()), (2, "heir".to_owned())]
+    );
     assert_eq!(
         queue.workflow_runs(10).unwrap().len(),
         1,
