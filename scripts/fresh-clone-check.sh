@@ -24,7 +24,7 @@
 # The clone installs the agent CLIs (npm), the Python MCP SDK's venv and BuildGrid's venv itself,
 # into its own .tools, with the minimal PATH's python3 (BuildGrid's with pyenv's 3.13 when there
 # is one), and starts its own PostgreSQL and BuildGrid for its tests; cargo-nextest, when it
-# must be built, comes from the main checkout's .tools/cargo (GREENLIGHT_CARGO_TOOLS).
+# must be installed, comes from the main checkout's .tools/cargo (GREENLIGHT_CARGO_TOOLS).
 # The clone's cargo target dir is $CARGO_TARGET_DIR/fresh-clone (default target/fresh-clone),
 # apart from the main target dir so the main build's binaries are never overwritten by the
 # clone's. The first time, it is seeded with a copy of the main target dir's debug and release
@@ -39,8 +39,9 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cargo_bin="$(dirname "$(command -v cargo)")"
 minimal="$cargo_bin:/usr/sbin:/usr/bin:/sbin:/bin"
-# cargo-nextest, when scripts/test has to build it, is built once into the main checkout's
-# .tools and reused by the clone's run: the one tool that takes minutes to install.
+# cargo-nextest, when scripts/test has to install it, goes once into the main checkout's
+# .tools and is reused by the clone's run (built from source, when its wheel cannot be had, it
+# takes minutes).
 cargo_tools="${GREENLIGHT_CARGO_TOOLS:-$ROOT/.tools/cargo}"
 
 # The environment a newcomer's shell has: this machine's, minus what locates tools or builds.
