@@ -7,12 +7,17 @@
 #     a SQLite file, and PostgreSQL (a fresh schema; the server LISTENs, each commit NOTIFYs);
 #   - nchan, where nginx and libnginx-mod-nchan are installed, at 100 and 1,000 watchers of one
 #     channel: the same watcher client, the writer publishing by HTTP POST at the same rate;
-#   - the floor: the same writer committing to a SQLite file with the same durability and a
-#     reader woken by the same socket, reading each frame back from the file, no HTTP.
+#   - the durable floor: the same writer committing to a SQLite file with the same durability
+#     and a reader woken by the same socket, reading each frame back from the file: with no
+#     HTTP and no watchers ("floor"), and writing each frame's SSE bytes to each of 100 watchers'
+#     sockets in turn, the same load client watching it as it watches serve ("floor-100": the
+#     least a server that persists first must do at that fan-out).
 # Latency is receive time minus the microsecond timestamp the writer puts in each frame just
-# before its commit (or POST). Prints p50/p99 for each, the servers' peak RSS (VmHWM), and
-# MET/MISSED for the targets: 100-watcher p50 <= 2 x nchan's (or, where durability costs more
-# than that, <= 1.5 x the floor's), 1,000-watcher p99 < 50 ms, server RSS < 64 MiB. Exits
+# before its commit (or POST); the load client also prints, per frame, the first watcher's
+# latency (what a frame cost before the fan-out's spread). Prints p50/p99 for each, the
+# servers' peak RSS (VmHWM), and MET/MISSED for the targets: 100-watcher p50 <= 2 x nchan's (or,
+# where durability costs more than that, <= 1.5 x floor-100's), 1,000-watcher p99 < 50 ms,
+# server RSS < 64 MiB. Exits
 # non-zero only on a correctness failure of greenlight's: a gap, a duplicate, an incomplete
 # watcher.
 #
@@ -88,19 +93,28 @@ result() {
     rss[$1]=$(sed -n 's/.*rss_kib=\([0-9]*\).*/\1/p' <<<"$line")
 }
 
-# greenlight BACKEND N: serve a fresh store (BACKEND sqlite: a file; postgres: a schema), N
-# watchers, the writer; stop the server.
+# greenlight BACKEND N: serve a fresh store (BACKEND sqlite: a file; postgres: a schema; floor:
+# a file served by the fan-out floor instead of greenlight), N watchers, the writer; stop the
+# server.
 greenlight() {
     local backend=$1 n=$2 name dir addr='' store
-    name=$([ "$backend" = sqlite ] && echo "greenlight-$n" || echo "postgres-$n")
+    case $backend in
+        sqlite) name="greenlight-$n" ;;
+        postgres) name="postgres-$n" ;;
+        floor) name="floor-$n" ;;
+    esac
     dir="$work/$name"
     mkdir -p "$dir"
-    if [ "$backend" = sqlite ]; then
-        store="$dir/state.db"
-    else
+    if [ "$backend" = postgres ]; then
         store=$(fresh_pg_store "$n")
+    else
+        store="$dir/state.db"
     fi
-    "${pin_server[@]}" "$bin/greenlight" serve --listen 127.0.0.1:0 --state "$store" 2>"$dir/serve.log" &
+    if [ "$backend" = floor ]; then
+        "${pin_server[@]}" "$bin/examples/wake_floor" serve --listen 127.0.0.1:0 --state "$store" 2>"$dir/serve.log" &
+    else
+        "${pin_server[@]}" "$bin/greenlight" serve --listen 127.0.0.1:0 --state "$store" 2>"$dir/serve.log" &
+    fi
     server=$!
     for _ in $(seq 1 100); do
         addr=$(sed -n 's|.*serving on http://\([^/]*\)/.*|\1|p' "$dir/serve.log")
@@ -109,7 +123,7 @@ greenlight() {
         sleep 0.1
     done
     [ -n "$addr" ] || { echo "bench-stream: the server did not start:" >&2; cat "$dir/serve.log" >&2; exit 1; }
-    echo "== greenlight serve ($backend) on $addr (pid $server): $n watchers x $frames frames at $rate/s"
+    echo "== $([ "$backend" = floor ] && echo "the fan-out floor" || echo "greenlight serve ($backend)") on $addr (pid $server): $n watchers x $frames frames at $rate/s"
     local p99_target=()
     [ "$n" -ge 1000 ] && p99_target=(--p99-ms 50)
     "${pin_client[@]}" "$bin/greenlight-stream-load" --addr "$addr" --state "$store" \
@@ -117,6 +131,12 @@ greenlight() {
         --server-pid "$server" "${p99_target[@]}" --rss-mib 64 | tee "$dir/load.out" || status=1
     result "$name" "$dir/load.out"
     kill -TERM "$server"
+    if [ "$backend" = floor ]; then
+        # The floor has no clean stop of its own: SIGTERM ends it, its socket is in $work.
+        wait "$server" 2>/dev/null || true
+        server=
+        return
+    fi
     wait "$server" || { echo "bench-stream: the server did not exit 0 on SIGTERM" >&2; status=1; }
     server=
     if [ -e "$dir/state.db-wake" ]; then
@@ -182,17 +202,19 @@ if have_nchan; then
 else
     echo "== nchan not installed (apt-get install nginx libnginx-mod-nchan): no side-by-side figures"
 fi
-echo "== floor: the same writer, a reader woken by the same socket, no HTTP"
+echo "== floor: the same writer, a reader woken by the same socket, no HTTP, no fan-out"
 mkdir -p "$work/floor"
 "$bin/examples/wake_floor" --state "$work/floor/state.db" --frames "$frames" --rate "$rate" |
     tee "$work/floor/out" || { echo "bench-stream: the floor run failed" >&2; status=1; }
 result floor "$work/floor/out"
+# The durable floor at 100 watchers: that reader writing each frame to every watcher's socket.
+greenlight floor 100
 
 mark() { if awk "BEGIN { exit !($1) }"; then echo MET; else echo MISSED; fi; }
 echo
 echo "== summary ($frames frames at $rate/s; latency in ms)"
 printf '%-18s %9s %9s %10s\n' "" p50 p99 "peak RSS"
-for name in greenlight-100 greenlight-1000 postgres-100 postgres-1000 nchan-100 nchan-1000 floor; do
+for name in greenlight-100 greenlight-1000 postgres-100 postgres-1000 nchan-100 nchan-1000 floor floor-100; do
     [ -n "${p50[$name]:-}" ] || continue
     kib=${rss[$name]:-0}
     printf '%-18s %9s %9s %10s\n' "$name" "${p50[$name]}" "${p99[$name]}" \
@@ -201,11 +223,20 @@ done
 for backend in greenlight postgres; do
     g100=${p50[$backend-100]:-1e9}
     label=$([ "$backend" = greenlight ] && echo SQLite || echo PostgreSQL)
-    if [ -n "${p50[nchan-100]:-}" ]; then
-        echo "$label: target 100-watcher p50 <= 2 x nchan's (${p50[nchan-100]} ms): $(mark "$g100 <= 2 * ${p50[nchan-100]}")"
+    # The 100-watcher target: 2 x nchan's p50; where making each frame durable first already
+    # costs more than that (the durable floor at 100 watchers is above 2 x nchan's), 1.5 x that
+    # floor instead.
+    n100=${p50[nchan-100]:-} f100=${p50[floor-100]:-}
+    if [ -n "$n100" ]; then
+        echo "$label: 100-watcher p50 ${g100} ms = $(awk "BEGIN { printf \"%.2f\", $g100 / $n100 }") x nchan's (${n100} ms)"
     fi
-    if [ "$backend" = greenlight ] && [ -n "${p50[floor]:-}" ]; then
-        echo "$label: target 100-watcher p50 <= 1.5 x the durable floor's (${p50[floor]} ms): $(mark "$g100 <= 1.5 * ${p50[floor]}")"
+    if [ -n "$f100" ]; then
+        echo "$label: 100-watcher p50 = $(awk "BEGIN { printf \"%.2f\", $g100 / $f100 }") x the durable floor's at 100 watchers (${f100} ms)"
+    fi
+    if [ -n "$n100" ] && [ -n "$f100" ] && awk "BEGIN { exit !($f100 > 2 * $n100) }"; then
+        echo "$label: target 100-watcher p50 <= 1.5 x the durable floor's (the floor is $(awk "BEGIN { printf \"%.2f\", $f100 / $n100 }") x nchan's, above the 2 x target): $(mark "$g100 <= 1.5 * $f100")"
+    elif [ -n "$n100" ]; then
+        echo "$label: target 100-watcher p50 <= 2 x nchan's: $(mark "$g100 <= 2 * $n100")"
     fi
     echo "$label: target 1,000-watcher p99 < 50 ms: $(mark "${p99[$backend-1000]:-1e9} < 50")"
     peak=$(( ${rss[$backend-100]:-0} > ${rss[$backend-1000]:-0} ? ${rss[$backend-100]:-0} : ${rss[$backend-1000]:-0} ))

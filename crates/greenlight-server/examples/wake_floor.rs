@@ -6,15 +6,25 @@
 //!
 //! `wake_floor --state PATH [--frames N] [--rate N]`; the last line is
 //! `result p50_ms=… p99_ms=…`.
+//!
+//! `wake_floor serve --state PATH --listen ADDR`: the same floor with the fan-out, for the load
+//! client to watch as it watches `greenlight serve` (prints `serving on http://ADDR/`). One
+//! thread, woken by the same socket, reads each new frame back from the file and writes its SSE
+//! bytes to every watcher's socket in turn: the least a server that persists first must do at
+//! that many watchers, with no HTTP framework, runtime or tasks. A watcher that comes with
+//! `Last-Event-ID` is replayed from the file first, as the server does.
 
 #![allow(clippy::print_stdout, clippy::print_stderr)] // a command-line report
 
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Command, ExitCode};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use greenlight_server::wake::{Listener, SAFETY_POLL};
-use greenlight_store::greenlight_stream::FrameBody;
+use greenlight_server::wake::{Listener, SAFETY_POLL, SocketListener, interrupt};
+use greenlight_store::greenlight_stream::{FrameBody, StreamId, encode_frame};
 use greenlight_store::{GoalId, Reads, Store};
 use greenlight_testkit::load;
 
@@ -96,8 +106,123 @@ fn run(args: &[String]) -> Result<ExitCode, String> {
     })
 }
 
+/// One watcher of the fan-out floor: its stream, the last seq it was sent, its socket.
+struct Watcher {
+    stream: StreamId,
+    last: u64,
+    socket: TcpStream,
+}
+
+/// Reads a request head from `socket` and answers it with an SSE response head: the watcher it
+/// asks for (`GET /api/goals/ID/stream`, `Last-Event-ID: ID:SEQ`), or `None` for anything else.
+fn accept_watcher(mut socket: TcpStream) -> Option<Watcher> {
+    socket.set_nodelay(true).ok()?;
+    let mut head = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 16 * 1024 {
+        let n = socket.read(&mut buf).ok().filter(|n| *n > 0)?;
+        head.extend_from_slice(&buf[..n]);
+    }
+    let head = String::from_utf8_lossy(&head).into_owned();
+    let path = head.lines().next()?.split_whitespace().nth(1)?;
+    let goal: i64 = path
+        .strip_prefix("/api/goals/")?
+        .strip_suffix("/stream")?
+        .parse()
+        .ok()?;
+    let last = head
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case("last-event-id")
+                .then(|| v.trim().rsplit(':').next()?.parse().ok())?
+        })
+        .unwrap_or(0);
+    socket
+        .write_all(
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\nconnection: close\r\n\r\n",
+        )
+        .ok()?;
+    Some(Watcher {
+        stream: StreamId::Goal(goal),
+        last,
+        socket,
+    })
+}
+
+/// Sends `watcher` what the file holds after its last seq; false when its socket failed.
+fn replay(store: &Store, watcher: &mut Watcher) -> bool {
+    loop {
+        let Ok(frames) = store.frames_after(watcher.stream, watcher.last, 512) else {
+            return false;
+        };
+        let Some(last) = frames.last().map(|f| f.seq) else {
+            return true;
+        };
+        let bytes: String = frames.iter().map(encode_frame).collect();
+        if watcher.socket.write_all(bytes.as_bytes()).is_err() {
+            return false;
+        }
+        watcher.last = last;
+    }
+}
+
+fn serve(args: &[String]) -> Result<ExitCode, String> {
+    let state: PathBuf = arg(args, "--state", None)?;
+    let listen: std::net::SocketAddr = arg(args, "--listen", None)?;
+    let store = Store::open(&state).map_err(|e| e.to_string())?;
+    let mut position = store.last_frame_position().map_err(|e| e.to_string())?;
+    let wake = SocketListener::bind(&state).map_err(|e| format!("bind the wake-up socket: {e}"))?;
+    let wake_path = wake.path().to_path_buf();
+    let tcp = TcpListener::bind(listen).map_err(|e| format!("bind {listen}: {e}"))?;
+    let addr = tcp.local_addr().map_err(|e| e.to_string())?;
+    eprintln!("serving on http://{addr}/");
+    let arrived: Arc<Mutex<Vec<Watcher>>> = Arc::default();
+    let inbox = Arc::clone(&arrived);
+    std::thread::spawn(move || {
+        for socket in tcp.incoming().flatten() {
+            if let Some(watcher) = accept_watcher(socket) {
+                inbox
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push(watcher);
+                interrupt(&wake_path);
+            }
+        }
+    });
+    let mut watchers: Vec<Watcher> = Vec::new();
+    loop {
+        wake.wait(SAFETY_POLL);
+        let new: Vec<Watcher> =
+            std::mem::take(&mut *arrived.lock().unwrap_or_else(|e| e.into_inner()));
+        for mut watcher in new {
+            if replay(&store, &mut watcher) {
+                watchers.push(watcher);
+            }
+        }
+        let batch = store
+            .frames_since(position, 1024)
+            .map_err(|e| e.to_string())?;
+        for (at, frame) in batch {
+            position = at;
+            let sse = encode_frame(&frame);
+            watchers.retain_mut(|w| {
+                if w.stream != frame.stream || frame.seq != w.last + 1 {
+                    return true;
+                }
+                w.last = frame.seq;
+                w.socket.write_all(sse.as_bytes()).is_ok()
+            });
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    let run = |args: &[String]| match args.first().map(String::as_str) {
+        Some("serve") => serve(args),
+        _ => run(args),
+    };
     run(&args).unwrap_or_else(|e| {
         eprintln!("wake_floor: {e}");
         ExitCode::from(2)

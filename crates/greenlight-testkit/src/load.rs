@@ -173,6 +173,9 @@ pub struct Report {
     pub reconnects: u64,
     /// Delivery latencies, microseconds, sorted.
     pub latencies_us: Vec<u64>,
+    /// Per frame, the latency of the first watcher to get it, microseconds, sorted: what a
+    /// frame costs before the fan-out (the rest of `latencies_us` is the fan-out's spread).
+    pub first_us: Vec<u64>,
     /// The first problems seen, for the failure message.
     pub problems: Vec<String>,
 }
@@ -180,12 +183,21 @@ pub struct Report {
 impl Report {
     /// The `q` quantile of the latencies, in milliseconds.
     pub fn quantile_ms(&self, q: f64) -> f64 {
-        if self.latencies_us.is_empty() {
-            return 0.0;
-        }
-        let i = ((self.latencies_us.len() - 1) as f64 * q).round() as usize;
-        self.latencies_us[i] as f64 / 1000.0
+        quantile_ms(&self.latencies_us, q)
     }
+
+    /// The `q` quantile of the first watchers' latencies, in milliseconds.
+    pub fn first_quantile_ms(&self, q: f64) -> f64 {
+        quantile_ms(&self.first_us, q)
+    }
+}
+
+fn quantile_ms(sorted_us: &[u64], q: f64) -> f64 {
+    if sorted_us.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted_us.len() - 1) as f64 * q).round() as usize;
+    sorted_us[i] as f64 / 1000.0
 }
 
 /// The number after `key` in `data` (`t=` the stamp, `s=` an nchan message's seq).
@@ -208,7 +220,8 @@ struct One {
     gaps: u64,
     duplicates: u64,
     reconnects: u64,
-    latencies: Vec<u64>,
+    /// (seq, latency in microseconds).
+    latencies: Vec<(u64, u64)>,
     problems: Vec<String>,
 }
 
@@ -293,7 +306,7 @@ async fn subscriber(
                 one.last = seq;
                 one.delivered += 1;
                 if let Some(t) = stamp(&event.data) {
-                    one.latencies.push(now.saturating_sub(t));
+                    one.latencies.push((seq, now.saturating_sub(t)));
                 }
                 if one.last >= last_seq(plan) {
                     return true;
@@ -343,16 +356,27 @@ pub async fn run(plan: Plan, start_writer: impl FnOnce()) -> Report {
         })
         .await;
     let mut report = Report::default();
+    let mut first: std::collections::HashMap<u64, u64> = std::collections::HashMap::new();
     for one in results {
         report.delivered += one.delivered;
         report.gaps += one.gaps;
         report.duplicates += one.duplicates;
         report.reconnects += one.reconnects;
         report.incomplete += usize::from(one.last < last_seq(&plan));
-        report.latencies_us.extend(one.latencies);
+        for &(seq, us) in &one.latencies {
+            first
+                .entry(seq)
+                .and_modify(|soonest| *soonest = (*soonest).min(us))
+                .or_insert(us);
+        }
+        report
+            .latencies_us
+            .extend(one.latencies.into_iter().map(|(_, us)| us));
         report.problems.extend(one.problems.into_iter().take(3));
     }
     report.latencies_us.sort_unstable();
+    report.first_us = first.into_values().collect();
+    report.first_us.sort_unstable();
     report.problems.truncate(20);
     report
 }

@@ -154,6 +154,11 @@ fn load_mode(args: &[String]) -> Result<ExitCode, String> {
         report.quantile_ms(0.999),
         report.quantile_ms(1.0)
     );
+    println!(
+        "first watcher of each frame: p50 {:.2} ms  p99 {:.2} ms",
+        report.first_quantile_ms(0.5),
+        report.first_quantile_ms(0.99)
+    );
     if let Some(target) = p99_target {
         println!("target p99 < {target} ms: {}", mark(p99 < target));
     }
