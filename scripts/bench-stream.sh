@@ -10,16 +10,16 @@
 #   - the durable floor: the same writer committing to a SQLite file with the same durability
 #     and a reader woken by the same socket, reading each frame back from the file: with no
 #     HTTP and no watchers ("floor"), and writing each frame's SSE bytes to each of 100 watchers'
-#     sockets in turn, the same load client watching it as it watches serve ("floor-100": the
-#     least a server that persists first must do at that fan-out).
+#     sockets in turn, the same load client watching it as it watches serve ("floor-100", and
+#     "floor-pg-100" on PostgreSQL, woken by its LISTEN: the least a server that persists first
+#     must do at that fan-out on each backend).
 # Latency is receive time minus the microsecond timestamp the writer puts in each frame just
 # before its commit (or POST); the load client also prints, per frame, the first watcher's
 # latency (what a frame cost before the fan-out's spread). Prints p50/p99 for each, the
-# servers' peak RSS (VmHWM), and MET/MISSED for the targets: 100-watcher p50 <= 2 x nchan's (or,
-# where durability costs more than that, <= 1.5 x floor-100's), 1,000-watcher p99 < 50 ms,
-# server RSS < 64 MiB. Exits
-# non-zero only on a correctness failure of greenlight's: a gap, a duplicate, an incomplete
-# watcher.
+# servers' peak RSS (VmHWM), and MET/MISSED for the targets: 100-watcher p50 <= 2 x nchan's
+# (or, where durability costs more than that, <= 1.5 x its backend's floor at 100 watchers),
+# 1,000-watcher p99 < 50 ms, server RSS < 64 MiB. Exits non-zero only on a correctness failure
+# of greenlight's: a gap, a duplicate, an incomplete watcher.
 #
 # usage: scripts/bench-stream.sh [FRAMES [RATE]]   (default 2000 200)
 # env:   GREENLIGHT_TEST_PG  a PostgreSQL URL whose user may create schemas; unset, the script
@@ -102,15 +102,15 @@ greenlight() {
         sqlite) name="greenlight-$n" ;;
         postgres) name="postgres-$n" ;;
         floor) name="floor-$n" ;;
+        floor-pg) name="floor-pg-$n" ;;
     esac
     dir="$work/$name"
     mkdir -p "$dir"
-    if [ "$backend" = postgres ]; then
-        store=$(fresh_pg_store "$n")
-    else
-        store="$dir/state.db"
-    fi
-    if [ "$backend" = floor ]; then
+    case $backend in
+        postgres | floor-pg) store=$(fresh_pg_store "$n") ;;
+        *) store="$dir/state.db" ;;
+    esac
+    if [ "${backend%-pg}" = floor ]; then
         "${pin_server[@]}" "$bin/examples/wake_floor" serve --listen 127.0.0.1:0 --state "$store" 2>"$dir/serve.log" &
     else
         "${pin_server[@]}" "$bin/greenlight" serve --listen 127.0.0.1:0 --state "$store" 2>"$dir/serve.log" &
@@ -123,7 +123,7 @@ greenlight() {
         sleep 0.1
     done
     [ -n "$addr" ] || { echo "bench-stream: the server did not start:" >&2; cat "$dir/serve.log" >&2; exit 1; }
-    echo "== $([ "$backend" = floor ] && echo "the fan-out floor" || echo "greenlight serve ($backend)") on $addr (pid $server): $n watchers x $frames frames at $rate/s"
+    echo "== $([ "${backend%-pg}" = floor ] && echo "the fan-out floor ($backend)" || echo "greenlight serve ($backend)") on $addr (pid $server): $n watchers x $frames frames at $rate/s"
     local p99_target=()
     [ "$n" -ge 1000 ] && p99_target=(--p99-ms 50)
     "${pin_client[@]}" "$bin/greenlight-stream-load" --addr "$addr" --state "$store" \
@@ -131,7 +131,7 @@ greenlight() {
         --server-pid "$server" "${p99_target[@]}" --rss-mib 64 | tee "$dir/load.out" || status=1
     result "$name" "$dir/load.out"
     kill -TERM "$server"
-    if [ "$backend" = floor ]; then
+    if [ "${backend%-pg}" = floor ]; then
         # The floor has no clean stop of its own: SIGTERM ends it, its socket is in $work.
         wait "$server" 2>/dev/null || true
         server=
@@ -207,14 +207,16 @@ mkdir -p "$work/floor"
 "$bin/examples/wake_floor" --state "$work/floor/state.db" --frames "$frames" --rate "$rate" |
     tee "$work/floor/out" || { echo "bench-stream: the floor run failed" >&2; status=1; }
 result floor "$work/floor/out"
-# The durable floor at 100 watchers: that reader writing each frame to every watcher's socket.
+# The durable floor at 100 watchers, on each backend: that reader writing each frame to every
+# watcher's socket.
 greenlight floor 100
+greenlight floor-pg 100
 
 mark() { if awk "BEGIN { exit !($1) }"; then echo MET; else echo MISSED; fi; }
 echo
 echo "== summary ($frames frames at $rate/s; latency in ms)"
 printf '%-18s %9s %9s %10s\n' "" p50 p99 "peak RSS"
-for name in greenlight-100 greenlight-1000 postgres-100 postgres-1000 nchan-100 nchan-1000 floor floor-100; do
+for name in greenlight-100 greenlight-1000 postgres-100 postgres-1000 nchan-100 nchan-1000 floor floor-100 floor-pg-100; do
     [ -n "${p50[$name]:-}" ] || continue
     kib=${rss[$name]:-0}
     printf '%-18s %9s %9s %10s\n' "$name" "${p50[$name]}" "${p99[$name]}" \
@@ -226,7 +228,8 @@ for backend in greenlight postgres; do
     # The 100-watcher target: 2 x nchan's p50; where making each frame durable first already
     # costs more than that (the durable floor at 100 watchers is above 2 x nchan's), 1.5 x that
     # floor instead.
-    n100=${p50[nchan-100]:-} f100=${p50[floor-100]:-}
+    n100=${p50[nchan-100]:-}
+    f100=$([ "$backend" = greenlight ] && echo "${p50[floor-100]:-}" || echo "${p50[floor-pg-100]:-}")
     if [ -n "$n100" ]; then
         echo "$label: 100-watcher p50 ${g100} ms = $(awk "BEGIN { printf \"%.2f\", $g100 / $n100 }") x nchan's (${n100} ms)"
     fi

@@ -7,7 +7,8 @@
 //! `wake_floor --state PATH [--frames N] [--rate N]`; the last line is
 //! `result p50_ms=… p99_ms=…`.
 //!
-//! `wake_floor serve --state PATH --listen ADDR`: the same floor with the fan-out, for the load
+//! `wake_floor serve --state PATH|URL --listen ADDR`: the same floor with the fan-out, on
+//! either backend (woken by PostgreSQL's `LISTEN` as the server is), for the load
 //! client to watch as it watches `greenlight serve` (prints `serving on http://ADDR/`). One
 //! thread, woken by the same socket, reads each new frame back from the file and writes its SSE
 //! bytes to every watcher's socket in turn: the least a server that persists first must do at
@@ -23,7 +24,7 @@ use std::process::{Command, ExitCode};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use greenlight_server::wake::{Listener, SAFETY_POLL, SocketListener, interrupt};
+use greenlight_server::wake::{Listener, SAFETY_POLL, interrupt};
 use greenlight_store::greenlight_stream::{FrameBody, StreamId, encode_frame};
 use greenlight_store::{GoalId, Reads, Store};
 use greenlight_testkit::load;
@@ -172,8 +173,9 @@ fn serve(args: &[String]) -> Result<ExitCode, String> {
     let listen: std::net::SocketAddr = arg(args, "--listen", None)?;
     let store = Store::open(&state).map_err(|e| e.to_string())?;
     let mut position = store.last_frame_position().map_err(|e| e.to_string())?;
-    let wake = SocketListener::bind(&state).map_err(|e| format!("bind the wake-up socket: {e}"))?;
-    let wake_path = wake.path().to_path_buf();
+    // A SQLite file's wake-up socket, or a PostgreSQL store's LISTEN, as the server's.
+    let wake = Listener::bind(&state).map_err(|e| format!("listen for commits: {e}"))?;
+    let wake_path = wake.path().map(PathBuf::from);
     let tcp = TcpListener::bind(listen).map_err(|e| format!("bind {listen}: {e}"))?;
     let addr = tcp.local_addr().map_err(|e| e.to_string())?;
     eprintln!("serving on http://{addr}/");
@@ -186,7 +188,10 @@ fn serve(args: &[String]) -> Result<ExitCode, String> {
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .push(watcher);
-                interrupt(&wake_path);
+                // PostgreSQL has no socket to poke: a new watcher waits for the next commit.
+                if let Some(path) = &wake_path {
+                    interrupt(path);
+                }
             }
         }
     });
