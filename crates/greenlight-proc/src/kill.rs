@@ -99,6 +99,19 @@ pub fn with_its_group(raw: i32) {
     let _ = rustix::process::kill_process(pid, Signal::KILL);
 }
 
+/// Passes an interrupt on to a child process that ends itself in order on it (a supervisor's
+/// slot): SIGINT for [`Interrupt::Int`], SIGTERM for [`Interrupt::Term`]. The caller has not
+/// yet waited for `child`, so its pid names it still.
+pub fn pass_on(child: u32, interrupt: crate::Interrupt) {
+    let signal = match interrupt {
+        crate::Interrupt::Int => Signal::INT,
+        crate::Interrupt::Term => Signal::TERM,
+    };
+    if let Some(pid) = i32::try_from(child).ok().and_then(procs::pid) {
+        let _ = rustix::process::kill_process(pid, signal);
+    }
+}
+
 /// Reaps one adopted process, waiting briefly for a SIGKILL to land.
 pub(crate) fn reap(raw: i32) {
     let Some(pid) = procs::pid(raw) else { return };

@@ -23,13 +23,15 @@ mod spec;
 pub mod tail;
 
 pub use kill::{
-    end_adopted, end_adopted_and_marked, end_processes_of, sweep_marked, sweep_orphaned,
+    end_adopted, end_adopted_and_marked, end_processes_of, pass_on, sweep_marked, sweep_orphaned,
     with_its_group as kill_with_its_group,
 };
 pub use process_env::ProcessEnv;
 pub use procs::{LeftoverProcess, TOKEN_VAR};
 pub use run::run;
-pub use signals::{Interrupt, InterruptWatch, become_subreaper, run_main, run_main_bounded};
+pub use signals::{
+    Interrupt, InterruptWatch, become_subreaper, run_main, run_main_bounded, stop_with_parent,
+};
 pub use spec::{
     DRAIN_LIMIT, Ending, Env, Error, Exit, Input, KILL_GRACE, KILL_GRACE_VAR, LEAK_SETTLE,
     Observer, OnSignal, Output, Program, RunOutcome, Spec, Stream, kill_grace_from, next_token,

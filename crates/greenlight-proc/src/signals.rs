@@ -76,6 +76,19 @@ pub fn become_subreaper() {
     }
 }
 
+/// Asks the kernel to send this process SIGTERM once its parent dies (Linux), then says whether
+/// `parent` is its parent still. A process a supervisor started stops with that supervisor,
+/// even one SIGKILLed, instead of running on with nobody to stop it; checked after the request,
+/// so a parent that died just before it is seen too.
+pub fn stop_with_parent(parent: i32) -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        let _ =
+            rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::TERM));
+    }
+    rustix::process::getppid().map(|p| p.as_raw_pid()) == Some(parent)
+}
+
 /// Installs handlers for every [`ENDING_SIGNALS`] member and returns the watch they feed. Must
 /// run inside a tokio runtime. The handlers are installed before this returns, so a signal that
 /// arrives while the first child is being spawned is not lost.

@@ -12,7 +12,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use greenlight_goal::drive::{DriveOptions, GoalRequest, OpenAiArgs, parse_agent, plan_goal};
@@ -63,7 +63,8 @@ pub struct QueuePlace {
 /// Arguments of `greenlight goal worker`.
 #[derive(Debug, clap::Args)]
 pub struct WorkerArgs {
-    /// How many items (goals, workflow runs) this worker runs at once.
+    /// How many items (goals, workflow runs) this worker runs at once, each in a slot process
+    /// of its own (named NAME/0, NAME/1, … in the queue's records).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub capacity: u32,
     /// This worker's labels, comma-separated: it takes only items whose labels it all has.
@@ -289,7 +290,7 @@ pub(super) struct Ran {
     pub(super) subject: String,
 }
 
-/// What one worker process shares between its slots.
+/// What a worker process's slot runs with.
 struct Worker {
     state: PathBuf,
     name: String,
@@ -298,24 +299,24 @@ struct Worker {
     lease: Duration,
     until_empty: bool,
     options: DriveOptions,
-    /// Slots busy with a goal right now.
-    busy: AtomicUsize,
-    /// Set when the process is told to stop (SIGINT/SIGTERM): no more claims.
-    stopping: AtomicBool,
 }
 
 /// `goal worker`: claims and runs queued goals until stopped (or, with `--until-empty`, until
-/// every queued goal has ended).
+/// every queued goal has ended). One slot per process: with `--capacity` above 1 this process
+/// supervises that many slot processes ([`super::worker_slots`]).
 pub fn worker(state: &Path, args: WorkerArgs) -> CliResult {
-    let families = std::rc::Rc::new(EveryFamily::from_process_env());
     let env = crate::environment::get();
-    let name = args.name.clone().unwrap_or_else(|| {
-        format!(
-            "{}:{}",
-            greenlight_gate::lock::host_name(),
-            std::process::id()
-        )
-    });
+    let slot = super::worker_slots::slot_of(&env.vars).map_err(|e| (exit::USAGE, e))?;
+    let name = match &slot {
+        Some(slot) => slot.name.clone(),
+        None => args.name.clone().unwrap_or_else(|| {
+            format!(
+                "{}:{}",
+                greenlight_gate::lock::host_name(),
+                std::process::id()
+            )
+        }),
+    };
     let work_dir = args
         .work_dir
         .clone()
@@ -329,6 +330,10 @@ pub fn worker(state: &Path, args: WorkerArgs) -> CliResult {
             ),
         )
     })?;
+    if slot.is_none() && args.capacity > 1 {
+        return super::worker_slots::supervise(args.capacity, &name);
+    }
+    let families = EveryFamily::from_process_env();
     let worker = Arc::new(Worker {
         state: state.to_path_buf(),
         name,
@@ -342,49 +347,35 @@ pub fn worker(state: &Path, args: WorkerArgs) -> CliResult {
             remote: Some(crate::remote::settings()),
             agent_search_path: env.vars.var("PATH").unwrap_or_default(),
             lock_root: env.lock_root.clone(),
-            env: env.vars.clone(),
+            env: super::worker_slots::without_slot_var(&env.vars),
             cache: greenlight_run::cache_place::cache_settings(Some(state), env),
             agent_checked: false,
         },
-        busy: AtomicUsize::new(0),
-        stopping: AtomicBool::new(false),
     });
-    errln!(
-        "greenlight: worker {} taking work from {} ({} at once{})",
-        worker.name,
-        state.display(),
-        args.capacity,
-        if worker.labels.is_empty() {
-            String::new()
-        } else {
-            format!(", labels {}", worker.labels.join(","))
-        }
-    );
+    let index = slot.as_ref().map_or(0, |slot| slot.index);
+    if slot.is_none() {
+        errln!(
+            "greenlight: worker {} taking work from {}{}",
+            worker.name,
+            state.display(),
+            if worker.labels.is_empty() {
+                String::new()
+            } else {
+                format!(" (labels {})", worker.labels.join(","))
+            }
+        );
+    } else {
+        errln!("greenlight: worker slot {index} is {}", worker.name);
+    }
     let ran = greenlight_proc::run_main(|signals| async move {
         let local = tokio::task::LocalSet::new();
         local
             .run_until(async move {
-                let mut slots = Vec::new();
-                for slot in 0..args.capacity {
-                    let worker = Arc::clone(&worker);
-                    let signals = signals.clone();
-                    let families = std::rc::Rc::clone(&families);
-                    slots.push(tokio::task::spawn_local(async move {
-                        run_slot(&worker, slot, signals, &families).await
-                    }));
+                let result = run_slot(&worker, index, signals.clone(), &families).await;
+                match *signals.borrow() {
+                    Some(signal) => Ok(signal.exit_code()),
+                    None => result,
                 }
-                let mut result = Ok(exit::DONE);
-                for slot in slots {
-                    match slot.await {
-                        Ok(Ok(_)) => {}
-                        Ok(Err(e)) => result = Err(e),
-                        Err(e) => result = Err((exit::ERROR, format!("a worker slot failed: {e}"))),
-                    }
-                }
-                if let Some(signal) = *signals.borrow() {
-                    return Ok(signal.exit_code());
-                }
-                result
             })
             .await
     });
@@ -396,7 +387,7 @@ pub fn worker(state: &Path, args: WorkerArgs) -> CliResult {
     })
 }
 
-/// One slot: claim, run, end; again, until stopped.
+/// The slot: claim, run, end; again, until stopped.
 async fn run_slot(
     worker: &Arc<Worker>,
     slot: u32,
@@ -406,8 +397,7 @@ async fn run_slot(
     let mut store = Store::open(&worker.state).map_err(|e| (exit::ERROR, e.to_string()))?;
     let listener = idle_listener(&worker.state);
     loop {
-        if signals.borrow().is_some() || worker.stopping.load(Ordering::SeqCst) {
-            worker.stopping.store(true, Ordering::SeqCst);
+        if signals.borrow().is_some() {
             return Ok(exit::DONE);
         }
         let lease_ms = u64::try_from(worker.lease.as_millis()).unwrap_or(u64::MAX);
@@ -422,10 +412,9 @@ async fn run_slot(
             }
         };
         let Some((item, fence)) = claimed else {
-            if worker.until_empty
-                && worker.busy.load(Ordering::SeqCst) == 0
-                && store.queue_open_count().is_ok_and(|n| n == 0)
-            {
+            // Open items include those other slots and workers are running: one of them may
+            // still be given back.
+            if worker.until_empty && store.queue_open_count().is_ok_and(|n| n == 0) {
                 return Ok(exit::DONE);
             }
             // A lease that runs out sends no notification, so idle slots look again at least
@@ -433,9 +422,7 @@ async fn run_slot(
             wait_idle(&listener, &mut signals, Duration::from_secs(1)).await;
             continue;
         };
-        worker.busy.fetch_add(1, Ordering::SeqCst);
         let ran = run_item(worker, &mut store, &item, fence, &signals, families).await;
-        worker.busy.fetch_sub(1, Ordering::SeqCst);
         store.set_fence(None);
         match ran {
             Ok(outcome) => errln!("greenlight: worker slot {slot}: item {} {outcome}", item.id),

@@ -17,6 +17,7 @@ pub mod serve;
 pub mod store;
 pub mod verify;
 pub mod worker;
+pub mod worker_slots;
 pub mod workflow;
 pub mod workflow_queue;
 pub mod workflow_view;

@@ -60,6 +60,7 @@ mod verify_reports;
 mod verify_spawn;
 mod verify_v2;
 mod worker;
+mod worker_slots;
 mod workflow_cli;
 mod workflow_queue;
 mod workflow_view;
