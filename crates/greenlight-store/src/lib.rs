@@ -103,6 +103,14 @@ pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 pub trait WallClock: Send + Sync {
     /// Milliseconds since the Unix epoch.
     fn now_ms(&self) -> Millis;
+
+    /// Whether this is the machine's own clock. On a PostgreSQL store, which many machines
+    /// share, leases are then measured by the database server's clock instead: the machines'
+    /// clocks may disagree by more than a lease, and one running ahead would take every item
+    /// from its live holder.
+    fn is_the_machines(&self) -> bool {
+        false
+    }
 }
 
 /// The wall clock.
@@ -115,6 +123,10 @@ impl WallClock for SystemClock {
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap_or_default();
         i64::try_from(since.as_millis()).unwrap_or(i64::MAX)
+    }
+
+    fn is_the_machines(&self) -> bool {
+        true
     }
 }
 
@@ -500,7 +512,8 @@ impl Store {
                 // Not under the write lock: workers claiming at once skip each other's rows.
                 let conn = Conn::Postgres(pooled.client());
                 conn.batch("BEGIN").map_err(|e| Error::sql(path, e))?;
-                let claimed = queue::claim(conn, path, worker, labels, now, lease_ms);
+                let claimed = queue::lease_now(conn, path, self.clock.as_ref(), now)
+                    .and_then(|now| queue::claim(conn, path, worker, labels, now, lease_ms));
                 let end = if claimed.is_ok() {
                     "COMMIT"
                 } else {
@@ -532,8 +545,9 @@ impl Store {
         worker: &str,
         lease_ms: u64,
     ) -> Result<bool, Error> {
-        let now = self.clock.now_ms();
-        queue::renew(self.conn(), &self.path, fence, worker, now, lease_ms)
+        let conn = self.conn();
+        let now = queue::lease_now(conn, &self.path, self.clock.as_ref(), self.clock.now_ms())?;
+        queue::renew(conn, &self.path, fence, worker, now, lease_ms)
     }
 
     /// Run `f` over one consistent snapshot (a read transaction): every query in it sees the

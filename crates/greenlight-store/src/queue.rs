@@ -16,6 +16,10 @@
 //!   lost its lease cannot write one more row of the goal: it learns with
 //!   [`Error::LeaseLost`](crate::Error::LeaseLost).
 //!
+//! - Leases run by one clock: on PostgreSQL the database server's (`lease_now`), since the
+//!   workers' machines may disagree by more than a lease and one running ahead would take items
+//!   from their live holders; on SQLite, the one machine's.
+//!
 //! Every claim is kept (`queue_claims`), so who held an item when can be audited.
 
 use serde::Serialize;
@@ -421,6 +425,26 @@ fn claim_sql(backend: Backend, labels: usize) -> String {
          AND NOT EXISTS ({missing_label}) ORDER BY q.id LIMIT 1{lock}) \
          RETURNING {ITEM_COLUMNS}"
     )
+}
+
+/// The time leases are measured by: on PostgreSQL with the machine's own clock, the database
+/// server's (one clock for every worker, however far theirs drift apart); else `clock`'s
+/// reading `now` (SQLite is one machine's; a test's clock is the test's).
+pub(crate) fn lease_now(
+    conn: Conn<'_>,
+    path: &std::path::Path,
+    clock: &dyn crate::WallClock,
+    now: Millis,
+) -> Result<Millis, Error> {
+    if conn.backend() != Backend::Postgres || !clock.is_the_machines() {
+        return Ok(now);
+    }
+    conn.query_row(
+        "SELECT CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
+        (),
+        |r| r.get(0),
+    )
+    .map_err(|e| Error::sql(path, e))
 }
 
 /// Claims the oldest item `worker` (with `labels`) may run, for `lease_ms`, at `now`.

@@ -3,7 +3,8 @@
 //! and runs these): 200 queued goals taken by 4 worker processes, each done exactly once by the
 //! agents' own records; a worker killed with SIGKILL mid-turn, its goal finished by another
 //! worker, and a watcher of `serve` (a process of its own) seeing the goal's stream without a
-//! gap or a duplicate, resuming by cursor across the death.
+//! gap or a duplicate, resuming by cursor across the death; a worker whose clock runs ahead
+//! (faketime) taking nothing from a live holder, since leases run by the database's clock.
 
 #![allow(clippy::unwrap_used)] // a test that cannot set up its fixture should stop loudly
 
@@ -341,6 +342,80 @@ fn a_worker_killed_mid_turn_loses_its_goal_to_another_that_finishes_it_with_an_u
     );
     let out = signal_and_wait(server, "-TERM", Duration::from_secs(10));
     assert_eq!(out.code, 0, "{}", out.render());
+}
+
+#[test]
+#[ignore = "needs PostgreSQL and faketime: run scripts/test"]
+fn a_worker_whose_clock_runs_two_minutes_ahead_takes_no_item_from_its_live_holder() {
+    let store = fresh_store("skew");
+    let repo = TempRepo::primary();
+    let dir = tempfile::tempdir().unwrap();
+    let records_file = dir.path().join("records");
+    let marker = dir.path().join("turn-started");
+    // One turn of 6 s: two renewals of a 3 s lease at least.
+    let agent = agent(
+        dir.path(),
+        &records_file,
+        &format!(
+            "touch '{m}'; sleep 6; touch done.txt",
+            m = marker.display()
+        ),
+    );
+    // Submitted through faketime: proof that it moves this binary's clock.
+    let before = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let out = Command::new("faketime")
+        .args(["-f", "+120s"])
+        .arg(greenlight_bin())
+        .args(["goal", "submit", "hold it", "--agent", &agent, "--gate", "test -f done.txt"])
+        .args(["--store", &store, "--cwd"])
+        .arg(repo.path())
+        .output()
+        .unwrap_or_else(|e| panic!("faketime (apt-get install faketime) does not run: {e}"));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let queue = Store::open(Path::new(&store)).unwrap();
+    let item = queue.queue_items().unwrap().remove(0);
+    assert!(
+        item.submitted_at - before > 100_000,
+        "faketime did not move greenlight's clock: submitted at {} ms, {before} ms before",
+        item.submitted_at
+    );
+
+    let honest = worker(&store, "honest", dir.path(), "3s", dir.path());
+    let _honest_reaper = EndOnDrop(honest.id() as i32);
+    let waited = Instant::now();
+    while !marker.exists() {
+        assert!(waited.elapsed() < Duration::from_secs(60), "the turn never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // A worker on a machine whose clock is two minutes ahead: by its own clock every lease the
+    // honest one holds ran out long ago.
+    let ahead = Command::new("faketime")
+        .args(["-f", "+120s"])
+        .arg(greenlight_bin())
+        .args(["goal", "worker", "--until-empty", "--lease", "3s", "--name", "ahead"])
+        .args(["--store", &store, "--work-dir"])
+        .arg(dir.path().join("ahead"))
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.path().join("ahead.log")).unwrap())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let _ahead_reaper = EndOnDrop(ahead.id() as i32);
+    wait_exit(honest, Duration::from_secs(60), "the honest worker");
+    wait_exit(ahead, Duration::from_secs(30), "the worker ahead");
+
+    let item = queue.queue_item(item.id).unwrap().unwrap();
+    assert_eq!(item.outcome.as_deref(), Some("done"));
+    assert_eq!(
+        claims_of(&queue, item.id),
+        [(1, "honest".to_owned())],
+        "the item stayed with its live holder; the worker ahead's log:\n{}",
+        std::fs::read_to_string(dir.path().join("ahead.log")).unwrap_or_default()
+    );
+    assert_eq!(records(&records_file).len(), 1, "one turn, on the honest worker");
 }
 
 #[test]
