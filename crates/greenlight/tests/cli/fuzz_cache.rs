@@ -225,12 +225,14 @@ fn keys_file_after(start: Option<&'static [u8]>, edits: &[Edit]) -> Option<&'sta
 /// what it reads outside the workspace has no metadata greenlight watches, so a change made
 /// and undone in between cannot be seen (docs/cache.md says so).
 fn gate_restores_the_keys_file(case: &Case) -> bool {
-    let during = case.pre.iter().chain(&case.post).cloned().collect::<Vec<_>>();
+    let during = case
+        .pre
+        .iter()
+        .chain(&case.post)
+        .cloned()
+        .collect::<Vec<_>>();
     let touched = during.iter().any(|Edit::Set(file, _)| *file == 5);
-    let before_run = keys_file_after(
-        keys_file_after(None, &case.committed),
-        &case.before,
-    );
+    let before_run = keys_file_after(keys_file_after(None, &case.committed), &case.before);
     touched && keys_file_after(before_run, &during) == before_run
 }
 

@@ -356,10 +356,7 @@ fn a_worker_whose_clock_runs_two_minutes_ahead_takes_no_item_from_its_live_holde
     let agent = agent(
         dir.path(),
         &records_file,
-        &format!(
-            "touch '{m}'; sleep 6; touch done.txt",
-            m = marker.display()
-        ),
+        &format!("touch '{m}'; sleep 6; touch done.txt", m = marker.display()),
     );
     // Submitted through faketime: proof that it moves this binary's clock.
     let before = std::time::SystemTime::now()
@@ -369,12 +366,24 @@ fn a_worker_whose_clock_runs_two_minutes_ahead_takes_no_item_from_its_live_holde
     let out = Command::new("faketime")
         .args(["-f", "+120s"])
         .arg(greenlight_bin())
-        .args(["goal", "submit", "hold it", "--agent", &agent, "--gate", "test -f done.txt"])
+        .args([
+            "goal",
+            "submit",
+            "hold it",
+            "--agent",
+            &agent,
+            "--gate",
+            "test -f done.txt",
+        ])
         .args(["--store", &store, "--cwd"])
         .arg(repo.path())
         .output()
         .unwrap_or_else(|e| panic!("faketime (apt-get install faketime) does not run: {e}"));
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let queue = Store::open(Path::new(&store)).unwrap();
     let item = queue.queue_items().unwrap().remove(0);
     assert!(
@@ -387,7 +396,10 @@ fn a_worker_whose_clock_runs_two_minutes_ahead_takes_no_item_from_its_live_holde
     let _honest_reaper = EndOnDrop(honest.id() as i32);
     let waited = Instant::now();
     while !marker.exists() {
-        assert!(waited.elapsed() < Duration::from_secs(60), "the turn never started");
+        assert!(
+            waited.elapsed() < Duration::from_secs(60),
+            "the turn never started"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     // A worker on a machine whose clock is two minutes ahead: by its own clock every lease the
@@ -395,7 +407,15 @@ fn a_worker_whose_clock_runs_two_minutes_ahead_takes_no_item_from_its_live_holde
     let ahead = Command::new("faketime")
         .args(["-f", "+120s"])
         .arg(greenlight_bin())
-        .args(["goal", "worker", "--until-empty", "--lease", "3s", "--name", "ahead"])
+        .args([
+            "goal",
+            "worker",
+            "--until-empty",
+            "--lease",
+            "3s",
+            "--name",
+            "ahead",
+        ])
         .args(["--store", &store, "--work-dir"])
         .arg(dir.path().join("ahead"))
         .stdout(Stdio::null())
@@ -415,7 +435,11 @@ fn a_worker_whose_clock_runs_two_minutes_ahead_takes_no_item_from_its_live_holde
         "the item stayed with its live holder; the worker ahead's log:\n{}",
         std::fs::read_to_string(dir.path().join("ahead.log")).unwrap_or_default()
     );
-    assert_eq!(records(&records_file).len(), 1, "one turn, on the honest worker");
+    assert_eq!(
+        records(&records_file).len(),
+        1,
+        "one turn, on the honest worker"
+    );
 }
 
 #[test]
