@@ -57,16 +57,13 @@ fn agent(dir: &Path, records: &Path, body: &str) -> String {
 }
 
 fn submit(store: &str, repo: &Path, text: &str, agent: &str) {
+    submit_gated(store, repo, text, agent, "test -f done.txt");
+}
+
+/// `goal submit` of `text` for `agent`, judged by `gate`, within 4 turns.
+pub(crate) fn submit_gated(store: &str, repo: &Path, text: &str, agent: &str, gate: &str) {
     let out = Command::new(greenlight_bin())
-        .args([
-            "goal",
-            "submit",
-            text,
-            "--agent",
-            agent,
-            "--gate",
-            "test -f done.txt",
-        ])
+        .args(["goal", "submit", text, "--agent", agent, "--gate", gate])
         .args(["--max-turns", "4", "--store", store, "--cwd"])
         .arg(repo)
         .output()

@@ -26,19 +26,7 @@ fn agent(dir: &Path, name: &str, body: &str) -> String {
 }
 
 fn submit(store: &Path, repo: &Path, text: &str, agent: &str, gate: &str) {
-    let out = Command::new(greenlight_bin())
-        .args(["goal", "submit", text, "--agent", agent, "--gate", gate])
-        .args(["--max-turns", "2", "--store"])
-        .arg(store)
-        .arg("--cwd")
-        .arg(repo)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    crate::goal_queue::submit_gated(store.to_str().unwrap(), repo, text, agent, gate);
 }
 
 /// `goal worker --capacity 2` named `w`, its log in `dir/NAME.log`.
@@ -176,29 +164,42 @@ fn children_of(parent: u32) -> Vec<i32> {
 }
 
 /// Two goals whose first turns hang (each agent's pid in `dir/NAME.pid`), and a capacity-2
-/// worker named `doomed` running both: the worker, its two slots' pids and the agents' pids.
-fn two_hung_slots(store: &Path, repo: &Path, dir: &Path) -> (Child, Vec<i32>, Vec<i32>) {
-    let d = dir.display();
+/// worker named `doomed` running both.
+struct HungSlots {
+    _repo: TempRepo,
+    dir: tempfile::TempDir,
+    store: std::path::PathBuf,
+    supervisor: Child,
+    slots: Vec<i32>,
+    agents: Vec<i32>,
+    _reapers: Vec<EndOnDrop>,
+}
+
+fn two_hung_slots() -> HungSlots {
+    let repo = TempRepo::primary();
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("state.db");
+    let d = dir.path().display();
     // Each goal's first turn records its pid and hangs; a later turn finishes it.
     for name in ["a", "b"] {
         let script = agent(
-            dir,
+            dir.path(),
             name,
             &format!(
                 "if [ ! -e '{d}/{name}.pid' ]; then echo $$ > '{d}/{name}.pid'; sleep 120; fi\n\
                  touch done.txt"
             ),
         );
-        submit(store, repo, name, &script, "test -f done.txt");
+        submit(&store, repo.path(), name, &script, "test -f done.txt");
     }
-    let supervisor = worker(store, dir, "doomed", "2");
+    let supervisor = worker(&store, dir.path(), "doomed", "2");
     wait_for(Duration::from_secs(60), "both first turns started", || {
-        dir.join("a.pid").exists() && dir.join("b.pid").exists()
+        dir.path().join("a.pid").exists() && dir.path().join("b.pid").exists()
     });
     let agents: Vec<i32> = ["a", "b"]
         .iter()
         .map(|n| {
-            std::fs::read_to_string(dir.join(format!("{n}.pid")))
+            std::fs::read_to_string(dir.path().join(format!("{n}.pid")))
                 .unwrap()
                 .trim()
                 .parse()
@@ -207,7 +208,20 @@ fn two_hung_slots(store: &Path, repo: &Path, dir: &Path) -> (Child, Vec<i32>, Ve
         .collect();
     let slots = children_of(supervisor.id());
     assert_eq!(slots.len(), 2, "one process per slot: {slots:?}");
-    (supervisor, slots, agents)
+    let _reapers = slots
+        .iter()
+        .chain(&[supervisor.id() as i32])
+        .map(|&p| EndOnDrop(p))
+        .collect();
+    HungSlots {
+        _repo: repo,
+        dir,
+        store,
+        supervisor,
+        slots,
+        agents,
+        _reapers,
+    }
 }
 
 /// Another worker finishes both goals; each was claimed by a slot of `doomed`, then by it.
@@ -239,29 +253,22 @@ fn states(store: &Path) -> Vec<QueueState> {
 /// A supervisor stopped by `signal` stops its slots, which end their agents and give their
 /// items back well inside the 30 s lease; it exits with `code`.
 fn stopped_supervisor_gives_every_item_back(signal: &str, code: Option<i32>) {
-    let repo = TempRepo::primary();
-    let dir = tempfile::tempdir().unwrap();
-    let store = dir.path().join("state.db");
-    let (supervisor, slots, agents) = two_hung_slots(&store, repo.path(), dir.path());
-    let _reapers: Vec<_> = slots
-        .iter()
-        .chain(&[supervisor.id() as i32])
-        .map(|&p| EndOnDrop(p))
-        .collect();
-
-    let stopped = signal_and_wait(supervisor, signal, Duration::from_secs(15));
+    // Held whole to the test's end (the repository, the reapers); the worker is moved out.
+    let hung = two_hung_slots();
+    let (dir, store, slots, agents) = (&hung.dir, &hung.store, &hung.slots, &hung.agents);
+    let stopped = signal_and_wait(hung.supervisor, signal, Duration::from_secs(15));
     if let Some(code) = code {
         assert_eq!(stopped.code, code, "{}", log_of(dir.path(), "doomed"));
     }
     wait_for(
         Duration::from_secs(15),
         "both items back on the queue",
-        || states(&store) == [QueueState::Queued, QueueState::Queued],
+        || states(store) == [QueueState::Queued, QueueState::Queued],
     );
     wait_for(Duration::from_secs(10), "the slots and agents gone", || {
-        slots.iter().chain(&agents).all(|&p| !pid_alive(p))
+        slots.iter().chain(agents).all(|&p| !pid_alive(p))
     });
-    heir_finishes_both(&store, dir.path());
+    heir_finishes_both(store, dir.path());
 }
 
 #[test]
@@ -276,18 +283,11 @@ fn a_supervisor_stopped_with_sigterm_passes_it_on_and_exits_143() {
 
 #[test]
 fn a_slot_that_dies_stops_the_worker_which_ends_what_the_dead_slot_left_running() {
-    let repo = TempRepo::primary();
-    let dir = tempfile::tempdir().unwrap();
-    let store = dir.path().join("state.db");
-    let (supervisor, slots, agents) = two_hung_slots(&store, repo.path(), dir.path());
-    let _reapers: Vec<_> = slots
-        .iter()
-        .chain(&[supervisor.id() as i32])
-        .map(|&p| EndOnDrop(p))
-        .collect();
-
+    // Held whole to the test's end (the repository, the reapers); the worker is moved out.
+    let hung = two_hung_slots();
+    let (dir, store, slots, agents) = (&hung.dir, &hung.store, &hung.slots, &hung.agents);
     greenlight_testkit::procs::signal("-KILL", slots[0] as u32);
-    let code = wait_code(supervisor, Duration::from_secs(20));
+    let code = wait_code(hung.supervisor, Duration::from_secs(20));
     let log = log_of(dir.path(), "doomed");
     assert_eq!(code, 1, "{log}");
     assert!(
@@ -299,7 +299,7 @@ fn a_slot_that_dies_stops_the_worker_which_ends_what_the_dead_slot_left_running(
     assert!(agents.iter().all(|&p| !pid_alive(p)), "{agents:?}\n{log}");
     assert!(!pid_alive(slots[1]), "{log}");
     // The other slot gave its item back; the dead slot's waits for its lease.
-    let mut now = states(&store);
+    let mut now = states(store);
     now.sort_by_key(|s| *s != QueueState::Queued);
     assert_eq!(now, [QueueState::Queued, QueueState::Claimed], "{log}");
 }
