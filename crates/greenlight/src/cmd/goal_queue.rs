@@ -566,16 +566,45 @@ async fn run_goal(
     };
     let mut on_started = |_: greenlight_goal::drive::Started<'_>| {};
     let mut on_progress = |_: greenlight_goal::Progress<'_>| {};
-    let driven = greenlight_goal::drive(
-        store,
-        goal,
-        &worker.options,
-        families,
-        &mut stop,
-        &mut on_started,
-        &mut on_progress,
-    )
-    .await;
+    let mut said_waiting = false;
+    let driven = loop {
+        let driven = greenlight_goal::drive(
+            store,
+            goal,
+            &worker.options,
+            families,
+            &mut stop,
+            &mut on_started,
+            &mut on_progress,
+        )
+        .await;
+        // The goal's runner on this machine is alive: a holder that stalled past its lease
+        // (stopped, suspended). It stops its run once it notices the lost lease (its every write
+        // is refused), freeing the goal; until then this worker holds the item and waits, as
+        // failing it would end a goal nothing is wrong with.
+        let Err(greenlight_goal::Error::AlreadyRunning { holder, .. }) = &driven else {
+            break driven;
+        };
+        if !said_waiting {
+            errln!(
+                "greenlight: worker: item {}: goal {goal} is still run here{} by a holder that \
+                 lost its lease; waiting for it to stop",
+                item.id,
+                holder.as_deref().unwrap_or("")
+            );
+            said_waiting = true;
+        }
+        tokio::select! {
+            () = tokio::time::sleep(Duration::from_millis(250)) => {}
+            _ = stop.changed() => {}
+        }
+        if stop.borrow().is_some() {
+            return Ok(Ran {
+                outcome: None,
+                subject: format!("goal {goal}, still run by its last holder"),
+            });
+        }
+    };
     let driven = match driven {
         Ok(d) => d,
         Err(greenlight_goal::Error::Store(greenlight_store::Error::LeaseLost { .. })) => {

@@ -38,6 +38,7 @@ mod proc_agent;
 mod proc_digest;
 mod proc_git_env;
 mod proc_signals;
+mod queue_stall;
 mod run_record;
 mod serve_cli;
 mod serve_wake;

@@ -1,0 +1,141 @@
+//! A worker that stalls past its lease (SIGSTOP) while its goal runs on this machine, through
+//! the real binary on a SQLite store: the worker that takes the item finds the goal's runner
+//! alive, holds the item and waits instead of failing it; once the stalled one resumes, sees
+//! its lease lost and stops, the taker finishes the goal.
+
+#![allow(clippy::unwrap_used)] // a test that cannot set up its fixture should stop loudly
+
+use std::os::unix::process::CommandExt as _;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use greenlight_store::{QueueState, Reads, Store};
+use greenlight_testkit::{TempRepo, greenlight_bin};
+
+use crate::goal_queue::{claims_of, submit_gated};
+use crate::serve_cli::EndOnDrop;
+
+fn worker(store: &Path, dir: &Path, name: &str) -> Child {
+    Command::new(greenlight_bin())
+        .args([
+            "goal",
+            "worker",
+            "--until-empty",
+            "--lease",
+            "2s",
+            "--name",
+            name,
+        ])
+        .arg("--store")
+        .arg(store)
+        .arg("--work-dir")
+        .arg(dir.join("work"))
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.join(format!("{name}.log"))).unwrap())
+        .process_group(0)
+        .spawn()
+        .unwrap()
+}
+
+fn wait_success(mut child: Child, limit: Duration, log: &Path) {
+    let start = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            assert!(
+                status.success(),
+                "exited {status}: {}",
+                std::fs::read_to_string(log).unwrap_or_default()
+            );
+            return;
+        }
+        assert!(start.elapsed() < limit, "still running after {limit:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_taker_waits_for_a_stalled_holder_on_this_machine_and_finishes_the_goal() {
+    let repo = TempRepo::primary();
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("state.db");
+    let marker = dir.path().join("first-turn");
+    let turns = dir.path().join("turns");
+    let script = dir.path().join("agent.sh");
+    // The first turn hangs; the next one makes the gate pass.
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\necho turn >> '{t}'\nif [ -e '{m}' ]; then touch done.txt; else touch '{m}'; sleep 60; fi\necho done\n",
+            t = turns.display(),
+            m = marker.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    submit_gated(
+        store.to_str().unwrap(),
+        repo.path(),
+        "outlast a stall",
+        &format!("command:{}", script.display()),
+        "test -f done.txt",
+    );
+
+    let stalled = worker(&store, dir.path(), "stalled");
+    let _stalled_reaper = EndOnDrop(stalled.id() as i32);
+    let start = Instant::now();
+    while !marker.exists() {
+        assert!(start.elapsed() < Duration::from_secs(60), "no first turn");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    greenlight_testkit::procs::signal("-STOP", stalled.id());
+    let taker = worker(&store, dir.path(), "taker");
+    let _taker_reaper = EndOnDrop(taker.id() as i32);
+
+    // The lease (2 s) runs out and the taker claims the item; it must still hold it, unended,
+    // while the stalled holder sleeps.
+    let queue = Store::open(&store).unwrap();
+    let item = queue.queue_items().unwrap().remove(0).id;
+    let start = Instant::now();
+    while claims_of(&queue, item).len() < 2 {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "nobody took the item"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    let now = queue.queue_item(item).unwrap().unwrap();
+    assert_eq!(
+        (now.state, now.outcome.as_deref()),
+        (QueueState::Claimed, None),
+        "the taker holds the item while the holder is stalled; its log:\n{}",
+        std::fs::read_to_string(dir.path().join("taker.log")).unwrap_or_default()
+    );
+
+    greenlight_testkit::procs::signal("-CONT", stalled.id());
+    wait_success(
+        taker,
+        Duration::from_secs(60),
+        &dir.path().join("taker.log"),
+    );
+    wait_success(
+        stalled,
+        Duration::from_secs(30),
+        &dir.path().join("stalled.log"),
+    );
+    let now = queue.queue_item(item).unwrap().unwrap();
+    assert_eq!(now.outcome.as_deref(), Some("done"));
+    assert_eq!(
+        claims_of(&queue, item),
+        [(1, "stalled".to_owned()), (2, "taker".to_owned())]
+    );
+    let goal = queue.goal(now.goal.unwrap()).unwrap().unwrap();
+    assert_eq!(goal.state, greenlight_store::GoalState::Done);
+    let turns = std::fs::read_to_string(&turns).unwrap();
+    assert_eq!(
+        turns.lines().count(),
+        2,
+        "the hung turn and the finishing one"
+    );
+}
