@@ -76,7 +76,7 @@ pub(crate) fn submit_gated(store: &str, repo: &Path, text: &str, agent: &str, ga
 }
 
 /// A `goal worker` process with a work directory of its own (as on another machine).
-fn worker(store: &str, name: &str, work: &Path, lease: &str, log: &Path) -> Child {
+pub(crate) fn worker(store: &str, name: &str, work: &Path, lease: &str, log: &Path) -> Child {
     Command::new(greenlight_bin())
         .args([
             "goal",
@@ -96,7 +96,7 @@ fn worker(store: &str, name: &str, work: &Path, lease: &str, log: &Path) -> Chil
         .unwrap()
 }
 
-fn wait_exit(mut child: Child, limit: Duration, what: &str) {
+pub(crate) fn wait_exit(mut child: Child, limit: Duration, what: &str) {
     let start = Instant::now();
     loop {
         if let Some(status) = child.try_wait().unwrap() {

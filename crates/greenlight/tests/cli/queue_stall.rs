@@ -5,54 +5,13 @@
 
 #![allow(clippy::unwrap_used)] // a test that cannot set up its fixture should stop loudly
 
-use std::os::unix::process::CommandExt as _;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use greenlight_store::{QueueState, Reads, Store};
-use greenlight_testkit::{TempRepo, greenlight_bin};
+use greenlight_testkit::TempRepo;
 
-use crate::goal_queue::{claims_of, submit_gated};
+use crate::goal_queue::{claims_of, submit_gated, wait_exit, worker};
 use crate::serve_cli::EndOnDrop;
-
-fn worker(store: &Path, dir: &Path, name: &str) -> Child {
-    Command::new(greenlight_bin())
-        .args([
-            "goal",
-            "worker",
-            "--until-empty",
-            "--lease",
-            "2s",
-            "--name",
-            name,
-        ])
-        .arg("--store")
-        .arg(store)
-        .arg("--work-dir")
-        .arg(dir.join("work"))
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(dir.join(format!("{name}.log"))).unwrap())
-        .process_group(0)
-        .spawn()
-        .unwrap()
-}
-
-fn wait_success(mut child: Child, limit: Duration, log: &Path) {
-    let start = Instant::now();
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            assert!(
-                status.success(),
-                "exited {status}: {}",
-                std::fs::read_to_string(log).unwrap_or_default()
-            );
-            return;
-        }
-        assert!(start.elapsed() < limit, "still running after {limit:?}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
 
 #[test]
 fn a_taker_waits_for_a_stalled_holder_on_this_machine_and_finishes_the_goal() {
@@ -73,15 +32,16 @@ fn a_taker_waits_for_a_stalled_holder_on_this_machine_and_finishes_the_goal() {
     )
     .unwrap();
     std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let store_url = store.to_str().unwrap();
     submit_gated(
-        store.to_str().unwrap(),
+        store_url,
         repo.path(),
         "outlast a stall",
         &format!("command:{}", script.display()),
         "test -f done.txt",
     );
 
-    let stalled = worker(&store, dir.path(), "stalled");
+    let stalled = worker(store_url, "stalled", dir.path(), "2s", dir.path());
     let _stalled_reaper = EndOnDrop(stalled.id() as i32);
     let start = Instant::now();
     while !marker.exists() {
@@ -89,7 +49,7 @@ fn a_taker_waits_for_a_stalled_holder_on_this_machine_and_finishes_the_goal() {
         std::thread::sleep(Duration::from_millis(20));
     }
     greenlight_testkit::procs::signal("-STOP", stalled.id());
-    let taker = worker(&store, dir.path(), "taker");
+    let taker = worker(store_url, "taker", dir.path(), "2s", dir.path());
     let _taker_reaper = EndOnDrop(taker.id() as i32);
 
     // The lease (2 s) runs out and the taker claims the item; it must still hold it, unended,
@@ -114,15 +74,11 @@ fn a_taker_waits_for_a_stalled_holder_on_this_machine_and_finishes_the_goal() {
     );
 
     greenlight_testkit::procs::signal("-CONT", stalled.id());
-    wait_success(
-        taker,
-        Duration::from_secs(60),
-        &dir.path().join("taker.log"),
-    );
-    wait_success(
+    wait_exit(taker, Duration::from_secs(60), "the taker");
+    wait_exit(
         stalled,
         Duration::from_secs(30),
-        &dir.path().join("stalled.log"),
+        "the stalled worker, resumed",
     );
     let now = queue.queue_item(item).unwrap().unwrap();
     assert_eq!(now.outcome.as_deref(), Some("done"));
