@@ -132,20 +132,21 @@ pub(super) fn supervise(capacity: u32, name: &str) -> CliResult {
                     }
                 }
             }
-            let mut index_of_ended = Vec::new();
-            for (index, child) in &mut slots {
-                if let Some(why) = match child.try_wait() {
-                    Ok(None) => continue,
+            // Each slot that ended is reaped here and leaves the list.
+            slots.retain_mut(|(index, child)| {
+                let why = match child.try_wait() {
+                    Ok(None) => return true,
                     Ok(Some(status)) => slot_failure(status),
                     Err(e) => Some(format!("could not be waited for: {e}")),
-                } && stopping.is_none()
+                };
+                if let Some(why) = why
+                    && stopping.is_none()
                     && failed.is_none()
                 {
                     failed = Some(format!("worker slot {index} {why}"));
                 }
-                index_of_ended.push(*index);
-            }
-            slots.retain(|(index, _)| !index_of_ended.contains(index));
+                false
+            });
             if failed.is_some() && stopping.is_none() {
                 stopping = Some(Interrupt::Term);
                 pass_on_to_all(&slots, Interrupt::Term);
