@@ -4,11 +4,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Json;
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
+use axum::{Extension, Json};
 use greenlight_run::goal_control::{self, Via};
 use greenlight_store::{GoalId, GoalPage, Reads, SystemClock, WallClock};
 use greenlight_stream::{Frame, StreamId};
@@ -18,7 +18,7 @@ use crate::dashboard;
 use crate::error::ApiError;
 use crate::guard::{Access, COOKIE};
 use crate::hub::Hub;
-use crate::stream::{self, PING_INTERVAL, RETRY_MS, sse_headers};
+use crate::stream::{self, FromFront, PING_INTERVAL, RETRY_MS, sse_headers};
 use crate::summary::{self, goal_snapshot, overview, run_summary};
 
 /// What every handler shares.
@@ -214,7 +214,9 @@ pub async fn goal_stream(
     Path(raw): Path<String>,
     headers: HeaderMap,
     Query(query): Query<StreamQuery>,
+    front: Option<Extension<FromFront>>,
 ) -> Result<Response, ApiError> {
+    stream::from_front(front)?;
     let id = parse_id(&raw, "goal")?;
     let cursor = stream::cursor(&headers, query.last_event_id);
     Ok(stream::open(app.hub, StreamId::Goal(id), cursor).await)
@@ -226,7 +228,9 @@ pub async fn run_stream(
     Path(raw): Path<String>,
     headers: HeaderMap,
     Query(query): Query<StreamQuery>,
+    front: Option<Extension<FromFront>>,
 ) -> Result<Response, ApiError> {
+    stream::from_front(front)?;
     let id = parse_id(&raw, "run")?;
     let cursor = stream::cursor(&headers, query.last_event_id);
     Ok(stream::open(app.hub, StreamId::Run(id), cursor).await)
@@ -307,7 +311,9 @@ pub async fn workflow_stream(
     Path(raw): Path<String>,
     headers: HeaderMap,
     Query(query): Query<StreamQuery>,
+    front: Option<Extension<FromFront>>,
 ) -> Result<Response, ApiError> {
+    stream::from_front(front)?;
     let id = workflow_id(&raw)?;
     let cursor = stream::cursor(&headers, query.last_event_id);
     Ok(stream::open(app.hub, StreamId::Workflow(id), cursor).await)

@@ -34,16 +34,16 @@ pub struct Config {
 pub struct Limits {
     /// Streams watched at once, over every stream.
     pub watchers: usize,
-    /// Distinct streams watched at once. Each holds a live channel of
-    /// [`LIVE_CAPACITY`](crate::LIVE_CAPACITY) slots (about 170 KB), so this bounds the live
-    /// feed's memory (64 is about 11 MB).
+    /// Distinct streams watched at once (each watcher that falls behind queues at most
+    /// [`LIVE_CAPACITY`](crate::LIVE_CAPACITY) writes, shared with every other watcher of its
+    /// stream, before it is ended).
     pub live_streams: usize,
 }
 
 impl Default for Limits {
     /// A dashboard opens one stream per goal or run page shown, and a load test watches one goal
-    /// with a thousand clients (`scripts/bench-stream.sh`): 4,096 watchers (a receiver and a
-    /// connection each, a few KB) over 64 streams is far more than that, and still bounded.
+    /// with a thousand clients (`scripts/bench-stream.sh`): 4,096 watchers (a socket and a
+    /// task each, a few KB) over 64 streams is far more than that, and still bounded.
     fn default() -> Limits {
         Limits {
             watchers: 4096,

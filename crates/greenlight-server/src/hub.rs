@@ -1,15 +1,13 @@
-//! The live feed: one poller thread reads what any process committed to the state file, and
-//! the runtime's fan-out task publishes it, pre-encoded as SSE, to a broadcast per stream that
-//! has watchers; plus the pool of read connections request handlers borrow.
+//! The live feed: one poller thread reads what any process committed to the state file and
+//! writes it, encoded once as SSE, to the watchers of its stream ([`crate::live`]); plus the
+//! pool of read connections request handlers borrow.
 //!
 //! Persist first, then publish: the poller only ever publishes frames it read back from the
-//! file, so a subscriber can never see a frame a reconnect would not replay. It looks when a
+//! file, so a watcher can never see a frame a reconnect would not replay. It looks when a
 //! committing writer pokes it ([`crate::wake`]) and at least every [`SAFETY_POLL`], so a lost
-//! poke delays a frame and never loses one. A stream's broadcast lives exactly as long as its
-//! watchers: the last [`Watch`] to go drops it, and no more watchers or streams than the
-//! [`Limits`] are ever held.
+//! poke delays a frame and never loses one. No more watchers or streams than the [`Limits`]
+//! are ever held.
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -18,75 +16,84 @@ use std::time::Duration;
 use axum::body::Bytes;
 use greenlight_store::{Reads, Store};
 use greenlight_stream::{StreamId, encode_frame};
-use tokio::sync::{broadcast, mpsc, watch};
+use tokio::net::TcpStream;
+use tokio::sync::{Notify, watch};
 
 use crate::error::ApiError;
+use crate::live::{Live, LiveFrame, Taken, chunk};
 use crate::wake::{Listener, SAFETY_POLL};
 use crate::{Error, Limits};
 
 /// How often the poller looks for new commits when it could not bind its wake-up socket (a
 /// state path too long for a socket's name, say): well under the 100 ms delivery promise.
 pub const POLL_INTERVAL: Duration = Duration::from_millis(10);
-/// Batches (one per poll that found frames of the stream) a subscriber may fall behind the live
-/// feed before it is disconnected (it resumes by cursor from the file, so nothing is lost).
-pub const LIVE_CAPACITY: usize = 4096;
 /// Frames read per poll.
 const POLL_BATCH: usize = 1024;
-
-/// The frames of one stream that one poll found, in seq order: one wake-up and one write per
-/// subscriber however many frames the poll brought (the fan-out's cost is per wake-up).
-pub type LiveBatch = Arc<[LiveFrame]>;
-
-/// One committed frame as subscribers receive it: its seq and its SSE bytes, encoded once.
-#[derive(Debug, Clone)]
-pub struct LiveFrame {
-    /// Its seq in its stream.
-    pub seq: u64,
-    /// `id: …\ndata: …\n\n`.
-    pub sse: Bytes,
-}
-
-/// The broadcasts of the streams being watched, and how many watchers they have in all.
-#[derive(Default)]
-struct Live {
-    channels: HashMap<StreamId, broadcast::Sender<LiveBatch>>,
-    watchers: usize,
-}
 
 /// What the live feed holds right now (each bounded by its [`Limits`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Held {
     /// Open watchers, over every stream.
     pub watchers: usize,
-    /// Streams with a live broadcast (at least one watcher each).
+    /// Streams with at least one watcher.
     pub live_streams: usize,
+    /// Watchers whose socket could not take the live frames at once, being caught up by their
+    /// own task (or being served what the file holds after their cursor, just opened).
+    pub behind: usize,
 }
 
-/// One watcher's place in a stream's live feed. Dropping it (the response ends, the client
-/// leaves) frees the place, and the stream's broadcast with its last watcher.
+/// One watcher's place in a stream, from the response being opened until it ends. Dropping it
+/// (the response ends, the client leaves) frees the place, and the stream's with its last.
 pub struct Watch {
     hub: Arc<Hub>,
     stream: StreamId,
-    /// The stream's live batches.
-    pub live: broadcast::Receiver<LiveBatch>,
 }
 
 impl Drop for Watch {
     fn drop(&mut self) {
-        let mut live = lock(&self.hub.live);
-        live.watchers = live.watchers.saturating_sub(1);
-        // Nobody subscribes while the lock is held, so one receiver left is this one.
-        if live
-            .channels
-            .get(&self.stream)
-            .is_some_and(|sender| sender.receiver_count() <= 1)
-        {
-            live.channels.remove(&self.stream);
-        }
+        lock(&self.hub.live).free_place(self.stream);
     }
 }
 
-/// Shared by every request: the broadcasts, the change counter, the read pool.
+impl Watch {
+    /// The stream watched.
+    pub fn stream(&self) -> StreamId {
+        self.stream
+    }
+
+    /// The hub it was taken from.
+    pub fn hub(&self) -> &Arc<Hub> {
+        &self.hub
+    }
+
+    /// Attaches the response's socket: the poller queues the stream's frames for it from now
+    /// on, and writes them to it once its task called it caught up ([`Watch::take`]).
+    pub fn attach(&self, socket: Arc<TcpStream>, last: u64, wake: Arc<Notify>) -> u64 {
+        lock(&self.hub.live).attach(self.stream, socket, last, wake)
+    }
+
+    /// Takes the socket off the stream.
+    pub fn detach(&self, id: u64) {
+        lock(&self.hub.live).detach(self.stream, id);
+    }
+
+    /// What is queued for the attached socket `id` (see [`Live::take`]).
+    pub fn take(&self, id: u64, sent: u64) -> Taken {
+        lock(&self.hub.live).take(self.stream, id, sent)
+    }
+
+    /// Whether the attached socket `id` fell behind (see [`Live::fell_behind`]).
+    pub fn fell_behind(&self, id: u64) -> Option<u64> {
+        lock(&self.hub.live).fell_behind(self.stream, id)
+    }
+
+    /// A heartbeat for the attached socket `id` (see [`Live::offer_idle`]).
+    pub fn offer_idle(&self, id: u64, bytes: &Bytes) {
+        lock(&self.hub.live).offer_idle(self.stream, id, bytes);
+    }
+}
+
+/// Shared by every request: the watchers, the change counter, the read pool.
 pub struct Hub {
     state: PathBuf,
     limits: Limits,
@@ -126,45 +133,24 @@ impl Hub {
         &self.state
     }
 
-    /// A place in `stream`'s live feed (its broadcast is created for its first watcher), or a
-    /// `503` when the server already holds as many watchers or streams as its [`Limits`] allow.
-    /// The caller checks that the stream exists first: a missing one must cost nothing.
+    /// A place in `stream`'s live feed, or a `503` when the server already holds as many
+    /// watchers or streams as its [`Limits`] allow. The caller checks that the stream exists
+    /// first: a missing one must cost nothing.
     pub fn watch(self: &Arc<Self>, stream: StreamId) -> Result<Watch, ApiError> {
-        let mut live = lock(&self.live);
-        if live.watchers >= self.limits.watchers {
-            return Err(ApiError::unavailable(format!(
-                "this server already serves {} streams, its limit; close a page that watches one, or retry later",
-                self.limits.watchers
-            )));
-        }
-        let receiver = match live.channels.get(&stream) {
-            Some(sender) => sender.subscribe(),
-            None if live.channels.len() >= self.limits.live_streams => {
-                return Err(ApiError::unavailable(format!(
-                    "this server already streams {} different goals and runs live, its limit; close a page that watches one, or retry later",
-                    self.limits.live_streams
-                )));
-            }
-            None => {
-                let (sender, receiver) = broadcast::channel(LIVE_CAPACITY);
-                live.channels.insert(stream, sender);
-                receiver
-            }
-        };
-        live.watchers += 1;
+        lock(&self.live).take_place(stream, self.limits)?;
         Ok(Watch {
             hub: Arc::clone(self),
             stream,
-            live: receiver,
         })
     }
 
     /// What the live feed holds right now.
     pub fn held(&self) -> Held {
-        let live = lock(&self.live);
+        let (watchers, live_streams, behind) = lock(&self.live).held();
         Held {
-            watchers: live.watchers,
-            live_streams: live.channels.len(),
+            watchers,
+            live_streams,
+            behind,
         }
     }
 
@@ -208,37 +194,48 @@ impl Hub {
         .map_err(|e| ApiError::internal(format!("a store task failed: {e}")))?
     }
 
-    /// Hands the frames committed after `position` to the fan-out; returns the new position.
+    /// Writes the frames committed after `position` to their streams' watchers; returns the
+    /// new position.
     fn publish_since(
+        &self,
         store: &Store,
         mut position: i64,
-        fanout: &mpsc::UnboundedSender<Vec<(StreamId, LiveBatch)>>,
     ) -> Result<i64, greenlight_store::Error> {
         loop {
             let batch = store.frames_since(position, POLL_BATCH)?;
             let Some(&(last, _)) = batch.last() else {
                 return Ok(position);
             };
-            let mut by_stream: Vec<(StreamId, Vec<LiveFrame>)> = Vec::new();
+            let mut by_stream: Vec<(StreamId, Vec<(u64, String)>)> = Vec::new();
             for (_, frame) in &batch {
-                let live = LiveFrame {
-                    seq: frame.seq,
-                    sse: Bytes::from(encode_frame(frame)),
-                };
+                let sse = (frame.seq, encode_frame(frame));
                 match by_stream
                     .iter_mut()
                     .find(|(stream, _)| *stream == frame.stream)
                 {
-                    Some((_, frames)) => frames.push(live),
-                    None => by_stream.push((frame.stream, vec![live])),
+                    Some((_, frames)) => frames.push(sse),
+                    None => by_stream.push((frame.stream, vec![sse])),
                 }
             }
-            let batches = by_stream
+            let encoded: Vec<(StreamId, Vec<LiveFrame>, Option<Bytes>)> = by_stream
                 .into_iter()
-                .map(|(stream, frames)| (stream, LiveBatch::from(frames)))
+                .map(|(stream, frames)| {
+                    let joined = joined(&frames);
+                    let frames = frames
+                        .iter()
+                        .map(|(seq, sse)| LiveFrame {
+                            seq: *seq,
+                            chunk: chunk(sse.as_bytes()),
+                        })
+                        .collect();
+                    (stream, frames, joined)
+                })
                 .collect();
-            // Closed only once the runtime is gone, when nobody is left to watch.
-            let _ = fanout.send(batches);
+            let mut live = lock(&self.live);
+            for (stream, frames, joined) in &encoded {
+                live.publish(*stream, frames, joined.as_ref());
+            }
+            drop(live);
             position = last;
             if batch.len() < POLL_BATCH {
                 return Ok(position);
@@ -249,13 +246,10 @@ impl Hub {
     /// The poller: when poked, and at least every [`SAFETY_POLL`] (every [`POLL_INTERVAL`] when
     /// no wake-up socket could be bound), reads and publishes the frames after its position,
     /// then looks at the store's last frame (pruned?) and last event, and bumps the change
-    /// counter when anything moved. Returns
-    /// the thread and, when the wake-up socket could not be bound, why (the poller then polls).
+    /// counter when anything moved. Returns the thread and, when the wake-up socket could not
+    /// be bound, why (the poller then polls).
     pub fn spawn_poller(self: &Arc<Self>) -> Result<Poller, Error> {
         let store = Store::open(&self.state)?;
-        // Unbounded: the runtime takes each batch within a wake-up; a bound would make the
-        // poller wait on a runtime that, at shutdown, no longer runs its tasks.
-        let (fanout, batches) = mpsc::unbounded_channel();
         let mut position = store.last_frame_position()?;
         let mut events = store.last_seq()?;
         // Bound before the first look, so a commit after that look always pokes it.
@@ -282,7 +276,7 @@ impl Hub {
                     // commit and its watchers (on PostgreSQL each read is a round trip).
                     // A failed read (a writer holding an exclusive lock for a migration, say) is
                     // retried soon, poked or not; nothing is skipped because the position stays.
-                    let Ok(next) = Hub::publish_since(&store, position, &fanout) else {
+                    let Ok(next) = hub.publish_since(&store, position) else {
                         failed = true;
                         continue;
                     };
@@ -311,46 +305,25 @@ impl Hub {
             .map_err(Error::Runtime)?;
         Ok(Poller {
             thread,
-            fanout: Fanout {
-                hub: Arc::clone(self),
-                batches,
-            },
             wake_unavailable: unbound,
         })
     }
 }
 
-/// The poller's thread, the fan-out the server's runtime must run, and why the wake-up socket
-/// could not be bound (the poller then polls).
+/// One chunk holding every frame of `frames`, when their seqs follow each other (one write
+/// per watcher for a poll that found several); `None` for a single frame or a hole.
+fn joined(frames: &[(u64, String)]) -> Option<Bytes> {
+    if frames.len() < 2 || frames.windows(2).any(|w| w[1].0 != w[0].0 + 1) {
+        return None;
+    }
+    let sse: String = frames.iter().map(|(_, sse)| sse.as_str()).collect();
+    Some(chunk(sse.as_bytes()))
+}
+
+/// The poller's thread, and why the wake-up socket could not be bound (the poller then polls).
 pub struct Poller {
-    /// Reads the new frames when woken, and hands them to `fanout`.
+    /// Reads the new frames when woken, and writes them to their watchers.
     pub thread: std::thread::JoinHandle<()>,
-    /// Sends them to their streams' watchers: spawned on the server's runtime.
-    pub fanout: Fanout,
     /// Why the poller polls instead of being woken, if it does.
     pub wake_unavailable: Option<std::io::Error>,
-}
-
-/// The runtime's side of the live feed: the batches the poller read, sent to their streams'
-/// broadcasts by a task of the runtime. Sent from the poller's own thread, every watcher's
-/// wake-up would cross threads (an eventfd write each: 100 per frame at 100 watchers); from
-/// here the runtime schedules its watchers itself, after one wake-up per poll.
-pub struct Fanout {
-    hub: Arc<Hub>,
-    batches: mpsc::UnboundedReceiver<Vec<(StreamId, LiveBatch)>>,
-}
-
-impl Fanout {
-    /// Forwards until the poller ends.
-    pub async fn run(mut self) {
-        while let Some(batches) = self.batches.recv().await {
-            let live = lock(&self.hub.live);
-            for (stream, batch) in batches {
-                // A stream nobody watches has no broadcast: its frames are only in the file.
-                if let Some(sender) = live.channels.get(&stream) {
-                    let _ = sender.send(batch);
-                }
-            }
-        }
-    }
 }

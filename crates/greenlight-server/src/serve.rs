@@ -1,6 +1,7 @@
 //! Starting and stopping a server: bind (so a busy port or a refused address is reported before
-//! anything runs), the poller (woken by committing writers), the routes behind the guard, the connection loop (`TCP_NODELAY`,
-//! a bound on how long a request's head may take), and a clean stop that ends every open stream.
+//! anything runs), the poller (woken by committing writers), the routes behind the guard, the
+//! connection loop (`TCP_NODELAY`, each connection to [`crate::front`]), and a clean stop that
+//! ends every open stream.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -8,9 +9,8 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::routing::{get, post};
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::TokioTimer;
 use hyper_util::server::graceful::GracefulShutdown;
-use hyper_util::service::TowerToHyperService;
 use tokio::sync::oneshot;
 
 use crate::api::{self, App};
@@ -143,7 +143,6 @@ pub fn start(config: Config) -> Result<Server, Error> {
     let hub = Hub::new(config.state.clone(), config.limits)?;
     let crate::hub::Poller {
         thread: poller,
-        fanout,
         wake_unavailable,
     } = hub.spawn_poller()?;
     let extra = config.extra_routes.clone();
@@ -181,7 +180,6 @@ pub fn start(config: Config) -> Result<Server, Error> {
                 let listener =
                     tokio::net::TcpListener::from_std(listener).map_err(Error::Runtime)?;
                 tokio::spawn(crate::sweep::close_abandoned_runs(sweep_hub));
-                tokio::spawn(fanout.run());
                 serve_connections(listener, router(app, extra), stop_rx).await;
                 Ok(())
             });
@@ -208,9 +206,11 @@ async fn serve_connections(
     stop: oneshot::Receiver<()>,
 ) {
     let mut http = hyper::server::conn::http1::Builder::new();
+    // One request per connection: every request's head passes the front first, so a stream
+    // request never comes on a connection hyper holds (a browser reuses idle ones).
     http.timer(TokioTimer::new())
-        .header_read_timeout(HEADER_READ_TIMEOUT);
-    let service = TowerToHyperService::new(routes);
+        .header_read_timeout(HEADER_READ_TIMEOUT)
+        .keep_alive(false);
     let connections = GracefulShutdown::new();
     tokio::pin!(stop);
     loop {
@@ -226,11 +226,12 @@ async fn serve_connections(
         };
         // Small frames must not wait behind Nagle's algorithm and the peer's delayed ACK.
         let _ = tcp.set_nodelay(true);
-        let connection =
-            connections.watch(http.serve_connection(TokioIo::new(tcp), service.clone()));
-        tokio::spawn(async move {
-            let _ = connection.await;
-        });
+        tokio::spawn(crate::front::serve(
+            tcp,
+            routes.clone(),
+            http.clone(),
+            connections.watcher(),
+        ));
     }
     drop(listener);
     let _ = tokio::time::timeout(STOP_GRACE, connections.shutdown()).await;

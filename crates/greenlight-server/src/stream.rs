@@ -1,14 +1,18 @@
 //! One stream over SSE: the resume decision, the replay from the file, the hand-over to the live
-//! feed without a gap or a duplicate, the heartbeat, and the end (a gap, a lagging subscriber,
-//! the server stopping).
+//! feed without a gap or a duplicate, the heartbeat, and the end (a gap, a watcher too far
+//! behind, the client leaving, the server stopping).
 //!
-//! The hand-over: subscribe to the live broadcast first, then read the file. Every frame the
-//! broadcast carries was committed, so it is either in what the file read returns (and dropped
-//! as seq ≤ last sent) or after it. A live frame that skips ahead sends the stream back to the
-//! file to fill in what lies between. A stream never ends by itself when its goal is done or its
-//! run finished: it stays open and live (frames may still come, e.g. a resumed goal).
+//! The handler ([`open`]) decides and takes the watcher's place; the connection's front
+//! ([`crate::front`]) then writes the response's head and hands the socket to [`follow`]. The
+//! hand-over: the socket is attached to the live feed first (frames read from then on are queued
+//! for it), then the file is read. Every queued frame was committed, so it is either in what the
+//! file read returns (and dropped as seq ≤ last sent) or after it; a queued frame that skips
+//! ahead sends the watcher back to the file to fill in what lies between. A stream never ends by
+//! itself when its goal is done or its run finished: it stays open and live (frames may still
+//! come, e.g. a resumed goal).
 
-use std::sync::Arc;
+use std::io::ErrorKind;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
@@ -16,10 +20,12 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use greenlight_store::{Reads, SystemClock, WallClock};
 use greenlight_stream::{Resume, StreamId, encode_frame, encode_gap, encode_retry, resolve};
-use tokio::sync::{broadcast, watch};
+use tokio::net::TcpStream;
+use tokio::sync::{Notify, watch};
 
 use crate::error::ApiError;
 use crate::hub::{Hub, Watch};
+use crate::live::{Queued, Taken, chunk};
 use crate::summary::stream_exists;
 
 /// The reconnection delay sent once at the start.
@@ -29,6 +35,10 @@ pub const PING_INTERVAL: Duration = Duration::from_secs(15);
 /// Frames read from the file per step of a replay.
 const REPLAY_PAGE: usize = 512;
 const PING: &[u8] = b": ping\n\n";
+/// The last chunk of a chunked body.
+const BODY_END: &[u8] = b"0\r\n\r\n";
+/// How long a stream that ends waits for its client to take the body's end.
+const BODY_END_WAIT: Duration = Duration::from_secs(5);
 
 /// The headers of every SSE response.
 pub fn sse_headers(headers: &mut HeaderMap) {
@@ -51,174 +61,248 @@ pub fn cursor(headers: &HeaderMap, query: Option<String>) -> Option<String> {
         .or(query)
 }
 
-/// Where a subscriber is.
-enum Phase {
-    /// Read the file after `last` before going live.
-    Replay,
-    /// Forward the broadcast.
-    Live,
-    Done,
+/// A stream request a handler accepted: its place in the live feed and the last seq the
+/// watcher already has. Carried out of the routes as the response's extension, for the
+/// connection's front to [`follow`].
+#[derive(Clone)]
+pub struct Attach(Arc<Mutex<Option<Opened>>>);
+
+impl Attach {
+    /// The opened stream (once: the first to ask takes it).
+    pub fn take(&self) -> Option<Opened> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).take()
+    }
 }
 
-struct Subscriber {
-    hub: Arc<Hub>,
-    stream: StreamId,
-    live: Watch,
-    shutdown: watch::Receiver<bool>,
-    ping: tokio::time::Interval,
+/// What [`follow`] serves.
+pub struct Opened {
+    watch: Watch,
     last: u64,
-    phase: Phase,
-    first: Option<Bytes>,
 }
 
-impl Subscriber {
-    /// The next chunk of the body, or `None` at its end.
-    async fn next(&mut self) -> Option<Bytes> {
-        if let Some(first) = self.first.take() {
-            return Some(first);
+/// Marks a request read by the connection's front, the only place a stream can be followed.
+#[derive(Debug, Clone, Copy)]
+pub struct FromFront;
+
+/// Refuses a stream request that did not come through the connection's front (which can only
+/// be a route added around it): only the front can hand its socket to [`follow`].
+pub fn from_front(front: Option<axum::Extension<FromFront>>) -> Result<(), ApiError> {
+    front.map(|_| ()).ok_or_else(|| {
+        ApiError::internal(
+            "this stream request reached its handler without the server's connection front, which alone can serve a stream; send it to `greenlight serve` directly",
+        )
+    })
+}
+
+/// Why a followed stream ends.
+enum End {
+    /// The body ends cleanly (a gap frame was sent; the watcher fell too far behind).
+    Finish,
+    /// The server stops.
+    Shutdown,
+    /// The client left, or its socket failed: nothing more can be written.
+    Gone,
+}
+
+/// One followed stream: its socket, its place, what it was sent.
+struct Follower {
+    watch: Watch,
+    socket: Arc<TcpStream>,
+    id: u64,
+    wake: Arc<Notify>,
+    shutdown: watch::Receiver<bool>,
+    /// The last seq written to the socket.
+    sent: u64,
+}
+
+impl Drop for Follower {
+    fn drop(&mut self) {
+        self.watch.detach(self.id);
+    }
+}
+
+/// Serves an opened stream on its connection (whose response head was written): the retry
+/// line, the frames stored after the cursor, then every frame as it is committed, until the
+/// client leaves, the server stops, or the stream must end (a gap; too far behind).
+pub async fn follow(socket: TcpStream, opened: Opened) {
+    let socket = Arc::new(socket);
+    let wake = Arc::new(Notify::new());
+    let Opened { watch, last } = opened;
+    let id = watch.attach(Arc::clone(&socket), last, Arc::clone(&wake));
+    let mut follower = Follower {
+        shutdown: watch.hub().shutdown_signal(),
+        watch,
+        socket,
+        id,
+        wake,
+        sent: last,
+    };
+    let end = follower.run().await;
+    // Off the live feed first: from here on only this task writes to the socket.
+    follower.watch.detach(follower.id);
+    match end {
+        // The body's end follows what it was sent, however slowly the client reads it.
+        End::Finish => {
+            let _ = tokio::time::timeout(BODY_END_WAIT, follower.write(BODY_END)).await;
+        }
+        // The server is stopping: a client that does not take five bytes now is not waited for.
+        End::Shutdown => {
+            let _ = follower.socket.try_write(BODY_END);
+        }
+        End::Gone => {}
+    }
+}
+
+impl Follower {
+    async fn run(&mut self) -> End {
+        if *self.shutdown.borrow() {
+            return End::Shutdown;
+        }
+        let retry = chunk(encode_retry(RETRY_MS).as_bytes());
+        if let Err(end) = self.write(&retry).await {
+            return end;
+        }
+        let mut ping =
+            tokio::time::interval_at(tokio::time::Instant::now() + PING_INTERVAL, PING_INTERVAL);
+        ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // What the file holds after the cursor first; frames read meanwhile are queued.
+        if let Err(end) = self.fill_from_store().await {
+            return end;
         }
         loop {
-            match std::mem::replace(&mut self.phase, Phase::Done) {
-                Phase::Done => return None,
-                Phase::Replay => match self.replay_page().await {
-                    Ok(Some(bytes)) => {
-                        self.phase = Phase::Replay;
-                        return Some(bytes);
-                    }
-                    Ok(None) => self.phase = Phase::Live,
-                    Err(gap) => return Some(gap),
-                },
-                Phase::Live => {
-                    self.phase = Phase::Live;
-                    if let Some(bytes) = self.live_step().await {
-                        return Some(bytes);
-                    }
-                    if matches!(self.phase, Phase::Live) {
-                        // Ended (lagged, shut down): the body ends; the client resumes by cursor.
-                        return None;
+            if let Err(end) = self.catch_up().await {
+                return end;
+            }
+            if let Err(end) = self.live(&mut ping).await {
+                return end;
+            }
+        }
+    }
+
+    /// Writes what was queued for the watcher, in order (the rest of a chunk a live write cut
+    /// short comes first), filling in from the file what the queue skips, until nothing is
+    /// left: the watcher is then live, the poller writes to it.
+    async fn catch_up(&mut self) -> Result<(), End> {
+        loop {
+            let items = match self.watch.take(self.id, self.sent) {
+                Taken::Live => return Ok(()),
+                Taken::End(clean) => return Err(if clean { End::Finish } else { End::Gone }),
+                Taken::Items(items) => items,
+            };
+            for item in items {
+                match item {
+                    Queued::Raw(bytes) => self.write(&bytes).await?,
+                    Queued::Frame(seq, bytes) => {
+                        if seq > self.sent + 1 {
+                            // What lies between is in the file.
+                            self.fill_from_store().await?;
+                        }
+                        if seq == self.sent + 1 {
+                            self.write(&bytes).await?;
+                            self.sent = seq;
+                        }
                     }
                 }
             }
         }
     }
 
-    /// The next page of stored frames after `last` (`None`: caught up). A hole is the gap frame.
-    async fn replay_page(&mut self) -> Result<Option<Bytes>, Bytes> {
-        let (stream, after) = (self.stream, self.last);
-        let page = self
-            .hub
-            .with_store(move |store| Ok(store.frames_after(stream, after, REPLAY_PAGE)?))
-            .await;
-        let frames = match page {
-            Ok(frames) => frames,
-            Err(e) => {
-                return Err(gap(
-                    stream,
-                    &format!("the state file could not be read: {}", e.detail),
-                ));
+    /// While live: waits for the poller to say the watcher fell behind, for the client to
+    /// leave, for the server to stop, and sends the heartbeat.
+    async fn live(&mut self, ping: &mut tokio::time::Interval) -> Result<(), End> {
+        let heartbeat = chunk(PING);
+        let mut scratch = [0u8; 512];
+        loop {
+            tokio::select! {
+                biased;
+                _ = self.shutdown.changed() => return Err(End::Shutdown),
+                () = self.wake.notified() => {
+                    if let Some(last) = self.watch.fell_behind(self.id) {
+                        self.sent = last;
+                        return Ok(());
+                    }
+                }
+                ready = self.socket.readable() => {
+                    ready.map_err(|_| End::Gone)?;
+                    // A client has nothing to say on a stream: what it sends is dropped, its
+                    // end of the connection ends the stream.
+                    match self.socket.try_read(&mut scratch) {
+                        Ok(0) => return Err(End::Gone),
+                        Ok(_) => {}
+                        Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+                        Err(_) => return Err(End::Gone),
+                    }
+                }
+                _ = ping.tick() => self.watch.offer_idle(self.id, &heartbeat),
             }
-        };
-        if frames.is_empty() {
-            return Ok(None);
         }
-        let mut out = Vec::with_capacity(frames.len() * 256);
-        for frame in &frames {
-            if frame.seq != self.last + 1 {
-                return Err(gap(
-                    stream,
-                    &format!(
+    }
+
+    /// The frames stored after `sent`, page by page until caught up; a hole is the gap frame
+    /// and the end.
+    async fn fill_from_store(&mut self) -> Result<(), End> {
+        let stream = self.watch.stream();
+        loop {
+            let after = self.sent;
+            let page = self
+                .watch
+                .hub()
+                .with_store(move |store| Ok(store.frames_after(stream, after, REPLAY_PAGE)?))
+                .await;
+            let frames = match page {
+                Ok(frames) => frames,
+                Err(e) => {
+                    let detail = format!("the state file could not be read: {}", e.detail);
+                    self.write(&chunk(&gap(stream, &detail))).await?;
+                    return Err(End::Finish);
+                }
+            };
+            if frames.is_empty() {
+                return Ok(());
+            }
+            let mut out = Vec::with_capacity(frames.len() * 256);
+            let mut hole = None;
+            for frame in &frames {
+                if frame.seq != self.sent + 1 {
+                    hole = Some(format!(
                         "frame {}:{} is no longer stored (the next stored is {})",
                         stream,
-                        self.last + 1,
+                        self.sent + 1,
                         frame.seq
-                    ),
-                ));
+                    ));
+                    break;
+                }
+                out.extend_from_slice(encode_frame(frame).as_bytes());
+                self.sent = frame.seq;
             }
-            out.extend_from_slice(encode_frame(frame).as_bytes());
-            self.last = frame.seq;
+            if let Some(detail) = &hole {
+                out.extend_from_slice(&gap(stream, detail));
+            }
+            if !out.is_empty() {
+                self.write(&chunk(&out)).await?;
+            }
+            if hole.is_some() {
+                return Err(End::Finish);
+            }
         }
-        Ok(Some(Bytes::from(out)))
     }
 
-    /// The next live chunk; `None` with the phase still `Live` means the stream ends, with the
-    /// phase `Replay` it means "fill in from the file first".
-    async fn live_step(&mut self) -> Option<Bytes> {
-        loop {
-            let received = tokio::select! {
-                biased;
-                _ = self.shutdown.changed() => return None,
-                r = self.live.live.recv() => r,
-                _ = self.ping.tick() => return Some(Bytes::from_static(PING)),
-            };
-            let first = match received {
-                Ok(batch) => batch,
-                // Too slow: disconnect rather than skip; the client resumes from the file.
-                Err(broadcast::error::RecvError::Lagged(_)) => return None,
-                Err(broadcast::error::RecvError::Closed) => return None,
-            };
-            let mut out = Chunk::Empty;
-            let mut next = Some(first);
-            while let Some(batch) = next.take() {
-                for frame in batch.iter() {
-                    if frame.seq > self.last + 1 {
-                        // Skipped ahead: what lies between is in the file.
-                        self.phase = Phase::Replay;
-                        return out.into_bytes();
-                    }
-                    // At or below `last`: already sent (the hand-over from the file).
-                    if frame.seq == self.last + 1 {
-                        out.push(&frame.sse);
-                        self.last = frame.seq;
+    /// Writes all of `bytes`, waiting for the socket as long as it takes (or the server stops).
+    async fn write(&mut self, mut bytes: &[u8]) -> Result<(), End> {
+        while !bytes.is_empty() {
+            match self.socket.try_write(bytes) {
+                Ok(n) => bytes = &bytes[n..],
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    tokio::select! {
+                        biased;
+                        _ = self.shutdown.changed() => return Err(End::Shutdown),
+                        ready = self.socket.writable() => ready.map_err(|_| End::Gone)?,
                     }
                 }
-                // Batches already waiting go out in the same write.
-                next = match self.live.live.try_recv() {
-                    Ok(batch) => Some(batch),
-                    Err(broadcast::error::TryRecvError::Lagged(_)) => {
-                        self.phase = Phase::Done;
-                        return out.into_bytes();
-                    }
-                    Err(_) => None,
-                };
-            }
-            if let Some(out) = out.into_bytes() {
-                return Some(out);
+                Err(_) => return Err(End::Gone),
             }
         }
-    }
-}
-
-/// One write's frames: a lone frame's shared bytes go out as they are, so a frame fanned out
-/// to every watcher is copied for none of them; several are joined into one write.
-enum Chunk {
-    Empty,
-    One(Bytes),
-    Many(Vec<u8>),
-}
-
-impl Chunk {
-    fn push(&mut self, frame: &Bytes) {
-        *self = match std::mem::replace(self, Chunk::Empty) {
-            Chunk::Empty => Chunk::One(frame.clone()),
-            Chunk::One(first) => {
-                let mut joined = Vec::with_capacity(first.len() + frame.len());
-                joined.extend_from_slice(&first);
-                joined.extend_from_slice(frame);
-                Chunk::Many(joined)
-            }
-            Chunk::Many(mut joined) => {
-                joined.extend_from_slice(frame);
-                Chunk::Many(joined)
-            }
-        };
-    }
-
-    fn into_bytes(self) -> Option<Bytes> {
-        match self {
-            Chunk::Empty => None,
-            Chunk::One(bytes) => Some(bytes),
-            Chunk::Many(joined) => Some(Bytes::from(joined)),
-        }
+        Ok(())
     }
 }
 
@@ -259,7 +343,7 @@ pub async fn open(hub: Arc<Hub>, stream: StreamId, raw_cursor: Option<String>) -
         Err(e) => return e.into_response(),
     };
     let retry = encode_retry(RETRY_MS);
-    let (last, phase) = match resolve(raw_cursor.as_deref(), stream, head, oldest) {
+    let last = match resolve(raw_cursor.as_deref(), stream, head, oldest) {
         Resume::Reject => return StatusCode::CONFLICT.into_response(),
         Resume::Gap => {
             let detail = match raw_cursor.as_deref() {
@@ -274,26 +358,15 @@ pub async fn open(hub: Arc<Hub>, stream: StreamId, raw_cursor: Option<String>) -
             return sse_response(Body::from(body));
         }
         // Fresh: everything still stored (from 1 unless the start was pruned).
-        Resume::Fresh => (oldest.saturating_sub(1), Phase::Replay),
-        Resume::Replay { after } => (after, Phase::Replay),
+        Resume::Fresh => oldest.saturating_sub(1),
+        Resume::Replay { after } => after,
     };
-    let mut ping =
-        tokio::time::interval_at(tokio::time::Instant::now() + PING_INTERVAL, PING_INTERVAL);
-    ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let subscriber = Subscriber {
-        shutdown: hub.shutdown_signal(),
-        hub,
-        stream,
-        live,
-        ping,
-        last,
-        phase,
-        first: Some(Bytes::from(retry)),
-    };
-    let body = futures_util::stream::unfold(subscriber, |mut sub| async move {
-        sub.next()
-            .await
-            .map(|bytes| (Ok::<_, std::convert::Infallible>(bytes), sub))
-    });
-    sse_response(Body::from_stream(body))
+    let mut response = sse_response(Body::empty());
+    response
+        .extensions_mut()
+        .insert(Attach(Arc::new(Mutex::new(Some(Opened {
+            watch: live,
+            last,
+        })))));
+    response
 }

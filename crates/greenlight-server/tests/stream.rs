@@ -882,6 +882,7 @@ fn held(watchers: usize, live_streams: usize) -> greenlight_server::Held {
     greenlight_server::Held {
         watchers,
         live_streams,
+        behind: 0,
     }
 }
 
@@ -908,7 +909,8 @@ fn a_streams_live_channel_goes_with_its_last_watcher_and_a_missing_stream_holds_
             next_event(&mut second).await.map(|e| seq_of(&e, f.goal)),
             Some(1)
         );
-        assert_eq!(server.held(), held(2, 1));
+        // Live once each has read the file (the count of those behind settles).
+        wait_held(&server, held(2, 1));
         drop(first);
         wait_held(&server, held(1, 1));
         // The one left still gets live frames.
@@ -968,12 +970,166 @@ fn watchers_and_streams_past_the_limits_are_refused_with_503_until_one_leaves() 
                 .is_some_and(|d| d.contains("already streams 1 different goals and runs live")),
             "{body}"
         );
-        assert_eq!(server.held(), held(2, 1), "a refused watcher holds nothing");
+        let now = server.held();
+        assert_eq!(
+            (now.watchers, now.live_streams),
+            (2, 1),
+            "a refused watcher holds nothing"
+        );
         open.clear();
         wait_held(&server, held(0, 0));
         let mut watcher = get(server.addr(), &other_path, &[]).await;
         assert_eq!(watcher.status, 200);
         next_event(&mut watcher).await.expect("frame");
+        wait_held(&server, held(1, 1));
+    });
+}
+
+/// `frames` activity frames of `size` bytes of text each, appended to the fixture's goal.
+fn append_large(f: &Fixture, frames: u64, size: usize) {
+    use greenlight_store::greenlight_stream::{ActivityKind, FrameBody};
+    let mut store = Store::open(&f.state).expect("open");
+    for i in 0..frames {
+        let text = format!("n={i} {}", "x".repeat(size));
+        let body = FrameBody::Activity {
+            turn: 1,
+            kind: ActivityKind::Output,
+            text,
+        };
+        store
+            .write(|tx| tx.append_frame(StreamId::Goal(f.goal.0), &body))
+            .expect("append");
+    }
+}
+
+/// Waits until the server says `behind` watchers are behind.
+fn wait_behind(server: &Server, behind: usize, why: &str) {
+    let started = Instant::now();
+    while server.held().behind != behind {
+        assert!(
+            started.elapsed() < LIMIT,
+            "{why}: the server holds {:?}",
+            server.held()
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// The poller writes each frame straight to a caught-up watcher's socket; a client that stops
+/// reading fills its socket, falls behind, and is caught up by its own task once it reads
+/// again: every frame once, in order, and then live again.
+#[test]
+fn a_watcher_that_stops_reading_falls_behind_and_catches_up_with_every_frame_once() {
+    let f = Fixture::new(0);
+    let server = f.serve();
+    runtime().block_on(async {
+        let mut watcher = get(server.addr(), &f.stream_path(), &[]).await;
+        assert_eq!(watcher.header("connection"), Some("close"));
+        let first = next_event(&mut watcher)
+            .await
+            .expect("the goal-state frame");
+        assert_eq!(seq_of(&first, f.goal), 1);
+        wait_behind(&server, 0, "the watcher is live once it read the file");
+        // About 6 MB while the client reads nothing: more than both sockets' buffers hold.
+        append_large(&f, 400, 16 * 1024);
+        wait_behind(&server, 1, "a watcher that reads nothing must fall behind");
+        let mut seqs = Vec::new();
+        while seqs.last() != Some(&401) {
+            let event = next_event(&mut watcher)
+                .await
+                .expect("a frame before the end");
+            seqs.push(seq_of(&event, f.goal));
+        }
+        assert_eq!(
+            seqs,
+            (2..=401).collect::<Vec<_>>(),
+            "every frame once, in order"
+        );
+        wait_behind(&server, 0, "caught up, the watcher is live again");
+        f.append(1);
+        let live = next_event(&mut watcher).await.expect("a live frame");
+        assert_eq!(seq_of(&live, f.goal), 402);
         assert_eq!(server.held(), held(1, 1));
     });
+}
+
+/// A watcher more writes behind than the live feed queues is ended (the body ends cleanly
+/// after the frames it was sent) and resumes by cursor from the file: nothing lost, nothing
+/// twice, and the server held a bounded queue meanwhile.
+#[test]
+fn a_watcher_too_far_behind_is_ended_and_resumes_by_cursor_without_a_gap() {
+    let f = Fixture::new(0);
+    let server = f.serve();
+    let frames = greenlight_server::LIVE_CAPACITY as u64 + 1000;
+    runtime().block_on(async {
+        let mut watcher = get(server.addr(), &f.stream_path(), &[]).await;
+        assert_eq!(seq_of(&next_event(&mut watcher).await.expect("frame 1"), f.goal), 1);
+        wait_behind(&server, 0, "the watcher is live once it read the file");
+        // About 40 MB: more than both sockets' buffers hold, however far they grow.
+        append_large(&f, frames, 8 * 1024);
+        let mut seqs = vec![1];
+        while let Some(event) = next_event(&mut watcher).await {
+            seqs.push(seq_of(&event, f.goal));
+        }
+        let last = *seqs.last().expect("frames");
+        assert!(
+            last < frames + 1,
+            "the watcher was never ended, though {frames} frames were published while it read nothing"
+        );
+        let cursor = f.cursor(last);
+        let mut resumed = get(server.addr(), &f.stream_path(), &[("Last-Event-ID", &cursor)]).await;
+        while seqs.last() != Some(&(frames + 1)) {
+            let event = next_event(&mut resumed).await.expect("a frame before the end");
+            seqs.push(seq_of(&event, f.goal));
+        }
+        assert_eq!(seqs, (1..=frames + 1).collect::<Vec<_>>(), "every frame once, in order");
+        drop(resumed);
+        wait_held(&server, held(0, 0));
+    });
+}
+
+/// The connection front answers a stream request itself: a `HEAD` gets the stream's head and
+/// no body, HTTP/1.0 (which has no chunked body) a 505 that says what to send, and the guard
+/// applies as to every route; every other request is hyper's, one per connection.
+#[test]
+fn the_front_answers_head_and_http_1_0_stream_requests_and_closes_every_connection() {
+    let f = Fixture::new(1);
+    let server = f.serve();
+    let addr = server.addr();
+    runtime().block_on(async {
+        let path = f.stream_path();
+        let head = raw(addr, format!("HEAD {path} HTTP/1.1\r\nHost: {addr}\r\n\r\n")).await;
+        assert!(head.starts_with("HTTP/1.1 200 OK\r\n"), "{head}");
+        assert!(head.contains("content-type: text/event-stream\r\n"), "{head}");
+        assert!(head.ends_with("connection: close\r\n\r\n"), "no body after the head: {head}");
+        let old = raw(addr, format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n")).await;
+        assert!(old.starts_with("HTTP/1.1 505 HTTP Version Not Supported\r\n"), "{old}");
+        assert!(old.contains("send the request as HTTP/1.1"), "{old}");
+        let foreign = raw(addr, format!("GET {path} HTTP/1.1\r\nHost: evil.example\r\n\r\n")).await;
+        assert!(foreign.starts_with("HTTP/1.1 403 "), "{foreign}");
+        let missing = raw(addr, format!("GET /api/goals/999/stream HTTP/1.1\r\nHost: {addr}\r\n\r\n")).await;
+        assert!(missing.starts_with("HTTP/1.1 404 "), "{missing}");
+        assert!(missing.contains("no goal 999"), "{missing}");
+        // Two requests on one connection: hyper answers the first and closes.
+        let two = raw(addr, format!(
+            "GET /api/goals HTTP/1.1\r\nHost: {addr}\r\n\r\nGET /api/goals HTTP/1.1\r\nHost: {addr}\r\n\r\n"
+        ))
+        .await;
+        assert_eq!(two.matches("HTTP/1.1 200 OK").count(), 1, "{two}");
+        assert!(two.contains("connection: close\r\n"), "{two}");
+    });
+    assert_eq!(server.held(), held(0, 0));
+}
+
+/// Sends `request` as it is and reads the answer until the server closes the connection.
+async fn raw(addr: SocketAddr, request: String) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    tcp.write_all(request.as_bytes()).await.expect("send");
+    let mut answer = Vec::new();
+    tokio::time::timeout(LIMIT, tcp.read_to_end(&mut answer))
+        .await
+        .expect("the server closes the connection")
+        .expect("read");
+    String::from_utf8_lossy(&answer).into_owned()
 }

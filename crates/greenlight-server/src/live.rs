@@ -1,0 +1,326 @@
+//! The watchers of every stream, and the fan-out that writes each committed frame straight to
+//! the socket of every watcher that is caught up, from the poller's own thread: no task is
+//! woken and no HTTP layer runs between a frame read back from the store and its watchers.
+//!
+//! A watcher whose socket cannot take a frame at once (its send buffer is full) falls behind:
+//! the frame's bytes are queued for it and its own task ([`crate::stream`]) writes the queue, and
+//! fills in from the store whatever the queue does not hold, until it is caught up again. Only
+//! one side ever writes to a socket: the poller while the watcher is [`Mode::Live`], its task
+//! while it is behind; the switch is made under the hub's lock, so bytes never interleave. A
+//! watcher more than [`LIVE_CAPACITY`] writes behind is ended (it resumes by cursor from the
+//! store, so nothing is lost), which bounds what a client that stopped reading can cost.
+
+use std::collections::{HashMap, VecDeque};
+use std::io::ErrorKind;
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use greenlight_stream::StreamId;
+use tokio::net::TcpStream;
+use tokio::sync::Notify;
+
+use crate::Limits;
+use crate::error::ApiError;
+
+/// Writes queued for a watcher that fell behind before it is ended.
+pub const LIVE_CAPACITY: usize = 4096;
+
+/// One committed frame as watchers receive it: its seq, and its SSE bytes as one chunk of a
+/// chunked body, encoded once for every watcher.
+#[derive(Debug, Clone)]
+pub struct LiveFrame {
+    /// Its seq in its stream.
+    pub seq: u64,
+    /// `<len>\r\nid: …\ndata: …\n\n\r\n`.
+    pub chunk: Bytes,
+}
+
+/// Bytes as one chunk of a chunked body.
+pub fn chunk(data: &[u8]) -> Bytes {
+    let mut out = Vec::with_capacity(data.len() + 12);
+    out.extend_from_slice(format!("{:x}\r\n", data.len()).as_bytes());
+    out.extend_from_slice(data);
+    out.extend_from_slice(b"\r\n");
+    Bytes::from(out)
+}
+
+/// What waits to be written for a watcher that is behind.
+#[derive(Debug)]
+pub enum Queued {
+    /// Bytes that go out as they are (the rest of a chunk a write cut short).
+    Raw(Bytes),
+    /// A frame, written only if it is the next the watcher needs.
+    Frame(u64, Bytes),
+}
+
+/// Who writes to a watcher's socket.
+#[derive(Debug)]
+enum Mode {
+    /// Caught up: the poller writes each frame as it reads it.
+    Live,
+    /// Behind: its task writes the queue; `ending` once it fell too far behind (the queue then
+    /// holds only the rest of a chunk already begun, and the response ends after it).
+    Behind {
+        queue: VecDeque<Queued>,
+        ending: bool,
+    },
+    /// Its socket failed: nothing more is written.
+    Broken,
+}
+
+/// One watcher's place in its stream.
+struct Entry {
+    id: u64,
+    socket: Arc<TcpStream>,
+    /// The last seq it has been given (written to its socket, or queued for it).
+    last: u64,
+    mode: Mode,
+    /// Its task, told when it must take over (fell behind, broke).
+    wake: Arc<Notify>,
+}
+
+impl Entry {
+    /// Gives the watcher the frames of one poll of its stream, in seq order (`joined`: all of
+    /// them in one chunk, when they follow each other).
+    fn offer(&mut self, frames: &[LiveFrame], joined: Option<&Bytes>) {
+        let (Some(first), Some(newest)) = (frames.first(), frames.last()) else {
+            return;
+        };
+        if let (Mode::Live, Some(joined)) = (&self.mode, joined)
+            && first.seq == self.last + 1
+        {
+            self.write_live(newest.seq, joined);
+            return;
+        }
+        for frame in frames {
+            match self.mode {
+                Mode::Broken => return,
+                Mode::Behind { .. } => self.queue(Queued::Frame(frame.seq, frame.chunk.clone())),
+                // At or below `last`: already given (its task read it from the store).
+                Mode::Live if frame.seq <= self.last => {}
+                Mode::Live if frame.seq == self.last + 1 => {
+                    self.write_live(frame.seq, &frame.chunk)
+                }
+                // Skipped ahead: what lies between is in the store, which its task reads.
+                Mode::Live => self.fall_behind(Queued::Frame(frame.seq, frame.chunk.clone())),
+            }
+        }
+    }
+
+    /// Writes `bytes`, which end with frame `seq`, without waiting; what the socket does not
+    /// take now is left to the watcher's task.
+    fn write_live(&mut self, seq: u64, bytes: &Bytes) {
+        match self.socket.try_write(bytes) {
+            Ok(n) => {
+                self.last = seq;
+                if n < bytes.len() {
+                    self.fall_behind(Queued::Raw(bytes.slice(n..)));
+                }
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                self.last = seq;
+                self.fall_behind(Queued::Raw(bytes.clone()));
+            }
+            Err(_) => self.break_off(),
+        }
+    }
+
+    fn fall_behind(&mut self, first: Queued) {
+        self.mode = Mode::Behind {
+            queue: VecDeque::from([first]),
+            ending: false,
+        };
+        self.wake.notify_one();
+    }
+
+    fn queue(&mut self, item: Queued) {
+        let Mode::Behind { queue, ending } = &mut self.mode else {
+            return;
+        };
+        if *ending {
+            return;
+        }
+        if queue.len() >= LIVE_CAPACITY {
+            // Too slow: end it rather than hold more; it resumes from the store by cursor. The
+            // rest of a chunk already begun still goes out, so the body stays well formed.
+            queue.retain(|item| matches!(item, Queued::Raw(_)));
+            *ending = true;
+            return;
+        }
+        queue.push_back(item);
+    }
+
+    fn break_off(&mut self) {
+        self.mode = Mode::Broken;
+        self.wake.notify_one();
+    }
+}
+
+/// The watchers of one stream: the places taken (by responses being opened or served) and
+/// the sockets attached.
+#[derive(Default)]
+struct StreamWatchers {
+    places: usize,
+    entries: Vec<Entry>,
+}
+
+/// What a watcher's task finds when it asks for its queue.
+#[derive(Debug)]
+pub enum Taken {
+    /// Write these, then ask again.
+    Items(VecDeque<Queued>),
+    /// Nothing was waiting: it is live again, the poller writes to it.
+    Live,
+    /// The response ends: cleanly (`true`: it fell too far behind, the end of the body can be
+    /// written), or because its socket failed.
+    End(bool),
+}
+
+/// Every stream's watchers, and how many places are taken in all; kept under the hub's lock.
+#[derive(Default)]
+pub struct Live {
+    streams: HashMap<StreamId, StreamWatchers>,
+    places: usize,
+    next_id: u64,
+}
+
+impl Live {
+    /// Takes a place in `stream` for a response about to be opened, or says why not: the
+    /// server already holds as many watchers or streams as `limits` allow.
+    pub fn take_place(&mut self, stream: StreamId, limits: Limits) -> Result<(), ApiError> {
+        if self.places >= limits.watchers {
+            return Err(ApiError::unavailable(format!(
+                "this server already serves {} streams, its limit; close a page that watches one, or retry later",
+                limits.watchers
+            )));
+        }
+        if !self.streams.contains_key(&stream) && self.streams.len() >= limits.live_streams {
+            return Err(ApiError::unavailable(format!(
+                "this server already streams {} different goals and runs live, its limit; close a page that watches one, or retry later",
+                limits.live_streams
+            )));
+        }
+        self.streams.entry(stream).or_default().places += 1;
+        self.places += 1;
+        Ok(())
+    }
+
+    /// Frees a place taken in `stream` (its socket, if attached, was detached first).
+    pub fn free_place(&mut self, stream: StreamId) {
+        self.places = self.places.saturating_sub(1);
+        if let Some(watchers) = self.streams.get_mut(&stream) {
+            watchers.places = watchers.places.saturating_sub(1);
+            if watchers.places == 0 {
+                self.streams.remove(&stream);
+            }
+        }
+    }
+
+    /// How many places are taken, over how many streams, and how many watchers are behind.
+    pub fn held(&self) -> (usize, usize, usize) {
+        let behind = self
+            .streams
+            .values()
+            .flat_map(|w| &w.entries)
+            .filter(|e| matches!(e.mode, Mode::Behind { .. }))
+            .count();
+        (self.places, self.streams.len(), behind)
+    }
+
+    /// Attaches a socket to its place in `stream`, behind (its task first fills in from the
+    /// store after `last`) and with an empty queue; returns its id.
+    pub fn attach(
+        &mut self,
+        stream: StreamId,
+        socket: Arc<TcpStream>,
+        last: u64,
+        wake: Arc<Notify>,
+    ) -> u64 {
+        self.next_id += 1;
+        let id = self.next_id;
+        self.streams.entry(stream).or_default().entries.push(Entry {
+            id,
+            socket,
+            last,
+            mode: Mode::Behind {
+                queue: VecDeque::new(),
+                ending: false,
+            },
+            wake,
+        });
+        id
+    }
+
+    /// Takes a socket off its stream.
+    pub fn detach(&mut self, stream: StreamId, id: u64) {
+        if let Some(watchers) = self.streams.get_mut(&stream) {
+            watchers.entries.retain(|e| e.id != id);
+        }
+    }
+
+    fn entry(&mut self, stream: StreamId, id: u64) -> Option<&mut Entry> {
+        self.streams
+            .get_mut(&stream)?
+            .entries
+            .iter_mut()
+            .find(|e| e.id == id)
+    }
+
+    /// Writes one poll's frames of `stream` to its live watchers and queues them for the
+    /// others.
+    pub fn publish(&mut self, stream: StreamId, frames: &[LiveFrame], joined: Option<&Bytes>) {
+        if let Some(watchers) = self.streams.get_mut(&stream) {
+            for entry in &mut watchers.entries {
+                entry.offer(frames, joined);
+            }
+        }
+    }
+
+    /// A behind watcher's task asks for what is queued; with nothing queued, the watcher is
+    /// live again from `sent`, the last seq its task wrote.
+    pub fn take(&mut self, stream: StreamId, id: u64, sent: u64) -> Taken {
+        let Some(entry) = self.entry(stream, id) else {
+            return Taken::End(false);
+        };
+        match &mut entry.mode {
+            Mode::Broken => Taken::End(false),
+            Mode::Behind { queue, ending } if queue.is_empty() => {
+                if *ending {
+                    return Taken::End(true);
+                }
+                entry.mode = Mode::Live;
+                entry.last = sent;
+                Taken::Live
+            }
+            Mode::Behind { queue, .. } => Taken::Items(std::mem::take(queue)),
+            Mode::Live => Taken::Live,
+        }
+    }
+
+    /// A live watcher's task, woken: the last seq it was given if it fell behind or broke
+    /// since (its task takes over), `None` while it is still live.
+    pub fn fell_behind(&mut self, stream: StreamId, id: u64) -> Option<u64> {
+        match self.entry(stream, id) {
+            Some(entry) if matches!(entry.mode, Mode::Live) => None,
+            Some(entry) => Some(entry.last),
+            None => Some(0),
+        }
+    }
+
+    /// Writes `bytes` (a heartbeat) to a live watcher if its socket takes them now; a socket
+    /// that cannot is busy, and skipping the heartbeat costs nothing.
+    pub fn offer_idle(&mut self, stream: StreamId, id: u64, bytes: &Bytes) {
+        let Some(entry) = self.entry(stream, id) else {
+            return;
+        };
+        if !matches!(entry.mode, Mode::Live) {
+            return;
+        }
+        match entry.socket.try_write(bytes) {
+            Ok(n) if n < bytes.len() => entry.fall_behind(Queued::Raw(bytes.slice(n..))),
+            Ok(_) => {}
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+            Err(_) => entry.break_off(),
+        }
+    }
+}
