@@ -11,8 +11,7 @@ use std::task::{Context, Poll};
 
 use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::http::{Method, Request, StatusCode, Version, header};
-use axum::response::IntoResponse;
+use axum::http::{Method, Request, Version, header};
 use hyper::server::conn::http1;
 use hyper_util::rt::TokioIo;
 use hyper_util::server::graceful::Watcher;
@@ -21,7 +20,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 use tower_service::Service;
 
-use crate::error::ApiError;
+use crate::live::Framing;
 use crate::serve::HEADER_READ_TIMEOUT;
 use crate::stream::{Attach, FromFront, follow};
 
@@ -116,34 +115,29 @@ fn stream_request(head: &[u8]) -> Option<Request<Body>> {
 /// stream itself when the handler opened one, or its answer in one piece.
 async fn answer(mut tcp: TcpStream, mut routes: Router, request: Request<Body>) {
     let head_only = request.method() == Method::HEAD;
-    let response = if request.version() == Version::HTTP_10 {
-        // A stream's body is chunked, which HTTP/1.0 does not have.
-        ApiError {
-            status: StatusCode::HTTP_VERSION_NOT_SUPPORTED,
-            error: "http-version-not-supported",
-            detail: "a stream is served over HTTP/1.1; send the request as HTTP/1.1".into(),
-        }
-        .into_response()
-    } else {
-        let _ =
-            std::future::poll_fn(|cx| Service::<Request<Body>>::poll_ready(&mut routes, cx)).await;
-        match routes.call(request).await {
-            Ok(response) => response,
-            Err(never) => match never {},
-        }
+    // HTTP/1.0 has no chunks: its stream's body ends when the connection closes.
+    let (version, framing) = match request.version() {
+        Version::HTTP_10 => (Version::HTTP_10, Framing::UntilClose),
+        _ => (Version::HTTP_11, Framing::Chunked),
+    };
+    let _ = std::future::poll_fn(|cx| Service::<Request<Body>>::poll_ready(&mut routes, cx)).await;
+    let response = match routes.call(request).await {
+        Ok(response) => response,
+        Err(never) => match never {},
     };
     let (parts, body) = response.into_parts();
     if let Some(opened) = parts.extensions.get::<Attach>().and_then(Attach::take) {
-        if tcp.write_all(&head(&parts, None)).await.is_err() || head_only {
+        let length = Length::Streamed(framing);
+        if tcp.write_all(&head(&parts, version, length)).await.is_err() || head_only {
             return;
         }
-        follow(tcp, opened).await;
+        follow(tcp, opened, framing).await;
         return;
     }
     let body = axum::body::to_bytes(body, MAX_BODY)
         .await
         .unwrap_or_default();
-    let mut out = head(&parts, Some(body.len()));
+    let mut out = head(&parts, version, Length::Known(body.len()));
     if !head_only {
         out.extend_from_slice(&body);
     }
@@ -152,12 +146,24 @@ async fn answer(mut tcp: TcpStream, mut routes: Router, request: Request<Body>) 
     }
 }
 
-/// A response's head for this connection, which closes after it: its body's length, or chunked
-/// (`None`: a stream).
-fn head(parts: &axum::http::response::Parts, length: Option<usize>) -> Vec<u8> {
+/// How a response's body is delimited.
+enum Length {
+    /// A body in one piece, of this many bytes.
+    Known(usize),
+    /// A stream.
+    Streamed(Framing),
+}
+
+/// A response's head for this connection, which closes after it.
+fn head(parts: &axum::http::response::Parts, version: Version, length: Length) -> Vec<u8> {
     let status = parts.status;
+    let version = if version == Version::HTTP_10 {
+        "1.0"
+    } else {
+        "1.1"
+    };
     let mut out = format!(
-        "HTTP/1.1 {} {}\r\n",
+        "HTTP/{version} {} {}\r\n",
         status.as_u16(),
         status.canonical_reason().unwrap_or("")
     )
@@ -178,8 +184,11 @@ fn head(parts: &axum::http::response::Parts, length: Option<usize>) -> Vec<u8> {
         out.extend_from_slice(b"\r\n");
     }
     match length {
-        Some(n) => out.extend_from_slice(format!("content-length: {n}\r\n").as_bytes()),
-        None => out.extend_from_slice(b"transfer-encoding: chunked\r\n"),
+        Length::Known(n) => out.extend_from_slice(format!("content-length: {n}\r\n").as_bytes()),
+        Length::Streamed(Framing::Chunked) => {
+            out.extend_from_slice(b"transfer-encoding: chunked\r\n");
+        }
+        Length::Streamed(Framing::UntilClose) => {}
     }
     out.extend_from_slice(b"connection: close\r\n\r\n");
     out

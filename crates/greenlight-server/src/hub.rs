@@ -13,14 +13,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use axum::body::Bytes;
 use greenlight_store::{Reads, Store};
 use greenlight_stream::{StreamId, encode_frame};
 use tokio::net::TcpStream;
 use tokio::sync::{Notify, watch};
 
 use crate::error::ApiError;
-use crate::live::{Live, LiveFrame, Taken, chunk};
+use crate::live::{Encoded, Framing, Live, LiveFrame, Taken};
 use crate::wake::{Listener, SAFETY_POLL};
 use crate::{Error, Limits};
 
@@ -68,8 +67,14 @@ impl Watch {
 
     /// Attaches the response's socket: the poller queues the stream's frames for it from now
     /// on, and writes them to it once its task called it caught up ([`Watch::take`]).
-    pub fn attach(&self, socket: Arc<TcpStream>, last: u64, wake: Arc<Notify>) -> u64 {
-        lock(&self.hub.live).attach(self.stream, socket, last, wake)
+    pub fn attach(
+        &self,
+        socket: Arc<TcpStream>,
+        framing: Framing,
+        last: u64,
+        wake: Arc<Notify>,
+    ) -> u64 {
+        lock(&self.hub.live).attach(self.stream, socket, framing, last, wake)
     }
 
     /// Takes the socket off the stream.
@@ -88,8 +93,8 @@ impl Watch {
     }
 
     /// A heartbeat for the attached socket `id` (see [`Live::offer_idle`]).
-    pub fn offer_idle(&self, id: u64, bytes: &Bytes) {
-        lock(&self.hub.live).offer_idle(self.stream, id, bytes);
+    pub fn offer_idle(&self, id: u64, heartbeat: &Encoded) {
+        lock(&self.hub.live).offer_idle(self.stream, id, heartbeat);
     }
 }
 
@@ -217,7 +222,7 @@ impl Hub {
                     None => by_stream.push((frame.stream, vec![sse])),
                 }
             }
-            let encoded: Vec<(StreamId, Vec<LiveFrame>, Option<Bytes>)> = by_stream
+            let encoded: Vec<(StreamId, Vec<LiveFrame>, Option<Encoded>)> = by_stream
                 .into_iter()
                 .map(|(stream, frames)| {
                     let joined = joined(&frames);
@@ -225,7 +230,7 @@ impl Hub {
                         .iter()
                         .map(|(seq, sse)| LiveFrame {
                             seq: *seq,
-                            chunk: chunk(sse.as_bytes()),
+                            sse: Encoded::new(sse.as_bytes()),
                         })
                         .collect();
                     (stream, frames, joined)
@@ -312,12 +317,12 @@ impl Hub {
 
 /// One chunk holding every frame of `frames`, when their seqs follow each other (one write
 /// per watcher for a poll that found several); `None` for a single frame or a hole.
-fn joined(frames: &[(u64, String)]) -> Option<Bytes> {
+fn joined(frames: &[(u64, String)]) -> Option<Encoded> {
     if frames.len() < 2 || frames.windows(2).any(|w| w[1].0 != w[0].0 + 1) {
         return None;
     }
     let sse: String = frames.iter().map(|(_, sse)| sse.as_str()).collect();
-    Some(chunk(sse.as_bytes()))
+    Some(Encoded::new(sse.as_bytes()))
 }
 
 /// The poller's thread, and why the wake-up socket could not be bound (the poller then polls).

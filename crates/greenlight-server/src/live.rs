@@ -25,29 +25,70 @@ use crate::error::ApiError;
 /// Writes queued for a watcher that fell behind before it is ended.
 pub const LIVE_CAPACITY: usize = 4096;
 
-/// One committed frame as watchers receive it: its seq, and its SSE bytes as one chunk of a
-/// chunked body, encoded once for every watcher.
+/// One committed frame as watchers receive it: its seq and its SSE bytes, encoded once for
+/// every watcher.
 #[derive(Debug, Clone)]
 pub struct LiveFrame {
     /// Its seq in its stream.
     pub seq: u64,
-    /// `<len>\r\nid: …\ndata: …\n\n\r\n`.
-    pub chunk: Bytes,
+    /// `id: …\ndata: …\n\n`.
+    pub sse: Encoded,
 }
 
-/// Bytes as one chunk of a chunked body.
-pub fn chunk(data: &[u8]) -> Bytes {
-    let mut out = Vec::with_capacity(data.len() + 12);
-    out.extend_from_slice(format!("{:x}\r\n", data.len()).as_bytes());
-    out.extend_from_slice(data);
-    out.extend_from_slice(b"\r\n");
-    Bytes::from(out)
+/// How a stream's body is delimited on its connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Framing {
+    /// HTTP/1.1: chunked, ended by the last chunk.
+    Chunked,
+    /// HTTP/1.0, which has no chunks: the body ends when the connection closes.
+    UntilClose,
+}
+
+impl Framing {
+    /// What ends the body before the connection closes.
+    pub fn end(self) -> &'static [u8] {
+        match self {
+            Framing::Chunked => b"0\r\n\r\n",
+            Framing::UntilClose => b"",
+        }
+    }
+}
+
+/// SSE bytes encoded once as one chunk of a chunked body; an HTTP/1.0 watcher is sent the
+/// same bytes without the chunk's framing (a slice of them, not a copy).
+#[derive(Debug, Clone)]
+pub struct Encoded {
+    chunk: Bytes,
+    data: std::ops::Range<usize>,
+}
+
+impl Encoded {
+    /// `sse` as a chunk.
+    pub fn new(sse: &[u8]) -> Encoded {
+        let size = format!("{:x}\r\n", sse.len());
+        let mut chunk = Vec::with_capacity(size.len() + sse.len() + 2);
+        chunk.extend_from_slice(size.as_bytes());
+        chunk.extend_from_slice(sse);
+        chunk.extend_from_slice(b"\r\n");
+        Encoded {
+            chunk: Bytes::from(chunk),
+            data: size.len()..size.len() + sse.len(),
+        }
+    }
+
+    /// The bytes a body framed as `framing` carries.
+    pub fn bytes(&self, framing: Framing) -> Bytes {
+        match framing {
+            Framing::Chunked => self.chunk.clone(),
+            Framing::UntilClose => self.chunk.slice(self.data.clone()),
+        }
+    }
 }
 
 /// What waits to be written for a watcher that is behind.
 #[derive(Debug)]
 pub enum Queued {
-    /// Bytes that go out as they are (the rest of a chunk a write cut short).
+    /// Bytes that go out as they are (the rest of a frame a write cut short).
     Raw(Bytes),
     /// A frame, written only if it is the next the watcher needs.
     Frame(u64, Bytes),
@@ -59,7 +100,7 @@ enum Mode {
     /// Caught up: the poller writes each frame as it reads it.
     Live,
     /// Behind: its task writes the queue; `ending` once it fell too far behind (the queue then
-    /// holds only the rest of a chunk already begun, and the response ends after it).
+    /// holds only the rest of a frame already begun, and the response ends after it).
     Behind {
         queue: VecDeque<Queued>,
         ending: bool,
@@ -72,6 +113,7 @@ enum Mode {
 struct Entry {
     id: u64,
     socket: Arc<TcpStream>,
+    framing: Framing,
     /// The last seq it has been given (written to its socket, or queued for it).
     last: u64,
     mode: Mode,
@@ -82,27 +124,32 @@ struct Entry {
 impl Entry {
     /// Gives the watcher the frames of one poll of its stream, in seq order (`joined`: all of
     /// them in one chunk, when they follow each other).
-    fn offer(&mut self, frames: &[LiveFrame], joined: Option<&Bytes>) {
+    fn offer(&mut self, frames: &[LiveFrame], joined: Option<&Encoded>) {
         let (Some(first), Some(newest)) = (frames.first(), frames.last()) else {
             return;
         };
         if let (Mode::Live, Some(joined)) = (&self.mode, joined)
             && first.seq == self.last + 1
         {
-            self.write_live(newest.seq, joined);
+            self.write_live(newest.seq, &joined.bytes(self.framing));
             return;
         }
         for frame in frames {
             match self.mode {
                 Mode::Broken => return,
-                Mode::Behind { .. } => self.queue(Queued::Frame(frame.seq, frame.chunk.clone())),
+                Mode::Behind { .. } => {
+                    self.queue(Queued::Frame(frame.seq, frame.sse.bytes(self.framing)));
+                }
                 // At or below `last`: already given (its task read it from the store).
                 Mode::Live if frame.seq <= self.last => {}
                 Mode::Live if frame.seq == self.last + 1 => {
-                    self.write_live(frame.seq, &frame.chunk)
+                    self.write_live(frame.seq, &frame.sse.bytes(self.framing))
                 }
                 // Skipped ahead: what lies between is in the store, which its task reads.
-                Mode::Live => self.fall_behind(Queued::Frame(frame.seq, frame.chunk.clone())),
+                Mode::Live => {
+                    let bytes = frame.sse.bytes(self.framing);
+                    self.fall_behind(Queued::Frame(frame.seq, bytes));
+                }
             }
         }
     }
@@ -142,7 +189,7 @@ impl Entry {
         }
         if queue.len() >= LIVE_CAPACITY {
             // Too slow: end it rather than hold more; it resumes from the store by cursor. The
-            // rest of a chunk already begun still goes out, so the body stays well formed.
+            // rest of a frame already begun still goes out, so the body stays well formed.
             queue.retain(|item| matches!(item, Queued::Raw(_)));
             *ending = true;
             return;
@@ -233,6 +280,7 @@ impl Live {
         &mut self,
         stream: StreamId,
         socket: Arc<TcpStream>,
+        framing: Framing,
         last: u64,
         wake: Arc<Notify>,
     ) -> u64 {
@@ -241,6 +289,7 @@ impl Live {
         self.streams.entry(stream).or_default().entries.push(Entry {
             id,
             socket,
+            framing,
             last,
             mode: Mode::Behind {
                 queue: VecDeque::new(),
@@ -268,7 +317,7 @@ impl Live {
 
     /// Writes one poll's frames of `stream` to its live watchers and queues them for the
     /// others.
-    pub fn publish(&mut self, stream: StreamId, frames: &[LiveFrame], joined: Option<&Bytes>) {
+    pub fn publish(&mut self, stream: StreamId, frames: &[LiveFrame], joined: Option<&Encoded>) {
         if let Some(watchers) = self.streams.get_mut(&stream) {
             for entry in &mut watchers.entries {
                 entry.offer(frames, joined);
@@ -309,14 +358,15 @@ impl Live {
 
     /// Writes `bytes` (a heartbeat) to a live watcher if its socket takes them now; a socket
     /// that cannot is busy, and skipping the heartbeat costs nothing.
-    pub fn offer_idle(&mut self, stream: StreamId, id: u64, bytes: &Bytes) {
+    pub fn offer_idle(&mut self, stream: StreamId, id: u64, heartbeat: &Encoded) {
         let Some(entry) = self.entry(stream, id) else {
             return;
         };
         if !matches!(entry.mode, Mode::Live) {
             return;
         }
-        match entry.socket.try_write(bytes) {
+        let bytes = heartbeat.bytes(entry.framing);
+        match entry.socket.try_write(&bytes) {
             Ok(n) if n < bytes.len() => entry.fall_behind(Queued::Raw(bytes.slice(n..))),
             Ok(_) => {}
             Err(e) if e.kind() == ErrorKind::WouldBlock => {}

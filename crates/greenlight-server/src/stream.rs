@@ -25,7 +25,7 @@ use tokio::sync::{Notify, watch};
 
 use crate::error::ApiError;
 use crate::hub::{Hub, Watch};
-use crate::live::{Queued, Taken, chunk};
+use crate::live::{Encoded, Framing, Queued, Taken};
 use crate::summary::stream_exists;
 
 /// The reconnection delay sent once at the start.
@@ -35,8 +35,6 @@ pub const PING_INTERVAL: Duration = Duration::from_secs(15);
 /// Frames read from the file per step of a replay.
 const REPLAY_PAGE: usize = 512;
 const PING: &[u8] = b": ping\n\n";
-/// The last chunk of a chunked body.
-const BODY_END: &[u8] = b"0\r\n\r\n";
 /// How long a stream that ends waits for its client to take the body's end.
 const BODY_END_WAIT: Duration = Duration::from_secs(5);
 
@@ -111,6 +109,7 @@ struct Follower {
     id: u64,
     wake: Arc<Notify>,
     shutdown: watch::Receiver<bool>,
+    framing: Framing,
     /// The last seq written to the socket.
     sent: u64,
 }
@@ -124,17 +123,18 @@ impl Drop for Follower {
 /// Serves an opened stream on its connection (whose response head was written): the retry
 /// line, the frames stored after the cursor, then every frame as it is committed, until the
 /// client leaves, the server stops, or the stream must end (a gap; too far behind).
-pub async fn follow(socket: TcpStream, opened: Opened) {
+pub async fn follow(socket: TcpStream, opened: Opened, framing: Framing) {
     let socket = Arc::new(socket);
     let wake = Arc::new(Notify::new());
     let Opened { watch, last } = opened;
-    let id = watch.attach(Arc::clone(&socket), last, Arc::clone(&wake));
+    let id = watch.attach(Arc::clone(&socket), framing, last, Arc::clone(&wake));
     let mut follower = Follower {
         shutdown: watch.hub().shutdown_signal(),
         watch,
         socket,
         id,
         wake,
+        framing,
         sent: last,
     };
     let end = follower.run().await;
@@ -143,11 +143,12 @@ pub async fn follow(socket: TcpStream, opened: Opened) {
     match end {
         // The body's end follows what it was sent, however slowly the client reads it.
         End::Finish => {
-            let _ = tokio::time::timeout(BODY_END_WAIT, follower.write(BODY_END)).await;
+            let end = framing.end();
+            let _ = tokio::time::timeout(BODY_END_WAIT, follower.write(end)).await;
         }
         // The server is stopping: a client that does not take five bytes now is not waited for.
         End::Shutdown => {
-            let _ = follower.socket.try_write(BODY_END);
+            let _ = follower.socket.try_write(framing.end());
         }
         End::Gone => {}
     }
@@ -158,7 +159,7 @@ impl Follower {
         if *self.shutdown.borrow() {
             return End::Shutdown;
         }
-        let retry = chunk(encode_retry(RETRY_MS).as_bytes());
+        let retry = self.encoded(encode_retry(RETRY_MS).as_bytes());
         if let Err(end) = self.write(&retry).await {
             return end;
         }
@@ -179,7 +180,7 @@ impl Follower {
         }
     }
 
-    /// Writes what was queued for the watcher, in order (the rest of a chunk a live write cut
+    /// Writes what was queued for the watcher, in order (the rest of a frame a live write cut
     /// short comes first), filling in from the file what the queue skips, until nothing is
     /// left: the watcher is then live, the poller writes to it.
     async fn catch_up(&mut self) -> Result<(), End> {
@@ -210,7 +211,7 @@ impl Follower {
     /// While live: waits for the poller to say the watcher fell behind, for the client to
     /// leave, for the server to stop, and sends the heartbeat.
     async fn live(&mut self, ping: &mut tokio::time::Interval) -> Result<(), End> {
-        let heartbeat = chunk(PING);
+        let heartbeat = Encoded::new(PING);
         let mut scratch = [0u8; 512];
         loop {
             tokio::select! {
@@ -253,7 +254,8 @@ impl Follower {
                 Ok(frames) => frames,
                 Err(e) => {
                     let detail = format!("the state file could not be read: {}", e.detail);
-                    self.write(&chunk(&gap(stream, &detail))).await?;
+                    let gap = self.encoded(&gap(stream, &detail));
+                    self.write(&gap).await?;
                     return Err(End::Finish);
                 }
             };
@@ -279,12 +281,18 @@ impl Follower {
                 out.extend_from_slice(&gap(stream, detail));
             }
             if !out.is_empty() {
-                self.write(&chunk(&out)).await?;
+                let out = self.encoded(&out);
+                self.write(&out).await?;
             }
             if hole.is_some() {
                 return Err(End::Finish);
             }
         }
+    }
+
+    /// `sse` as this body carries it.
+    fn encoded(&self, sse: &[u8]) -> Bytes {
+        Encoded::new(sse).bytes(self.framing)
     }
 
     /// Writes all of `bytes`, waiting for the socket as long as it takes (or the server stops).

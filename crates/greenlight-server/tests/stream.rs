@@ -1089,8 +1089,8 @@ fn a_watcher_too_far_behind_is_ended_and_resumes_by_cursor_without_a_gap() {
 }
 
 /// The connection front answers a stream request itself: a `HEAD` gets the stream's head and
-/// no body, HTTP/1.0 (which has no chunked body) a 505 that says what to send, and the guard
-/// applies as to every route; every other request is hyper's, one per connection.
+/// no body, HTTP/1.0 (which has no chunks) the stream with a body that ends at the close, and
+/// the guard applies as to every route; every other request is hyper's, one per connection.
 #[test]
 fn the_front_answers_head_and_http_1_0_stream_requests_and_closes_every_connection() {
     let f = Fixture::new(1);
@@ -1102,9 +1102,27 @@ fn the_front_answers_head_and_http_1_0_stream_requests_and_closes_every_connecti
         assert!(head.starts_with("HTTP/1.1 200 OK\r\n"), "{head}");
         assert!(head.contains("content-type: text/event-stream\r\n"), "{head}");
         assert!(head.ends_with("connection: close\r\n\r\n"), "no body after the head: {head}");
-        let old = raw(addr, format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n")).await;
-        assert!(old.starts_with("HTTP/1.1 505 HTTP Version Not Supported\r\n"), "{old}");
-        assert!(old.contains("send the request as HTTP/1.1"), "{old}");
+        let mut old = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        let request = format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n");
+        tokio::io::AsyncWriteExt::write_all(&mut old, request.as_bytes())
+            .await
+            .expect("send");
+        // The goal-state frame and the one activity frame, replayed.
+        let first = format!("id: {}\n", f.cursor(2));
+        let mut text = read_until(&mut old, &first).await;
+        // The rest of frame 2 (its data line and blank line) ends the replay.
+        while !text.ends_with("\n\n") {
+            text += &read_until(&mut old, "\n").await;
+        }
+        assert!(text.starts_with("HTTP/1.0 200 OK\r\n"), "{text}");
+        assert!(!text.contains("transfer-encoding"), "{text}");
+        assert!(text.contains("\r\n\r\nretry: 2000\n\n"), "no chunk framing: {text}");
+        f.append(1);
+        // The live frame as it is, with no chunk's size line before it.
+        let live = format!("id: {}\n", f.cursor(3));
+        let text = read_until(&mut old, &live).await;
+        assert!(text.starts_with(&live), "{text}");
+        drop(old);
         let foreign = raw(addr, format!("GET {path} HTTP/1.1\r\nHost: evil.example\r\n\r\n")).await;
         assert!(foreign.starts_with("HTTP/1.1 403 "), "{foreign}");
         let missing = raw(addr, format!("GET /api/goals/999/stream HTTP/1.1\r\nHost: {addr}\r\n\r\n")).await;
@@ -1118,7 +1136,25 @@ fn the_front_answers_head_and_http_1_0_stream_requests_and_closes_every_connecti
         assert_eq!(two.matches("HTTP/1.1 200 OK").count(), 1, "{two}");
         assert!(two.contains("connection: close\r\n"), "{two}");
     });
-    assert_eq!(server.held(), held(0, 0));
+    wait_held(&server, held(0, 0));
+}
+
+/// Reads from `tcp` until what it read contains `needle`; returns all of it.
+async fn read_until(tcp: &mut tokio::net::TcpStream, needle: &str) -> String {
+    use tokio::io::AsyncReadExt;
+    let mut read = Vec::new();
+    while !String::from_utf8_lossy(&read).contains(needle) {
+        let n = tokio::time::timeout(LIMIT, tcp.read_buf(&mut read))
+            .await
+            .unwrap_or_else(|_| panic!("no {needle:?} in time: {}", String::from_utf8_lossy(&read)))
+            .expect("read");
+        assert!(
+            n > 0,
+            "closed before {needle:?}: {}",
+            String::from_utf8_lossy(&read)
+        );
+    }
+    String::from_utf8_lossy(&read).into_owned()
 }
 
 /// Sends `request` as it is and reads the answer until the server closes the connection.
