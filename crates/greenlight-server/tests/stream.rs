@@ -157,6 +157,14 @@ async fn json(
     (response.status, value)
 }
 
+/// Reads events into `seqs` until the one with seq `last`.
+async fn read_up_to(response: &mut sse::Response, goal: GoalId, last: u64, seqs: &mut Vec<u64>) {
+    while seqs.last() != Some(&last) {
+        let event = next_event(response).await.expect("a frame before the end");
+        seqs.push(seq_of(&event, goal));
+    }
+}
+
 fn seq_of(event: &Event, goal: GoalId) -> u64 {
     let id = event
         .id
@@ -916,12 +924,7 @@ fn a_streams_live_channel_goes_with_its_last_watcher_and_a_missing_stream_holds_
         // The one left still gets live frames.
         f.append(1);
         let mut seqs = Vec::new();
-        while seqs.last() != Some(&4) {
-            seqs.push(seq_of(
-                &next_event(&mut second).await.expect("frame"),
-                f.goal,
-            ));
-        }
+        read_up_to(&mut second, f.goal, 4, &mut seqs).await;
         assert_eq!(seqs, [2, 3, 4]);
         drop(second);
         wait_held(&server, held(0, 0));
@@ -1034,12 +1037,7 @@ fn a_watcher_that_stops_reading_falls_behind_and_catches_up_with_every_frame_onc
         append_large(&f, 400, 16 * 1024);
         wait_behind(&server, 1, "a watcher that reads nothing must fall behind");
         let mut seqs = Vec::new();
-        while seqs.last() != Some(&401) {
-            let event = next_event(&mut watcher)
-                .await
-                .expect("a frame before the end");
-            seqs.push(seq_of(&event, f.goal));
-        }
+        read_up_to(&mut watcher, f.goal, 401, &mut seqs).await;
         assert_eq!(
             seqs,
             (2..=401).collect::<Vec<_>>(),
@@ -1078,10 +1076,7 @@ fn a_watcher_too_far_behind_is_ended_and_resumes_by_cursor_without_a_gap() {
         );
         let cursor = f.cursor(last);
         let mut resumed = get(server.addr(), &f.stream_path(), &[("Last-Event-ID", &cursor)]).await;
-        while seqs.last() != Some(&(frames + 1)) {
-            let event = next_event(&mut resumed).await.expect("a frame before the end");
-            seqs.push(seq_of(&event, f.goal));
-        }
+        read_up_to(&mut resumed, f.goal, frames + 1, &mut seqs).await;
         assert_eq!(seqs, (1..=frames + 1).collect::<Vec<_>>(), "every frame once, in order");
         drop(resumed);
         wait_held(&server, held(0, 0));
