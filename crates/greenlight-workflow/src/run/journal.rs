@@ -225,8 +225,33 @@ pub struct LedgerRow {
 
 /// Why the journal could not keep or read something.
 #[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct JournalError(pub String);
+#[error("{detail}")]
+pub struct JournalError {
+    /// What went wrong, in words.
+    pub detail: String,
+    /// The store refused the write because the lease this process held on the run's queue item
+    /// was lost to another worker: the run is that worker's now, and this one only stops.
+    pub lease_lost: bool,
+}
+
+impl JournalError {
+    /// Any failure but a lost lease.
+    pub fn new(detail: impl Into<String>) -> JournalError {
+        JournalError {
+            detail: detail.into(),
+            lease_lost: false,
+        }
+    }
+}
+
+impl From<greenlight_store::Error> for JournalError {
+    fn from(e: greenlight_store::Error) -> JournalError {
+        JournalError {
+            lease_lost: matches!(e, greenlight_store::Error::LeaseLost { .. }),
+            detail: e.to_string(),
+        }
+    }
+}
 
 /// Where a run's records are kept (the state database).
 pub trait Journal {

@@ -56,7 +56,7 @@ impl<'s> StoreJournal<'s> {
 }
 
 fn err(e: impl std::fmt::Display) -> JournalError {
-    JournalError(e.to_string())
+    JournalError::new(e.to_string())
 }
 
 fn run_id(id: &str) -> Result<WorkflowRunId, JournalError> {
@@ -65,7 +65,7 @@ fn run_id(id: &str) -> Result<WorkflowRunId, JournalError> {
         .filter(|n| *n > 0)
         .map(WorkflowRunId)
         .ok_or_else(|| {
-            JournalError(format!(
+            JournalError::new(format!(
                 "`{id}` is not a workflow run id (a positive number)"
             ))
         })
@@ -91,13 +91,13 @@ impl Journal for StoreJournal<'_> {
         let Ok(run) = run_id(id) else {
             return Ok(None);
         };
-        let Some(record) = self.store.read(|s| s.workflow_record(run)).map_err(err)? else {
+        let Some(record) = self.store.read(|s| s.workflow_record(run))? else {
             return Ok(None);
         };
         let mut entries = Vec::with_capacity(record.events.len());
         for event in &record.events {
             let entry: Entry = serde_json::from_str(&event.event).map_err(|e| {
-                JournalError(format!(
+                JournalError::new(format!(
                     "run {id}'s event {} is not one this greenlight wrote ({e}); start a new run",
                     event.seq
                 ))
@@ -169,7 +169,7 @@ impl Journal for StoreJournal<'_> {
                 }
                 Ok::<_, greenlight_store::Error>(id)
             })
-            .map_err(err)?;
+            .map_err(JournalError::from)?;
         Ok(id.to_string())
     }
 
@@ -425,7 +425,7 @@ impl Journal for StoreJournal<'_> {
                     Ok(started)
                 },
             )
-            .map_err(err)?;
+            .map_err(JournalError::from)?;
         if let (Some(id), Some(unit)) = (dispatch_id, opened) {
             self.open.insert(unit, id);
         }
@@ -434,7 +434,7 @@ impl Journal for StoreJournal<'_> {
 
     fn pause_requested(&mut self, id: &str) -> Result<bool, JournalError> {
         let run = run_id(id)?;
-        let found = self.store.read(|s| s.workflow_run(run)).map_err(err)?;
+        let found = self.store.read(|s| s.workflow_run(run))?;
         Ok(found.is_some_and(|r| r.pause_requested_at.is_some()))
     }
 }
@@ -445,4 +445,98 @@ fn greenlight_agent_family(agent: &str) -> Family {
         return Family::Command;
     }
     Family::from_name(agent).unwrap_or(Family::Command)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicI64, Ordering};
+
+    use greenlight_store::{Millis, NewQueueItem, QueueKind, WallClock};
+
+    use super::*;
+
+    /// A clock the test moves by hand, shared by both workers' stores.
+    #[derive(Debug, Default)]
+    struct HandClock(AtomicI64);
+
+    impl WallClock for HandClock {
+        fn now_ms(&self) -> Millis {
+            self.0.load(Ordering::SeqCst)
+        }
+    }
+
+    fn new_run() -> NewRun {
+        NewRun {
+            name: "fan".into(),
+            plan_path: "plan.yaml".into(),
+            started_in: "/r".into(),
+            base_commit: "0123abcd".into(),
+            plan_digest: "sha256:plan".into(),
+            args_hash: "sha256:args".into(),
+            plan_json: "{}".into(),
+            args: BTreeMap::new(),
+            budget: 3,
+            wall_clock_sec: None,
+            token_cap: None,
+            cost_cap_usd: None,
+        }
+    }
+
+    /// A worker that stalled past its lease and finds the item taken writes nothing more, and
+    /// its journal says the lease was lost (the worker stops without ending the item), where any
+    /// other failure says it was not.
+    #[test]
+    fn a_write_refused_for_a_lost_lease_is_told_apart_from_other_failures() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let db = dir.path().join("state.db");
+        let clock = Arc::new(HandClock(AtomicI64::new(1_000)));
+        let mut holder = Store::open_with_clock(&db, clock.clone()).expect("open");
+        let mut taker = Store::open_with_clock(&db, clock.clone()).expect("open");
+        let item = holder
+            .write(|tx| {
+                tx.submit_queue_item(&NewQueueItem {
+                    kind: QueueKind::Workflow,
+                    repository: "/r/.git".into(),
+                    base: "0123abcd".into(),
+                    spec_json: "{}".into(),
+                    labels: Vec::new(),
+                })
+            })
+            .expect("submit");
+        let (_, fence) = holder
+            .claim_queue_item("holder", &[], 30_000)
+            .expect("claim")
+            .expect("the item");
+        holder.set_fence(Some(fence));
+        let mut journal =
+            StoreJournal::new(&mut holder, PathBuf::from("/r/.git")).for_queue_item(item);
+        let run = journal.create(&new_run(), None).expect("create the run");
+        journal
+            .append(&run, &Entry::Segment { resume: false })
+            .expect("an entry while the lease holds");
+
+        let not_a_run = journal
+            .append("wf-x", &Entry::Segment { resume: false })
+            .expect_err("not a run id");
+        assert!(!not_a_run.lease_lost, "{not_a_run}");
+
+        clock.0.store(40_000, Ordering::SeqCst);
+        taker
+            .claim_queue_item("taker", &[], 30_000)
+            .expect("claim")
+            .expect("the expired item");
+        let refused = journal
+            .append(&run, &Entry::Segment { resume: true })
+            .expect_err("the lease was lost");
+        assert!(refused.lease_lost, "{refused}");
+        let recorded = taker
+            .workflow_record(WorkflowRunId(run.parse().expect("id")))
+            .expect("read");
+        assert_eq!(
+            recorded.expect("the run").events.len(),
+            1,
+            "nothing written after the loss"
+        );
+    }
 }

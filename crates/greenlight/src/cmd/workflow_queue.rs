@@ -185,6 +185,9 @@ pub(super) async fn run_item(
             )
             .into());
         }
+        // A write refused because another worker took the item (this one stalled past its
+        // lease) before the renewal noticed: the run is that worker's, nothing is ended here.
+        Err(Error::Journal(e)) if e.lease_lost => return Err(Failed::LeaseLost),
         Err(e) => return Err(e.to_string().into()),
     };
     let subject = format!("workflow run {}", report.run);
