@@ -38,16 +38,22 @@ pub struct Limits {
     /// [`LIVE_CAPACITY`](crate::LIVE_CAPACITY) writes, shared with every other watcher of its
     /// stream, before it is ended).
     pub live_streams: usize,
+    /// How long a stream's socket may take none of the bytes waiting for it before the stream
+    /// is ended: a client that stopped reading (and never closes) gives its place back.
+    pub stalled_write: std::time::Duration,
 }
 
 impl Default for Limits {
     /// A dashboard opens one stream per goal or run page shown, and a load test watches one goal
     /// with a thousand clients (`scripts/bench-stream.sh`): 4,096 watchers (a socket and a
-    /// task each, a few KB) over 64 streams is far more than that, and still bounded.
+    /// task each, a few KB) over 64 streams is far more than that, and still bounded. A minute
+    /// with nothing taken is far longer than any live client's pause (a browser tab in the
+    /// background still reads its sockets).
     fn default() -> Limits {
         Limits {
             watchers: 4096,
             live_streams: 64,
+            stalled_write: std::time::Duration::from_secs(60),
         }
     }
 }

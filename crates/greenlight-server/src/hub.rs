@@ -133,6 +133,11 @@ impl Hub {
         }))
     }
 
+    /// What clients may make this server hold.
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
     /// The state file.
     pub fn state(&self) -> &std::path::Path {
         &self.state

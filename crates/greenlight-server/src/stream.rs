@@ -295,8 +295,11 @@ impl Follower {
         Encoded::new(sse).bytes(self.framing)
     }
 
-    /// Writes all of `bytes`, waiting for the socket as long as it takes (or the server stops).
+    /// Writes all of `bytes`, waiting for the socket while it takes something at least every
+    /// [`Limits::stalled_write`](crate::Limits) (a client that stopped reading is cut off; it
+    /// resumes by cursor if it ever reads again), or until the server stops.
     async fn write(&mut self, mut bytes: &[u8]) -> Result<(), End> {
+        let stall = self.watch.hub().limits().stalled_write;
         while !bytes.is_empty() {
             match self.socket.try_write(bytes) {
                 Ok(n) => bytes = &bytes[n..],
@@ -304,7 +307,9 @@ impl Follower {
                     tokio::select! {
                         biased;
                         _ = self.shutdown.changed() => return Err(End::Shutdown),
-                        ready = self.socket.writable() => ready.map_err(|_| End::Gone)?,
+                        ready = tokio::time::timeout(stall, self.socket.writable()) => {
+                            ready.map_err(|_| End::Gone)?.map_err(|_| End::Gone)?;
+                        }
                     }
                 }
                 Err(_) => return Err(End::Gone),

@@ -941,6 +941,7 @@ fn watchers_and_streams_past_the_limits_are_refused_with_503_until_one_leaves() 
         limits: greenlight_server::Limits {
             watchers: 3,
             live_streams: 1,
+            ..greenlight_server::Limits::default()
         },
         ..Config::new("127.0.0.1:0".parse().expect("addr"), f.state.clone())
     })
@@ -1080,6 +1081,50 @@ fn a_watcher_too_far_behind_is_ended_and_resumes_by_cursor_without_a_gap() {
         assert_eq!(seqs, (1..=frames + 1).collect::<Vec<_>>(), "every frame once, in order");
         drop(resumed);
         wait_held(&server, held(0, 0));
+    });
+}
+
+/// A client that stops reading and never closes does not hold its place for ever: once its
+/// socket has taken nothing for the stalled-write limit, the stream is ended and the place is
+/// free; a client reading as it should in the same while is not touched.
+#[test]
+fn a_client_that_stops_reading_is_cut_off_after_the_stalled_write_limit() {
+    let f = Fixture::new(0);
+    let stall = Duration::from_secs(1);
+    let server = greenlight_server::start(Config {
+        limits: greenlight_server::Limits {
+            stalled_write: stall,
+            ..greenlight_server::Limits::default()
+        },
+        ..Config::new("127.0.0.1:0".parse().expect("addr"), f.state.clone())
+    })
+    .expect("server starts");
+    runtime().block_on(async {
+        let mut stuck = get(server.addr(), &f.stream_path(), &[]).await;
+        let mut reader = get(server.addr(), &f.stream_path(), &[]).await;
+        for watcher in [&mut stuck, &mut reader] {
+            assert_eq!(
+                seq_of(&next_event(watcher).await.expect("frame 1"), f.goal),
+                1
+            );
+        }
+        wait_held(&server, held(2, 1));
+        append_large(&f, 400, 16 * 1024);
+        // The reader takes all of it; the stuck one takes nothing.
+        let mut seqs = vec![1];
+        read_up_to(&mut reader, f.goal, 401, &mut seqs).await;
+        let started = Instant::now();
+        wait_held(&server, held(1, 1));
+        assert!(
+            started.elapsed() < stall * 5,
+            "cut off {:?} after the reader was done",
+            started.elapsed()
+        );
+        // The reader is still served live.
+        f.append(1);
+        let live = next_event(&mut reader).await.expect("a live frame");
+        assert_eq!(seq_of(&live, f.goal), 402);
+        drop(stuck);
     });
 }
 
