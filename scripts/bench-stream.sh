@@ -22,6 +22,8 @@
 # of greenlight's: a gap, a duplicate, an incomplete watcher.
 #
 # usage: scripts/bench-stream.sh [FRAMES [RATE]]   (default 2000 200)
+#        BENCH_STREAM_AB=N scripts/bench-stream.sh [FRAMES [RATE]]: only the 100-watcher runs of
+#        greenlight (SQLite), floor-100 and nchan, in N alternating rounds
 # env:   GREENLIGHT_TEST_PG  a PostgreSQL URL whose user may create schemas; unset, the script
 #                            starts the services of scripts/ci/remote-services.sh and stops them
 set -euo pipefail
@@ -105,6 +107,7 @@ greenlight() {
         floor-pg) name="floor-pg-$n" ;;
     esac
     dir="$work/$name"
+    rm -rf "$dir"
     mkdir -p "$dir"
     case $backend in
         postgres | floor-pg) store=$(fresh_pg_store "$n") ;;
@@ -191,6 +194,26 @@ nchan() {
     wait "$server" 2>/dev/null || true
     server=
 }
+
+# BENCH_STREAM_AB=N: instead of the whole run, N rounds of the 100-watcher runs that decide the
+# low fan-out target, alternating (greenlight on SQLite, its floor at 100 watchers, nchan), a
+# line each: the p50 and the first watcher's p50 (what is left is the fan-out's spread).
+if [ -n "${BENCH_STREAM_AB:-}" ]; then
+    ab_line() {
+        echo "round $1 $2: p50 ${p50[$3]:-?} ms, first watcher p50 $(sed -n 's/.*first watcher of each frame: p50 \([0-9.]*\) ms.*/\1/p' "$4") ms"
+    }
+    for round in $(seq 1 "$BENCH_STREAM_AB"); do
+        greenlight sqlite 100 >"$work/ab.log"
+        ab_line "$round" greenlight greenlight-100 "$work/greenlight-100/load.out"
+        greenlight floor 100 >"$work/ab.log"
+        ab_line "$round" floor-100 floor-100 "$work/floor-100/load.out"
+        if have_nchan; then
+            nchan 100 >"$work/ab.log" || echo "bench-stream: nchan did not start"
+            ab_line "$round" nchan nchan-100 "$work/nchan-100/load.out"
+        fi
+    done
+    exit "$status"
+fi
 
 greenlight sqlite 100
 greenlight sqlite 1000
