@@ -10,7 +10,7 @@
 //! A fan-out's worktrees are made (and a finished run's removed) partly at once. Registering or
 //! unregistering a worktree is serial: `git worktree add` and `remove` read every other
 //! worktree's administrative files, and one that a parallel `add` is still writing reads as
-//! empty, which git dies on ("failed to read .git/worktrees/<name>/commondir"). What costs the
+//! empty, which git dies on (`failed to read .git/worktrees/<name>/commondir`). What costs the
 //! time is each worktree's own: its checkout (`git reset --hard` in it: its own index, its own
 //! branch's ref lock) and its files' deletion, and those run one thread each. The members'
 //! branches are deleted in one `git branch -D`.
