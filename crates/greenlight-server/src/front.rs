@@ -24,10 +24,12 @@ use crate::live::Framing;
 use crate::serve::HEADER_READ_TIMEOUT;
 use crate::stream::{Attach, FromFront, follow};
 
-/// The longest request head the front reads; a longer one is left to hyper, which refuses it.
-const MAX_HEAD: usize = 64 * 1024;
-/// The most headers a stream request may carry.
-const MAX_HEADERS: usize = 64;
+/// The longest request head the server reads (far above a browser's 8–16 KB). Hyper is given the
+/// same bound and [`MAX_HEADERS`] (`serve.rs`), so a head the front cannot read is refused by
+/// hyper too, and no stream request ever reaches its handler another way.
+pub const MAX_HEAD: usize = 64 * 1024;
+/// The most headers a request may carry: hyper's own default.
+pub const MAX_HEADERS: usize = 100;
 /// The largest body of a response the front answers in one piece (errors, a gap).
 const MAX_BODY: usize = 1024 * 1024;
 
@@ -53,12 +55,13 @@ pub async fn serve(mut tcp: TcpStream, routes: Router, http: http1::Builder, wat
         .await;
 }
 
-/// Reads until the head is complete (`true`), too long or cut short (`false`: hyper answers
-/// what it can of it); an error when the client left before sending anything.
+/// Reads until the head is complete within [`MAX_HEAD`] (`true`), or is too long or cut short
+/// (`false`: hyper answers what it can of it); an error when the client left before sending
+/// anything.
 async fn read_head(tcp: &mut TcpStream, head: &mut Vec<u8>) -> std::io::Result<bool> {
     loop {
-        if head.windows(4).any(|w| w == b"\r\n\r\n") {
-            return Ok(true);
+        if let Some(end) = head.windows(4).position(|w| w == b"\r\n\r\n") {
+            return Ok(end + 4 <= MAX_HEAD);
         }
         if head.len() >= MAX_HEAD {
             return Ok(false);

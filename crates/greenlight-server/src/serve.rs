@@ -210,6 +210,8 @@ async fn serve_connections(
     // request never comes on a connection hyper holds (a browser reuses idle ones).
     http.timer(TokioTimer::new())
         .header_read_timeout(HEADER_READ_TIMEOUT)
+        .max_buf_size(crate::front::MAX_HEAD)
+        .max_headers(crate::front::MAX_HEADERS)
         .keep_alive(false);
     let connections = GracefulShutdown::new();
     tokio::pin!(stop);

@@ -1168,6 +1168,27 @@ fn the_front_answers_head_and_http_1_0_stream_requests_and_closes_every_connecti
         let missing = raw(addr, format!("GET /api/goals/999/stream HTTP/1.1\r\nHost: {addr}\r\n\r\n")).await;
         assert!(missing.starts_with("HTTP/1.1 404 "), "{missing}");
         assert!(missing.contains("no goal 999"), "{missing}");
+        // A head the front cannot read (too long, too many headers) is refused, never streamed
+        // and never sent to the stream handler another way.
+        let long = raw(
+            addr,
+            format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nX-Long: {}\r\n\r\n", "a".repeat(70 * 1024)),
+        )
+        .await;
+        assert!(long.starts_with("HTTP/1.1 431 "), "{}", &long[..long.len().min(300)]);
+        let many: String = (0..101).map(|i| format!("X-{i}: v\r\n")).collect();
+        let crowded = raw(addr, format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\n{many}\r\n")).await;
+        assert!(crowded.starts_with("HTTP/1.1 431 "), "{crowded}");
+        // Up to hyper's own bound of headers, the front reads a stream request and streams it.
+        let some: String = (0..90).map(|i| format!("X-{i}: v\r\n")).collect();
+        let mut wide = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\n{some}\r\n");
+        tokio::io::AsyncWriteExt::write_all(&mut wide, request.as_bytes())
+            .await
+            .expect("send");
+        let text = read_until(&mut wide, "retry: 2000").await;
+        assert!(text.starts_with("HTTP/1.1 200 OK\r\n"), "{text}");
+        drop(wide);
         // Two requests on one connection: hyper answers the first and closes.
         let two = raw(addr, format!(
             "GET /api/goals HTTP/1.1\r\nHost: {addr}\r\n\r\nGET /api/goals HTTP/1.1\r\nHost: {addr}\r\n\r\n"
