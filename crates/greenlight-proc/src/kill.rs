@@ -100,7 +100,8 @@ pub fn with_its_group(raw: i32) {
 }
 
 /// Passes an interrupt on to a child process that ends itself in order on it (a supervisor's
-/// slot): SIGINT for [`Interrupt::Int`], SIGTERM for [`Interrupt::Term`]. The caller has not
+/// slot): SIGINT for [`Interrupt::Int`](crate::signals::Interrupt::Int), SIGTERM for
+/// [`Interrupt::Term`](crate::signals::Interrupt::Term). The caller has not
 /// yet waited for `child`, so its pid names it still.
 pub fn pass_on(child: u32, interrupt: crate::Interrupt) {
     let signal = match interrupt {

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-/// The `greenlight` binary next to the running test executable (target/<profile>/greenlight).
+/// The `greenlight` binary next to the running test executable (`target/<profile>/greenlight`).
 pub fn greenlight_bin() -> PathBuf {
     if let Some(path) = std::env::var_os("CARGO_BIN_EXE_greenlight") {
         return PathBuf::from(path);

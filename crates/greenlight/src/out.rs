@@ -8,7 +8,7 @@
 //! message naming stdout. stderr failures are ignored: there is nowhere left to say anything.
 //!
 //! Use the macros, never `print!`/`println!`/`eprint!`/`eprintln!` (they panic when a write
-//! fails; the crate denies them): [`outln!`], [`out!`], [`errln!`], [`err!`]. Each returns
+//! fails; the crate denies them): `outln!`, `out!`, `errln!`, `err!`. Each returns
 //! `true` while stdout is still usable, so a loop can stop writing into a closed pipe.
 
 use std::fmt;
