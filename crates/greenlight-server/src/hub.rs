@@ -216,33 +216,25 @@ impl Hub {
             let Some(&(last, _)) = batch.last() else {
                 return Ok(position);
             };
-            let mut by_stream: Vec<(StreamId, Vec<(u64, String)>)> = Vec::new();
+            let mut by_stream: Vec<(StreamId, Vec<LiveFrame>)> = Vec::new();
             for (_, frame) in &batch {
-                let sse = (frame.seq, encode_frame(frame));
+                let live = LiveFrame {
+                    seq: frame.seq,
+                    sse: Encoded::new(encode_frame(frame).as_bytes()),
+                };
                 match by_stream
                     .iter_mut()
                     .find(|(stream, _)| *stream == frame.stream)
                 {
-                    Some((_, frames)) => frames.push(sse),
-                    None => by_stream.push((frame.stream, vec![sse])),
+                    Some((_, frames)) => frames.push(live),
+                    None => by_stream.push((frame.stream, vec![live])),
                 }
             }
-            let encoded: Vec<(StreamId, Vec<LiveFrame>, Option<Encoded>)> = by_stream
-                .into_iter()
-                .map(|(stream, frames)| {
-                    let joined = joined(&frames);
-                    let frames = frames
-                        .iter()
-                        .map(|(seq, sse)| LiveFrame {
-                            seq: *seq,
-                            sse: Encoded::new(sse.as_bytes()),
-                        })
-                        .collect();
-                    (stream, frames, joined)
-                })
-                .collect();
+            // Encoded before the lock: the poller holds it only to write.
+            let joins: Vec<Option<Encoded>> =
+                by_stream.iter().map(|(_, frames)| joined(frames)).collect();
             let mut live = lock(&self.live);
-            for (stream, frames, joined) in &encoded {
+            for ((stream, frames), joined) in by_stream.iter().zip(&joins) {
                 live.publish(*stream, frames, joined.as_ref());
             }
             drop(live);
@@ -322,12 +314,15 @@ impl Hub {
 
 /// One chunk holding every frame of `frames`, when their seqs follow each other (one write
 /// per watcher for a poll that found several); `None` for a single frame or a hole.
-fn joined(frames: &[(u64, String)]) -> Option<Encoded> {
-    if frames.len() < 2 || frames.windows(2).any(|w| w[1].0 != w[0].0 + 1) {
+fn joined(frames: &[LiveFrame]) -> Option<Encoded> {
+    if frames.len() < 2 || frames.windows(2).any(|w| w[1].seq != w[0].seq + 1) {
         return None;
     }
-    let sse: String = frames.iter().map(|(_, sse)| sse.as_str()).collect();
-    Some(Encoded::new(sse.as_bytes()))
+    let mut sse = Vec::new();
+    for frame in frames {
+        sse.extend_from_slice(&frame.sse.bytes(Framing::UntilClose));
+    }
+    Some(Encoded::new(&sse))
 }
 
 /// The poller's thread, and why the wake-up socket could not be bound (the poller then polls).
