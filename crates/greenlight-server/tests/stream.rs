@@ -875,14 +875,19 @@ fn load_100_subscribers_by_1000_frames_every_10th_dropped_and_resumed() {
 
 /// Waits until the server holds `want` (a dropped client is noticed when its socket closes).
 fn wait_held(server: &Server, want: greenlight_server::Held) {
+    wait_until(server, &format!("not {want:?}"), |held| held == want);
+}
+
+/// Waits until what the server holds satisfies `ok`; fails saying `why` and what it holds.
+fn wait_until(server: &Server, why: &str, ok: impl Fn(greenlight_server::Held) -> bool) {
     let started = Instant::now();
-    while server.held() != want {
+    while !ok(server.held()) {
         assert!(
             started.elapsed() < LIMIT,
-            "the server still holds {:?}, not {want:?}",
+            "{why}: the server holds {:?}",
             server.held()
         );
-        std::thread::sleep(Duration::from_millis(10));
+        std::thread::sleep(Duration::from_millis(5));
     }
 }
 
@@ -1008,15 +1013,7 @@ fn append_large(f: &Fixture, frames: u64, size: usize) {
 
 /// Waits until the server says `behind` watchers are behind.
 fn wait_behind(server: &Server, behind: usize, why: &str) {
-    let started = Instant::now();
-    while server.held().behind != behind {
-        assert!(
-            started.elapsed() < LIMIT,
-            "{why}: the server holds {:?}",
-            server.held()
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    wait_until(server, why, |held| held.behind == behind);
 }
 
 /// The poller writes each frame straight to a caught-up watcher's socket; a client that stops
