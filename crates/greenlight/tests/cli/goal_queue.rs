@@ -121,6 +121,24 @@ pub(crate) fn claims_of(queue: &Store, item: greenlight_store::QueueItemId) -> V
         .collect()
 }
 
+/// Checks that `item` ended `done` after exactly one claim; returns the worker that claimed it.
+pub(crate) fn done_on_one_claim(queue: &Store, item: &greenlight_store::QueueItem) -> String {
+    assert_eq!(
+        (item.state, item.outcome.as_deref()),
+        (QueueState::Ended, Some("done")),
+        "item {}",
+        item.id
+    );
+    let mut claims = claims_of(queue, item.id);
+    assert_eq!(
+        claims.len(),
+        1,
+        "item {} was claimed once: {claims:?}",
+        item.id
+    );
+    claims.remove(0).1
+}
+
 /// Lines of the agents' records, as (worktree name, pid).
 fn records(path: &Path) -> Vec<(String, String)> {
     std::fs::read_to_string(path)
@@ -159,20 +177,9 @@ fn two_hundred_queued_goals_on_four_worker_processes_are_each_done_exactly_once(
     assert_eq!(items.len(), GOALS);
     let mut by_worker: BTreeMap<String, usize> = BTreeMap::new();
     for item in &items {
-        assert_eq!(
-            (item.state, item.outcome.as_deref()),
-            (QueueState::Ended, Some("done")),
-            "item {}",
-            item.id
-        );
-        let claims = queue.queue_claims(item.id).unwrap();
-        assert_eq!(
-            claims.len(),
-            1,
-            "item {} was claimed once: {claims:?}",
-            item.id
-        );
-        *by_worker.entry(claims[0].worker.clone()).or_default() += 1;
+        *by_worker
+            .entry(done_on_one_claim(&queue, item))
+            .or_default() += 1;
     }
     // The agents' own records: one turn per goal, in the goal's own worktree, none twice.
     let seen = records(&records_file);

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use greenlight_store::{QueueState, Reads, Store};
 use greenlight_testkit::TempRepo;
+use greenlight_testkit::files::write_executable;
 
 use crate::goal_queue::{claims_of, submit_gated, wait_exit, worker};
 use crate::serve_cli::EndOnDrop;
@@ -22,16 +23,14 @@ fn a_taker_waits_for_a_stalled_holder_on_this_machine_and_finishes_the_goal() {
     let turns = dir.path().join("turns");
     let script = dir.path().join("agent.sh");
     // The first turn hangs; the next one makes the gate pass.
-    std::fs::write(
+    write_executable(
         &script,
-        format!(
+        &format!(
             "#!/bin/sh\necho turn >> '{t}'\nif [ -e '{m}' ]; then touch done.txt; else touch '{m}'; sleep 60; fi\necho done\n",
             t = turns.display(),
             m = marker.display()
         ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    );
     let store_url = store.to_str().unwrap();
     submit_gated(
         store_url,

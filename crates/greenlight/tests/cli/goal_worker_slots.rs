@@ -14,7 +14,7 @@ use greenlight_store::{QueueState, Reads, Store};
 use greenlight_testkit::fake_agent::pid_alive;
 use greenlight_testkit::{TempRepo, greenlight_bin, signal_and_wait};
 
-use crate::goal_queue::claims_of;
+use crate::goal_queue::{claims_of, done_on_one_claim};
 use crate::serve_cli::EndOnDrop;
 
 /// An agent script at `dir/NAME.sh` that runs `body` and replies.
@@ -136,15 +136,7 @@ fn one_slots_gates_never_end_the_background_process_another_slots_agent_is_using
     assert_eq!(items.len(), 2);
     let mut claimers = Vec::new();
     for item in &items {
-        assert_eq!(
-            (item.state, item.outcome.as_deref()),
-            (QueueState::Ended, Some("done")),
-            "item {}",
-            item.id
-        );
-        let claims = claims_of(&queue, item.id);
-        assert_eq!(claims.len(), 1, "{claims:?}");
-        claimers.push(claims[0].1.clone());
+        claimers.push(done_on_one_claim(&queue, item));
     }
     claimers.sort();
     assert_eq!(
