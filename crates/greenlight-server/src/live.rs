@@ -157,18 +157,14 @@ impl Entry {
     /// Writes `bytes`, which end with frame `seq`, without waiting; what the socket does not
     /// take now is left to the watcher's task.
     fn write_live(&mut self, seq: u64, bytes: &Bytes) {
-        match self.socket.try_write(bytes) {
-            Ok(n) => {
-                self.last = seq;
-                if n < bytes.len() {
-                    self.fall_behind(Queued::Raw(bytes.slice(n..)));
-                }
-            }
-            Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                self.last = seq;
-                self.fall_behind(Queued::Raw(bytes.clone()));
-            }
-            Err(_) => self.break_off(),
+        let taken = match self.socket.try_write(bytes) {
+            Ok(n) => n,
+            Err(e) if e.kind() == ErrorKind::WouldBlock => 0,
+            Err(_) => return self.break_off(),
+        };
+        self.last = seq;
+        if taken < bytes.len() {
+            self.fall_behind(Queued::Raw(bytes.slice(taken..)));
         }
     }
 
