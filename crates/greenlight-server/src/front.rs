@@ -59,18 +59,22 @@ pub async fn serve(mut tcp: TcpStream, routes: Router, http: http1::Builder, wat
 /// (`false`: hyper answers what it can of it); an error when the client left before sending
 /// anything.
 async fn read_head(tcp: &mut TcpStream, head: &mut Vec<u8>) -> std::io::Result<bool> {
+    // Where the search for the head's end resumes: a head sent a byte at a time is not
+    // searched again from its start after every byte.
+    let mut searched = 0;
     loop {
-        if let Some(end) = head.windows(4).position(|w| w == b"\r\n\r\n") {
-            return Ok(end + 4 <= MAX_HEAD);
+        if let Some(at) = head[searched..].windows(4).position(|w| w == b"\r\n\r\n") {
+            return Ok(searched + at + 4 <= MAX_HEAD);
         }
+        searched = head.len().saturating_sub(3);
         if head.len() >= MAX_HEAD {
             return Ok(false);
         }
         if tcp.read_buf(head).await? == 0 {
-            return match head.is_empty() {
-                true => Err(std::io::ErrorKind::UnexpectedEof.into()),
-                false => Ok(false),
-            };
+            if head.is_empty() {
+                return Err(std::io::ErrorKind::UnexpectedEof.into());
+            }
+            return Ok(false);
         }
     }
 }

@@ -1176,6 +1176,19 @@ fn the_front_answers_head_and_http_1_0_stream_requests_and_closes_every_connecti
         let many: String = (0..101).map(|i| format!("X-{i}: v\r\n")).collect();
         let crowded = raw(addr, format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\n{many}\r\n")).await;
         assert!(crowded.starts_with("HTTP/1.1 431 "), "{crowded}");
+        // A head that arrives in pieces, its end split across them, is read whole.
+        let mut pieces = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\n\r\n");
+        let split = request.len() - 3;
+        for piece in [&request[..5], &request[5..split], &request[split..split + 2], &request[split + 2..]] {
+            tokio::io::AsyncWriteExt::write_all(&mut pieces, piece.as_bytes())
+                .await
+                .expect("send");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let text = read_until(&mut pieces, "retry: 2000").await;
+        assert!(text.starts_with("HTTP/1.1 200 OK\r\n"), "{text}");
+        drop(pieces);
         // Up to hyper's own bound of headers, the front reads a stream request and streams it.
         let some: String = (0..90).map(|i| format!("X-{i}: v\r\n")).collect();
         let mut wide = tokio::net::TcpStream::connect(addr).await.expect("connect");
