@@ -153,6 +153,29 @@ impl WallClock for StepClock {
     }
 }
 
+/// A clock for tests that stands still until the test moves it ([`HandClock::set`]), shared
+/// by every store of a test that plays several workers.
+#[derive(Debug)]
+pub struct HandClock(AtomicI64);
+
+impl HandClock {
+    /// A clock reading `at`.
+    pub fn new(at: Millis) -> Self {
+        HandClock(AtomicI64::new(at))
+    }
+
+    /// Moves the clock to `at`.
+    pub fn set(&self, at: Millis) {
+        self.0.store(at, Ordering::SeqCst);
+    }
+}
+
+impl WallClock for HandClock {
+    fn now_ms(&self) -> Millis {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
 /// The state database path in the environment `env` looks variables up in (the one the front
 /// end read): `GREENLIGHT_STORE` if set (a `postgres://` URL: see [`pg`]), else
 /// `GREENLIGHT_STATE` if set, else `$XDG_STATE_HOME/greenlight/state.db`, else

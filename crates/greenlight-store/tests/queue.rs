@@ -5,22 +5,11 @@
 mod common;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
 
 use greenlight_store::{
-    Error, Millis, NewQueueItem, NewWorkflowRun, QueueKind, QueueState, Reads, Store, WallClock,
+    Error, HandClock, NewQueueItem, NewWorkflowRun, QueueKind, QueueState, Reads, Store,
     WorkflowBudget,
 };
-
-/// A clock the test moves by hand, shared by every store of the test.
-#[derive(Debug, Default)]
-struct HandClock(AtomicI64);
-
-impl WallClock for HandClock {
-    fn now_ms(&self) -> Millis {
-        self.0.load(Ordering::SeqCst)
-    }
-}
 
 fn item(labels: &[&str]) -> NewQueueItem {
     NewQueueItem {
@@ -61,7 +50,7 @@ fn labels(l: &[&str]) -> Vec<String> {
 fn labels_decide_who_claims_and_an_expired_lease_moves_the_item_under_a_new_epoch() {
     let dir = tempfile::tempdir().expect("tmp");
     let db = common::state_at(dir.path().join("s.db"));
-    let clock = Arc::new(HandClock(AtomicI64::new(1_000)));
+    let clock = Arc::new(HandClock::new(1_000));
     let mut a = Store::open_with_clock(&db, clock.clone()).expect("open a");
     let mut b = Store::open_with_clock(&db, clock.clone()).expect("open b");
     let gpu = a
@@ -91,7 +80,7 @@ fn labels_decide_who_claims_and_an_expired_lease_moves_the_item_under_a_new_epoc
     assert_eq!((second.id, second.labels.clone()), (gpu, labels(&["gpu"])));
 
     // b's lease runs out without a renewal; a takes the plain item under epoch 2.
-    clock.0.store(40_000, Ordering::SeqCst);
+    clock.set(40_000);
     let (again, fence_a) = a
         .claim_queue_item("a", &[], 30_000)
         .expect("claim")
@@ -128,7 +117,7 @@ fn labels_decide_who_claims_and_an_expired_lease_moves_the_item_under_a_new_epoc
         .collect();
     assert_eq!(claims, [(1, "b".to_owned()), (2, "a".to_owned())]);
     // An ended item is never claimed again, however old its lease.
-    clock.0.store(1_000_000, Ordering::SeqCst);
+    clock.set(1_000_000);
     let left = a
         .claim_queue_item("a", &labels(&["gpu"]), 30_000)
         .expect("claim");
@@ -182,7 +171,7 @@ fn a_workflow_item_is_claimed_as_one_and_names_the_run_its_first_worker_started(
 fn the_holder_of_a_workflow_items_claim_resumes_its_run_though_its_owner_elsewhere_looks_alive() {
     let dir = tempfile::tempdir().expect("tmp");
     let db = common::state_at(dir.path().join("s.db"));
-    let clock = Arc::new(HandClock(AtomicI64::new(1_000)));
+    let clock = Arc::new(HandClock::new(1_000));
     let mut dead = Store::open_with_clock(&db, clock.clone()).expect("open");
     let mut heir = Store::open_with_clock(&db, clock.clone()).expect("open");
     let mut workflow = item(&[]);
@@ -219,7 +208,7 @@ fn the_holder_of_a_workflow_items_claim_resumes_its_run_though_its_owner_elsewhe
         "no claim, no resume: {unfenced:?}"
     );
     // The lease runs out; the heir claims the item under the next epoch and resumes.
-    clock.0.store(20_000, Ordering::SeqCst);
+    clock.set(20_000);
     let (_, second) = heir
         .claim_queue_item("heir", &[], 10_000)
         .expect("claim")

@@ -450,21 +450,10 @@ fn greenlight_agent_family(agent: &str) -> Family {
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
-    use std::sync::atomic::{AtomicI64, Ordering};
 
-    use greenlight_store::{Millis, NewQueueItem, QueueKind, WallClock};
+    use greenlight_store::{HandClock, NewQueueItem, QueueKind};
 
     use super::*;
-
-    /// A clock the test moves by hand, shared by both workers' stores.
-    #[derive(Debug, Default)]
-    struct HandClock(AtomicI64);
-
-    impl WallClock for HandClock {
-        fn now_ms(&self) -> Millis {
-            self.0.load(Ordering::SeqCst)
-        }
-    }
 
     fn new_run() -> NewRun {
         NewRun {
@@ -490,7 +479,7 @@ mod tests {
     fn a_write_refused_for_a_lost_lease_is_told_apart_from_other_failures() {
         let dir = tempfile::tempdir().expect("tmp");
         let db = dir.path().join("state.db");
-        let clock = Arc::new(HandClock(AtomicI64::new(1_000)));
+        let clock = Arc::new(HandClock::new(1_000));
         let mut holder = Store::open_with_clock(&db, clock.clone()).expect("open");
         let mut taker = Store::open_with_clock(&db, clock.clone()).expect("open");
         let item = holder
@@ -521,7 +510,7 @@ mod tests {
             .expect_err("not a run id");
         assert!(!not_a_run.lease_lost, "{not_a_run}");
 
-        clock.0.store(40_000, Ordering::SeqCst);
+        clock.set(40_000);
         taker
             .claim_queue_item("taker", &[], 30_000)
             .expect("claim")
