@@ -346,10 +346,10 @@ fn leftovers_note(out: &mut String, gate: &GateReport, attempt: &Attempt) {
     }
 }
 
-/// The stderr text for one finished gate (may be empty for a clean pass).
-pub fn gate_stderr(gate: &GateReport, tail_limit: usize, cwd: &Path) -> String {
+/// What greenlight did around a gate's attempts, a line each: processes it left and that were
+/// killed, locks reclaimed or broken. Empty when there was nothing to say.
+pub fn gate_notes(gate: &GateReport) -> String {
     let mut out = String::new();
-    let id = &gate.id;
     for attempt in &gate.attempts {
         leftovers_note(&mut out, gate, attempt);
         if let (Some(why), true) = (
@@ -386,6 +386,13 @@ pub fn gate_stderr(gate: &GateReport, tail_limit: usize, cwd: &Path) -> String {
             }
         }
     }
+    out
+}
+
+/// The stderr text for one finished gate (may be empty for a clean pass).
+pub fn gate_stderr(gate: &GateReport, tail_limit: usize, cwd: &Path) -> String {
+    let mut out = gate_notes(gate);
+    let id = &gate.id;
     let Some(first) = gate.attempts.first() else {
         return out;
     };

@@ -526,6 +526,19 @@ pub async fn run(
             .map(render::gate_line)
             .chain(report.result.map(render::result_line)),
     );
+    // What verify would print on stderr beside its gate lines: a cache turned off, a result not
+    // stored, processes ended. The hook's stderr is the only place a user can see them.
+    notes.extend(report.warnings.iter().cloned());
+    notes.extend(
+        report
+            .gates
+            .iter()
+            .map(render::gate_notes)
+            .chain(render::orphans_stderr(&report))
+            .chain(render::leftovers_stderr(&report))
+            .filter(|note| !note.is_empty())
+            .map(|note| note.trim_end().to_owned()),
+    );
 
     let key = payload.session_key(&cwd);
     let judged = judge(&report, &root, options.reason_budget);

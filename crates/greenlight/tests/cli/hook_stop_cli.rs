@@ -641,3 +641,38 @@ fn the_hook_reads_greenlight_s_own_config_first_from_a_subdirectory() {
         run.stderr
     );
 }
+
+/// What verify says on stderr beside its gate lines, the hook says too: a result cache turned
+/// off (here: a cache directory inside the worktree) and a gate's process that outlived it,
+/// each named, with the verdict unchanged.
+#[test]
+fn the_hook_says_on_stderr_what_verify_would_warn_about() {
+    let repo = TempRepo::worktree_with_commit();
+    repo.verify_yaml(
+        "version: 2\ngates:\n  - id: unit\n    command: \"true\"\n  - id: spawner\n    command: \"sleep 600 & exit 0\"\n    cache: false\n",
+    );
+    let p = payload(Agent::Claude, "Stop", false, "s", repo.path());
+    let state = state(&repo);
+    let run = repo
+        .cli(["hook", "stop", "--state", state.to_str().unwrap()])
+        .env(
+            "GREENLIGHT_CACHE_DIR",
+            repo.path().join(".greenlight-cache"),
+        )
+        .stdin(p.to_string().as_bytes())
+        .run();
+    assert_eq!(run.code, 0, "{}", run.render());
+    assert!(
+        run.stderr.contains("the result cache is off for this run")
+            && run.stderr.contains("is inside this worktree"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr
+            .contains("gate spawner left 1 process(es) running after it ended; all were killed")
+            && run.stderr.contains("sleep 600"),
+        "{}",
+        run.stderr
+    );
+}
