@@ -29,42 +29,56 @@ pub fn probes(family: Family) -> bool {
     matches!(family, Family::Claude | Family::Codex | Family::OpenAi)
 }
 
+/// Why an agent was not given a goal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// What is wrong with the agent; the caller adds what to do.
+    Unfit(String),
+    /// A signal came while the model was being probed: nothing is wrong with the agent, the
+    /// user asked to stop.
+    Interrupted {
+        /// The signal that came.
+        signal: Interrupt,
+        /// The model that was being probed.
+        model: String,
+    },
+}
+
 /// Checks an agent before a goal is given it, so a missing CLI or a model that does not answer
 /// is refused before anything is stored: its executable is found (from `worktree`, or on
 /// `search_path`), then its model is probed. Returns the model id that answered (`None` for a
-/// family that is not probed), to be recorded with the goal; the error names the agent and what
-/// is wrong (the caller adds what to do).
+/// family that is not probed), to be recorded with the goal.
 pub async fn check_new_agent(
     spec: &AgentSpec,
     worktree: &Path,
     search_path: &OsStr,
     families: &dyn Families,
     interrupt: &mut InterruptWatch,
-) -> Result<Option<String>, String> {
+) -> Result<Option<String>, Refusal> {
     let family = spec.family;
     if let Some(bin) = agent_bin(spec) {
         resolve_bin(&bin, worktree, search_path)
-            .map_err(|why| format!("the {family} agent cannot start: {why}"))?;
+            .map_err(|why| Refusal::Unfit(format!("the {family} agent cannot start: {why}")))?;
     }
     if !probes(family) {
         return Ok(None);
     }
-    let (dispatcher, _) = dispatcher_for(spec, None, families)?;
+    let (dispatcher, _) = dispatcher_for(spec, None, families).map_err(Refusal::Unfit)?;
     let model = spec.model.clone().unwrap_or_else(|| "default".into());
     let candidates = [model.clone()];
     let outcome = tokio::select! {
         outcome = dispatcher.probe(&candidates) => outcome,
         _ = interrupt.changed() => {
             let signal = (*interrupt.borrow()).unwrap_or(Interrupt::Int);
-            return Err(format!("interrupted by {} while probing the model `{model}`", signal.name()));
+            return Err(Refusal::Interrupted { signal, model });
         }
     };
     match outcome.id {
         Some(id) => Ok(Some(id)),
-        None => Err(format!(
+        None => Err(Refusal::Unfit(format!(
             "the {family} agent's model `{model}` does not answer ({}); check the agent CLI's login and the model id",
             outcome.detail
-        )),
+        ))),
     }
 }
 

@@ -5,6 +5,7 @@
 use std::path::Path;
 use std::time::Duration;
 
+use greenlight_goal::preflight::Refusal;
 use greenlight_goal::{DriveOptions, Finish, Progress, Started};
 use greenlight_proc::Interrupt;
 use greenlight_store::{AgentSpec, GoalId, GoalState, Store};
@@ -48,17 +49,22 @@ fn loop_error(e: greenlight_goal::Error) -> (i32, String) {
 }
 
 /// Checks an agent before a goal is given it (found on `PATH`, its model probed): the model id
-/// that answered, or what is wrong with the agent.
+/// that answered. Refused, the exit code and message to end with, naming the agent as the user
+/// gave it (`given`) and what was therefore not done (`kept`: "no goal was created"); an
+/// interrupted probe exits as its signal asks.
 pub fn check_agent(
     spec: &AgentSpec,
+    given: &str,
     worktree: &Path,
     families: &EveryFamily,
-) -> Result<Option<String>, String> {
+    kept: &str,
+) -> Result<Option<String>, (i32, String)> {
     let search_path = crate::environment::get()
         .vars
         .var("PATH")
         .unwrap_or_default();
-    greenlight_proc::run_main(|mut signals| async move {
+    let family = spec.family;
+    let checked = greenlight_proc::run_main(|mut signals| async move {
         greenlight_goal::preflight::check_new_agent(
             spec,
             worktree,
@@ -69,9 +75,25 @@ pub fn check_agent(
         .await
     })
     .unwrap_or_else(|e| {
-        Err(format!(
+        Err(Refusal::Unfit(format!(
             "cannot start the async runtime or its signal handlers: {e}"
-        ))
+        )))
+    });
+    checked.map_err(|refusal| match refusal {
+        Refusal::Unfit(why) => (
+            exit::ERROR,
+            format!(
+                "--agent {given}: {why}; {kept}. Fix that, or choose another agent: {}",
+                greenlight_goal::preflight::OTHER_AGENTS
+            ),
+        ),
+        Refusal::Interrupted { signal, model } => (
+            signal.exit_code(),
+            format!(
+                "interrupted by {} while probing the {family} agent's model `{model}`; {kept}",
+                signal.name()
+            ),
+        ),
     })
 }
 

@@ -305,15 +305,13 @@ fn dispatch(args: Args) -> CliResult {
                 }));
             }
             // Checked before the goal exists, so an agent that cannot run leaves no goal behind.
-            let probed = check_agent(&new.goal.agent, &worktree, &families).map_err(|why| {
-                (
-                    exit::ERROR,
-                    format!(
-                        "--agent {agent}: {why}; no goal was created. Fix that, or choose another agent: {}",
-                        greenlight_goal::preflight::OTHER_AGENTS
-                    ),
-                )
-            })?;
+            let probed = check_agent(
+                &new.goal.agent,
+                &agent,
+                &worktree,
+                &families,
+                "no goal was created",
+            )?;
             // Started before the goal exists, so a busy port refuses the run, not half of it.
             let server = run
                 .serve
@@ -446,17 +444,8 @@ fn change_agent(
         )));
     }
     let spec = parse_agent(agent, args.model.clone(), &args.openai(), families).map_err(usage)?;
-    let probed = check_agent(&spec, &goal.worktree, families).map_err(|why| {
-        (
-            exit::ERROR,
-            format!(
-                "--agent {agent}: {why}; goal {} keeps its agent {}. Fix that, or choose another agent: {}",
-                goal.id,
-                goal.agent.family,
-                greenlight_goal::preflight::OTHER_AGENTS
-            ),
-        )
-    })?;
+    let kept = format!("goal {} keeps its agent {}", goal.id, goal.agent.family);
+    let probed = check_agent(&spec, agent, &goal.worktree, families, &kept)?;
     store
         .write(|tx| tx.change_agent(goal.id, &spec, probed.as_deref()))
         .map_err(store_err)?;

@@ -117,6 +117,52 @@ fn an_agent_that_cannot_start_is_refused_before_a_goal_exists() {
     assert_eq!(fx.goal(&["status", "--json"]).code, 2);
 }
 
+/// Ctrl-C while the new agent's model is probed stops `goal run` as an interrupt (130, the
+/// probe's process group ended), not as an agent that failed its check, and leaves no goal.
+#[test]
+#[ignore = "needs python3: run scripts/test"]
+fn ctrl_c_during_the_model_probe_exits_130_and_leaves_no_goal() {
+    let fx = Fixture::new();
+    let fake = FakeAgent::builder(FakeCli::Claude, Scenario::Hang)
+        .install()
+        .unwrap();
+    let mut dirs = vec![fake.dir().to_path_buf()];
+    dirs.extend(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    ));
+    let child = fx
+        .goal_command(&["run", "fix it", "--gate", GATE])
+        .env("PATH", std::env::join_paths(dirs).unwrap())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while fake.invocations().is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the probe never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let probe = fake.invocations()[0].pid;
+    procs::signal("-INT", child.id());
+    let out = finish(child);
+    assert_eq!(out.code, 130, "{}", out.render());
+    assert_eq!(
+        out.stderr,
+        "greenlight: interrupted by SIGINT while probing the claude agent's model `sonnet`; no goal was created\n",
+        "{}",
+        out.render()
+    );
+    procs::assert_all_dead(&[probe], "the probe outlived the interrupt");
+    assert_eq!(
+        fx.goal(&["status", "--json"]).code,
+        2,
+        "a goal row was left"
+    );
+}
+
 /// An agent that was there when the goal started and is gone at its resume pauses the goal
 /// before a turn, and the pause names the command that gives the goal another agent.
 #[test]

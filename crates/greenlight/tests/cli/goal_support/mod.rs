@@ -143,10 +143,14 @@ impl Fixture {
         all
     }
 
+    /// `greenlight goal <args> --state <state>` in the worktree, not yet started.
+    pub fn goal_command(&self, args: &[&str]) -> Command {
+        self.repo.command(self.goal_args(args))
+    }
+
     /// Starts `greenlight goal <args> --state <state>` without waiting.
     pub fn spawn_goal(&self, args: &[&str]) -> Child {
-        self.repo
-            .command(self.goal_args(args))
+        self.goal_command(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
