@@ -171,6 +171,7 @@ pub fn start(config: Config) -> Result<Server, Error> {
         .build()
         .map_err(Error::Runtime)?;
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
+    let stalled_write = hub.limits().stalled_write;
     let thread_hub = Arc::clone(&hub);
     let sweep_hub = Arc::clone(&hub);
     let thread = std::thread::Builder::new()
@@ -180,7 +181,7 @@ pub fn start(config: Config) -> Result<Server, Error> {
                 let listener =
                     tokio::net::TcpListener::from_std(listener).map_err(Error::Runtime)?;
                 tokio::spawn(crate::sweep::close_abandoned_runs(sweep_hub));
-                serve_connections(listener, router(app, extra), stop_rx).await;
+                serve_connections(listener, router(app, extra), stalled_write, stop_rx).await;
                 Ok(())
             });
             thread_hub.stop();
@@ -198,11 +199,22 @@ pub fn start(config: Config) -> Result<Server, Error> {
     })
 }
 
+/// Sets up an accepted connection's socket. Small frames must not wait behind Nagle's algorithm
+/// and the peer's delayed ACK. And a peer that vanished without closing (a laptop asleep, a
+/// dropped network) must give its watcher place back: once bytes sent to it (a frame, the
+/// heartbeat) go unacknowledged for `stalled_write`, the kernel drops the connection, where by
+/// default it would retransmit for about fifteen minutes.
+fn tune(tcp: &tokio::net::TcpStream, stalled_write: Duration) {
+    let _ = tcp.set_nodelay(true);
+    let _ = socket2::SockRef::from(tcp).set_tcp_user_timeout(Some(stalled_write));
+}
+
 /// Accepts and serves connections until `stop`, then lets them finish (every stream was told to
 /// end) and cuts what still hangs after [`STOP_GRACE`].
 async fn serve_connections(
     listener: tokio::net::TcpListener,
     routes: Router,
+    stalled_write: Duration,
     stop: oneshot::Receiver<()>,
 ) {
     let mut http = hyper::server::conn::http1::Builder::new();
@@ -226,8 +238,7 @@ async fn serve_connections(
                 }
             },
         };
-        // Small frames must not wait behind Nagle's algorithm and the peer's delayed ACK.
-        let _ = tcp.set_nodelay(true);
+        tune(&tcp, stalled_write);
         tokio::spawn(crate::front::serve(
             tcp,
             routes.clone(),
@@ -237,4 +248,31 @@ async fn serve_connections(
     }
     drop(listener);
     let _ = tokio::time::timeout(STOP_GRACE, connections.shutdown()).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An accepted socket sends small frames at once and gives up on a peer that acknowledges
+    /// nothing for the stall limit (the kernel's default would be about fifteen minutes).
+    #[tokio::test]
+    async fn an_accepted_socket_is_tuned_for_frames_and_a_vanished_peer() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let _client = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let (tcp, _) = listener.accept().await.unwrap();
+        let socket = socket2::SockRef::from(&tcp);
+        assert_eq!(
+            socket.tcp_user_timeout().unwrap(),
+            None,
+            "the kernel's default"
+        );
+        tune(&tcp, Duration::from_secs(7));
+        assert!(tcp.nodelay().unwrap());
+        assert_eq!(
+            socket.tcp_user_timeout().unwrap(),
+            Some(Duration::from_secs(7))
+        );
+    }
 }
